@@ -1,0 +1,164 @@
+"""The checker's model: what the parsers produce and the rules read.
+
+Parsers (markdown, rst, argparse) know file formats and build these objects; rules know only these
+objects; the reporter knows only ``Finding``. Paths are repository-relative POSIX strings; lines and
+columns are 1-based.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class Loc:
+    path: str
+    line: int = 1
+    col: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}"
+
+
+@dataclass
+class Finding:
+    code: str  # stable rule code, e.g. "SK101"
+    message: str  # one line; for drift, names where the truth lives
+    loc: Loc
+    severity: str = "error"  # "error" | "warning"
+    truth: Loc | None = None  # where the source of truth lives (drift rules)
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str  # plain text of the heading
+    anchor: str  # GitHub-style (markdown) or docutils id (rst)
+    line: int
+
+
+@dataclass
+class Link:
+    target: str  # as written (may carry a #fragment)
+    text: str
+    line: int
+    col: int = 1
+
+
+@dataclass
+class Code:
+    """Inline code (``kind="inline"``) or a code/literal block (``kind="block"``)."""
+
+    text: str
+    line: int  # for blocks: the line of the first content line
+    col: int = 1
+    kind: str = "inline"
+    lang: str | None = None
+
+
+@dataclass
+class Cell:
+    text: str
+    line: int
+    col: int = 1
+    code: list[Code] = field(default_factory=list)  # inline code inside the cell
+
+
+@dataclass
+class Table:
+    header: list[Cell]
+    rows: list[list[Cell]]
+    line: int
+    title: str | None = None  # list-table title / nearest heading
+
+
+@dataclass
+class MarkdownDoc:
+    path: str
+    text: str
+    n_lines: int
+    frontmatter: dict[str, Any] | None = None  # None: no frontmatter block
+    frontmatter_lines: dict[str, int] = field(default_factory=dict)  # dotted key -> line
+    body_start: int = 1  # first line after the frontmatter block
+    headings: list[Heading] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    code: list[Code] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)  # unreadable, bad YAML, ...
+
+
+@dataclass
+class RstDoc:
+    path: str
+    text: str
+    n_lines: int
+    labels: dict[str, int] = field(default_factory=dict)  # explicit targets `.. _name:` -> line
+    headings: list[Heading] = field(default_factory=list)  # sections; anchor = docutils id
+    links: list[Link] = field(default_factory=list)  # :ref:/:doc: targets and external refs
+    code: list[Code] = field(default_factory=list)  # inline literals and literal/code blocks
+    tables: list[Table] = field(default_factory=list)  # list-tables and plain tables
+    problems: list[Finding] = field(default_factory=list)
+
+
+MISSING = object()  # an argparse default that was not given
+
+
+@dataclass
+class Option:
+    flags: tuple[str, ...]  # option strings, first is the canonical one
+    dest: str
+    line: int
+    col: int = 1
+    default: Any = MISSING  # a Python literal, or the source text of a non-literal expression
+    choices: tuple[Any, ...] | None = None
+    action: str | None = None
+    nargs: Any = None
+    takes_value: bool = True  # False for store_true/store_false/count/help/version
+
+    @property
+    def canonical(self) -> str:
+        return self.flags[0]
+
+
+@dataclass
+class ArgSpec:
+    """The options one argparse-based script accepts, read statically."""
+
+    path: str
+    options: list[Option] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
+
+    def by_flag(self) -> dict[str, Option]:
+        return {flag: opt for opt in self.options for flag in opt.flags}
+
+
+@dataclass
+class Skill:
+    dir: str  # e.g. "skills/user/train-multi-gpu"
+    audience: str  # folder under skills/ ("user" or "developer")
+    skill_md: MarkdownDoc
+    files: dict[str, MarkdownDoc] = field(default_factory=dict)  # other .md in the skill, by path
+    evals_json: str | None = None  # path of evals/evals.json when present
+
+    @property
+    def name(self) -> str | None:
+        fm = self.skill_md.frontmatter or {}
+        value = fm.get("name")
+        return value if isinstance(value, str) else None
+
+
+@dataclass
+class Project:
+    root: Path
+    config: dict[str, Any]
+    skills: list[Skill] = field(default_factory=list)
+    rst: dict[str, RstDoc] = field(default_factory=dict)  # by path
+    launcher: ArgSpec | None = None
+    trainer: ArgSpec | None = None
+    torchrun: ArgSpec | None = None  # None when torch is not installed (see notes)
+    jax_launcher: ArgSpec | None = None  # skrl's JAX launcher, when skrl is installed
+    aliases: dict[str, str] = field(default_factory=dict)  # .agents/skills/<name> -> link target
+    notes: list[str] = field(default_factory=list)  # informational lines for the summary
+    problems: list[Finding] = field(default_factory=list)  # loader-level findings
