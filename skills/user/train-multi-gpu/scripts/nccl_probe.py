@@ -1,0 +1,1012 @@
+#!/usr/bin/env python3
+"""Standalone all_reduce probe for torch.distributed: NCCL on GPUs, gloo on CPUs.
+
+Checks every all_reduce result, times a size sweep (like nccl-tests' all_reduce_perf) and puts a
+deadline on every collective, so a hang ends as exit 3 naming the ranks that did not finish.
+Needs only torch and the Python standard library.
+
+One rank per GPU, under torchrun (exit status is torchrun's: 1 on any rank failure):
+    torchrun --nproc_per_node 2 nccl_probe.py -b 8 -e 128M -f 2
+On this machine, with the probe's own exit status (it starts torchrun on 127.0.0.1 itself):
+    python nccl_probe.py --nproc_per_node 2
+Confirm a workaround both ways at several world sizes:
+    python nccl_probe.py --bisect --world_sizes 2,3,4 --candidate NCCL_P2P_DISABLE=1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_OK = 0
+EXIT_WRONG = 1
+EXIT_USAGE = 2
+EXIT_DEADLINE = 3
+EXIT_ERROR = 4
+EXIT_MEANING = {
+    EXIT_OK: "ok",
+    EXIT_WRONG: "wrong results",
+    EXIT_USAGE: "usage error",
+    EXIT_DEADLINE: "deadline missed",
+    EXIT_ERROR: "a rank failed",
+}
+STATUS_ENV = "NCCLPROBE_STATUS_DIR"  # set by --nproc_per_node/--bisect for the ranks they start
+HEARTBEAT_S = 0.05  # how often a rank posts its position to the side channel
+WATCHDOG_GRACE_S = 2.0  # the watchdog acts this long after a deadline the main thread did not act on
+INIT_EXTRA_S = 60.0  # start-up (imports, rendezvous, communicator set-up) gets --timeout plus this
+HARD_EXIT_S = 20.0  # a failing rank exits at the latest this long after it starts reporting
+PREFIX = "[nccl_probe]"
+
+VERDICT_CONFIRMED = "fails without, passes with: workaround confirmed"
+VERDICT_NOT_CAUSE = "passes either way: not the cause"
+VERDICT_NOT_FIX = "fails either way: not a fix"
+VERDICT_BREAKS = "passes without, fails with: the candidate breaks it"
+VERDICT_FLAKY = "fails only some runs without it: flaky, inconclusive"
+
+_SIZE_RE = re.compile(r"^(\d+)([kmg]?)(?:i?b)?$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+_SETTING_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([^\n]*)$")
+_FAULT_RE = re.compile(r"^(skip|corrupt):(\d+)(?:@(\d+))?$")
+_TIMEOUT_RE = re.compile(r"time[ds]?[ _-]?out|timeout", re.IGNORECASE)
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line and exit 2."""
+
+
+class _DeadlineMissed(Exception):
+    """A collective did not complete before its deadline."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A deliberate failure, for testing the probe's own failure paths."""
+
+    kind: str  # "skip" or "corrupt"
+    rank: int
+    at: int  # the collective's number in the run, counting warm-ups, from 0
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.rank}@{self.at}"
+
+
+# ---------------------------------------------------------------------------------------------
+# argument parsing
+
+
+def parse_size(text: str) -> int:
+    """A byte count such as 8, 1K, 64K, 128M, 1G (K/M/G are powers of 1024, as in nccl-tests)."""
+    m = _SIZE_RE.match(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use a byte count such as 8, 1K, 64K, 128M, 1G)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def parse_setting(text: str) -> tuple[str, str]:
+    """An environment setting VAR=value."""
+    m = _SETTING_RE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"malformed setting {text!r}: expected VAR=value, such as NCCL_P2P_DISABLE=1")
+    return m.group(1), m.group(2)
+
+
+def parse_fault(text: str) -> Fault:
+    """KIND:RANK[@N] with KIND skip or corrupt."""
+    m = _FAULT_RE.match(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"bad fault {text!r}: expected skip:RANK or corrupt:RANK, optionally @N (the collective's number)"
+        )
+    return Fault(m.group(1), int(m.group(2)), int(m.group(3) or 0))
+
+
+def parse_world_sizes(text: str) -> list[int]:
+    """A comma-separated list of world sizes, such as 2,3,4."""
+    sizes: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise argparse.ArgumentTypeError(f"bad world sizes {text!r}: expected positive integers such as 2,3,4")
+        if int(part) not in sizes:
+            sizes.append(int(part))
+    return sizes
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors become UsageError (one line, exit 2) instead of a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+EPILOG = """\
+exit status:
+  0 every result right; 1 wrong results; 2 usage error; 3 a deadline missed (or a run's hard limit);
+  4 a rank failed otherwise (a collective raised an error, a rank crashed).
+  Under plain torchrun, torchrun itself exits 1 when any rank fails: read "exitcode" in its
+  failure summary, or run "python nccl_probe.py --nproc_per_node N" to get the codes above.
+
+faults (for testing the probe's own failure paths):
+  --fault skip:R      rank R leaves the first all_reduce out and stays alive: the others miss
+                      their deadline and the probe exits 3 naming rank R.
+  --fault corrupt:R   rank R adds 1 to part of its first contribution: exit 1, #wrong > 0.
+  Append @N to pick the Nth collective instead of the first (counting warm-ups, from 0).
+  A rank outside the world makes the fault a no-op. --fault_unless VAR=VALUE stands in for
+  an NCCL defect that a setting works around: the fault fires unless VAR=VALUE is set.
+
+bisection:
+  --bisect runs the probe at each --world_sizes size without the --candidate setting, reruns
+  each failing size without and with it, runs each passing size with it, and prints a verdict:
+    "fails without, passes with: workaround confirmed"
+    "passes either way: not the cause"
+    "fails either way: not a fix"
+  (or "passes without, fails with: the candidate breaks it", or a flaky, inconclusive result).
+  It exits 0 when every verdict is "workaround confirmed" or "not the cause", else 1.
+
+examples:
+  torchrun --nproc_per_node 2 nccl_probe.py -b 8 -e 128M -f 2
+  python nccl_probe.py --nproc_per_node 2 --backend gloo -b 8 -e 64K
+  python nccl_probe.py --bisect --world_sizes 2,3,4 --candidate NCCL_P2P_DISABLE=1
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The probe's command line: probe options, then the launch and bisection options."""
+    parser = _OneLineParser(
+        prog="nccl_probe.py",
+        description=(
+            "Check and time all_reduce across ranks (NCCL on GPUs, gloo on CPUs), with a deadline\n"
+            "on every collective. Run it under torchrun, or with --nproc_per_node or --bisect to let\n"
+            "it start torchrun on this machine (127.0.0.1)."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["auto", "nccl", "gloo"],
+        default="auto",
+        help="process-group backend; auto picks nccl when CUDA is available, else gloo (default: auto)",
+    )
+    parser.add_argument(
+        "-b",
+        "--min_bytes",
+        type=parse_size,
+        default="8",
+        help="smallest message size, such as 8, 1K, 128M (default: 8)",
+    )
+    parser.add_argument(
+        "-e",
+        "--max_bytes",
+        type=parse_size,
+        default="128M",
+        help="largest message size (default: 128M)",
+    )
+    parser.add_argument(
+        "-f",
+        "--step_factor",
+        type=int,
+        default=2,
+        help="multiply the size by this factor at each step, at least 2 (default: 2)",
+    )
+    parser.add_argument("--iters", type=int, default=20, help="timed all_reduce calls per size (default: 20)")
+    parser.add_argument(
+        "--warmup", type=int, default=5, help="untimed all_reduce calls per size before timing (default: 5)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="deadline in seconds for every collective; a miss ends the probe with exit 3 (default: 30)",
+    )
+    parser.add_argument(
+        "--fault",
+        type=parse_fault,
+        default=None,
+        metavar="KIND:RANK[@N]",
+        help="inject a failure to test the probe itself: skip:RANK or corrupt:RANK (see below)",
+    )
+    parser.add_argument(
+        "--fault_unless",
+        type=parse_setting,
+        default=None,
+        metavar="VAR=VALUE",
+        help="the --fault fires unless this setting is in the environment (a stand-in NCCL defect)",
+    )
+    parser.add_argument(
+        "--nproc_per_node",
+        type=int,
+        default=None,
+        metavar="N",
+        help="start torchrun on 127.0.0.1 with N ranks and exit with the probe's own status",
+    )
+    parser.add_argument(
+        "--bisect",
+        action="store_true",
+        help="run the probe at each of --world_sizes without and with --candidate and print verdicts",
+    )
+    parser.add_argument(
+        "--world_sizes",
+        type=parse_world_sizes,
+        default="2,3,4",
+        metavar="N,N,...",
+        help="world sizes for --bisect (default: 2,3,4)",
+    )
+    parser.add_argument(
+        "--candidate",
+        type=parse_setting,
+        default=None,
+        metavar="VAR=VALUE",
+        help="the workaround setting --bisect tests, such as NCCL_P2P_DISABLE=1",
+    )
+    parser.add_argument(
+        "--run_limit",
+        type=float,
+        default=300.0,
+        help="hard wall-clock limit in seconds for each run started by --nproc_per_node or --bisect; "
+        "the run's processes are killed when it is reached (default: 300)",
+    )
+    parser.add_argument(
+        "--log_dir",
+        default=None,
+        help="where --bisect keeps each run's output (default: a new temporary folder)",
+    )
+    return parser
+
+
+def message_sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """The sweep: float32-aligned sizes from min_bytes, times factor, up to max_bytes."""
+    size = max(4, min_bytes - min_bytes % 4)
+    sizes: list[int] = []
+    while size <= max_bytes:
+        sizes.append(size)
+        size *= factor
+    return sizes
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def validate(args: argparse.Namespace) -> list[int]:
+    """Check what argparse cannot; return the message sizes."""
+    if args.max_bytes < 4:
+        raise UsageError(f"empty size range: -e {args.max_bytes} is below one float32 (4 bytes)")
+    if args.min_bytes > args.max_bytes:
+        raise UsageError(f"empty size range: -b {args.min_bytes} is larger than -e {args.max_bytes}")
+    if args.step_factor < 2:
+        raise UsageError(f"-f/--step_factor must be at least 2, got {args.step_factor}")
+    if args.iters < 1:
+        raise UsageError(f"--iters must be at least 1, got {args.iters}")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {args.warmup}")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if not args.run_limit > 0:
+        raise UsageError(f"--run_limit must be a positive number of seconds, got {args.run_limit:g}")
+    if args.fault_unless is not None and args.fault is None:
+        raise UsageError("--fault_unless needs --fault")
+    if args.bisect and args.candidate is None:
+        raise UsageError("--bisect needs --candidate VAR=VALUE, such as --candidate NCCL_P2P_DISABLE=1")
+    if args.candidate is not None and not args.bisect:
+        raise UsageError("--candidate needs --bisect")
+    if args.bisect and args.nproc_per_node is not None:
+        raise UsageError("--bisect takes --world_sizes, not --nproc_per_node")
+    if args.nproc_per_node is not None and args.nproc_per_node < 1:
+        raise UsageError(f"--nproc_per_node must be at least 1, got {args.nproc_per_node}")
+    sizes = message_sizes(args.min_bytes, args.max_bytes, args.step_factor)
+    if not sizes:
+        raise UsageError(f"empty size range: no float32-aligned size between -b {args.min_bytes} and -e {args.max_bytes}")
+    return sizes
+
+
+def _resolve_backend(requested: str, ranks_on_node: int) -> str:
+    """The backend to use, checked against this node's devices (imports torch)."""
+    import torch
+
+    if requested == "gloo":
+        return "gloo"
+    cuda = torch.cuda.is_available()
+    if requested == "auto":
+        return "nccl" if cuda else "gloo"
+    if not cuda:
+        raise UsageError(
+            f"backend nccl needs CUDA, and torch {torch.__version__} sees no GPU here; "
+            "use --backend gloo to probe on CPU"
+        )
+    count = torch.cuda.device_count()
+    if ranks_on_node > count:
+        raise UsageError(
+            f"world size {ranks_on_node} needs {ranks_on_node} GPUs on this node for nccl "
+            f"(one per rank), and only {count} visible"
+        )
+    return "nccl"
+
+
+# ---------------------------------------------------------------------------------------------
+# a rank (under torchrun)
+
+
+class _Status:
+    """The per-rank result file that --nproc_per_node/--bisect read (nothing under plain torchrun)."""
+
+    def __init__(self, rank: int) -> None:
+        folder = os.environ.get(STATUS_ENV)
+        self.folder = Path(folder) if folder else None
+        self.rank = rank
+
+    def write_pid(self) -> None:
+        if self.folder is not None:
+            (self.folder / f"pid.{self.rank}").write_text(str(os.getpid()))
+
+    def write(self, code: int, summary: str, deadline_wall: float | None = None, reporter: bool = False) -> None:
+        if self.folder is None:
+            return
+        data = {"rank": self.rank, "code": code, "summary": summary, "deadline_wall": deadline_wall,
+                "reporter": reporter}
+        tmp = self.folder / f".status.{self.rank}.tmp"
+        try:
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, self.folder / f"status.{self.rank}.json")
+        except OSError:
+            pass
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ",".join(str(r) for r in ranks) if ranks else "none"
+
+
+class Probe:
+    """One rank: set-up, the sweep with checks and deadlines, and the failure report."""
+
+    def __init__(self, args: argparse.Namespace, sizes: list[int], backend: str) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.args, self.sizes, self.backend = args, sizes, backend
+        self.rank = int(os.environ["RANK"])
+        self.world = int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world)))
+        self.timeout = float(args.timeout)
+        self.cuda = backend == "nccl"
+        self.device = torch.device("cuda", self.local_rank) if self.cuda else torch.device("cpu")
+        self.status = _Status(self.rank)
+        fault: Fault | None = args.fault
+        if fault is not None and args.fault_unless is not None:
+            var, value = args.fault_unless
+            if os.environ.get(var) == value:
+                fault = None
+        self.fault = fault if fault is not None and fault.rank == self.rank else None
+        run_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self.prefix = f"nccl_probe/{run_id}/{restart}/"
+        # where this rank is: 2k+1 inside all_reduce #k, 2k+2 once it finished it
+        self.pos = 0
+        self.k = -1
+        self.in_collective = False
+        self.label = "start-up"
+        self.budget = 0.0
+        self.deadline: float | None = None  # time.monotonic() value
+        self.deadline_wall: float | None = None  # time.time() value
+        self._fail_lock = threading.Lock()
+        self._failing = False
+        self.store: Any = None
+
+    # -- deadlines ------------------------------------------------------------------------------
+
+    def arm(self, label: str, seconds: float) -> None:
+        self.label, self.budget = label, seconds
+        self.deadline_wall = time.time() + seconds
+        self.deadline = time.monotonic() + seconds
+
+    def disarm(self) -> None:
+        self.deadline = None
+
+    def _watchdog(self) -> None:
+        """Backstop: end the process when a deadline passed and the main thread is still stuck."""
+        while True:
+            time.sleep(0.2)
+            deadline = self.deadline
+            if deadline is not None and time.monotonic() > deadline + WATCHDOG_GRACE_S:
+                self.fail(EXIT_DEADLINE, f"{self.label} did not finish within {self.budget:g} s (watchdog)")
+
+    # -- side channel (torchrun's TCPStore at MASTER_ADDR:MASTER_PORT) --------------------------
+
+    def _client(self, timeout_s: float) -> Any:
+        host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+        if not host or not port:
+            return None
+        base = self.dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=timeout_s))
+        return self.dist.PrefixStore(self.prefix, base)
+
+    def _heartbeat(self, store: Any) -> None:
+        """Post this rank's position whenever it changes, so a peer can tell where it stopped."""
+        last = None
+        while True:
+            pos = self.pos
+            if pos != last:
+                try:
+                    store.set(f"pos/{self.rank}", str(pos))
+                except Exception:  # noqa: BLE001 - the side channel is best effort
+                    return
+                last = pos
+            time.sleep(HEARTBEAT_S)
+
+    # -- failure --------------------------------------------------------------------------------
+
+    def fail(self, code: int, reason: str) -> NoReturn:
+        """Report (one rank gives the full picture), write the status and end the process."""
+        with self._fail_lock:
+            first, self._failing = not self._failing, True
+        if not first:  # another thread of this rank is already reporting; it ends the process
+            while True:
+                time.sleep(1)
+        timer = threading.Timer(HARD_EXIT_S, os._exit, (code,))
+        timer.daemon = True
+        timer.start()
+        lines, summary, reporter = self._diagnose(code, reason)
+        for line in lines:
+            print(line, file=sys.stderr, flush=True)
+        self.status.write(code, summary, self.deadline_wall if code == EXIT_DEADLINE else None, reporter)
+        print(f"rank {self.rank} FAILED: {EXIT_MEANING[code]}", flush=True)
+        sys.stderr.flush()
+        os._exit(code)
+
+    def _diagnose(self, code: int, reason: str) -> tuple[list[str], str, bool]:
+        """Lines to print, a one-line summary, and whether this rank is the one that reports in full."""
+        kind = "DEADLINE MISSED" if code == EXIT_DEADLINE else "ERROR"
+        head = f"{PREFIX} {kind} (rank {self.rank}): {reason}"
+        if not self.in_collective:
+            return [head], f"rank {self.rank}: {reason}", True
+        k = self.k
+        try:
+            store = self._client(5.0)
+            if store is None:
+                raise RuntimeError("MASTER_ADDR/MASTER_PORT unset")
+            store.set(f"failed/{self.rank}", str(k))
+            time.sleep(4 * HEARTBEAT_S)  # let the peers' last positions land
+            pos: dict[int, int | None] = {}
+            for r in range(self.world):
+                key = f"pos/{r}"
+                pos[r] = int(store.get(key)) if store.check([key]) else None
+            reporter = int(store.add("reporters", 1)) == 1
+        except Exception as exc:  # noqa: BLE001
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return [head, f"{PREFIX}   side channel unavailable ({text}): cannot tell which ranks arrived"], \
+                f"rank {self.rank}: {reason}", True
+        never = [r for r, p in pos.items() if p is None or p < 2 * k + 1]
+        inside = [r for r, p in pos.items() if p == 2 * k + 1]
+        unfinished = sorted(never + inside)
+        where = []
+        for r in never:
+            p = pos[r]
+            if p is None:
+                where.append(f"rank {r} posted no progress")
+            elif p == 0:
+                where.append(f"rank {r} had not started any all_reduce")
+            else:
+                last = (p - 1) // 2
+                where.append(f"rank {r} last {'finished' if p % 2 == 0 else 'entered'} all_reduce #{last}")
+        summary = f"all_reduce #{k} not finished by rank(s) {_ranks(unfinished)}; never entered by rank(s) {_ranks(never)}"
+        if not reporter:
+            return [f"{PREFIX} rank {self.rank}: {kind.lower()}: {reason}"], summary, False
+        lines = [
+            head,
+            f"{PREFIX}   ranks that did not finish it: {_ranks(unfinished)}",
+            f"{PREFIX}   ranks that never entered it: {_ranks(never)}" + (f" ({'; '.join(where)})" if where else ""),
+            f"{PREFIX}   ranks waiting inside it: {_ranks(inside)}",
+        ]
+        return lines, summary, True
+
+    def _skip(self, k: int) -> NoReturn:
+        """The skip fault: leave all_reduce #k out and stay alive, like a rank stuck elsewhere."""
+        print(f"rank {self.rank}: fault injected (--fault skip:{self.rank}): leaving all_reduce #{k} out",
+              file=sys.stderr, flush=True)
+        end = time.monotonic() + self.timeout + 15.0
+        store = None
+        try:
+            store = self._client(5.0)
+        except Exception:  # noqa: BLE001
+            pass
+        while time.monotonic() < end:
+            try:
+                if store is not None and store.check(["reporters"]):
+                    break
+            except Exception:  # noqa: BLE001
+                break
+            time.sleep(0.2)
+        self.status.write(EXIT_DEADLINE, f"rank {self.rank} skipped all_reduce #{k} (fault injected)")
+        print(f"rank {self.rank} FAILED: fault skip left all_reduce #{k} out", flush=True)
+        sys.stderr.flush()
+        os._exit(EXIT_DEADLINE)
+
+    # -- the collective -------------------------------------------------------------------------
+
+    def all_reduce(self, k: int, buf: Any, what: str) -> float:
+        """One all_reduce under a deadline; returns its wall time in seconds."""
+        if self.fault is not None and self.fault.kind == "skip" and self.fault.at == k:
+            self._skip(k)
+        self.arm(f"all_reduce #{k} ({what}) did not finish within {self.timeout:g} s", self.timeout)
+        self.k, self.in_collective, self.pos = k, True, 2 * k + 1
+        try:
+            if self.cuda:
+                self._gpu_sync()  # the buffer refill is not part of the timing
+            t0 = time.perf_counter()
+            work = self.dist.all_reduce(buf, async_op=True)
+            left = max(self.deadline - time.monotonic(), 0.001) if self.deadline else self.timeout
+            if work.wait(timeout=timedelta(seconds=left)) is False:
+                raise _DeadlineMissed()
+            if self.cuda:
+                self._gpu_sync()
+            elapsed = time.perf_counter() - t0
+        except _DeadlineMissed:
+            self.fail(EXIT_DEADLINE, self.label)
+        except Exception as exc:  # noqa: BLE001 - any failure of the collective is reported, not raised
+            text = " ".join(str(exc).split())[:300] or type(exc).__name__
+            late = self.deadline is not None and time.monotonic() >= self.deadline - 0.05
+            if late or _TIMEOUT_RE.search(text):
+                self.fail(EXIT_DEADLINE, self.label)
+            self.fail(EXIT_ERROR, f"all_reduce #{k} ({what}) raised {type(exc).__name__}: {text}")
+        self.pos, self.in_collective = 2 * k + 2, False
+        self.disarm()
+        return elapsed
+
+    def _gpu_sync(self) -> None:
+        """Wait for this device's current stream, but never past the deadline."""
+        event = self.torch.cuda.Event()
+        event.record()
+        spins = 0
+        while not event.query():
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise _DeadlineMissed()
+            spins += 1
+            time.sleep(0 if spins < 2000 else 0.001)
+
+    # -- the sweep ------------------------------------------------------------------------------
+
+    def _exchange(self, step: int, nbytes: int, wrong: int) -> list[int]:
+        """Every rank posts its wrong count for this size; rank 0 collects them all."""
+        if self.store is None:
+            return [wrong]
+        self.store.set(f"wrong/{step}/{self.rank}", str(wrong))
+        if self.rank != 0:
+            return [wrong]
+        keys = [f"wrong/{step}/{r}" for r in range(self.world)]
+        self.arm(f"collecting the results for {_fmt_bytes(nbytes)}", self.timeout)
+        try:
+            self.store.wait(keys, timedelta(seconds=self.timeout))
+        except Exception:  # noqa: BLE001
+            missing = [r for r, key in enumerate(keys) if not self.store.check([key])]
+            self.fail(EXIT_DEADLINE, f"rank(s) {_ranks(missing)} did not post results for "
+                                     f"{_fmt_bytes(nbytes)} within {self.timeout:g} s")
+        self.disarm()
+        return [int(self.store.get(key)) for key in keys]
+
+    def _header(self) -> None:
+        torch = self.torch
+        settings = sorted(f"{k}={v}" for k, v in os.environ.items()
+                          if k.startswith(("NCCL_", "CUDA_")) and k != "CUDA_VISIBLE_DEVICES")
+        extra = ""
+        if self.cuda:
+            try:
+                extra = f", NCCL {'.'.join(str(x) for x in torch.cuda.nccl.version())}"
+            except Exception:  # noqa: BLE001
+                pass
+            extra += f", GPU {torch.cuda.get_device_name(self.device)}"
+        a = self.args
+        print(f"# nccl_probe: all_reduce (sum, float32), backend {self.backend}, world size {self.world} "
+              f"({self.local_world} per node), torch {torch.__version__}{extra}")
+        print(f"# sizes {_fmt_bytes(self.sizes[0])} to {_fmt_bytes(self.sizes[-1])} (x{a.step_factor}), "
+              f"{a.warmup} warm-up + {a.iters} timed calls per size, deadline {self.timeout:g} s per collective")
+        print(f"# settings: {' '.join(settings) if settings else '(none)'}")
+        if self.fault is not None or a.fault is not None:
+            print(f"# fault: {a.fault} ({'armed' if self.fault or _fault_armed(a) else 'disarmed by --fault_unless'})")
+        print("#")
+        print(f"# {'size(B)':>12} {'count':>11} {'type':>6} {'time(us)':>10} {'algbw(GB/s)':>12} "
+              f"{'busbw(GB/s)':>12} {'#wrong':>8}", flush=True)
+
+    def run(self) -> int:
+        torch, dist = self.torch, self.dist
+        self.status.write_pid()
+        threading.Thread(target=self._watchdog, name="nccl_probe_watchdog", daemon=True).start()
+        self.arm(f"init_process_group did not finish within {self.timeout + INIT_EXTRA_S:g} s",
+                 self.timeout + INIT_EXTRA_S)
+        kwargs: dict[str, Any] = {"backend": self.backend,
+                                  "timeout": timedelta(seconds=self.timeout + INIT_EXTRA_S + 30.0)}
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+            kwargs["device_id"] = self.device
+        try:
+            dist.init_process_group(**kwargs)
+        except Exception as exc:  # noqa: BLE001
+            self.fail(EXIT_ERROR, f"init_process_group failed: {' '.join(str(exc).split())[:300]}")
+        self.disarm()
+        try:
+            self.store = self._client(self.timeout)
+            if self.store is not None:
+                beat = self._client(self.timeout)
+                threading.Thread(target=self._heartbeat, args=(beat,), name="nccl_probe_heartbeat",
+                                 daemon=True).start()
+        except Exception as exc:  # noqa: BLE001
+            print(f"{PREFIX} rank {self.rank}: no side channel ({exc}); a hang report cannot name ranks",
+                  file=sys.stderr, flush=True)
+            self.store = None
+        if self.rank == 0:
+            self._header()
+
+        # deterministic data: rank r holds ((j*7 + r*13) mod 17) - 8 at element i, j = i mod 17;
+        # the sum over ranks is exact in float32, so any wrong element is a transport fault
+        n_max = self.sizes[-1] // 4
+        mine = torch.tensor([float((j * 7 + self.rank * 13) % 17 - 8) for j in range(17)], device=self.device)
+        total = torch.tensor([float(sum((j * 7 + r * 13) % 17 - 8 for r in range(self.world))) for j in range(17)],
+                             device=self.device)
+        idx = torch.arange(n_max, device=self.device) % 17
+        src, expected = mine[idx], total[idx]
+        del idx
+        buf = torch.empty_like(src)
+
+        a = self.args
+        factor = 2.0 * (self.world - 1) / self.world
+        k = 0
+        my_wrong = 0
+        wrong_by_rank = [0] * self.world
+        busbws: list[float] = []
+        for step, nbytes in enumerate(self.sizes):
+            n = nbytes // 4
+            b, s, e = buf[:n], src[:n], expected[:n]
+            times: list[float] = []
+            wrong = 0
+            for i in range(a.warmup + a.iters):
+                b.copy_(s)
+                if self.fault is not None and self.fault.kind == "corrupt" and self.fault.at == k:
+                    b[::97] += 1.0
+                phase = f"warm-up {i + 1}/{a.warmup}" if i < a.warmup else f"iteration {i - a.warmup + 1}/{a.iters}"
+                dt = self.all_reduce(k, b, f"{_fmt_bytes(nbytes)}, {phase}")
+                wrong += int((b != e).sum().item())
+                if i >= a.warmup:
+                    times.append(dt)
+                k += 1
+            my_wrong += wrong
+            counts = self._exchange(step, nbytes, wrong)
+            if self.rank == 0:
+                if len(counts) == self.world:
+                    wrong_by_rank = [x + y for x, y in zip(wrong_by_rank, counts)]
+                else:
+                    wrong_by_rank[0] += wrong
+                t = sum(times) / len(times)
+                algbw = nbytes / t / 1e9
+                busbw = algbw * factor
+                busbws.append(busbw)
+                print(f"  {nbytes:>12} {n:>11} {'float':>6} {t * 1e6:>10.1f} {algbw:>12.3f} {busbw:>12.3f} "
+                      f"{sum(counts):>8}", flush=True)
+
+        code = EXIT_WRONG if my_wrong else EXIT_OK
+        summary = f"rank {self.rank}: {my_wrong} wrong element(s)"
+        if self.rank == 0:
+            total_wrong = sum(wrong_by_rank)
+            bad = [r for r, c in enumerate(wrong_by_rank) if c]
+            print(f"# avg busbw: {sum(busbws) / len(busbws):.3f} GB/s")
+            print(f"# wrong elements: {total_wrong}" + (f" (seen on rank(s) {_ranks(bad)})" if bad else ""))
+            verdict = "OK" if total_wrong == 0 else "FAILED: wrong results"
+            print(f"# result: {verdict}", flush=True)
+            if total_wrong:
+                code = EXIT_WRONG
+            summary = (f"{total_wrong} wrong element(s) on rank(s) {_ranks(bad)}" if total_wrong
+                       else f"0 wrong elements; avg busbw {sum(busbws) / len(busbws):.3f} GB/s")
+        print(f"rank {self.rank} ok" if my_wrong == 0 else f"rank {self.rank} FAILED: {my_wrong} wrong element(s)",
+              flush=True)
+        self.status.write(code, summary)
+        self.in_collective = False
+        if self.store is not None:  # let rank 0 finish its table before torchrun stops a failing job
+            try:
+                if self.rank == 0:
+                    self.store.set("finished", "1")
+                elif code != EXIT_OK:
+                    self.store.wait(["finished"], timedelta(seconds=self.timeout))
+            except Exception:  # noqa: BLE001
+                pass
+        self.arm(f"destroy_process_group did not finish within {self.timeout:g} s", self.timeout)
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - results are in; a failing teardown does not change them
+            pass
+        self.disarm()
+        return code
+
+
+def _fault_armed(args: argparse.Namespace) -> bool:
+    if args.fault is None:
+        return False
+    if args.fault_unless is None:
+        return True
+    var, value = args.fault_unless
+    return os.environ.get(var) != value
+
+
+def worker(args: argparse.Namespace, sizes: list[int]) -> int:
+    """Run as one rank of a torchrun job."""
+    backend = _resolve_backend(args.backend, int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"])))
+    return Probe(args, sizes, backend).run()
+
+
+# ---------------------------------------------------------------------------------------------
+# starting torchrun ourselves: --nproc_per_node and --bisect
+
+
+@dataclass
+class RunResult:
+    """What one torchrun run of the probe came to."""
+
+    code: int
+    seconds: float
+    summary: str
+    after_deadline: float | None  # seconds from the first missed deadline to the run's end
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _worker_argv(args: argparse.Namespace, backend: str) -> list[str]:
+    argv = ["--backend", backend, "-b", str(args.min_bytes), "-e", str(args.max_bytes),
+            "-f", str(args.step_factor), "--iters", str(args.iters), "--warmup", str(args.warmup),
+            "--timeout", repr(float(args.timeout))]
+    if args.fault is not None:
+        argv += ["--fault", str(args.fault)]
+    if args.fault_unless is not None:
+        argv += ["--fault_unless", "=".join(args.fault_unless)]
+    return argv
+
+
+def _descendants(root: int) -> list[int]:
+    """All live descendants of a process (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _is_our_rank(pid: int, status_dir: str) -> bool:
+    """Whether pid is still a rank of this run (guards against a reused pid)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{STATUS_ENV}={status_dir}".encode() in environ.split(b"\0")
+
+
+def _kill_run(proc: subprocess.Popen, status_dir: str) -> None:
+    """SIGKILL torchrun, its process group, and every rank (ranks run in sessions of their own)."""
+    pids = set(_descendants(proc.pid))
+    for pid_file in Path(status_dir).glob("pid.*"):
+        try:
+            pid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if _is_our_rank(pid, status_dir):
+            pids.add(pid)
+            pids.update(_descendants(pid))
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _read_statuses(status_dir: str) -> list[dict[str, Any]]:
+    statuses = []
+    for path in sorted(Path(status_dir).glob("status.*.json")):
+        try:
+            statuses.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return statuses
+
+
+def launch(args: argparse.Namespace, world: int, backend: str, *, env_set: dict[str, str] | None = None,
+           env_unset: tuple[str, ...] = (), log_path: Path | None = None) -> RunResult:
+    """Run the probe under torchrun on 127.0.0.1 with a hard wall-clock limit; clean up every process."""
+    status_dir = tempfile.mkdtemp(prefix="nccl_probe_run_")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(world),
+           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "--max_restarts", "0",
+           str(Path(__file__).resolve()), *_worker_argv(args, backend)]
+    env = dict(os.environ)
+    for var in env_unset:
+        env.pop(var, None)
+    env.update(env_set or {})
+    env[STATUS_ENV] = status_dir
+    env["PYTHONUNBUFFERED"] = "1"
+    if backend == "gloo" and sys.platform.startswith("linux"):
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted((env_set or {}).items()))
+    line = f"{PREFIX} running: {shown + ' ' if shown else ''}{shlex.join(cmd)}"
+    out = open(log_path, "w", encoding="utf-8") if log_path is not None else None  # noqa: SIM115
+    if out is not None:
+        out.write(line + "\n")
+        out.flush()
+    else:
+        print(line, flush=True)
+    start = time.monotonic()
+    timed_out = False
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                            stderr=subprocess.STDOUT if out is not None else None, start_new_session=True)
+    try:
+        try:
+            proc.wait(timeout=args.run_limit)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    finally:
+        _kill_run(proc, status_dir)
+        end_wall = time.time()
+        statuses = _read_statuses(status_dir)
+        shutil.rmtree(status_dir, ignore_errors=True)
+        if out is not None:
+            out.close()
+    seconds = time.monotonic() - start
+    codes = {int(s["rank"]): int(s["code"]) for s in statuses}
+    deadlines = [float(s["deadline_wall"]) for s in statuses if s.get("deadline_wall")]
+    after = end_wall - min(deadlines) if deadlines else None
+    if timed_out:
+        return RunResult(EXIT_DEADLINE, seconds, f"hard limit of {args.run_limit:g} s reached; killed the run", after)
+    for code in (EXIT_USAGE, EXIT_DEADLINE, EXIT_ERROR, EXIT_WRONG):
+        if code in codes.values():
+            picked = [s for s in statuses if int(s["code"]) == code]
+            picked.sort(key=lambda s: (not s.get("reporter"), int(s["rank"])))
+            return RunResult(code, seconds, str(picked[0]["summary"]), after)
+    if proc.returncode == 0 and len(codes) == world:
+        rank0 = [s for s in statuses if int(s["rank"]) == 0]
+        return RunResult(EXIT_OK, seconds, str(rank0[0]["summary"]) if rank0 else "ok", None)
+    silent = _ranks(sorted(set(range(world)) - set(codes)))
+    return RunResult(EXIT_ERROR, seconds, f"torchrun exited {proc.returncode}; rank(s) {silent} reported no result", after)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise _Interrupted(signal.Signals(signum).name)
+
+
+def _parent_backend(args: argparse.Namespace, largest_world: int) -> str:
+    return _resolve_backend(args.backend, largest_world)
+
+
+def launch_cli(args: argparse.Namespace) -> int:
+    """--nproc_per_node N: one run on this machine, exit with the probe's own status."""
+    backend = _parent_backend(args, args.nproc_per_node)
+    result = launch(args, args.nproc_per_node, backend)
+    state = "OK" if result.code == EXIT_OK else f"FAILED (exit {result.code}: {EXIT_MEANING[result.code]})"
+    print(f"{PREFIX} world size {args.nproc_per_node}, backend {backend}: {state}: {result.summary}", flush=True)
+    if result.code == EXIT_DEADLINE and result.after_deadline is not None:
+        print(f"{PREFIX} the run ended {result.after_deadline:.2f} s after the first missed deadline", flush=True)
+    return result.code
+
+
+def bisect(args: argparse.Namespace) -> int:
+    """--bisect: verdicts per world size for one candidate setting."""
+    var, value = args.candidate
+    sizes: list[int] = args.world_sizes
+    backend = _parent_backend(args, max(sizes))
+    log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="nccl_probe_bisect_"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    setting = f"{var}={value}"
+    print(f"[bisect] candidate {setting}; world sizes {','.join(map(str, sizes))}; backend {backend}; "
+          f"hard limit {args.run_limit:g} s per run; logs in {log_dir}", flush=True)
+
+    def one(world: int, with_candidate: bool, tag: str = "") -> bool:
+        how = "with" if with_candidate else "without"
+        print(f"[bisect] world size {world}, {how} {setting}: running", flush=True)
+        log = log_dir / f"world{world}_{how}{tag}.log"
+        result = launch(args, world, backend, env_set={var: value} if with_candidate else None,
+                        env_unset=() if with_candidate else (var,), log_path=log)
+        ok = result.code == EXIT_OK
+        detail = "" if ok else f": {result.summary} (log: {log})"
+        print(f"[bisect] world size {world}, {how} {setting}: {'passed' if ok else 'FAILED'} "
+              f"(exit {result.code}: {EXIT_MEANING[result.code]}; {result.seconds:.1f} s){detail}", flush=True)
+        return ok
+
+    first = {w: one(w, False) for w in sizes}
+    verdicts: dict[int, str] = {}
+    for w in sizes:
+        if first[w]:
+            verdicts[w] = VERDICT_NOT_CAUSE if one(w, True) else VERDICT_BREAKS
+            continue
+        again = one(w, False, "_rerun")
+        fixed = one(w, True)
+        if again:
+            verdicts[w] = VERDICT_FLAKY
+        else:
+            verdicts[w] = VERDICT_CONFIRMED if fixed else VERDICT_NOT_FIX
+    print(f"[bisect] verdicts for {setting}:", flush=True)
+    for w in sizes:
+        print(f"[bisect]   world size {w}: {verdicts[w]}", flush=True)
+    good = all(v in (VERDICT_CONFIRMED, VERDICT_NOT_CAUSE) for v in verdicts.values())
+    return EXIT_OK if good else EXIT_WRONG
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, then run as a rank (under torchrun), as a launcher (--nproc_per_node) or as a bisector."""
+    under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    try:
+        args = build_parser().parse_args(argv)
+        sizes = validate(args)
+        if args.bisect or args.nproc_per_node is not None:
+            if under_torchrun:
+                raise UsageError("--bisect and --nproc_per_node start torchrun themselves: run them with python, "
+                                 "not under torchrun")
+            signal.signal(signal.SIGTERM, _on_signal)
+            signal.signal(signal.SIGINT, _on_signal)
+            try:
+                return bisect(args) if args.bisect else launch_cli(args)
+            except _Interrupted as exc:
+                print(f"{PREFIX} interrupted by {exc}; runs stopped", file=sys.stderr, flush=True)
+                return 130
+        if not under_torchrun:
+            raise UsageError("not started by torchrun (RANK/WORLD_SIZE unset): run "
+                             "'torchrun --nproc_per_node N nccl_probe.py ...' or 'python nccl_probe.py --nproc_per_node N ...'")
+        code = worker(args, sizes)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # no interpreter teardown racing the side-channel and backend threads
+    except UsageError as exc:
+        if os.environ.get("RANK", "0") == "0":
+            print(f"nccl_probe.py: error: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
+        if under_torchrun:
+            _Status(int(os.environ["RANK"])).write(EXIT_USAGE, " ".join(str(exc).split()))
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
