@@ -1,0 +1,244 @@
+"""End-to-end launcher runs: real torchrun (and skrl JAX launcher) processes, gloo on CPU, loopback, free ports.
+
+Most runs launch small fixture scripts (tests/fixtures/launcher/) through ``MGPU_LAB_TRAIN_SCRIPT`` so that
+each case shows one behaviour quickly; one run goes through the real train.py. Every subprocess has a hard
+timeout and is killed with its process group afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON, REPO, free_port, kill_group, loopback_env, run
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")
+
+LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
+FIXTURES = REPO / "tests" / "fixtures" / "launcher"
+
+
+def uv_isaaclab() -> list[str]:
+    """The user's command: ``uv run isaaclab train_multigpu``."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    return [uv, "run", "--quiet", "isaaclab", "train_multigpu"]
+
+
+def fixture_env(script: str, pid_dir: Path, **extra: str) -> dict[str, str]:
+    return loopback_env(MGPU_LAB_TRAIN_SCRIPT=str(FIXTURES / script), MGPU_LAB_FIXTURE_PID_DIR=str(pid_dir), **extra)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+
+
+def process_tree(root: int) -> list[int]:
+    """Every live process below ``root``, whatever its session, from /proc."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+            except OSError:
+                continue
+            parent[int(entry)] = int(stat[stat.rfind(b")") + 2:].split()[1])
+    found, frontier = [], [root]
+    while frontier:
+        kids = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += kids
+        frontier = kids
+    return [pid for pid in found if alive(pid)]
+
+
+def wait_for_pids(pid_dir: Path, ranks: int, proc: subprocess.Popen, timeout: float = 240) -> list[int]:
+    """Wait until every rank wrote its pid file; fail early if the launcher died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        files = sorted(pid_dir.glob("rank*.pid"))
+        if len(files) == ranks:
+            return [int(f.read_text()) for f in files]
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"launcher exited {proc.returncode} before the ranks started\n{out}\n{err}")
+        time.sleep(0.1)
+    kill_group(proc)
+    pytest.fail("ranks did not start in time")
+
+
+def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        pytest.fail(f"launcher still running after {timeout}s\n{out[-3000:]}\n{err[-3000:]}")
+
+
+CPU2 = ["--num_gpus", "2", "--device", "cpu"]
+
+
+# ---------------------------------------------------------------------------------------------- console and logs
+
+def test_two_cpu_ranks_only_local_rank_0_on_console(tmp_path: Path) -> None:
+    cmd = [*uv_isaaclab(), *CPU2, "--master_port", str(free_port()), "--task", "Toy-Cartpole-v0"]
+    proc = run(cmd, timeout=300, env=fixture_env("print_rank.py", tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.glob("rank*.pid")) == ["rank0.pid", "rank1.pid"]  # both ranks ran
+    assert "[fixture] rank 0/2 local_rank 0 distributed=True" in proc.stdout
+    assert "argv=--rl_library rsl_rl --device cpu --task Toy-Cartpole-v0 --distributed" in proc.stdout
+    assert "rank 0 stderr line" in proc.stderr
+    assert "rank 1/2" not in proc.stdout + proc.stderr and "rank 1 stderr" not in proc.stderr
+
+
+def test_log_all_ranks_shows_both_ranks(tmp_path: Path) -> None:
+    cmd = [*uv_isaaclab(), *CPU2, "--master_port", str(free_port()), "--log_all_ranks"]
+    proc = run(cmd, timeout=300, env=fixture_env("print_rank.py", tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "[fixture] rank 0/2" in proc.stdout and "[fixture] rank 1/2" in proc.stdout
+    assert "rank 0 stderr line" in proc.stderr and "rank 1 stderr line" in proc.stderr
+
+
+def test_tee_and_log_dir_keep_per_rank_files(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    cmd = [*uv_isaaclab(), *CPU2, "--master_port", str(free_port()), "--tee", "3", "--log_dir", str(log_dir)]
+    proc = run(cmd, timeout=300, env=fixture_env("print_rank.py", tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    for rank in (0, 1):
+        stdout_logs = list(log_dir.glob(f"*/attempt_0/{rank}/stdout.log"))
+        stderr_logs = list(log_dir.glob(f"*/attempt_0/{rank}/stderr.log"))
+        assert len(stdout_logs) == 1 and len(stderr_logs) == 1, sorted(map(str, log_dir.rglob("*")))
+        assert f"[fixture] rank {rank}/2" in stdout_logs[0].read_text()
+        assert f"rank {rank} stderr line" in stderr_logs[0].read_text()
+    assert "rank 1/2" not in proc.stdout  # the files keep rank 1; the console still shows local rank 0 only
+
+
+# ---------------------------------------------------------------------------------------------- multi-node
+
+def test_two_launchers_form_one_world_over_c10d(tmp_path: Path) -> None:
+    endpoint = f"127.0.0.1:{free_port()}"
+    procs = []
+    for node in (0, 1):
+        pid_dir = tmp_path / f"node{node}"
+        pid_dir.mkdir()
+        cmd = [PYTHON, str(LAUNCHER), "--nnodes", "2", "--node_rank", str(node), "--num_gpus", "1", "--device", "cpu",
+               "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", "launcher-test", "--all_reduce"]
+        procs.append(start(cmd, fixture_env("print_rank.py", pid_dir)))
+    try:
+        outputs = [finish(p, timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            kill_group(p)
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, err
+        assert re.search(r"\[fixture\] rank [01]/2 all_reduce sum 3\b", out), out  # 1 + 2: both ranks took part
+    ranks = sorted(re.search(r"\[fixture\] rank (\d)/2 local_rank", out).group(1) for out, _ in outputs)
+    assert ranks == ["0", "1"]
+
+
+# ---------------------------------------------------------------------------------------------- faults
+
+def test_failing_rank_ends_the_job_and_is_named(tmp_path: Path) -> None:
+    proc = start([PYTHON, str(LAUNCHER), *CPU2, "--master_port", str(free_port())],
+                 fixture_env("raise_rank.py", tmp_path))
+    try:
+        wait_for_pids(tmp_path, 2, proc)
+        out, err = finish(proc, timeout=30)  # within 30 s of the ranks starting
+    finally:
+        kill_group(proc)
+    text = out + err
+    assert proc.returncode != 0
+    assert "Root Cause" in text
+    assert re.search(r"rank\s*:\s*1 \(local_rank: 1\)", text), text[-3000:]
+    assert "Traceback" in text and "FixtureFailure: rank 1 fails on purpose" in text
+    assert "raise_rank.py" in text
+
+
+def test_failing_jax_rank_is_reported_and_stops_the_others(tmp_path: Path) -> None:
+    """skrl's JAX launcher drops its workers' exit codes; the launcher still exits non-zero and stops rank 0."""
+    cmd = [PYTHON, str(LAUNCHER), "--rl_library", "skrl", "--ml_framework", "jax", *CPU2,
+           "--coordinator_address", f"127.0.0.1:{free_port()}"]
+    proc = start(cmd, fixture_env("raise_rank.py", tmp_path))
+    try:
+        out, err = finish(proc, timeout=240)  # rank 0 alone would sleep 120 s
+    finally:
+        kill_group(proc)
+    assert proc.returncode == 1, err
+    assert "a JAX rank failed" in err and "FixtureFailure: rank 1 fails on purpose" in err
+    for pid_file in tmp_path.glob("rank*.pid"):
+        assert not alive(int(pid_file.read_text()))
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_interrupt_leaves_no_worker(tmp_path: Path, how: str) -> None:
+    proc = start([PYTHON, str(LAUNCHER), *CPU2, "--master_port", str(free_port())],
+                 fixture_env("sleep_rank.py", tmp_path, MGPU_LAB_KILL_GRACE_S="10"))
+    try:
+        workers = wait_for_pids(tmp_path, 2, proc)
+        tree = process_tree(proc.pid)  # torchrun and both workers (their own sessions included)
+        assert set(workers) <= set(tree)
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: the launcher's foreground group
+        else:
+            os.kill(proc.pid, signal.SIGTERM)  # what a scheduler does: the launcher's pid
+        out, err = finish(proc, timeout=60)
+    finally:
+        kill_group(proc)
+    assert proc.returncode != 0
+    assert "received, stopping the job" in err
+    assert not [pid for pid in tree if alive(pid)], err[-3000:]
+
+
+def test_hung_rank_is_killed_after_one_ctrl_c(tmp_path: Path) -> None:
+    """Rank 1 ignores SIGINT and SIGTERM; one Ctrl-C plus the escalation still leaves nothing behind."""
+    cmd = [PYTHON, str(LAUNCHER), *CPU2, "--master_port", str(free_port()), "--stubborn_rank", "1"]
+    proc = start(cmd, fixture_env("sleep_rank.py", tmp_path, MGPU_LAB_KILL_GRACE_S="2"))
+    try:
+        workers = wait_for_pids(tmp_path, 2, proc)
+        tree = process_tree(proc.pid)
+        assert set(workers) <= set(tree)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = finish(proc, timeout=60)  # torchrun alone would wait 30 s for the stubborn rank
+    finally:
+        kill_group(proc)
+    assert proc.returncode != 0
+    assert "killing it" in err
+    assert not [pid for pid in tree if alive(pid)], err[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------- the real trainer
+
+def test_real_trainer_two_cpu_ranks(tmp_path: Path) -> None:
+    if not (REPO / "scripts" / "reinforcement_learning" / "train.py").is_file():
+        pytest.skip("train.py is not written yet")
+    env = loopback_env()
+    env.pop("MGPU_LAB_TRAIN_SCRIPT", None)
+    cmd = [*uv_isaaclab(), *CPU2, "--master_port", str(free_port()), "--log_all_ranks",
+           "--max_iterations", "1", "--num_envs", "16", "--log_root", str(tmp_path / "logs")]
+    proc = run(cmd, timeout=480, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    text = proc.stdout + proc.stderr
+    for rank in (0, 1):
+        assert f"[INFO] rank {rank}/2: parameters synchronized" in text
+    assert "[INFO] throughput:" in text and "over 2 rank(s)" in text
+    digests = set(re.findall(r"\[INFO\] rank [01]/2: parameter digest ([0-9a-f]+)", text))
+    assert len(digests) == 1, text[-3000:]  # both ranks ended with the same policy
