@@ -45,6 +45,7 @@ class Link:
     text: str
     line: int
     col: int = 1
+    kind: str = "md"  # "md" (markdown link/image), "ref"/"doc" (Sphinx roles, toctree: "doc"), "url" (rst hyperlink)
 
 
 @dataclass
@@ -87,6 +88,7 @@ class MarkdownDoc:
     code: list[Code] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)  # unreadable, bad YAML, ...
+    readable: bool = True  # False: the file could not be read/decoded (a problem says why); rules skip it
 
 
 @dataclass
@@ -100,9 +102,20 @@ class RstDoc:
     code: list[Code] = field(default_factory=list)  # inline literals and literal/code blocks
     tables: list[Table] = field(default_factory=list)  # list-tables and plain tables
     problems: list[Finding] = field(default_factory=list)
+    readable: bool = True  # False: the file could not be read/decoded (a problem says why); rules skip it
 
 
-MISSING = object()  # an argparse default that was not given
+class _Missing:
+    """The type of ``MISSING``; pickles as the module-level singleton (the parse cache keeps identity)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __reduce__(self) -> str:
+        return "MISSING"
+
+
+MISSING = _Missing()  # an argparse default that was not given
 
 
 @dataclass
@@ -129,6 +142,7 @@ class ArgSpec:
     path: str
     options: list[Option] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
+    allow_abbrev: bool = True  # ArgumentParser(allow_abbrev=...) as written
 
     def by_flag(self) -> dict[str, Option]:
         return {flag: opt for opt in self.options for flag in opt.flags}
@@ -141,6 +155,7 @@ class Skill:
     skill_md: MarkdownDoc
     files: dict[str, MarkdownDoc] = field(default_factory=dict)  # other .md in the skill, by path
     evals_json: str | None = None  # path of evals/evals.json when present
+    evals: Any = None  # its parsed JSON (None when absent or unparsable; a problem then says why)
 
     @property
     def name(self) -> str | None:
@@ -160,5 +175,7 @@ class Project:
     torchrun: ArgSpec | None = None  # None when torch is not installed (see notes)
     jax_launcher: ArgSpec | None = None  # skrl's JAX launcher, when skrl is installed
     aliases: dict[str, str] = field(default_factory=dict)  # .agents/skills/<name> -> link target
+    # ("" when the entry is a real directory, not a link; a Windows checkout's one-line file gives its text)
+    claude_skills: str | None = None  # target of the .claude/skills link ("" real dir, None absent)
     notes: list[str] = field(default_factory=list)  # informational lines for the summary
     problems: list[Finding] = field(default_factory=list)  # loader-level findings

@@ -1,0 +1,210 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [
+#     "docutils==0.22.4; python_version < '3.13'",
+#     "docutils==0.23; python_version >= '3.13'",
+#     "markdown-it-py==4.3.0",
+#     "mdit-py-plugins==0.7.0",
+#     "PyYAML==6.0.4",
+# ]
+# ///
+"""Skill/doc/launcher drift checker.
+
+    uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github]
+        [--select CODES] [--ignore CODES] [--fix] [--strict] [--no-cache] [--explain CODE]
+    uv run --no-project python tools/skills/cli.py explain [CODE]
+
+Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup.
+Parsed files are cached by content digest (see cache.py); ``--no-cache`` parses everything afresh.
+When the parsers are not importable, it re-runs itself once through ``uv run --no-project --script``
+(its PEP 723 header above), or says in one line what to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PARSERS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml")
+REEXEC_GUARD = "SKILLS_CHECK_REEXEC"  # set in the re-run child: never re-run twice
+FORCE_MISSING = "SKILLS_CHECK_FORCE_MISSING"  # tests: behave as if the parsers were missing
+
+
+def _missing_parsers() -> list[str]:
+    if os.environ.get(FORCE_MISSING):
+        return list(PARSERS)
+    missing = []
+    for name in PARSERS:
+        try:
+            if importlib.util.find_spec(name) is None:
+                missing.append(name)
+        except (ImportError, ValueError):
+            missing.append(name)
+    return missing
+
+
+def _bootstrap(argv: list[str], missing: list[str] | None = None) -> int | None:
+    """Re-run under uv when parsers are missing; an exit status, or None to go on here."""
+    missing = missing or _missing_parsers()
+    if not missing:
+        return None
+    script = str(Path(__file__).resolve())
+    hint = f"uv run --no-project --script {script} {' '.join(argv)}".rstrip()
+    uv = shutil.which("uv")
+    if os.environ.get(REEXEC_GUARD) or uv is None:
+        why = "uv is not on PATH" if uv is None else "the uv environment lacks them too"
+        print(f"error: parsers missing ({', '.join(missing)}; {why}): run `{hint}` "
+              f"or install docutils markdown-it-py mdit-py-plugins PyYAML", file=sys.stderr)
+        return 2
+    env = dict(os.environ, **{REEXEC_GUARD: "1"})
+    try:
+        return subprocess.call([uv, "run", "--no-project", "--script", script, *argv], env=env)
+    except OSError as exc:
+        print(f"error: could not run uv ({exc}): run `{hint}`", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tools/skills/cli.py", description="Check skills, RST docs and launcher for drift.",
+                     allow_abbrev=False)
+    parser.add_argument("--explain", metavar="CODE", help="print what a rule checks and exit")
+    sub = parser.add_subparsers(dest="command")
+    check = sub.add_parser("check", help="check the tree", allow_abbrev=False)
+    check.error = parser.error  # type: ignore[method-assign]
+    check.add_argument("--root", default=".", help="checkout to check (default: current directory)")
+    check.add_argument("--format", choices=("text", "json", "github"), default="text")
+    check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
+    check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
+    check.add_argument("--fix", action="store_true",
+                       help="rewrite reference.md's NCCL workaround table from the RST list, then check")
+    check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    check.add_argument("--no-cache", action="store_true",
+                       help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
+    check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
+    for key in ("skills", "docs", "launcher", "trainer"):
+        check.add_argument(f"--{key}", default=None, help=f"path of the {key} (overrides [tool.skills-check])")
+    explain = sub.add_parser("explain", help="print what a rule checks (all rules without CODE)")
+    explain.add_argument("code", nargs="?")
+    return parser
+
+
+def _split(codes: str) -> list[str]:
+    return [c.strip() for c in codes.replace(" ", ",").split(",") if c.strip()]
+
+
+def _explain(code: str | None) -> int:
+    from runner import load_rules, matches
+
+    rules = load_rules()
+    if not code:
+        for r in rules:
+            print(f"{r.code}  {r.name}: {r.summary}")
+        return 0
+    hits = [r for r in rules if r.code.upper() == code.strip().upper()] or \
+        [r for r in rules if matches(r.code, [code])]
+    if not hits:
+        print(f"error: unknown rule code {code!r} (`cli.py explain` lists them)", file=sys.stderr)
+        return 2
+    for r in hits:
+        print(f"{r.code} ({r.name}, {r.severity})\n\n{r.explanation.strip()}\n")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from loader import SetupError, load_project
+    from report import Summary, exit_code, render
+    from runner import load_rules, run_rules, unknown_patterns
+
+    rules = load_rules()
+    select, ignore = _split(args.select), _split(args.ignore)
+    bad = unknown_patterns(select + ignore, rules)
+    if bad:
+        print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
+        return 2
+    overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
+    root = Path(args.root)
+    try:
+        project = load_project(root, overrides, use_cache=not args.no_cache)
+        summary = Summary()
+        if args.fix:
+            from fix import fix_project
+
+            summary.fixes, notes = fix_project(project)
+            summary.notes += notes
+            if summary.fixes:
+                project = load_project(root, overrides, use_cache=not args.no_cache)
+    except SetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    findings = run_rules(project, rules, select, ignore)
+    summary.skills, summary.rst = len(project.skills), len(project.rst)
+    summary.notes = project.notes + summary.notes
+    sys.stdout.write(render(args.format, findings, summary))
+    if args.format != "json":
+        for note in summary.notes:
+            print(f"note: {note}", file=sys.stderr)
+    return exit_code(findings, args.strict)
+
+
+def _guarded(func, *args) -> int:  # noqa: ANN001
+    try:
+        from runner import RulesError
+
+        try:
+            return func(*args)
+        except RulesError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    except ImportError as exc:  # a parser present but unusable (e.g. too old): re-run under uv once
+        return _bootstrap(_ARGV, [f"import failed: {exc}"]) or 2
+
+
+_ARGV: list[str] = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    global _ARGV
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _ARGV = argv
+    status = _bootstrap(argv)
+    if status is not None:
+        return status
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code = args.explain or getattr(args, "explain_check", None)
+    if code or args.command == "explain":
+        return _guarded(_explain, code or getattr(args, "code", None))
+    if args.command != "check":
+        parser.print_usage(sys.stderr)
+        print("error: give a command: check or explain", file=sys.stderr)
+        return 2
+    return _guarded(_check, args)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(1)

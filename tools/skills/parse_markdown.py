@@ -1,0 +1,250 @@
+"""Markdown (skills) -> ``MarkdownDoc``: frontmatter with per-key lines, headings with GitHub anchors,
+links, inline code, fenced code and tables, all with 1-based lines and columns.
+
+Uses markdown-it-py (CommonMark + tables) with the front_matter plugin, and PyYAML's composer for
+the line of every frontmatter key (nested keys as ``metadata.author``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import unquote
+
+import yaml
+from markdown_it import MarkdownIt
+from mdit_py_plugins.front_matter import front_matter_plugin
+
+from inputs import problem
+from model import Cell, Code, Heading, Link, MarkdownDoc, Table
+
+_MD: MarkdownIt | None = None
+_SLUG_DROP = re.compile(r"[^\w\- ]", re.UNICODE)
+
+
+def _parser() -> MarkdownIt:
+    global _MD
+    if _MD is None:
+        _MD = MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
+    return _MD
+
+
+def github_slug(text: str) -> str:
+    """GitHub's heading anchor for ``text`` (before duplicate suffixes)."""
+    return _SLUG_DROP.sub("", text.strip().lower()).replace(" ", "-")
+
+
+class Slugger:
+    """Hands out GitHub-style anchors, suffixing repeats with -1, -2, ..."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def slug(self, text: str) -> str:
+        base = github_slug(text)
+        slug, n = base, 0
+        while slug in self.seen:
+            n += 1
+            slug = f"{base}-{n}"
+        self.seen.add(slug)
+        return slug
+
+
+def split_row(line: str) -> list[tuple[int, int]]:
+    """Spans (start, end) of the cells of a GFM table row, content stripped; ``\\|`` does not split."""
+    bounds: list[int] = []
+    i = 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] == "|":
+            bounds.append(i)
+        i += 1
+    cuts = [-1] + bounds + [len(line)]
+    segs = [(a + 1, b) for a, b in zip(cuts, cuts[1:])]
+    if segs and bounds and not line[: bounds[0]].strip():
+        segs = segs[1:]  # before a leading pipe
+    if segs and bounds and not line[bounds[-1] + 1:].strip():
+        segs = segs[:-1]  # after a trailing pipe
+    spans = []
+    for start, end in segs:
+        while start < end and line[start] in " \t":
+            start += 1
+        while end > start and line[end - 1] in " \t":
+            end -= 1
+        spans.append((start, end))
+    return spans
+
+
+def _frontmatter(doc: MarkdownDoc, content: str, first_line: int) -> None:
+    """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines."""
+    try:
+        loader = yaml.SafeLoader(content)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = first_line + (mark.line if mark else 0)
+        col = (mark.column + 1) if mark else 1
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        doc.problems.append(problem("IN010", doc.path, line, col, f"frontmatter YAML does not parse: {reason}"))
+        doc.frontmatter = {}
+        return
+    except Exception as exc:  # a constructor may fail on odd input (e.g. huge ints, bad dates)
+        doc.problems.append(problem("IN010", doc.path, first_line, 1, f"frontmatter YAML does not parse: {exc}"))
+        doc.frontmatter = {}
+        return
+    if data is None:
+        doc.frontmatter = {}
+        return
+    if not isinstance(data, dict):
+        doc.problems.append(problem("IN012", doc.path, first_line, 1,
+                                    f"frontmatter is a {type(data).__name__}, expected key: value pairs"))
+        doc.frontmatter = {}
+        return
+    doc.frontmatter = data
+
+    def walk(n: Any, prefix: str) -> None:
+        if not isinstance(n, yaml.MappingNode):
+            return
+        for knode, vnode in n.value:
+            if not isinstance(knode, yaml.ScalarNode):
+                continue
+            key = f"{prefix}{knode.value}"
+            doc.frontmatter_lines.setdefault(key, first_line + knode.start_mark.line)
+            walk(vnode, key + ".")
+
+    walk(node, "")
+
+
+def _find_col(line_text: str, needle: str, start: int) -> int:
+    """0-based column of ``needle`` in ``line_text`` at or after ``start`` (-1 when absent)."""
+    if not needle:
+        return -1
+    return line_text.find(needle, start)
+
+
+def _inline(doc: MarkdownDoc, lines: list[str], tok: Any, cell: Cell | None = None) -> str:
+    """Collect links and code spans of one inline token; return its plain text."""
+    base = tok.map[0] if tok.map else 0
+    offset = 0
+    cursor: dict[int, int] = {}
+    plain: list[str] = []
+    link_stack: list[tuple[str, int, int, list[str]]] = []
+    for child in tok.children or []:
+        lineno = base + offset
+        src = lines[lineno] if lineno < len(lines) else ""
+        if child.type in ("softbreak", "hardbreak"):
+            offset += 1
+            plain.append(" ")
+            continue
+        if child.type == "text":
+            plain.append(child.content)
+            if link_stack:
+                link_stack[-1][3].append(child.content)
+        elif child.type == "code_inline":
+            plain.append(child.content)
+            if link_stack:
+                link_stack[-1][3].append(child.content)
+            pos = _find_col(src, child.content, cursor.get(lineno, 0))
+            if pos >= 0:
+                cursor[lineno] = pos + len(child.content)
+                col = pos - len(child.markup) + 1 if pos >= len(child.markup) else pos + 1
+            else:
+                col = 1
+            code = Code(text=child.content, line=lineno + 1, col=max(1, col), kind="inline")
+            doc.code.append(code)
+            if cell is not None:
+                cell.code.append(code)
+        elif child.type in ("link_open", "image"):
+            href = child.attrs.get("href") or child.attrs.get("src") or ""
+            target = unquote(str(href))
+            pos = _find_col(src, "](" + str(href), cursor.get(lineno, 0))
+            if pos >= 0:
+                pos += 2  # point at the target
+            else:
+                pos = _find_col(src, str(href), cursor.get(lineno, 0))
+            if pos < 0:
+                pos = src.find("[", cursor.get(lineno, 0))
+            else:
+                cursor[lineno] = pos + 1
+            if child.type == "image":
+                doc.links.append(Link(target=target, text=child.content, line=lineno + 1,
+                                      col=max(1, pos + 1) if pos >= 0 else 1))
+            else:
+                link_stack.append((target, lineno + 1, max(1, pos + 1) if pos >= 0 else 1, []))
+        elif child.type == "link_close" and link_stack:
+            target, line, col, text = link_stack.pop()
+            doc.links.append(Link(target=target, text="".join(text), line=line, col=col))
+    return "".join(plain)
+
+
+def parse_markdown(path: str, text: str) -> MarkdownDoc:
+    """Parse markdown ``text`` (already decoded, ``\\n`` newlines) of the file at ``path``."""
+    lines = text.split("\n")
+    doc = MarkdownDoc(path=path, text=text, n_lines=len(lines) - (1 if text.endswith("\n") else 0))
+    try:
+        tokens = _parser().parse(text)
+    except Exception as exc:  # markdown-it is total on str input; this is a last resort
+        doc.problems.append(problem("IN020", path, 1, 1, f"markdown parser failed: {exc}"))
+        return doc
+    if tokens and tokens[0].type == "front_matter":
+        fm = tokens[0]
+        start, end = fm.map or (0, 0)
+        doc.body_start = end + 1
+        _frontmatter(doc, fm.content, start + 2)
+    elif lines and lines[0].rstrip() == "---":
+        doc.problems.append(problem("IN011", path, 1, 1,
+                                    "frontmatter block opened with --- is never closed; it is read as body text"))
+    slugger = Slugger()
+    last_heading: str | None = None
+    table: Table | None = None
+    row: list[Cell] | None = None
+    in_head = False
+    col_index = 0
+    for i, tok in enumerate(tokens):
+        t = tok.type
+        if t == "heading_open":
+            inline = tokens[i + 1]
+            title = _inline(doc, lines, inline)
+            last_heading = title.strip()
+            doc.headings.append(Heading(level=int(tok.tag[1:]), text=last_heading,
+                                        anchor=slugger.slug(title), line=(tok.map[0] + 1) if tok.map else 1))
+        elif t in ("fence", "code_block"):
+            first = (tok.map[0] + (2 if t == "fence" else 1)) if tok.map else 1
+            lang = tok.info.split()[0] if t == "fence" and tok.info.strip() else None
+            doc.code.append(Code(text=tok.content, line=first, col=1, kind="block", lang=lang))
+        elif t == "table_open":
+            table = Table(header=[], rows=[], line=(tok.map[0] + 1) if tok.map else 1, title=last_heading)
+        elif t == "table_close" and table is not None:
+            doc.tables.append(table)
+            table = None
+        elif t == "thead_open":
+            in_head = True
+        elif t == "thead_close":
+            in_head = False
+        elif t == "tr_open" and table is not None:
+            row = []
+            col_index = 0
+            row_line = tok.map[0] if tok.map else table.line - 1
+            spans = split_row(lines[row_line]) if row_line < len(lines) else []
+        elif t == "tr_close" and table is not None and row is not None:
+            if in_head:
+                table.header = row
+            else:
+                table.rows.append(row)
+            row = None
+        elif t == "inline" and row is not None and table is not None:
+            cell = Cell(text=tok.content.strip(), line=row_line + 1, col=1)
+            if col_index < len(spans):
+                cell.col = spans[col_index][0] + 1
+            _inline(doc, lines, tok, cell)
+            row.append(cell)
+            col_index += 1
+        elif t == "inline" and not (i > 0 and tokens[i - 1].type == "heading_open"):
+            _inline(doc, lines, tok)
+    return doc

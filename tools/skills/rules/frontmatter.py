@@ -1,0 +1,221 @@
+"""SK1xx: a SKILL.md frontmatter holds the keys and values agents and the Isaac Lab validator expect."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from model import Finding, Project, Skill
+
+from .common import finding
+from .registry import rule
+
+NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+RESERVED = ("claude", "anthropic")
+AUDIENCES = ("user", "developer")
+STATUSES = ("experimental", "stable", "deprecated")
+KNOWN_KEYS = frozenset({
+    # Agent Skills spec
+    "name", "description", "license", "compatibility", "metadata", "allowed-tools",
+    # Isaac Lab's own keys
+    "audience", "status", "owners",
+})
+FIRST_PERSON_RE = re.compile(r"(?:^|[.!?]\s+)(I|I'm|I've|I'll|[Yy]ou|[Yy]our|[Yy]ou're|[Yy]ou'll)\b")
+
+
+def _skills_with_frontmatter(project: Project) -> Iterator[tuple[Skill, dict[str, Any]]]:
+    for skill in project.skills:
+        fm = skill.skill_md.frontmatter
+        if skill.skill_md.readable and isinstance(fm, dict):
+            yield skill, fm
+
+
+def _key_line(skill: Skill, key: str) -> int:
+    doc = skill.skill_md
+    return doc.frontmatter_lines.get(key) or (1 if doc.frontmatter is None else 2)
+
+
+def _at(code: str, skill: Skill, key: str, message: str) -> Finding:
+    return finding(code, message, skill.skill_md.path, _key_line(skill, key))
+
+
+@rule("SK100", "frontmatter-missing")
+def frontmatter_missing(project: Project) -> Iterator[Finding]:
+    """SKILL.md starts with a YAML frontmatter block (--- ... ---)."""
+    for skill in project.skills:
+        doc = skill.skill_md
+        if doc.readable and doc.frontmatter is None and not doc.problems:
+            yield finding("SK100", "SKILL.md has no YAML frontmatter block (--- lines at the top)", doc.path, 1)
+
+
+@rule("SK101", "name-missing")
+def name_missing(project: Project) -> Iterator[Finding]:
+    """The frontmatter has a `name` that is a string."""
+    for skill, fm in _skills_with_frontmatter(project):
+        if "name" not in fm:
+            yield _at("SK101", skill, "name", "frontmatter has no `name`")
+        elif not isinstance(fm["name"], str):
+            yield _at("SK101", skill, "name", f"`name` must be a string, not {type(fm['name']).__name__}")
+
+
+@rule("SK102", "name-format")
+def name_format(project: Project) -> Iterator[Finding]:
+    """`name` is 1-64 characters: lowercase letters, digits and single inner hyphens."""
+    for skill, fm in _skills_with_frontmatter(project):
+        name = fm.get("name")
+        if not isinstance(name, str):
+            continue
+        if not 1 <= len(name) <= 64:
+            yield _at("SK102", skill, "name", f"`name` is {len(name)} characters; it must be 1-64")
+        elif not NAME_RE.match(name):
+            yield _at("SK102", skill, "name",
+                      f"`name` {name!r} must be lowercase letters, digits and single hyphens, "
+                      "not starting or ending with a hyphen")
+
+
+@rule("SK103", "name-reserved")
+def name_reserved(project: Project) -> Iterator[Finding]:
+    """`name` does not contain the reserved words `claude` or `anthropic`."""
+    for skill, fm in _skills_with_frontmatter(project):
+        name = fm.get("name")
+        if isinstance(name, str):
+            for word in RESERVED:
+                if word in name.lower():
+                    yield _at("SK103", skill, "name", f"`name` {name!r} contains the reserved word {word!r}")
+
+
+@rule("SK104", "description-length")
+def description_length(project: Project) -> Iterator[Finding]:
+    """The frontmatter has a `description` string of 1-1024 characters."""
+    for skill, fm in _skills_with_frontmatter(project):
+        desc = fm.get("description")
+        if "description" not in fm:
+            yield _at("SK104", skill, "description", "frontmatter has no `description`")
+        elif not isinstance(desc, str):
+            yield _at("SK104", skill, "description", "`description` must be a string")
+        elif not 1 <= len(desc.strip()) <= 1024:
+            yield _at("SK104", skill, "description",
+                      f"`description` is {len(desc.strip())} characters; it must be 1-1024")
+
+
+@rule("SK105", "description-use-when")
+def description_use_when(project: Project) -> Iterator[Finding]:
+    """`description` says when to use the skill with the words "Use when"."""
+    for skill, fm in _skills_with_frontmatter(project):
+        desc = fm.get("description")
+        if isinstance(desc, str) and desc.strip() and "use when" not in desc.lower():
+            yield _at("SK105", skill, "description", "`description` must contain \"Use when\" (what triggers the skill)")
+
+
+@rule("SK106", "description-third-person")
+def description_third_person(project: Project) -> Iterator[Finding]:
+    """`description` is written in the third person: no sentence starts with "I" or "You"."""
+    for skill, fm in _skills_with_frontmatter(project):
+        desc = fm.get("description")
+        if isinstance(desc, str):
+            m = FIRST_PERSON_RE.search(desc.strip())
+            if m:
+                yield _at("SK106", skill, "description",
+                          f"`description` must be in the third person; a sentence starts with {m.group(1)!r}")
+
+
+@rule("SK107", "audience")
+def audience(project: Project) -> Iterator[Finding]:
+    """`audience` is `user` or `developer` and equals the folder under skills/ that holds the skill."""
+    for skill, fm in _skills_with_frontmatter(project):
+        value = fm.get("audience")
+        if "audience" not in fm:
+            yield _at("SK107", skill, "audience", f"frontmatter has no `audience` (expected {skill.audience!r})")
+        elif value not in AUDIENCES:
+            yield _at("SK107", skill, "audience", f"`audience` is {value!r}; it must be one of {', '.join(AUDIENCES)}")
+        elif value != skill.audience:
+            yield _at("SK107", skill, "audience",
+                      f"`audience` is {value!r} but the skill lives under skills/{skill.audience}/")
+
+
+@rule("SK108", "status")
+def status(project: Project) -> Iterator[Finding]:
+    """`status` is one of experimental, stable, deprecated."""
+    for skill, fm in _skills_with_frontmatter(project):
+        if "status" not in fm:
+            yield _at("SK108", skill, "status", "frontmatter has no `status`")
+        elif fm["status"] not in STATUSES:
+            yield _at("SK108", skill, "status",
+                      f"`status` is {fm['status']!r}; it must be one of {', '.join(STATUSES)}")
+
+
+@rule("SK109", "owners")
+def owners(project: Project) -> Iterator[Finding]:
+    """`owners` is a non-empty list of non-empty strings."""
+    for skill, fm in _skills_with_frontmatter(project):
+        value = fm.get("owners")
+        if "owners" not in fm:
+            yield _at("SK109", skill, "owners", "frontmatter has no `owners`")
+        elif not isinstance(value, list) or not value:
+            yield _at("SK109", skill, "owners", "`owners` must be a non-empty list")
+        elif not all(isinstance(v, str) and v.strip() for v in value):
+            yield _at("SK109", skill, "owners", "every entry of `owners` must be a non-empty string")
+
+
+@rule("SK110", "license")
+def license_(project: Project) -> Iterator[Finding]:
+    """A user skill has a `license` string."""
+    for skill, fm in _skills_with_frontmatter(project):
+        if skill.audience != "user":
+            continue
+        value = fm.get("license")
+        if not isinstance(value, str) or not value.strip():
+            yield _at("SK110", skill, "license", "a user skill needs a `license` string")
+
+
+@rule("SK111", "metadata")
+def metadata(project: Project) -> Iterator[Finding]:
+    """`metadata` is a map of strings; a user skill has `metadata.author`."""
+    for skill, fm in _skills_with_frontmatter(project):
+        value = fm.get("metadata")
+        if value is not None and not isinstance(value, dict):
+            yield _at("SK111", skill, "metadata", "`metadata` must be a mapping of string keys to string values")
+            continue
+        for key, item in (value or {}).items():
+            if not isinstance(item, str):
+                yield _at("SK111", skill, f"metadata.{key}", f"`metadata.{key}` must be a string")
+        if skill.audience == "user":
+            author = (value or {}).get("author")
+            if not isinstance(author, str) or not author.strip():
+                yield _at("SK111", skill, "metadata" if value else "name",
+                          "a user skill needs `metadata.author`")
+
+
+@rule("SK112", "unknown-key", severity="warning")
+def unknown_key(project: Project) -> Iterator[Finding]:
+    """Frontmatter keys outside the spec and Isaac Lab's keys are warnings (claude.ai uploads reject them)."""
+    for skill, fm in _skills_with_frontmatter(project):
+        for key in fm:
+            if key not in KNOWN_KEYS:
+                yield _at("SK112", skill, str(key), f"unknown frontmatter key `{key}` (Claude Code ignores it; "
+                          "claude.ai uploads reject it)")
+
+
+@rule("SK113", "compatibility")
+def compatibility(project: Project) -> Iterator[Finding]:
+    """`compatibility`, when present, is a string of at most 500 characters."""
+    for skill, fm in _skills_with_frontmatter(project):
+        if "compatibility" in fm:
+            value = fm["compatibility"]
+            if not isinstance(value, str) or not 1 <= len(value) <= 500:
+                yield _at("SK113", skill, "compatibility", "`compatibility` must be a string of 1-500 characters")
+
+
+@rule("SK114", "name-unique")
+def name_unique(project: Project) -> Iterator[Finding]:
+    """Every skill has its own `name`."""
+    seen: dict[str, Skill] = {}
+    for skill, fm in _skills_with_frontmatter(project):
+        name = fm.get("name")
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            first = seen[name].skill_md.path
+            yield _at("SK114", skill, "name", f"`name` {name!r} is also the name of {first}")
+        else:
+            seen[name] = skill

@@ -1,0 +1,185 @@
+"""DR1xx: the NCCL workaround list in multi_gpu.rst is the truth for every NCCL_*/CUDA_* setting.
+
+A workaround table is found by the settings it holds, not by its column titles: a table where at
+least two rows hold ``VAR=value`` settings; its settings column is the column holding the most.
+Settings are compared as exact ``VAR=value`` pairs. DR104 allows the diagnostic variables
+NCCL_DEBUG, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE, CUDA_VISIBLE_DEVICES, CUDA_LAUNCH_BLOCKING, CUDA_HOME
+and CUDA_PATH (they change what is reported, which devices are seen or where the toolkit lives, not how
+ranks communicate); TORCH_*, GLOO_* and other prefixes are not judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from model import Finding, Loc, MarkdownDoc, Project, RstDoc, Table
+
+from .common import (
+    DIAGNOSTIC_VARS, all_skill_docs, cached, finding, line_col_of, multi_gpu_doc, multi_gpu_path, negative_lines_of,
+    offset_to_line_col, rst_docs,
+    settings_in,
+)
+from .registry import rule
+
+MIN_ROWS = 2
+
+
+@dataclass
+class Setting:
+    var: str
+    value: str
+    loc: Loc
+
+    @property
+    def pair(self) -> str:
+        return f"{self.var}={self.value}"
+
+
+def _table_settings(doc: MarkdownDoc | RstDoc, table: Table) -> list[Setting] | None:
+    """The settings of a workaround table (its settings column), or None when it is not one."""
+    width = max((len(r) for r in table.rows), default=0)
+    counts = [sum(1 for row in table.rows if c < len(row) and any(settings_in(row[c].text))) for c in range(width)]
+    if not counts or max(counts) < MIN_ROWS:
+        return None
+    col = counts.index(max(counts))
+    out = []
+    for row in table.rows:
+        if col >= len(row):
+            continue
+        cell = row[col]
+        for var, value, _ in settings_in(cell.text):
+            line, c = line_col_of(doc.text, f"{var}={value}", cell.line)
+            out.append(Setting(var, value, Loc(doc.path, line, c)))
+    return out
+
+
+def truth_list(project: Project) -> tuple[RstDoc, Table, list[Setting]] | None:
+    """The RST list-table of NCCL workarounds (the table in the multi-GPU page holding the most settings)."""
+
+    def make() -> tuple[RstDoc, Table, list[Setting]] | None:
+        doc = multi_gpu_doc(project)
+        if doc is None:
+            return None
+        best = None
+        for table in doc.tables:
+            found = _table_settings(doc, table)
+            if found and (best is None or len(found) > len(best[2])):
+                best = (doc, table, found)
+        return best
+
+    return cached(project, "nccl-truth", make)
+
+
+def mirror_tables(project: Project) -> list[tuple[MarkdownDoc, Table, list[Setting]]]:
+    """Workaround tables in the skills' markdown (e.g. reference.md), each with its settings."""
+
+    def make() -> list[tuple[MarkdownDoc, Table, list[Setting]]]:
+        out = []
+        for _, doc in all_skill_docs(project):
+            for table in doc.tables:
+                found = _table_settings(doc, table)
+                if found:
+                    out.append((doc, table, found))
+        return out
+
+    return cached(project, "nccl-mirrors", make)
+
+
+def _compare(project: Project) -> list[Finding]:
+    def make() -> list[Finding]:
+        truth = truth_list(project)
+        if truth is None:
+            return []
+        rst, table, settings = truth
+        want: dict[str, Setting] = {}
+        for s in settings:
+            want.setdefault(s.pair, s)
+        out: list[Finding] = []
+        for doc, mtable, mirror in mirror_tables(project):
+            have: dict[str, Setting] = {}
+            for s in mirror:
+                have.setdefault(s.pair, s)
+            extra = [s for p, s in have.items() if p not in want]
+            missing = [s for p, s in want.items() if p not in have]
+            missing_vars = {s.var for s in missing}
+            extra_vars = {s.var for s in extra}
+            for s in extra:
+                if s.var in missing_vars:
+                    truths = [m for m in missing if m.var == s.var]
+                    listed = " or ".join(m.pair for m in truths)
+                    out.append(finding("DR102", f"{s.pair} differs from the NCCL list's {listed} "
+                                       f"({truths[0].loc})", doc.path, s.loc.line, s.loc.col, truth=truths[0].loc))
+                else:
+                    out.append(finding("DR103", f"{s.pair} is not in the NCCL workaround list "
+                                       f"({rst.path}:{table.line}); add it there first", doc.path, s.loc.line,
+                                       s.loc.col, truth=Loc(rst.path, table.line, 1)))
+            for m in missing:
+                if m.var not in extra_vars:
+                    out.append(finding("DR101", f"{m.pair} from the NCCL workaround list ({m.loc}) is missing "
+                                       "from this table", doc.path, mtable.line, 1, truth=m.loc))
+        return out
+
+    return cached(project, "nccl-compare", make)
+
+
+@rule("DR100", "nccl-list-present")
+def nccl_list_present(project: Project) -> Iterator[Finding]:
+    """When a skill mirrors an NCCL workaround table, the multi-GPU page holds the list it mirrors."""
+    doc = multi_gpu_doc(project)
+    if doc is None:
+        if project.rst:  # a docs tree without the page the mirror copies
+            for mdoc, table, _ in mirror_tables(project):
+                yield finding("DR100", f"this table mirrors the NCCL workaround list, but {multi_gpu_path(project)} "
+                              "does not exist", mdoc.path, table.line, 1)
+        return
+    if truth_list(project) is not None:
+        return
+    for mdoc, table, _ in mirror_tables(project):
+        yield finding("DR100", f"no NCCL workaround list-table found in {doc.path} for the table at "
+                      f"{mdoc.path}:{table.line} to mirror", doc.path, 1, 1, truth=Loc(mdoc.path, table.line, 1))
+
+
+@rule("DR101", "nccl-missing")
+def nccl_missing(project: Project) -> Iterator[Finding]:
+    """Every setting of the RST NCCL list appears in a skill's mirrored workaround table."""
+    yield from (f for f in _compare(project) if f.code == "DR101")
+
+
+@rule("DR102", "nccl-value")
+def nccl_value(project: Project) -> Iterator[Finding]:
+    """A mirrored setting has the value the RST NCCL list gives its variable."""
+    yield from (f for f in _compare(project) if f.code == "DR102")
+
+
+@rule("DR103", "nccl-extra")
+def nccl_extra(project: Project) -> Iterator[Finding]:
+    """A mirrored workaround table holds no setting the RST NCCL list lacks."""
+    yield from (f for f in _compare(project) if f.code == "DR103")
+
+
+@rule("DR104", "nccl-unlisted")
+def nccl_unlisted(project: Project) -> Iterator[Finding]:
+    """Any NCCL_*/CUDA_* setting written in a skill or doc page is on the RST list (diagnostics excepted)."""
+    truth = truth_list(project)
+    if truth is None:
+        return
+    rst, table, settings = truth
+    listed = {s.pair for s in settings}
+    in_tables = {(s.loc.path, s.loc.line, s.loc.col) for _, _, mirror in mirror_tables(project) for s in mirror}
+    docs: list[MarkdownDoc | RstDoc] = [doc for _, doc in all_skill_docs(project)] + list(rst_docs(project))
+    seen: set[str] = set()
+    for doc in docs:
+        if doc.path in seen:
+            continue
+        seen.add(doc.path)
+        negative = negative_lines_of(project, doc)
+        for var, value, offset in settings_in(doc.text):
+            if var in DIAGNOSTIC_VARS or f"{var}={value}" in listed:
+                continue
+            line, col = offset_to_line_col(doc.text, offset)
+            if (doc.path, line, col) in in_tables or line in negative:
+                continue  # a mirrored table's cell: DR102/DR103 report it
+            yield finding("DR104", f"{var}={value} is not in the NCCL workaround list ({rst.path}:{table.line}); "
+                          "add it there first or write a listed setting", doc.path, line, col,
+                          truth=Loc(rst.path, table.line, 1))

@@ -1,0 +1,271 @@
+"""DR2xx: the launcher options table in multi_gpu.rst matches the launcher's argparse.
+
+The table is found by its content: in the multi-GPU page, the table whose first column holds
+``--flags`` that overlap the launcher's most. Its default column is the one titled "Default".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from model import MISSING, Cell, Finding, Loc, Option, Project, RstDoc, Table
+
+from .common import cached, finding, multi_gpu_doc, multi_gpu_path
+from .registry import rule
+
+FLAG_RE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+NONE_WORDS = frozenset({"", "none", "—", "–", "-", "unset", "(none)", "n/a"})
+ONE_OF_RE = re.compile(r"\bone of\b(.*?)(?:[.;(]|$)", re.IGNORECASE | re.DOTALL)
+HELP_FLAGS = frozenset({"-h", "--help"})
+
+
+def _flags(cell: Cell) -> list[str]:
+    """Option strings written in a cell: its code literals first, else flag-looking words."""
+    found = [c.text.strip() for c in cell.code if c.text.strip().startswith("-")]
+    if not found:
+        found = FLAG_RE.findall(cell.text)
+    return [f.split("=", 1)[0].split()[0] for f in found]
+
+
+def _flag_column(table: Table) -> int | None:
+    best, best_n = None, 0
+    width = max((len(r) for r in table.rows), default=0)
+    for col in range(width):
+        n = sum(1 for row in table.rows if col < len(row) and row[col].text.strip().startswith("-"))
+        if n > best_n:
+            best, best_n = col, n
+    if best is None or best_n < 2 or best_n * 2 < len(table.rows):
+        return None
+    return best
+
+
+def options_table(project: Project) -> tuple[RstDoc, Table, int] | None:
+    """(doc, table, flag column) of the launcher options table, or None."""
+
+    def make() -> tuple[RstDoc, Table, int] | None:
+        doc = multi_gpu_doc(project)
+        if doc is None or project.launcher is None:
+            return None
+        launcher_flags = set(project.launcher.by_flag())
+        best, best_score = None, 0
+        for table in doc.tables:
+            col = _flag_column(table)
+            if col is None:
+                continue
+            written = {f for row in table.rows if col < len(row) for f in _flags(row[col])}
+            score = len(written & launcher_flags)
+            if score > best_score:
+                best, best_score = (doc, table, col), score
+        return best
+
+    return cached(project, "options-table", make)
+
+
+def _column(table: Table, word: str) -> int | None:
+    for i, cell in enumerate(table.header):
+        if word in cell.text.lower():
+            return i
+    return None
+
+
+def _rows(project: Project) -> Iterator[tuple[RstDoc, Table, list[Cell], list[str]]]:
+    found = options_table(project)
+    if found is None:
+        return
+    doc, table, col = found
+    for row in table.rows:
+        if col < len(row):
+            flags = _flags(row[col])
+            if flags:
+                yield doc, table, row, flags
+
+
+def _options(project: Project) -> list[Option]:
+    if project.launcher is None:
+        return []
+    return [o for o in project.launcher.options if o.flags[0].startswith("-") and not set(o.flags) & HELP_FLAGS]
+
+
+def _truth(project: Project, opt: Option | None) -> Loc:
+    assert project.launcher is not None
+    if opt is None:
+        first = min((o.line for o in project.launcher.options), default=1)
+        return Loc(project.launcher.path, first, 1)
+    return Loc(project.launcher.path, opt.line, opt.col)
+
+
+@rule("DR200", "options-table-present")
+def options_table_present(project: Project) -> Iterator[Finding]:
+    """The multi-GPU page has a table of the launcher's options (a column of --flags)."""
+    doc = multi_gpu_doc(project)
+    if not _options(project):
+        return
+    if doc is None:
+        if project.rst:  # a docs tree without the page that documents the launcher
+            yield finding("DR200", f"{multi_gpu_path(project)} does not exist; it must document the launcher's "
+                          f"{len(_options(project))} options", multi_gpu_path(project), 1, 1,
+                          truth=_truth(project, None))
+        return
+    if options_table(project) is None:
+        yield finding("DR200", f"no launcher options table (a column of --flags) found; the launcher "
+                      f"{project.launcher.path} defines {len(_options(project))} options",
+                      doc.path, 1, 1, truth=_truth(project, None))
+
+
+@rule("DR201", "option-undocumented")
+def option_undocumented(project: Project) -> Iterator[Finding]:
+    """Every launcher option has a row in the options table."""
+    found = options_table(project)
+    if found is None:
+        return
+    doc, table, _ = found
+    written = {f for _, _, _, flags in _rows(project) for f in flags}
+    for opt in _options(project):
+        if not set(opt.flags) & written:
+            yield finding("DR201", f"launcher option {opt.canonical} ({project.launcher.path}:{opt.line}) has no row "
+                          "in the options table", doc.path, table.line, 1, truth=_truth(project, opt))
+
+
+@rule("DR202", "option-unknown")
+def option_unknown(project: Project) -> Iterator[Finding]:
+    """Every flag in the options table is an option of the launcher."""
+    known = {f for o in _options(project) for f in o.flags} | HELP_FLAGS
+    for doc, _, row, flags in _rows(project):
+        by_flag = {f: o for o in _options(project) for f in o.flags}
+        if not any(f in by_flag for f in flags):
+            cell = row[0] if row else None
+            for f in flags:
+                if f not in known and cell is not None:
+                    yield finding("DR202", f"{f} is in the options table but the launcher "
+                                  f"{project.launcher.path} has no such option", doc.path, cell.line, cell.col,
+                                  truth=_truth(project, None))
+                    break
+
+
+@rule("DR203", "option-alias")
+def option_alias(project: Project) -> Iterator[Finding]:
+    """A row lists exactly the option strings (name and aliases) the launcher defines for that option."""
+    by_flag = {f: o for o in _options(project) for f in o.flags}
+    for doc, table, row, flags in _rows(project):
+        opts = {id(by_flag[f]): by_flag[f] for f in flags if f in by_flag}
+        if len(opts) != 1:
+            if len(opts) > 1:
+                cell = row[0]
+                yield finding("DR203", f"one row names several launcher options: {', '.join(flags)}",
+                              doc.path, cell.line, cell.col)
+            continue
+        opt = next(iter(opts.values()))
+        col = next(i for i, c in enumerate(row) if set(_flags(c)) & set(opt.flags))
+        cell = row[col]
+        missing = [f for f in opt.flags if f not in flags]
+        extra = [f for f in flags if f not in opt.flags]
+        if missing:
+            yield finding("DR203", f"{opt.canonical}: alias {', '.join(missing)} is not documented "
+                          f"({project.launcher.path}:{opt.line} defines {', '.join(opt.flags)})",
+                          doc.path, cell.line, cell.col, truth=_truth(project, opt))
+        if extra:
+            yield finding("DR203", f"{opt.canonical}: {', '.join(extra)} is not an alias the launcher defines "
+                          f"({project.launcher.path}:{opt.line} defines {', '.join(opt.flags)})",
+                          doc.path, cell.line, cell.col, truth=_truth(project, opt))
+
+
+def _written_default(cell: Cell) -> str | None:
+    """The default a cell states: its first code literal, else a single word; None for prose/empty."""
+    if cell.code:
+        text = cell.code[0].text.strip()
+    else:
+        text = cell.text.strip()
+        if len(text.split()) > 1:
+            return None
+    text = text.strip("\"'")
+    return None if text.lower() in NONE_WORDS else text
+
+
+def _same_default(actual: Any, written: str | None, opt: Option) -> bool:
+    if actual is MISSING or actual is None:
+        if not opt.takes_value and written is not None:
+            return written.lower() in ("false", "off")
+        return written is None
+    if isinstance(actual, bool):
+        if written is None:
+            return actual is False and not opt.takes_value
+        return written.lower() in (("true", "on") if actual else ("false", "off"))
+    if written is None:
+        return False
+    return str(actual) == written
+
+
+@rule("DR204", "option-default")
+def option_default(project: Project) -> Iterator[Finding]:
+    """The Default column states the launcher's argparse default (None, or False for a switch, when unset)."""
+    found = options_table(project)
+    if found is None:
+        return
+    _, table, _ = found
+    dcol = _column(table, "default")
+    if dcol is None:
+        return
+    by_flag = {f: o for o in _options(project) for f in o.flags}
+    for doc, _, row, flags in _rows(project):
+        opts = {id(by_flag[f]): by_flag[f] for f in flags if f in by_flag}
+        if len(opts) != 1 or dcol >= len(row):
+            continue
+        opt = next(iter(opts.values()))
+        cell = row[dcol]
+        written = _written_default(cell)
+        if not _same_default(opt.default, written, opt):
+            actual = None if opt.default is MISSING else opt.default
+            col = cell.code[0].col if cell.code else cell.col
+            yield finding("DR204", f"{opt.canonical}: the table says default {written or 'None'!s}, the launcher's "
+                          f"default is {actual!r} ({project.launcher.path}:{opt.line})",
+                          doc.path, cell.code[0].line if cell.code else cell.line, col, truth=_truth(project, opt))
+
+
+def _written_choices(row: list[Cell], skip: int) -> tuple[list[str] | None, Cell | None]:
+    """Values listed after "one of" in a row (None when the row lists none), and the cell holding them."""
+    for i, cell in enumerate(row):
+        if i == skip:
+            continue
+        m = ONE_OF_RE.search(cell.text)
+        if m:
+            words = re.split(r",|\bor\b|\band\b", m.group(1))
+            return [w.strip().strip("`\"'") for w in words if w.strip().strip("`\"'")], cell
+    return None, None
+
+
+@rule("DR205", "option-choices")
+def option_choices(project: Project) -> Iterator[Finding]:
+    """A row states the launcher option's choices: each choice is written, and a "one of ..." list adds none."""
+    found = options_table(project)
+    if found is None:
+        return
+    _, table, fcol = found
+    by_flag = {f: o for o in _options(project) for f in o.flags}
+    for doc, _, row, flags in _rows(project):
+        opts = {id(by_flag[f]): by_flag[f] for f in flags if f in by_flag}
+        if len(opts) != 1:
+            continue
+        opt = next(iter(opts.values()))
+        if not opt.choices:
+            continue
+        allowed = [str(c) for c in opt.choices]
+        listed, cell = _written_choices(row, fcol)
+        if listed is None:
+            literals = {c.text.strip() for cell_ in row for c in cell_.code}
+            words = set(re.findall(r"[\w.-]+", " ".join(c.text for c in row)))
+            missing = [c for c in allowed if c not in literals and c not in words]
+            cell = row[-1]
+            extra: list[str] = []
+        else:
+            missing = [c for c in allowed if c not in listed]
+            extra = [c for c in listed if c not in allowed]
+        assert cell is not None
+        if missing:
+            yield finding("DR205", f"{opt.canonical}: choice(s) {', '.join(missing)} not stated in the table "
+                          f"(choices: {', '.join(allowed)}; {project.launcher.path}:{opt.line})",
+                          doc.path, cell.line, cell.col, truth=_truth(project, opt))
+        if extra:
+            yield finding("DR205", f"{opt.canonical}: {', '.join(extra)} is not a choice the launcher accepts "
+                          f"(choices: {', '.join(allowed)}; {project.launcher.path}:{opt.line})",
+                          doc.path, cell.line, cell.col, truth=_truth(project, opt))

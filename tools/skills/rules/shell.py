@@ -1,0 +1,181 @@
+"""Command lines written in docs: logical lines (``\\`` continuations, ``$`` prompts), words with positions.
+
+Words are split the way ``shlex.split(posix=True)`` splits them (quotes, escapes, ``#`` comments), and
+each word keeps the line and column where it starts, so findings point at the exact text. Shell
+operators (``&&``, ``|``, ``;``, redirections) end a simple command. ``<placeholder>`` is a word.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OPERATORS = ("&&", "||", ";;", "|&", "&>", ">>", ">&", "<<", "|", "&", ";", "(", ")", "<", ">")
+SEPARATORS = frozenset({"&&", "||", ";;", "|&", "|", "&", ";", "(", ")"})
+PLACEHOLDER_RE = re.compile(r"<[A-Za-z_][^<>\s]*>")
+PROMPT_RE = re.compile(r"^\s*(?:\(\S+\)\s*)?[$%]\s+")
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str  # the word after quote removal
+    line: int
+    col: int
+    op: bool = False  # a shell operator, not a word
+
+
+def logical_lines(text: str, first_line: int, cols: list[int] | None = None) -> list[list[tuple[str, int, int]]]:
+    """Physical lines joined at trailing backslashes; each logical line is [(segment, line, col0)].
+
+    ``cols`` gives, per physical line, the 1-based column where the text starts in the file.
+    """
+    out: list[list[tuple[str, int, int]]] = []
+    current: list[tuple[str, int, int]] = []
+    physical = text.split("\n")
+    for i, raw in enumerate(physical):
+        col0 = cols[i] if cols and i < len(cols) else 1
+        stripped = raw.rstrip()
+        trailing = len(stripped) - len(stripped.rstrip("\\"))
+        if trailing % 2 == 1:
+            current.append((stripped[:-1] + " ", first_line + i, col0))
+            continue
+        current.append((raw, first_line + i, col0))
+        out.append(current)
+        current = []
+    if current:
+        out.append(current)
+    return out
+
+
+def words(segments: list[tuple[str, int, int]]) -> list[Word]:
+    """Split one logical line into words and operators, with their file positions."""
+    chars: list[tuple[str, int, int]] = []
+    for text, line, col0 in segments:
+        for j, ch in enumerate(text):
+            chars.append((ch, line, col0 + j))
+        chars.append((" ", line, col0 + len(text)))
+    out: list[Word] = []
+    i, n = 0, len(chars)
+    while i < n:
+        ch, line, col = chars[i]
+        if ch.isspace():
+            i += 1
+            continue
+        if ch == "#":
+            break  # a comment runs to the end of the logical line
+        rest = "".join(c for c, _, _ in chars[i:i + 3])
+        op = next((o for o in OPERATORS if rest.startswith(o)), None)
+        if op and not (op == "<" and PLACEHOLDER_RE.match("".join(c for c, _, _ in chars[i:i + 80]))):
+            out.append(Word(op, line, col, op=True))
+            i += len(op)
+            continue
+        start_line, start_col = line, col
+        buf: list[str] = []
+        quoted = False  # '' and "" are words too
+        while i < n:
+            ch = chars[i][0]
+            if ch.isspace():
+                break
+            if ch == "'":
+                quoted = True
+                j = i + 1
+                while j < n and chars[j][0] != "'":
+                    buf.append(chars[j][0])
+                    j += 1
+                i = j + 1
+                continue
+            if ch == '"':
+                quoted = True
+                j = i + 1
+                while j < n and chars[j][0] != '"':
+                    if chars[j][0] == "\\" and j + 1 < n and chars[j + 1][0] in '"\\$`\n':
+                        j += 1
+                    buf.append(chars[j][0])
+                    j += 1
+                i = j + 1
+                continue
+            if ch == "\\" and i + 1 < n:
+                buf.append(chars[i + 1][0])
+                i += 2
+                continue
+            if ch == "$" and i + 1 < n and chars[i + 1][0] == "(":
+                depth, j = 0, i + 1
+                while j < n:
+                    if chars[j][0] == "(":
+                        depth += 1
+                    elif chars[j][0] == ")":
+                        depth -= 1
+                        if depth == 0:
+                            break
+                    j += 1
+                buf.extend(c for c, _, _ in chars[i:j + 1])
+                i = j + 1
+                continue
+            if ch == "<":
+                m = PLACEHOLDER_RE.match("".join(c for c, _, _ in chars[i:i + 80]))
+                if m:
+                    buf.extend(m.group(0))
+                    i += len(m.group(0))
+                    continue
+            if ch in "|&;()<>":
+                if ch in "<>" and buf and "".join(buf).isdigit():
+                    buf = []  # "2>": the fd number belongs to the redirection
+                break  # an operator ends the word; the outer loop reads it
+            buf.append(ch)
+            i += 1
+        if buf or quoted:
+            out.append(Word("".join(buf), start_line, start_col))
+    return out
+
+
+def simple_commands(ws: list[Word]) -> list[list[Word]]:
+    """Split at ``&&``, ``|``, ``;`` ...; redirections and their targets are dropped."""
+    commands: list[list[Word]] = []
+    current: list[Word] = []
+    skip_next = False
+    for w in ws:
+        if skip_next:
+            skip_next = False
+            if not w.op:
+                continue
+        if w.op:
+            if w.text in SEPARATORS:
+                if current:
+                    commands.append(current)
+                current = []
+            else:
+                skip_next = True  # a redirection: the next word is its target
+            continue
+        current.append(w)
+    if current:
+        commands.append(current)
+    return commands
+
+
+def command_lines(text: str, first_line: int, cols: list[int] | None = None,
+                  *, prompts_only: bool | None = None) -> list[list[Word]]:
+    """Every simple command in a code block or inline code span.
+
+    When some line starts with a ``$``/``%`` prompt, only prompted lines are commands (the rest
+    is output), unless ``prompts_only`` says otherwise.
+    """
+    lines = text.split("\n")
+    if prompts_only is None:
+        prompts_only = any(PROMPT_RE.match(line) for line in lines)
+    kept: list[str] = []
+    adjusted = list(cols) if cols else [1] * len(lines)
+    prev_continues = False
+    for i, line in enumerate(lines):
+        m = PROMPT_RE.match(line)
+        if m:
+            kept.append(" " * m.end() + line[m.end():])
+        elif prompts_only and not prev_continues:
+            kept.append("")
+        else:
+            kept.append(line)
+        stripped = kept[-1].rstrip()
+        prev_continues = (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1
+    out: list[list[Word]] = []
+    for segments in logical_lines("\n".join(kept), first_line, adjusted):
+        out.extend(simple_commands(words(segments)))
+    return out

@@ -1,0 +1,98 @@
+"""Run the registered rules over a ``Project`` and filter findings by code.
+
+The rules package (``rules``) registers ``Rule`` objects (code, name, func, severity) in
+``rules.registry.RULES``; a rule that raises becomes an ``IN090`` finding and the others still run.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from inputs import INPUT_CODES, problem
+from loader import all_problems
+from model import Finding, Project
+
+
+class RulesError(Exception):
+    """The rules package cannot be imported (exit 2)."""
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    code: str
+    name: str
+    func: Callable[[Project], Iterable[Finding]] | None
+    severity: str
+    summary: str
+    explanation: str
+
+
+def load_rules() -> list[RuleInfo]:
+    """The rules package's registry, plus the core's input-problem codes (no function)."""
+    out: list[RuleInfo] = []
+    try:
+        import rules  # noqa: F401  (importing registers every rule)
+        from rules.registry import RULES
+    except Exception as exc:  # a broken rules package must not look like a clean check
+        raise RulesError(f"the rules package failed to load: {type(exc).__name__}: {exc}") from exc
+    for r in RULES:
+        out.append(_info(r))
+    for code, (summary, text) in INPUT_CODES.items():
+        out.append(RuleInfo(code, summary.replace(" ", "-"), None, "error", summary, f"{summary}\n\n{text}"))
+    return out
+
+
+def _info(r: Any) -> RuleInfo:
+    if isinstance(r, tuple):  # (code, func, doc)
+        code, func = r[0], r[1]
+        doc = r[2] if len(r) > 2 else (func.__doc__ or "")
+        return RuleInfo(code, getattr(func, "__name__", code), func, "error", doc.strip().split("\n")[0], doc)
+    summary = getattr(r, "summary", "") or ""
+    explanation = getattr(r, "explanation", "") or (r.func.__doc__ or "")
+    return RuleInfo(r.code, getattr(r, "name", r.code), r.func, getattr(r, "severity", "error"), summary, explanation)
+
+
+def matches(code: str, patterns: list[str]) -> bool:
+    """``code`` equals or starts with one of ``patterns`` (case-insensitive)."""
+    return any(code.upper().startswith(p.strip().upper()) for p in patterns if p.strip())
+
+
+def unknown_patterns(patterns: list[str], known: list[RuleInfo]) -> list[str]:
+    """Patterns that select no known code."""
+    codes = [r.code for r in known]
+    return [p for p in patterns if p.strip() and not any(matches(c, [p]) for c in codes)]
+
+
+def run_rules(project: Project, rules: list[RuleInfo], select: list[str] | None = None,
+              ignore: list[str] | None = None) -> list[Finding]:
+    """Parser findings plus every selected rule's findings, filtered, de-duplicated and sorted."""
+    def wanted(code: str) -> bool:
+        if select and not matches(code, select):
+            return False
+        return not (ignore and matches(code, ignore))
+
+    findings: list[Finding] = [f for f in all_problems(project) if wanted(f.code)]
+    for r in rules:
+        if r.func is None or not wanted(r.code):
+            continue
+        try:
+            for f in r.func(project) or ():
+                if wanted(f.code):
+                    findings.append(f)
+        except Exception as exc:  # a rule bug must not stop the check
+            tb = traceback.extract_tb(exc.__traceback__)
+            where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
+            findings.append(problem("IN090", "tools/skills/rules", 1, 1,
+                                    f"rule {r.code} failed: {type(exc).__name__}: {exc}{where}"))
+    seen: set[tuple] = set()
+    unique: list[Finding] = []
+    for f in findings:
+        key = (f.loc.path, f.loc.line, f.loc.col, f.code, f.message)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    unique.sort(key=lambda f: (f.loc.path, f.loc.line, f.loc.col, f.code, f.message))
+    return unique
