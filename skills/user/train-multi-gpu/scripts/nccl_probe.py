@@ -326,8 +326,8 @@ def _resolve_backend(requested: str, ranks_on_node: int) -> str:
     if requested == "gloo":
         return "gloo"
     cuda = torch.cuda.is_available()
-    if requested == "auto":
-        return "nccl" if cuda else "gloo"
+    if requested == "auto" and not cuda:
+        return "gloo"
     if not cuda:
         raise UsageError(
             f"backend nccl needs CUDA, and torch {torch.__version__} sees no GPU here; "
@@ -337,7 +337,7 @@ def _resolve_backend(requested: str, ranks_on_node: int) -> str:
     if ranks_on_node > count:
         raise UsageError(
             f"world size {ranks_on_node} needs {ranks_on_node} GPUs on this node for nccl "
-            f"(one per rank), and only {count} visible"
+            f"(one per rank), and only {count} visible; use fewer ranks, or --backend gloo"
         )
     return "nccl"
 
@@ -628,7 +628,6 @@ class Probe:
 
     def run(self) -> int:
         torch, dist = self.torch, self.dist
-        self.status.write_pid()
         threading.Thread(target=self._watchdog, name="nccl_probe_watchdog", daemon=True).start()
         self.arm(f"init_process_group did not finish within {self.timeout + INIT_EXTRA_S:g} s",
                  self.timeout + INIT_EXTRA_S)
@@ -746,6 +745,7 @@ def _fault_armed(args: argparse.Namespace) -> bool:
 
 def worker(args: argparse.Namespace, sizes: list[int]) -> int:
     """Run as one rank of a torchrun job."""
+    _Status(int(os.environ["RANK"])).write_pid()  # before the slow torch import: a hard limit can find it
     backend = _resolve_backend(args.backend, int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"])))
     return Probe(args, sizes, backend).run()
 
