@@ -1,0 +1,72 @@
+"""Training throughput at world size 1 vs 2 on CPU (gloo), same per-rank --num_envs.
+
+Runs train.py once as a single process and once as 2 CPU ranks through the launcher, reads the
+`[INFO] throughput: N env-steps/s over W rank(s)` lines and prints the ratio (ideal: 2.0; the
+target is >= 1.7 on a machine with at least 2 free cores). Not a test.
+
+    uv run python benchmarks/bench_trainer.py [--rl_library rsl_rl] [--num_envs 256] [--max_iterations 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN = REPO / "scripts" / "reinforcement_learning" / "train.py"
+LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
+THROUGHPUT = re.compile(r"\[INFO\] throughput: (\d+) env-steps/s over (\d+) rank\(s\)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure(cmd: list[str], timeout: float) -> float:
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
+               CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE"):
+        env.pop(name, None)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    match = THROUGHPUT.search(proc.stdout + proc.stderr)
+    if proc.returncode != 0 or not match:
+        sys.exit(f"run failed (exit {proc.returncode}): {' '.join(cmd)}\n{(proc.stdout + proc.stderr)[-3000:]}")
+    return float(match.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rl_library", default="rsl_rl", choices=["rsl_rl", "rl_games", "skrl"])
+    parser.add_argument("--task", default="Toy-Cartpole-v0")
+    parser.add_argument("--num_envs", type=int, default=256, help="per rank, the same at both world sizes")
+    parser.add_argument("--max_iterations", type=int, default=10)
+    parser.add_argument("--timeout", type=float, default=900)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench_trainer_") as log_root:
+        common = ["--rl_library", args.rl_library, "--task", args.task, "--device", "cpu",
+                  "--num_envs", str(args.num_envs), "--max_iterations", str(args.max_iterations),
+                  "--log_root", log_root]
+        load_before = os.getloadavg()[0]
+        one = measure([sys.executable, str(TRAIN), *common], args.timeout)
+        load_between = os.getloadavg()[0]
+        two = measure([sys.executable, str(LAUNCHER), "--num_gpus", "2", "--master_port", str(free_port()),
+                       *common], args.timeout)
+    print(f"cores visible: {os.cpu_count()}; {args.rl_library} on {args.task}, {args.num_envs} envs/rank, "
+          f"{args.max_iterations} iterations")
+    print(f"world size 1: {one:,.0f} env-steps/s")
+    print(f"world size 2: {two:,.0f} env-steps/s")
+    print(f"ratio (2 / 1): {two / one:.2f}x  (target >= 1.7x)")
+    print(f"1-min load average before the runs: {load_before:.2f}, {load_between:.2f} "
+          f"(the ratio only means something when {2} cores are otherwise idle)")
+
+
+if __name__ == "__main__":
+    main()

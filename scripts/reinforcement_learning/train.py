@@ -1,0 +1,198 @@
+"""Train a policy on a built-in toy task with rsl_rl, rl_games or skrl, on one process or many.
+
+One process (CPU or one GPU)::
+
+    isaaclab train --rl_library rsl_rl --task Toy-Cartpole-v0 --device cpu
+
+Many processes: launch through ``isaaclab train_multigpu`` (torchrun), which adds ``--distributed``;
+each rank then reads LOCAL_RANK/RANK/WORLD_SIZE and trains on ``cuda:LOCAL_RANK`` (NCCL) or on the
+CPU (gloo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+# Make the runtime package importable when the script runs from a plain checkout.
+_SRC = Path(__file__).resolve().parents[2] / "src"
+if _SRC.is_dir() and str(_SRC) not in sys.path:
+    sys.path.insert(0, str(_SRC))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The trainer's command line (the one source of truth for its flags)."""
+    parser = argparse.ArgumentParser(
+        prog="isaaclab train",
+        description="Train an RL policy on a built-in toy task (pure PyTorch, no simulator) with a real RL "
+        "library. Run it directly for one process; use `isaaclab train_multigpu` for several GPUs or CPU ranks.",
+        epilog="Tasks: Toy-Cartpole-v0 (cart-pole balancing, continuous force), Toy-Pendulum-SwingUp-v0 "
+        "(torque-limited pendulum swing-up). Logs and checkpoints go to "
+        "<log_root>/<library>/<task>/<timestamp>[_<run_name>]/ on rank 0 only.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--rl_library", choices=["rsl_rl", "rl_games", "skrl"], default="rsl_rl",
+                        help="RL library to train with (default: rsl_rl).")
+    parser.add_argument("--task", default="Toy-Cartpole-v0",
+                        help="Built-in task id (default: Toy-Cartpole-v0).")
+    parser.add_argument("--num_envs", type=int, default=None,
+                        help="Parallel environments per rank (default: the task's, 256).")
+    parser.add_argument("--max_iterations", type=int, default=None,
+                        help="Training iterations (default: the task's: 100 for cartpole, 150 for the pendulum).")
+    parser.add_argument("--seed", type=int, default=42,
+                        help="Random seed; each rank adds its rank to it (default: 42).")
+    parser.add_argument("--device", default=None,
+                        help="cpu, cuda or cuda:N (default: cuda:0 if CUDA is available, else cpu). "
+                        "With --distributed a CUDA device becomes cuda:LOCAL_RANK.")
+    parser.add_argument("--distributed", action="store_true",
+                        help="Train as one rank of a multi-process job started by torchrun "
+                        "(`isaaclab train_multigpu` adds this flag).")
+    parser.add_argument("--ml_framework", choices=["torch", "jax"], default="torch",
+                        help="skrl only: the framework skrl trains with (default: torch).")
+    parser.add_argument("--checkpoint", default=None, metavar="PATH",
+                        help="Resume training from this checkpoint file.")
+    parser.add_argument("--save_interval", type=int, default=None, metavar="N",
+                        help="Write a checkpoint every N iterations (default: the library's setting for the task); "
+                        "the last iteration is always saved.")
+    parser.add_argument("--run_name", default=None,
+                        help="Suffix for the run folder name.")
+    parser.add_argument("--log_root", default="logs",
+                        help="Root folder for logs and checkpoints (default: logs).")
+    return parser
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+    raise SystemExit(2)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Checks that need no torch: numbers, task id, checkpoint path, launcher environment."""
+    from mgpu_lab.tasks.catalog import TASKS, unknown_task_message
+
+    if args.task not in TASKS:
+        _fail(unknown_task_message(args.task))
+    if args.num_envs is not None and args.num_envs < 1:
+        _fail(f"--num_envs must be >= 1, got {args.num_envs}")
+    if args.max_iterations is not None and args.max_iterations < 1:
+        _fail(f"--max_iterations must be >= 1, got {args.max_iterations}")
+    if args.save_interval is not None and args.save_interval < 1:
+        _fail(f"--save_interval must be >= 1, got {args.save_interval}")
+    if args.ml_framework == "jax" and args.rl_library != "skrl":
+        _fail(f"--ml_framework jax is for skrl only, not {args.rl_library}")
+    if args.checkpoint is not None:
+        path = Path(args.checkpoint)
+        if not path.exists():
+            _fail(f"--checkpoint {args.checkpoint}: no such file")
+        if not path.is_file():
+            _fail(f"--checkpoint {args.checkpoint}: not a file")
+
+
+def _check_checkpoint_file(path: str) -> None:
+    """Reject files torch cannot read as a checkpoint (the adapter checks the contents)."""
+    import zipfile
+
+    import torch
+
+    try:
+        torch.load(path, map_location="cpu", weights_only=True)
+        return
+    except Exception:  # noqa: BLE001 - fall back to the container check below
+        pass
+    try:
+        with zipfile.ZipFile(path) as zf:  # torch.save's format: a zip holding <name>/data.pkl
+            if any(n.endswith("data.pkl") for n in zf.namelist()):
+                return
+    except (zipfile.BadZipFile, OSError):
+        pass
+    _fail(f"--checkpoint {path}: not a checkpoint (torch.load cannot read it)")
+
+
+def _run_dir(log_root: str, library: str, task: str, run_name: str | None) -> Path:
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    name = f"{stamp}_{run_name}" if run_name else stamp
+    base = Path(log_root) / library / task
+    path = base / name
+    n = 1
+    while path.exists():  # two runs in the same second
+        path = base / f"{name}_{n}"
+        n += 1
+    return path.resolve()
+
+
+def _train(args: argparse.Namespace) -> int:
+    """Everything after the torch-free checks: context, adapter, training, the contract's log lines."""
+    from mgpu_lab import adapters
+    from mgpu_lab.dist import context_from_env, destroy_process_group, is_rank0, log_line, param_digest
+    from mgpu_lab.tasks.catalog import TASK_DEFAULTS
+    from mgpu_lab.train_config import TrainConfig, UsageError
+
+    try:
+        if args.device is None:
+            from mgpu_lab.dist import cuda_available
+
+            args.device = "cuda:0" if cuda_available() else "cpu"
+        ctx = context_from_env(args.device, args.distributed)
+        if args.checkpoint is not None and args.ml_framework != "jax":  # skrl JAX saves pickles; its adapter checks them
+            _check_checkpoint_file(args.checkpoint)
+        adapter = adapters.load(args.rl_library)
+    except UsageError as exc:
+        _fail(str(exc))
+
+    defaults = TASK_DEFAULTS.get(args.task, {})
+    cfg = TrainConfig(
+        rl_library=args.rl_library,
+        task=args.task,
+        num_envs=args.num_envs or defaults.get("num_envs", 256),
+        max_iterations=args.max_iterations or defaults.get("max_iterations", 100),
+        seed=args.seed,
+        device=ctx.device,
+        distributed=ctx.distributed,
+        ml_framework=args.ml_framework,
+        checkpoint=str(Path(args.checkpoint).resolve()) if args.checkpoint else None,
+        run_name=args.run_name,
+        save_interval=args.save_interval,
+        log_root=args.log_root,
+    )
+    cfg.log_dir = str(_run_dir(args.log_root, args.rl_library, args.task, args.run_name))
+    if is_rank0(ctx):
+        log_line(f"[INFO] {args.rl_library} on {args.task}: {cfg.num_envs} envs/rank x {ctx.world_size} rank(s), "
+                 f"device {ctx.device}, backend {ctx.backend if ctx.distributed else 'none'}")
+        log_line(f"[INFO] logging to {cfg.log_dir}")
+
+    start = time.perf_counter()
+    try:
+        result = adapter.train(cfg, ctx)
+    except UsageError as exc:
+        destroy_process_group()
+        _fail(str(exc))
+    elapsed = time.perf_counter() - start
+    seconds = result.seconds if result.seconds else elapsed
+
+    if is_rank0(ctx):
+        total_steps = result.env_steps * ctx.world_size
+        rate = total_steps / seconds if seconds > 0 else float("inf")
+        log_line(f"[INFO] training time: {seconds:.2f} s")
+        log_line(f"[INFO] throughput: {rate:.0f} env-steps/s over {ctx.world_size} rank(s)")
+        if result.checkpoint:
+            log_line(f"[INFO] checkpoint: {result.checkpoint}")
+    log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: parameter digest {param_digest(result.params)}")
+    destroy_process_group()
+    return 0
+
+
+def main() -> int:
+    """Entry point; training runs inside torch's elastic ``record`` so a failing rank's traceback is reported."""
+    args = build_parser().parse_args()
+    _check_args(args)  # no torch needed: --help and plain usage errors stay quick
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(_train)(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

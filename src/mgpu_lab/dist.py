@@ -1,0 +1,193 @@
+"""Rank and device bookkeeping for one training process (torchrun or skrl's JAX launcher).
+
+The RL libraries initialise the process group themselves, so nothing here calls
+``init_process_group``: this module only reads the launcher's environment, picks the device and the
+backend (NCCL on ``cuda:LOCAL_RANK``, gloo on CPU), and offers small helpers every adapter needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from mgpu_lab.train_config import UsageError
+
+_TORCHRUN_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE")
+_JAX_VARS = ("JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE")
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Where this process sits in the job."""
+
+    distributed: bool = False
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    device: str = "cpu"
+    backend: str = "gloo"  # "nccl" | "gloo"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+
+def _read_int(name: str) -> int:
+    raw = os.environ[name]
+    try:
+        return int(raw)
+    except ValueError:
+        raise UsageError(f"{name}={raw!r} is not an integer") from None
+
+
+def launcher_env() -> tuple[int, int, int] | None:
+    """(local_rank, rank, world_size) from torchrun's or skrl JAX's variables, or None if absent."""
+    for names in (_TORCHRUN_VARS, _JAX_VARS):
+        if all(n in os.environ for n in names):
+            local_rank, rank, world = (_read_int(n) for n in names)
+            return local_rank, rank, world
+    return None
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def check_device(device: str) -> str:
+    """Normalise ``cpu`` / ``cuda`` / ``cuda:N``; raise UsageError when CUDA is asked for but absent."""
+    dev = device.strip().lower()
+    if dev == "cpu":
+        return "cpu"
+    if dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit()):
+        if not cuda_available():
+            raise UsageError(f"--device {device}: CUDA is not available here; use --device cpu")
+        if dev != "cuda":
+            import torch
+
+            index = int(dev[5:])
+            if index >= torch.cuda.device_count():
+                raise UsageError(
+                    f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+        return dev
+    raise UsageError(f"--device {device!r}: expected cpu, cuda or cuda:N")
+
+
+def context_from_env(device: str, distributed: bool) -> DistContext:
+    """Build the DistContext for this process.
+
+    Without ``distributed`` this is rank 0 of 1 on ``device``. With it, the launcher's variables
+    must be set; a CUDA device becomes ``cuda:LOCAL_RANK`` with NCCL, a CPU device uses gloo.
+    """
+    dev = check_device(device)
+    if not distributed:
+        return DistContext(False, 0, 0, 1, "cuda:0" if dev == "cuda" else dev, "nccl" if dev != "cpu" else "gloo")
+    env = launcher_env()
+    if env is None:
+        raise UsageError(
+            "--distributed needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE); "
+            "launch with `isaaclab train_multigpu ...` instead")
+    local_rank, rank, world = env
+    if world < 1 or not (0 <= rank < world) or local_rank < 0:
+        raise UsageError(f"inconsistent launcher environment: rank {rank}, local rank {local_rank}, world {world}")
+    if dev == "cpu":
+        return DistContext(True, rank, local_rank, world, "cpu", "gloo")
+    import torch
+
+    if local_rank >= torch.cuda.device_count():
+        raise UsageError(
+            f"local rank {local_rank} has no GPU: {torch.cuda.device_count()} visible; "
+            "lower --num_gpus or use --device cpu")
+    return DistContext(True, rank, local_rank, world, f"cuda:{local_rank}", "nccl")
+
+
+def is_rank0(ctx: DistContext) -> bool:
+    return ctx.rank == 0
+
+
+def rank_seed(seed: int, ctx: DistContext) -> int:
+    """Seed offset by rank, so ranks explore different trajectories."""
+    return seed + ctx.rank
+
+
+def log_line(text: str) -> None:
+    """Print one whole line with a single write, so lines from ranks sharing a pipe never interleave.
+
+    (``print`` writes the text and the newline separately; with unbuffered output another rank's line
+    can land between the two.)
+    """
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def report_synchronized(ctx: DistContext) -> None:
+    """Print the contract line every rank prints after the initial parameter broadcast."""
+    log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: parameters synchronized")
+
+
+def param_digest(tensors: Iterable[Any]) -> str:
+    """sha256 over shape, dtype and raw bytes of each tensor, in order (equal digests = equal parameters)."""
+    import torch
+
+    h = hashlib.sha256()
+    for t in tensors:
+        t = t.detach().to("cpu").contiguous()
+        h.update(str(tuple(t.shape)).encode())
+        h.update(str(t.dtype).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def atomic_write(path: str | os.PathLike, write: Any) -> Path:
+    """Write through ``write(fileobj)`` to a temp file in the target folder, fsync, then os.replace.
+
+    A crash at any moment leaves either the old file or the new one, never a torn one.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        dfd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+    return target
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
+    """``torch.save`` made atomic (temp file in the same folder + fsync + os.replace)."""
+    import torch
+
+    return atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def destroy_process_group() -> None:
+    """Tear down the default process group if one is up (quietly)."""
+    try:
+        import torch.distributed as tdist
+
+        if tdist.is_available() and tdist.is_initialized():
+            tdist.destroy_process_group()
+    except Exception:
+        pass

@@ -1,0 +1,250 @@
+"""train.py's command line: every bad input is one line on stderr and exit 2; helpers in mgpu_lab.dist."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import PYTHON, REPO, loopback_env, run
+from mgpu_lab import dist
+from mgpu_lab.train_config import UsageError
+
+TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
+LAUNCHER_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = loopback_env(**extra)
+    for name in LAUNCHER_VARS:
+        if name not in extra:
+            env.pop(name, None)
+    return env
+
+
+def assert_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    err = proc.stderr.strip()
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert len(err.splitlines()) == 1, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def train(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return run([PYTHON, TRAIN, *args], timeout=timeout, env=env or clean_env())
+
+
+# --- bad input --------------------------------------------------------------------------------------
+
+def test_help_is_quick_and_lists_the_contract_flags():
+    proc = train("--help", timeout=60)
+    assert proc.returncode == 0
+    for flag in ("--rl_library", "--task", "--num_envs", "--max_iterations", "--seed", "--device", "--distributed",
+                 "--ml_framework", "--checkpoint", "--run_name", "--log_root"):
+        assert flag in proc.stdout
+
+
+def test_unknown_task_lists_known_tasks():
+    err = assert_usage_error(train("--task", "Isaac-Cartpole-v0", "--device", "cpu"), "Isaac-Cartpole-v0")
+    assert "Toy-Cartpole-v0" in err and "Toy-Pendulum-SwingUp-v0" in err
+
+
+def test_distributed_without_torchrun_env_points_to_the_launcher():
+    assert_usage_error(train("--distributed", "--device", "cpu"), "isaaclab train_multigpu", "LOCAL_RANK")
+
+
+def test_cuda_device_without_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    assert_usage_error(train("--device", "cuda:0"), "CUDA is not available")
+
+
+def test_malformed_device():
+    assert_usage_error(train("--device", "tpu"), "cpu, cuda or cuda:N")
+
+
+@pytest.mark.parametrize("flag,value", [("--num_envs", "0"), ("--max_iterations", "-1"), ("--save_interval", "0")])
+def test_non_positive_counts(flag, value):
+    assert_usage_error(train(flag, value, "--device", "cpu"), flag)
+
+
+def test_jax_is_for_skrl_only():
+    assert_usage_error(train("--ml_framework", "jax", "--rl_library", "rsl_rl", "--device", "cpu"), "skrl")
+
+
+def test_missing_checkpoint(tmp_path):
+    assert_usage_error(train("--checkpoint", str(tmp_path / "nope.pt"), "--device", "cpu"), "no such file")
+    assert_usage_error(train("--checkpoint", str(tmp_path), "--device", "cpu"), "not a file")
+
+
+def test_checkpoint_that_is_not_a_checkpoint(tmp_path):
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(os.urandom(4096))
+    assert_usage_error(train("--checkpoint", str(junk), "--device", "cpu", "--log_root", str(tmp_path)),
+                       "not a checkpoint")
+
+
+def test_torch_file_of_the_wrong_kind(tmp_path):
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, other)
+    assert_usage_error(train("--checkpoint", str(other), "--device", "cpu", "--log_root", str(tmp_path),
+                             "--max_iterations", "1", "--num_envs", "4"), "not an rsl_rl checkpoint")
+
+
+@pytest.mark.parametrize("library,extra", [("rsl_rl", "rsl-rl"), ("rl_games", "rl-games"), ("skrl", "skrl")])
+def test_library_not_installed_names_the_extra(library, extra, tmp_path):
+    """Hide the installed library from the import system (sys.modules[name] = None) and run the real script."""
+    code = (
+        "import runpy, sys\n"
+        f"sys.modules[{library!r}] = None\n"
+        f"sys.argv = [{TRAIN!r}, '--rl_library', {library!r}, '--device', 'cpu', '--log_root', {str(tmp_path)!r}]\n"
+        f"runpy.run_path({TRAIN!r}, run_name='__main__')\n"
+    )
+    proc = run([PYTHON, "-c", code], timeout=180, env=clean_env())
+    assert_usage_error(proc, f"{library} is not installed", f"uv sync --extra {extra}")
+
+
+def test_unknown_library_is_an_argparse_error():
+    proc = train("--rl_library", "sb3")
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- mgpu_lab.dist ------------------------------------------------------------------------------------
+
+def test_context_single_process(monkeypatch):
+    for name in LAUNCHER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    ctx = dist.context_from_env("cpu", False)
+    assert (ctx.rank, ctx.world_size, ctx.device, ctx.backend, ctx.distributed) == (0, 1, "cpu", "gloo", False)
+    assert dist.is_rank0(ctx) and dist.rank_seed(7, ctx) == 7
+
+
+def test_context_from_torchrun_env(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    ctx = dist.context_from_env("cpu", True)
+    assert (ctx.local_rank, ctx.rank, ctx.world_size, ctx.backend, ctx.device) == (1, 3, 4, "gloo", "cpu")
+    assert not dist.is_rank0(ctx) and dist.rank_seed(10, ctx) == 13
+
+
+def test_context_from_skrl_jax_env(monkeypatch):
+    for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("JAX_LOCAL_RANK", "0")
+    monkeypatch.setenv("JAX_RANK", "1")
+    monkeypatch.setenv("JAX_WORLD_SIZE", "2")
+    ctx = dist.context_from_env("cpu", True)
+    assert (ctx.rank, ctx.world_size) == (1, 2)
+
+
+def test_context_rejects_inconsistent_env(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("RANK", "2")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(UsageError):
+        dist.context_from_env("cpu", True)
+    monkeypatch.setenv("RANK", "x")
+    with pytest.raises(UsageError):
+        dist.context_from_env("cpu", True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_context_cuda_uses_local_rank_and_nccl(monkeypatch):  # pragma: no cover - GPU machines only
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    ctx = dist.context_from_env("cuda", True)
+    assert ctx.device == "cuda:0" and ctx.backend == "nccl"
+
+
+def test_param_digest_is_sensitive_to_values_shapes_and_order():
+    a, b = torch.arange(6.0), torch.tensor(3)
+    base = dist.param_digest([a, b])
+    assert base == dist.param_digest([a.clone(), b.clone()])
+    assert len(base) == 64
+    assert base != dist.param_digest([b, a])
+    assert base != dist.param_digest([a.reshape(2, 3), b])
+    c = a.clone()
+    c[5] = torch.nextafter(c[5], torch.tensor(100.0))  # one ulp
+    assert base != dist.param_digest([c, b])
+
+
+def test_atomic_save_replaces_and_leaves_no_temp_files(tmp_path):
+    path = tmp_path / "sub" / "ckpt.pt"
+    dist.atomic_torch_save({"x": torch.ones(3)}, path)
+    dist.atomic_torch_save({"x": torch.zeros(3)}, path)
+    assert torch.equal(torch.load(path)["x"], torch.zeros(3))
+    assert [p.name for p in path.parent.iterdir()] == ["ckpt.pt"]
+
+
+def test_atomic_save_cleans_up_after_a_failing_writer(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    dist.atomic_torch_save({"x": 1}, path)
+
+    def boom(f):
+        f.write(b"partial")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        dist.atomic_write(path, boom)
+    assert torch.load(path) == {"x": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+
+
+WRITER = """
+import sys, torch
+sys.path.insert(0, {src!r})
+from mgpu_lab.dist import atomic_torch_save
+i = 0
+while True:
+    i += 1
+    atomic_torch_save({{"i": i, "w": torch.full((1_500_000,), float(i))}}, {path!r})
+    print(i, flush=True)
+"""
+
+
+def test_sigkill_during_checkpoint_writes_never_leaves_a_torn_file(tmp_path):
+    """Kill a process that rewrites a 6 MB checkpoint in a loop, at several moments: the file always loads."""
+    path = tmp_path / "ckpt.pt"
+    code = WRITER.format(src=str(REPO / "src"), path=str(path))
+    for delay in (0.05, 0.3, 0.7):
+        proc = subprocess.Popen([PYTHON, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True,
+                                env=clean_env())
+        try:
+            first = proc.stdout.readline()  # at least one checkpoint is complete
+            assert first.strip(), "writer produced nothing"
+            time.sleep(delay)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            proc.stdout.close()
+        loaded = torch.load(path, weights_only=True)
+        assert torch.all(loaded["w"] == float(loaded["i"]))
+    leftovers = [p for p in tmp_path.iterdir() if p.name != "ckpt.pt"]
+    assert all(p.name.startswith(".ckpt.pt.") and p.suffix == ".tmp" for p in leftovers)
+
+
+def test_run_dir_layout(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_script", TRAIN)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    first = mod._run_dir(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", "demo")
+    assert first.parent == (tmp_path / "rsl_rl" / "Toy-Cartpole-v0").resolve()
+    assert first.name.endswith("_demo")
+    first.mkdir(parents=True)
+    second = mod._run_dir(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", "demo")
+    assert second != first  # same second: a new folder, never a shared one
+    parser = mod.build_parser()
+    assert parser.parse_args([]).task == "Toy-Cartpole-v0"
+    assert parser.parse_args([]).log_root == "logs"
+    assert Path(TRAIN).is_file()
