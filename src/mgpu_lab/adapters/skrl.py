@@ -1,0 +1,328 @@
+"""skrl adapter: PPO from skrl 2.x (``--ml_framework torch``, or ``jax`` via ``skrl_jax``).
+
+What skrl does on its own, and how this adapter works with it from outside:
+
+- ``import skrl`` builds ``skrl.config``; when ``WORLD_SIZE > 1`` its torch part calls
+  ``init_process_group("nccl")`` and ``torch.cuda.set_device(LOCAL_RANK)`` right there, at import.
+  On CUDA that is what we want, so the adapter lets skrl do it. On CPU NCCL cannot start ("nccl2
+  requires at least one CUDA device"), and a process group made beforehand makes skrl's own call
+  fail ("initialize the default process group twice"). So on CPU the adapter imports skrl with
+  torchrun's three variables hidden, starts the gloo group itself, and then gives ``skrl.config.torch``
+  the real rank, world size and device. From then on skrl's own code paths run unchanged: PPO
+  broadcasts the models from rank 0 at construction and all-reduces gradients after each backward,
+  ``set_seed`` offsets the seed by rank, and only rank 0 writes TensorBoard data and checkpoints.
+- The built-in task is wrapped in a ``skrl.envs.wrappers.torch.Wrapper`` subclass, and the agent is
+  a PPO subclass whose checkpoints are written atomically (temp file + ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mgpu_lab import dist as mdist
+from mgpu_lab.dist import DistContext
+from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
+
+_TORCHRUN_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE")
+_JAX_VARS = ("JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE")
+
+#: PPO steps per environment between updates (one "iteration" = this many env steps per env)
+ROLLOUTS = 16
+
+
+def require(framework: str) -> None:
+    """Raise the one-line UsageError when skrl (or, for JAX, jax/flax/optax) is not importable."""
+    import importlib.util
+
+    if importlib.util.find_spec("skrl") is None:
+        extra = "jax" if framework == "jax" else "skrl"
+        raise UsageError(f"skrl is not installed: uv sync --extra {extra}")
+    if framework == "jax":
+        for mod in ("jax", "flax", "optax"):
+            if importlib.util.find_spec(mod) is None:
+                raise UsageError(f"skrl --ml_framework jax needs {mod}, which is not installed: uv sync --extra jax")
+
+
+def check_launcher(ctx: DistContext, framework: str) -> None:
+    """Reject a launcher that does not match the framework (each needs its own rendezvous)."""
+    if not ctx.distributed:
+        return
+    has_torchrun = all(v in os.environ for v in _TORCHRUN_VARS)
+    has_jax = all(v in os.environ for v in _JAX_VARS)
+    if framework == "jax" and not has_jax:
+        raise UsageError(
+            "skrl --ml_framework jax needs skrl's JAX launcher (JAX_RANK, JAX_WORLD_SIZE, ...), not torchrun: "
+            "isaaclab train_multigpu --rl_library skrl --ml_framework jax ...")
+    if framework == "torch" and not has_torchrun:
+        raise UsageError(
+            "skrl --ml_framework torch needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE): "
+            "isaaclab train_multigpu --rl_library skrl ...")
+
+
+def import_skrl(ctx: DistContext, framework: str = "torch") -> Any:
+    """Import skrl so that its import-time distributed set-up matches ``ctx``; return the module.
+
+    CUDA + torch: skrl starts NCCL itself. CPU + torch: skrl is imported with torchrun's variables
+    hidden, then the gloo group is started here and ``skrl.config.torch`` is told the real rank.
+    JAX: torchrun's variables are hidden (the torch side must stay single-process) and skrl's JAX
+    config calls ``jax.distributed.initialize`` itself from the ``JAX_*`` variables.
+    """
+    if "skrl" in sys.modules:
+        import skrl
+    else:
+        hide = framework == "jax" or (ctx.distributed and not ctx.is_cuda)
+        hidden = {k: os.environ.pop(k) for k in _TORCHRUN_VARS if hide and k in os.environ}
+        try:
+            import skrl
+        finally:
+            os.environ.update(hidden)
+    if framework == "torch" and ctx.distributed and ctx.world_size > 1:  # skrl treats world size 1 as local
+        import torch.distributed as tdist
+
+        conf = skrl.config.torch
+        if not tdist.is_initialized():
+            if ctx.is_cuda:
+                raise RuntimeError("skrl did not start the NCCL process group at import (was skrl imported earlier?)")
+            tdist.init_process_group(backend=ctx.backend, rank=ctx.rank, world_size=ctx.world_size)
+        # skrl's config keeps these in private fields behind read-only properties
+        conf._local_rank, conf._rank, conf._world_size = ctx.local_rank, ctx.rank, ctx.world_size
+        conf._is_distributed = ctx.world_size > 1
+    if framework == "torch":
+        skrl.config.torch.device = ctx.device
+    elif not skrl.config.jax.is_distributed:  # skrl defaults to "cuda:0"; JAX may only have a CPU backend
+        import jax
+
+        gpu = ctx.is_cuda and any(d.platform == "gpu" for d in jax.devices())
+        skrl.config.jax.device = f"cuda:{ctx.local_rank}" if gpu else "cpu"
+    return skrl
+
+
+def runner_cfg(cfg: TrainConfig, *, timesteps: int, checkpoint_interval: int) -> dict[str, Any]:
+    """The skrl Runner configuration (the same keys as Isaac Lab's ``skrl_ppo_cfg.yaml``)."""
+    log_dir = Path(cfg.log_dir) if cfg.log_dir else Path(cfg.log_root) / "skrl" / cfg.task / "run"
+    net = [{"name": "net", "input": "OBSERVATIONS", "layers": [64, 64], "activations": "elu"}]
+    return {
+        "seed": cfg.seed,  # skrl's set_seed adds the rank in distributed runs
+        "models": {
+            "separate": True,
+            "policy": {"class": "GaussianMixin", "clip_actions": False, "clip_log_std": True,
+                       "min_log_std": -20.0, "max_log_std": 2.0, "initial_log_std": 0.0,
+                       "network": net, "output": "ACTIONS"},
+            "value": {"class": "DeterministicMixin", "clip_actions": False, "network": net, "output": "ONE"},
+        },
+        "memory": {"class": "RandomMemory", "memory_size": -1},
+        "agent": {
+            "class": "PPO",
+            "rollouts": ROLLOUTS,
+            "learning_epochs": 5,
+            "mini_batches": 4,
+            "discount_factor": 0.99,
+            "gae_lambda": 0.95,
+            "learning_rate": 1e-3,
+            "learning_rate_scheduler": "KLAdaptiveLR",
+            "learning_rate_scheduler_kwargs": {"kl_threshold": 0.008},
+            "observation_preprocessor": "RunningStandardScaler",
+            "observation_preprocessor_kwargs": None,
+            "value_preprocessor": "RunningStandardScaler",
+            "value_preprocessor_kwargs": None,
+            "grad_norm_clip": 1.0,
+            "ratio_clip": 0.2,
+            "value_clip": 0.2,
+            "entropy_loss_scale": 0.0,
+            "value_loss_scale": 2.0,
+            "kl_threshold": 0.0,
+            "rewards_shaper_scale": 0.1,
+            "time_limit_bootstrap": False,
+            "experiment": {
+                "directory": str(log_dir.parent),
+                "experiment_name": log_dir.name,
+                "write_interval": ROLLOUTS,
+                "checkpoint_interval": checkpoint_interval,
+            },
+        },
+        "trainer": {"class": "SequentialTrainer", "timesteps": timesteps, "headless": True,
+                    "disable_progressbar": True, "close_environment_at_exit": False,
+                    "environment_info": "episode"},
+    }
+
+
+def checkpoint_interval(cfg: TrainConfig) -> int:
+    """Timesteps between checkpoints: ``--save_interval`` iterations, else about ten per run (the last is added)."""
+    return ROLLOUTS * (cfg.save_interval or max(1, math.ceil(cfg.max_iterations / 10)))
+
+
+class EpisodeStats:
+    """Mean return of the episodes that finished in each iteration (for TrainResult.mean_rewards)."""
+
+    def __init__(self, steps_per_iteration: int) -> None:
+        self.steps_per_iteration = steps_per_iteration
+        self.steps = 0
+        self._returns: list[float] = []
+        self.mean_rewards: list[float] = []
+
+    def add(self, extras: dict[str, Any]) -> dict[str, Any]:
+        """Record one step's finished episodes; return skrl's ``infos["episode"]`` scalars (maybe empty)."""
+        rets = extras.get("episode_return")
+        out: dict[str, Any] = {}
+        if rets is not None and rets.numel():
+            self._returns.extend(rets.detach().float().cpu().tolist())
+            out["Episode / Return (mean)"] = rets.float().mean()
+            lens = extras.get("episode_length")
+            if lens is not None and lens.numel():
+                out["Episode / Length (mean)"] = lens.float().mean()
+        self.steps += 1
+        if self.steps % self.steps_per_iteration == 0 and self._returns:
+            self.mean_rewards.append(sum(self._returns) / len(self._returns))
+            self._returns = []
+        return out
+
+
+def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
+    """Build the wrapper, agent and runner subclasses (after skrl is imported the right way)."""
+    import torch
+    from skrl.agents.torch.ppo import PPO
+    from skrl.envs.wrappers.torch import Wrapper
+    from skrl.utils.runner.torch import Runner
+
+    class ToyEnvWrapper(Wrapper):
+        """skrl's single-agent env interface over a built-in batched task (tensors stay on its device)."""
+
+        def __init__(self, env: Any, stats: EpisodeStats) -> None:
+            super().__init__(env)
+            self._stats = stats
+            self._obs: torch.Tensor | None = None
+
+        @property
+        def observation_space(self):  # one env's space, as skrl expects
+            return self._unwrapped.single_observation_space
+
+        @property
+        def action_space(self):
+            return self._unwrapped.single_action_space
+
+        @property
+        def state_space(self):
+            return None
+
+        def reset(self):
+            if self._obs is None:  # vectorized envs reset themselves; skrl calls reset once
+                self._obs = self._env.reset()
+            return self._obs, {}
+
+        def step(self, actions):
+            obs, reward, terminated, truncated, extras = self._env.step(actions)
+            self._obs = obs
+            infos = dict(extras)
+            infos["episode"] = self._stats.add(extras)
+            return obs, reward.view(-1, 1), terminated.view(-1, 1), truncated.view(-1, 1), infos
+
+        def state(self):
+            return None
+
+        def render(self, *args, **kwargs):
+            return None
+
+        def close(self) -> None:
+            self._env.close()
+
+    class AtomicPPO(PPO):
+        """skrl's PPO, with checkpoints written through temp file + os.replace."""
+
+        last_checkpoint: str | None = None
+
+        def write_checkpoint(self, *, timestep: int, timesteps: int) -> None:
+            folder = Path(self.experiment_dir) / "checkpoints"
+            modules = {name: self._get_internal_value(m) for name, m in self.checkpoint_modules.items()}
+            path = folder / f"agent_{timestep}.pt"
+            mdist.atomic_torch_save(modules, path)
+            self.last_checkpoint = str(path)
+            best = self.checkpoint_best_modules
+            if best["modules"] and not best["saved"]:
+                mdist.atomic_torch_save({k: best["modules"][k] for k in self.checkpoint_modules},
+                                        folder / "best_agent.pt")
+                best["saved"] = True
+
+    class MgpuRunner(Runner):
+        """skrl's Runner, building the atomic-checkpoint PPO for ``agent.class: PPO``."""
+
+        def _component(self, name: str):
+            if name.lower() == "ppo":
+                return AtomicPPO
+            return super()._component(name)
+
+    return ToyEnvWrapper, AtomicPPO, MgpuRunner
+
+
+def load_torch_checkpoint(path: str) -> dict[str, Any]:
+    """Load a skrl torch checkpoint on CPU, or raise a one-line UsageError."""
+    import pickle
+
+    import torch
+
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, ValueError) as exc:
+        raise UsageError(f"--checkpoint {path}: not a readable checkpoint ({type(exc).__name__})") from None
+    if not isinstance(data, dict) or "policy" not in data or "value" not in data:
+        raise UsageError(f"--checkpoint {path}: not a skrl PPO checkpoint (expected 'policy' and 'value' entries)")
+    return data
+
+
+def load_into(agent: Any, path: str, ctx: DistContext) -> None:
+    """Resume: load a checkpoint into the agent (UsageError when it does not fit the task's models)."""
+    try:
+        agent.load(path)
+    except (RuntimeError, KeyError, ValueError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"--checkpoint {path}: does not fit these models ({first[:160]})") from None
+    if mdist.is_rank0(ctx):
+        print(f"[INFO] resumed from {path}", flush=True)
+
+
+def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
+    """Train PPO with skrl on a built-in task; see the module docstring for the distributed set-up."""
+    framework = cfg.ml_framework or "torch"
+    if framework not in ("torch", "jax"):
+        raise UsageError(f"--ml_framework {framework!r}: expected torch or jax")
+    require(framework)
+    check_launcher(ctx, framework)
+    if framework == "jax":
+        from mgpu_lab.adapters import skrl_jax
+
+        return skrl_jax.train(cfg, ctx)
+
+    if cfg.checkpoint:
+        load_torch_checkpoint(cfg.checkpoint)  # validate before any process group work
+    skrl_mod = import_skrl(ctx, "torch")
+    from mgpu_lab.tasks import make_env
+
+    ToyEnvWrapper, _, MgpuRunner = _torch_classes(skrl_mod)
+    stats = EpisodeStats(ROLLOUTS)
+    env = ToyEnvWrapper(make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx)), stats)
+    timesteps = ROLLOUTS * cfg.max_iterations
+    runner = MgpuRunner(env, runner_cfg(cfg, timesteps=timesteps, checkpoint_interval=checkpoint_interval(cfg)))
+    agent = runner.agent  # PPO.__init__ has broadcast the models from rank 0 (skrl's own code)
+    if cfg.checkpoint:
+        load_into(agent, cfg.checkpoint, ctx)  # every rank loads the same file, so they stay identical
+    mdist.report_synchronized(ctx)
+
+    start = time.perf_counter()
+    runner.run("train")
+    seconds = time.perf_counter() - start
+
+    ckpt = agent.last_checkpoint
+    if mdist.is_rank0(ctx):
+        final = Path(agent.experiment_dir) / "checkpoints" / f"agent_{timesteps}.pt"
+        if ckpt != str(final):
+            agent.write_checkpoint(timestep=timesteps, timesteps=timesteps)
+        ckpt = agent.last_checkpoint
+    else:
+        ckpt = None
+    params = [p.detach().clone() for m in (agent.policy, agent.value) for p in m.parameters()]
+    return TrainResult(env_steps=timesteps * cfg.num_envs, iterations=cfg.max_iterations, params=params,
+                       checkpoint=ckpt, mean_rewards=stats.mean_rewards, seconds=seconds)

@@ -1,0 +1,165 @@
+"""skrl adapter, JAX side (``--rl_library skrl --ml_framework jax``).
+
+skrl's JAX config reads ``JAX_LOCAL_RANK``/``JAX_RANK``/``JAX_WORLD_SIZE``/``JAX_COORDINATOR_ADDR``/
+``JAX_COORDINATOR_PORT`` (set by ``python -m skrl.utils.distributed.jax``) and calls
+``jax.distributed.initialize`` at import time. On CPU, jax 0.10 runs cross-process collectives over
+gloo by default, so skrl's own broadcast (``multihost_utils.broadcast_one_to_all``) and gradient
+all-reduce (``pmap``/``psum``) work unchanged across CPU processes. The adapter only keeps
+torchrun's variables away from skrl's torch config during the import (see ``skrl.import_skrl``),
+wraps the torch task for JAX (arrays cross through NumPy), and writes checkpoints atomically.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from pathlib import Path
+from typing import Any
+
+from mgpu_lab import dist as mdist
+from mgpu_lab.adapters.skrl import ROLLOUTS, EpisodeStats, checkpoint_interval, import_skrl, load_into, runner_cfg
+from mgpu_lab.dist import DistContext
+from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
+
+
+def _jax_classes() -> tuple[type, type, type]:
+    import flax
+    import jax.experimental.multihost_utils  # noqa: F401 - skrl's broadcast uses it as an attribute, unimported
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+    from skrl.agents.jax.ppo import PPO
+    from skrl.envs.wrappers.jax import Wrapper
+    from skrl.utils.runner.jax import Runner
+
+    def to_jax(t: torch.Tensor) -> Any:
+        return jnp.asarray(t.detach().contiguous().cpu().numpy())
+
+    class ToyEnvWrapperJax(Wrapper):
+        """skrl's JAX env interface over a built-in torch task (torch -> NumPy -> JAX each step)."""
+
+        def __init__(self, env: Any, stats: EpisodeStats) -> None:
+            super().__init__(env)
+            self._stats = stats
+            self._obs = None
+            self._torch_device = env.device
+
+        @property
+        def observation_space(self):
+            return self._unwrapped.single_observation_space
+
+        @property
+        def action_space(self):
+            return self._unwrapped.single_action_space
+
+        @property
+        def state_space(self):
+            return None
+
+        def reset(self):
+            if self._obs is None:
+                self._obs = to_jax(self._env.reset())
+            return self._obs, {}
+
+        def step(self, actions):
+            act = torch.as_tensor(np.array(actions), device=self._torch_device)
+            obs, reward, terminated, truncated, extras = self._env.step(act)
+            self._obs = to_jax(obs)
+            infos = {"episode": {k: float(v) for k, v in self._stats.add(extras).items()}}
+            return (self._obs, to_jax(reward.view(-1, 1)), to_jax(terminated.view(-1, 1).to(torch.int8)),
+                    to_jax(truncated.view(-1, 1).to(torch.int8)), infos)
+
+        def state(self):
+            return None
+
+        def render(self, *args, **kwargs):
+            return None
+
+        def close(self) -> None:
+            self._env.close()
+
+    class AtomicPPOJax(PPO):
+        """skrl's JAX PPO, with checkpoints written through temp file + os.replace."""
+
+        last_checkpoint: str | None = None
+
+        def write_checkpoint(self, *, timestep: int, timesteps: int) -> None:
+            folder = Path(self.experiment_dir) / "checkpoints"
+            modules = {name: flax.serialization.to_bytes(self._get_internal_value(m))
+                       for name, m in self.checkpoint_modules.items()}
+            path = folder / f"agent_{timestep}.pickle"
+            mdist.atomic_write(path, lambda f: pickle.dump(modules, f, protocol=4))
+            self.last_checkpoint = str(path)
+            best = self.checkpoint_best_modules
+            if best["modules"] and not best["saved"]:
+                data = {k: flax.serialization.to_bytes(best["modules"][k]) for k in self.checkpoint_modules}
+                mdist.atomic_write(folder / "best_agent.pickle", lambda f: pickle.dump(data, f, protocol=4))
+                best["saved"] = True
+
+    class MgpuRunnerJax(Runner):
+        def _component(self, name: str):
+            if name.lower() == "ppo":
+                return AtomicPPOJax
+            return super()._component(name)
+
+    return ToyEnvWrapperJax, AtomicPPOJax, MgpuRunnerJax
+
+
+def check_checkpoint(path: str) -> None:
+    """Raise a one-line UsageError unless ``path`` is a skrl JAX PPO checkpoint (pickled dict)."""
+    try:
+        with open(path, "rb") as f:
+            data = pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, ImportError) as exc:
+        raise UsageError(f"--checkpoint {path}: not a readable skrl JAX checkpoint ({type(exc).__name__})") from None
+    if not isinstance(data, dict) or "policy" not in data or "value" not in data:
+        raise UsageError(f"--checkpoint {path}: not a skrl JAX PPO checkpoint (expected 'policy' and 'value' entries)")
+
+
+def policy_tensors(model: Any) -> list[Any]:
+    """A JAX model's parameters as CPU torch tensors, in pytree order (for the digest)."""
+    import jax
+    import numpy as np
+    import torch
+
+    return [torch.from_numpy(np.array(leaf)) for leaf in jax.tree.leaves(model.state_dict.params)]
+
+
+def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
+    """Train PPO with skrl's JAX implementation on a built-in (torch) task."""
+    if cfg.checkpoint:
+        check_checkpoint(cfg.checkpoint)
+    skrl_mod = import_skrl(ctx, "jax")
+    conf = skrl_mod.config.jax
+    if ctx.distributed and (conf.world_size != ctx.world_size or conf.rank != ctx.rank):
+        raise UsageError(f"skrl's JAX config sees rank {conf.rank}/{conf.world_size}, the launcher "
+                         f"{ctx.rank}/{ctx.world_size}; launch with isaaclab train_multigpu --ml_framework jax")
+    from mgpu_lab.tasks import make_env
+
+    Wrapper, _, Runner = _jax_classes()
+    stats = EpisodeStats(ROLLOUTS)
+    env = Wrapper(make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx)), stats)
+    timesteps = ROLLOUTS * cfg.max_iterations
+    runner = Runner(env, runner_cfg(cfg, timesteps=timesteps, checkpoint_interval=checkpoint_interval(cfg)))
+    agent = runner.agent  # skrl's PPO has broadcast policy and value from process 0 here
+    if cfg.checkpoint:
+        load_into(agent, cfg.checkpoint, ctx)
+    mdist.report_synchronized(ctx)
+
+    start = time.perf_counter()
+    runner.run("train")
+    seconds = time.perf_counter() - start
+
+    ckpt = None
+    if mdist.is_rank0(ctx):
+        final = Path(agent.experiment_dir) / "checkpoints" / f"agent_{timesteps}.pickle"
+        if agent.last_checkpoint != str(final):
+            agent.write_checkpoint(timestep=timesteps, timesteps=timesteps)
+        ckpt = agent.last_checkpoint
+    params = policy_tensors(agent.policy) + policy_tensors(agent.value)
+    if conf.is_distributed:
+        import jax
+
+        jax.distributed.shutdown()  # every process leaves together (a barrier), so none is left waiting
+    return TrainResult(env_steps=timesteps * cfg.num_envs, iterations=cfg.max_iterations, params=params,
+                       checkpoint=ckpt, mean_rewards=stats.mean_rewards, seconds=seconds)
