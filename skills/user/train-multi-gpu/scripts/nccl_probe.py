@@ -16,6 +16,7 @@ Confirm a workaround both ways at several world sizes:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
@@ -371,6 +372,13 @@ class _Status:
             pass
 
 
+def _say(line: str, stream: Any = None) -> None:
+    """Write one whole line in a single write: ranks share one pipe, and print() writes the newline apart."""
+    stream = sys.stdout if stream is None else stream
+    stream.write(line + "\n")
+    stream.flush()
+
+
 def _ranks(ranks: list[int]) -> str:
     return ",".join(str(r) for r in ranks) if ranks else "none"
 
@@ -467,9 +475,9 @@ class Probe:
         timer.start()
         lines, summary, reporter = self._diagnose(code, reason)
         for line in lines:
-            print(line, file=sys.stderr, flush=True)
+            _say(line, sys.stderr)
         self.status.write(code, summary, self.deadline_wall if code == EXIT_DEADLINE else None, reporter)
-        print(f"rank {self.rank} FAILED: {EXIT_MEANING[code]}", flush=True)
+        _say(f"rank {self.rank} FAILED: {EXIT_MEANING[code]}")
         sys.stderr.flush()
         os._exit(code)
 
@@ -521,8 +529,7 @@ class Probe:
 
     def _skip(self, k: int) -> NoReturn:
         """The skip fault: leave all_reduce #k out and stay alive, like a rank stuck elsewhere."""
-        print(f"rank {self.rank}: fault injected (--fault skip:{self.rank}): leaving all_reduce #{k} out",
-              file=sys.stderr, flush=True)
+        _say(f"rank {self.rank}: fault injected (--fault skip:{self.rank}): leaving all_reduce #{k} out", sys.stderr)
         end = time.monotonic() + self.timeout + 15.0
         store = None
         try:
@@ -537,7 +544,7 @@ class Probe:
                 break
             time.sleep(0.2)
         self.status.write(EXIT_DEADLINE, f"rank {self.rank} skipped all_reduce #{k} (fault injected)")
-        print(f"rank {self.rank} FAILED: fault skip left all_reduce #{k} out", flush=True)
+        _say(f"rank {self.rank} FAILED: fault skip left all_reduce #{k} out")
         sys.stderr.flush()
         os._exit(EXIT_DEADLINE)
 
@@ -648,8 +655,7 @@ class Probe:
                 threading.Thread(target=self._heartbeat, args=(beat,), name="nccl_probe_heartbeat",
                                  daemon=True).start()
         except Exception as exc:  # noqa: BLE001
-            print(f"{PREFIX} rank {self.rank}: no side channel ({exc}); a hang report cannot name ranks",
-                  file=sys.stderr, flush=True)
+            _say(f"{PREFIX} rank {self.rank}: no side channel ({exc}); a hang report cannot name ranks", sys.stderr)
             self.store = None
         if self.rank == 0:
             self._header()
@@ -713,8 +719,7 @@ class Probe:
                 code = EXIT_WRONG
             summary = (f"{total_wrong} wrong element(s) on rank(s) {_ranks(bad)}" if total_wrong
                        else f"0 wrong elements; avg busbw {sum(busbws) / len(busbws):.3f} GB/s")
-        print(f"rank {self.rank} ok" if my_wrong == 0 else f"rank {self.rank} FAILED: {my_wrong} wrong element(s)",
-              flush=True)
+        _say(f"rank {self.rank} ok" if my_wrong == 0 else f"rank {self.rank} FAILED: {my_wrong} wrong element(s)")
         self.status.write(code, summary)
         self.in_collective = False
         if self.store is not None:  # let rank 0 finish its table before torchrun stops a failing job
@@ -743,8 +748,19 @@ def _fault_armed(args: argparse.Namespace) -> bool:
     return os.environ.get(var) != value
 
 
+def _whole_lines() -> None:
+    """Ranks share one pipe. Unbuffered streams (python -u) write a print's text and its newline
+    apart, so lines of different ranks can splice; buffer by line so each line leaves in one write."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(getattr(stream, "buffer", None), io.FileIO):
+            setattr(sys, name, io.TextIOWrapper(io.BufferedWriter(stream.buffer), encoding=stream.encoding,
+                                                errors=stream.errors, line_buffering=True))
+
+
 def worker(args: argparse.Namespace, sizes: list[int]) -> int:
     """Run as one rank of a torchrun job."""
+    _whole_lines()
     _Status(int(os.environ["RANK"])).write_pid()  # before the slow torch import: a hard limit can find it
     backend = _resolve_backend(args.backend, int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"])))
     return Probe(args, sizes, backend).run()
