@@ -528,7 +528,6 @@ def test_loader_reads_repo_config_and_aliases(tmp_path: Path) -> None:
     assert list(project.rst) == ["docs/index.rst"]
 
 
-@pytest.mark.skipif(not (REPO / "skills").is_dir(), reason="repository skills not written yet")
 def test_repository_check_runs() -> None:
     res = run([PYTHON, str(CLI), "check", "--format", "json"], timeout=120, env=dict(os.environ))
     assert res.returncode in (0, 1) and "Traceback" not in res.stderr

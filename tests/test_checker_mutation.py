@@ -78,7 +78,7 @@ def _skill(project: Project, slug: str = "train-multi-gpu"):
     for skill in project.skills:
         if skill.dir.endswith("/" + slug):
             return skill
-    pytest.skip(f"no skill {slug} in the repository yet")
+    pytest.fail(f"no skill {slug} in the repository yet")
 
 
 # --- mutations: each returns the path where the drift must be reported -----------------------
@@ -87,7 +87,7 @@ def drop_rst_row(root: Path, project: Project) -> str:
     truth = nccl.truth_list(project)
     mirrors = nccl.mirror_tables(project)
     if truth is None or not mirrors:
-        pytest.skip("no NCCL list and mirror yet")
+        pytest.fail("no NCCL list and mirror yet")
     rst, _, settings = truth
     counts: dict[str, int] = {}
     for s in settings:
@@ -111,7 +111,7 @@ def drop_rst_row(root: Path, project: Project) -> str:
 def change_reference_value(root: Path, project: Project) -> str:
     mirrors = nccl.mirror_tables(project)
     if not mirrors:
-        pytest.skip("no mirrored NCCL table yet")
+        pytest.fail("no mirrored NCCL table yet")
     doc, _, settings = mirrors[0]
     s = settings[0]
     lines = _lines(root, doc.path)
@@ -131,11 +131,11 @@ def unlisted_setting(root: Path, project: Project) -> str:
 def _launcher_option(project: Project, want: Callable) -> tuple[str, object]:
     spec = project.launcher
     if spec is None or not spec.options:
-        pytest.skip("no launcher yet")
+        pytest.fail("no launcher yet")
     for opt in spec.options:
         if opt.flags[0].startswith("--") and opt.flags[0] != "--help" and want(opt):
             return spec.path, opt
-    pytest.skip("no suitable launcher option")
+    pytest.fail("no suitable launcher option")
 
 
 def rename_launcher_flag(root: Path, project: Project) -> str:
@@ -185,7 +185,7 @@ def misspell_example_flag(root: Path, project: Project) -> str:
                 lines[i] = line[: m.start(1)] + flag[:-2] + flag[-1] + flag[-2] + line[m.end(1):]
                 _write_lines(root, rel, lines)
                 return rel
-    pytest.skip("no launcher example with a flag in the skill")
+    pytest.fail("no launcher example with a flag in the skill")
 
 
 def break_link(root: Path, project: Project) -> str:

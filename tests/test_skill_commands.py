@@ -47,7 +47,8 @@ class Snippet:
 
 
 def skill_markdown_files() -> list[Path]:
-    return sorted(p for p in (REPO / "skills").rglob("*.md") if p.is_file())
+    """The skills' markdown, plus the README (its commands are the first a user runs)."""
+    return sorted(p for p in (REPO / "skills").rglob("*.md") if p.is_file()) + [REPO / "README.md"]
 
 
 def doc_rst_files() -> list[Path]:

@@ -15,7 +15,7 @@ import torch
 
 from conftest import PYTHON, REPO, free_port, kill_group, loopback_env, run
 
-pytest.importorskip("skrl")
+import skrl  # noqa: F401  (a dev dependency: a missing one must fail, not skip)
 
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 LAUNCHER = str(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py")

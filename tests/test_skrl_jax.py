@@ -16,9 +16,9 @@ import pytest
 
 from conftest import PYTHON, REPO, free_port, loopback_env, run
 
-pytest.importorskip("skrl")
-pytest.importorskip("jax")
-pytest.importorskip("flax")
+import skrl  # noqa: F401  (a dev dependency: a missing one must fail, not skip)
+import jax  # noqa: F401  (a dev dependency: a missing one must fail, not skip)
+import flax  # noqa: F401  (a dev dependency: a missing one must fail, not skip)
 
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 LAUNCHER = str(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py")
