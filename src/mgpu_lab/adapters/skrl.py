@@ -21,6 +21,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -182,32 +183,61 @@ class EpisodeStats:
         return out
 
 
+class ToyWrapperBase:
+    """What the torch and JAX env wrappers share; mixed in before skrl's ``Wrapper`` of either framework."""
+
+    def __init__(self, env: Any, stats: EpisodeStats) -> None:
+        super().__init__(env)
+        self._stats = stats
+        self._obs: Any = None
+
+    @property
+    def observation_space(self):  # one env's space, as skrl expects
+        return self._unwrapped.single_observation_space
+
+    @property
+    def action_space(self):
+        return self._unwrapped.single_action_space
+
+    @property
+    def state_space(self):
+        return None
+
+    def state(self):
+        return None
+
+    def render(self, *args, **kwargs):
+        return None
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def write_agent_checkpoint(agent: Any, timestep: int, suffix: str, save: Callable[[Any, Path], Any],
+                           encode: Callable[[Any], Any] = lambda value: value) -> None:
+    """skrl's checkpoint layout (``agent_<timestep>``, ``best_agent`` once), each file written by ``save``.
+
+    ``encode`` turns one module's internal value into what is stored; ``save(obj, path)`` must be atomic.
+    """
+    folder = Path(agent.experiment_dir) / "checkpoints"
+    modules = {name: encode(agent._get_internal_value(m)) for name, m in agent.checkpoint_modules.items()}
+    path = folder / f"agent_{timestep}{suffix}"
+    save(modules, path)
+    agent.last_checkpoint = str(path)
+    best = agent.checkpoint_best_modules
+    if best["modules"] and not best["saved"]:
+        save({k: encode(best["modules"][k]) for k in agent.checkpoint_modules}, folder / f"best_agent{suffix}")
+        best["saved"] = True
+
+
 def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
     """Build the wrapper, agent and runner subclasses (after skrl is imported the right way)."""
-    import torch
     from skrl.agents.torch.ppo import PPO
     from skrl.envs.wrappers.torch import Wrapper
     from skrl.utils.runner.torch import Runner
 
-    class ToyEnvWrapper(Wrapper):
+    class ToyEnvWrapper(ToyWrapperBase, Wrapper):
         """skrl's single-agent env interface over a built-in batched task (tensors stay on its device)."""
-
-        def __init__(self, env: Any, stats: EpisodeStats) -> None:
-            super().__init__(env)
-            self._stats = stats
-            self._obs: torch.Tensor | None = None
-
-        @property
-        def observation_space(self):  # one env's space, as skrl expects
-            return self._unwrapped.single_observation_space
-
-        @property
-        def action_space(self):
-            return self._unwrapped.single_action_space
-
-        @property
-        def state_space(self):
-            return None
 
         def reset(self):
             if self._obs is None:  # vectorized envs reset themselves; skrl calls reset once
@@ -221,31 +251,13 @@ def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
             infos["episode"] = self._stats.add(extras)
             return obs, reward.view(-1, 1), terminated.view(-1, 1), truncated.view(-1, 1), infos
 
-        def state(self):
-            return None
-
-        def render(self, *args, **kwargs):
-            return None
-
-        def close(self) -> None:
-            self._env.close()
-
     class AtomicPPO(PPO):
         """skrl's PPO, with checkpoints written through temp file + os.replace."""
 
         last_checkpoint: str | None = None
 
         def write_checkpoint(self, *, timestep: int, timesteps: int) -> None:
-            folder = Path(self.experiment_dir) / "checkpoints"
-            modules = {name: self._get_internal_value(m) for name, m in self.checkpoint_modules.items()}
-            path = folder / f"agent_{timestep}.pt"
-            mdist.atomic_torch_save(modules, path)
-            self.last_checkpoint = str(path)
-            best = self.checkpoint_best_modules
-            if best["modules"] and not best["saved"]:
-                mdist.atomic_torch_save({k: best["modules"][k] for k in self.checkpoint_modules},
-                                        folder / "best_agent.pt")
-                best["saved"] = True
+            write_agent_checkpoint(self, timestep, ".pt", mdist.atomic_torch_save)
 
     class MgpuRunner(Runner):
         """skrl's Runner, building the atomic-checkpoint PPO for ``agent.class: PPO``."""

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_lab import dist as mdist
-from mgpu_lab.adapters.skrl import ROLLOUTS, EpisodeStats, checkpoint_interval, import_skrl, load_into, runner_cfg
+from mgpu_lab.adapters.skrl import (ROLLOUTS, EpisodeStats, ToyWrapperBase, checkpoint_interval, import_skrl, load_into,
+                                   runner_cfg, write_agent_checkpoint)
 from mgpu_lab.dist import DistContext
 from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
 
@@ -35,26 +36,12 @@ def _jax_classes() -> tuple[type, type, type]:
     def to_jax(t: torch.Tensor) -> Any:
         return jnp.asarray(t.detach().contiguous().cpu().numpy())
 
-    class ToyEnvWrapperJax(Wrapper):
+    class ToyEnvWrapperJax(ToyWrapperBase, Wrapper):
         """skrl's JAX env interface over a built-in torch task (torch -> NumPy -> JAX each step)."""
 
         def __init__(self, env: Any, stats: EpisodeStats) -> None:
-            super().__init__(env)
-            self._stats = stats
-            self._obs = None
+            super().__init__(env, stats)
             self._torch_device = env.device
-
-        @property
-        def observation_space(self):
-            return self._unwrapped.single_observation_space
-
-        @property
-        def action_space(self):
-            return self._unwrapped.single_action_space
-
-        @property
-        def state_space(self):
-            return None
 
         def reset(self):
             if self._obs is None:
@@ -69,14 +56,8 @@ def _jax_classes() -> tuple[type, type, type]:
             return (self._obs, to_jax(reward.view(-1, 1)), to_jax(terminated.view(-1, 1).to(torch.int8)),
                     to_jax(truncated.view(-1, 1).to(torch.int8)), infos)
 
-        def state(self):
-            return None
-
-        def render(self, *args, **kwargs):
-            return None
-
-        def close(self) -> None:
-            self._env.close()
+    def save_pickle(obj: Any, path: Path) -> None:
+        mdist.atomic_write(path, lambda f: pickle.dump(obj, f, protocol=4))
 
     class AtomicPPOJax(PPO):
         """skrl's JAX PPO, with checkpoints written through temp file + os.replace."""
@@ -84,17 +65,7 @@ def _jax_classes() -> tuple[type, type, type]:
         last_checkpoint: str | None = None
 
         def write_checkpoint(self, *, timestep: int, timesteps: int) -> None:
-            folder = Path(self.experiment_dir) / "checkpoints"
-            modules = {name: flax.serialization.to_bytes(self._get_internal_value(m))
-                       for name, m in self.checkpoint_modules.items()}
-            path = folder / f"agent_{timestep}.pickle"
-            mdist.atomic_write(path, lambda f: pickle.dump(modules, f, protocol=4))
-            self.last_checkpoint = str(path)
-            best = self.checkpoint_best_modules
-            if best["modules"] and not best["saved"]:
-                data = {k: flax.serialization.to_bytes(best["modules"][k]) for k in self.checkpoint_modules}
-                mdist.atomic_write(folder / "best_agent.pickle", lambda f: pickle.dump(data, f, protocol=4))
-                best["saved"] = True
+            write_agent_checkpoint(self, timestep, ".pickle", save_pickle, flax.serialization.to_bytes)
 
     class MgpuRunnerJax(Runner):
         def _component(self, name: str):
