@@ -46,8 +46,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rl_library", default="rsl_rl", choices=["rsl_rl", "rl_games", "skrl"])
     parser.add_argument("--task", default="Toy-Cartpole-v0")
-    parser.add_argument("--num_envs", type=int, default=256, help="per rank, the same at both world sizes")
-    parser.add_argument("--max_iterations", type=int, default=10)
+    parser.add_argument("--num_envs", type=int, default=4096,
+                        help="per rank, the same at both world sizes (small batches measure gloo latency, not scaling)")
+    parser.add_argument("--max_iterations", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=900)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_trainer_") as log_root:
