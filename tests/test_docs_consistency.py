@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from test_skill_commands import LAUNCHER, load_script, markdown_tokens, rst_doctree
+from test_skill_commands import LAUNCHER, load_script, parse_markdown, parse_rst, rel
 
 MULTI_GPU_RST = REPO / "docs" / "source" / "features" / "multi_gpu.rst"
 TROUBLESHOOTING_RST = REPO / "docs" / "source" / "refs" / "troubleshooting.rst"
@@ -29,22 +29,22 @@ DIAGNOSTICS = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "CUDA_VISIB
 # --------------------------------------------------------------------------- RST tables
 
 
-def rst_table(path: Path, title: str) -> list[list[tuple[str, list[str]]]]:
-    """Rows of the table titled ``title``: each cell as (text, [inline literals])."""
-    from docutils import nodes
+def _table(doc, title: str) -> list[list[tuple[str, list[str]]]]:
+    """Header and rows of the table titled ``title`` (the checker's parsers): each cell as (text, [inline code])."""
+    assert not doc.problems, [f.message for f in doc.problems]
+    for table in doc.tables:
+        if table.title == title:
+            return [[(" ".join(c.text.split()), [code.text for code in c.code]) for c in row]
+                    for row in [table.header, *table.rows]]
+    raise AssertionError(f"{doc.path}: no table titled {title!r}")
 
-    for table in rst_doctree(path).findall(nodes.table):
-        titles = [t.astext() for t in table.findall(nodes.title)]
-        if titles and titles[0] == title:
-            rows = []
-            for row in table.findall(nodes.row):
-                cells = []
-                for entry in row.findall(nodes.entry):
-                    literals = [lit.astext() for lit in entry.findall(nodes.literal)]
-                    cells.append((" ".join(entry.astext().split()), literals))
-                rows.append(cells)
-            return rows
-    raise AssertionError(f"{path.name}: no table titled {title!r}")
+
+def rst_table(path: Path, title: str) -> list[list[tuple[str, list[str]]]]:
+    return _table(parse_rst(rel(path), path.read_text(encoding="utf-8")), title)
+
+
+def md_table(path: Path, title: str) -> list[list[tuple[str, list[str]]]]:
+    return _table(parse_markdown(rel(path), path.read_text(encoding="utf-8")), title)
 
 
 def settings_of(literals: list[str]) -> set[str]:
@@ -100,30 +100,9 @@ def rst_workarounds() -> list[set[str]]:
 
 
 def reference_workarounds() -> list[set[str]]:
-    tokens = markdown_tokens(REFERENCE_MD)
-    in_section = False
-    rows: list[set[str]] = []
-    header: list[str] = []
-    row: list[set[str]] = []
-    cell_is_header = False
-    for i, tok in enumerate(tokens):
-        if tok.type == "heading_open":
-            in_section = tokens[i + 1].content.strip() == "NCCL workarounds"
-        if not in_section:
-            continue
-        if tok.type in ("th_open", "td_open"):
-            cell_is_header = tok.type == "th_open"
-        if tok.type == "inline" and tokens[i - 1].type in ("th_open", "td_open"):
-            if cell_is_header:
-                header.append(tok.content.strip())
-            else:
-                row.append({c.content for c in tok.children or [] if c.type == "code_inline"
-                            and SETTING.fullmatch(c.content)})
-        if tok.type == "tr_close" and row:
-            rows.append(row[1])
-            row = []
-    assert header == ["Symptom", "Variable"], header
-    return rows
+    rows = md_table(REFERENCE_MD, "NCCL workarounds")
+    assert [cell[0] for cell in rows[0]] == ["Symptom", "Variable"], rows[0]
+    return [settings_of(row[1][1]) for row in rows[1:]]
 
 
 def test_nccl_list_has_the_required_rows() -> None:

@@ -5,17 +5,15 @@ The examples are collected from the files themselves (markdown fences and inline
 example is tested without anyone listing it. Launcher examples run with ``--dry_run`` (exit 0);
 trainer examples are parsed by ``train.py``'s own ``build_parser()``.
 
-The extraction helpers here are also used by ``test_skill_links.py`` and ``test_docs_consistency.py``.
+The code is read with the checker's own parsers (``tools/skills``), so both see the same snippets.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import re
 import shlex
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -59,101 +57,25 @@ def rel(path: Path) -> str:
     return path.relative_to(REPO).as_posix()
 
 
-def markdown_parser():
-    from markdown_it import MarkdownIt
-    from mdit_py_plugins.front_matter import front_matter_plugin
+# The checker's own parsers (markdown-it-py; docutils with Sphinx stand-ins) find the code: one reading
+# of the documents for the checker and for these tests.
+if str(REPO / "tools" / "skills") not in sys.path:
+    sys.path.insert(0, str(REPO / "tools" / "skills"))
+from parse_markdown import parse_markdown  # noqa: E402
+from parse_rst import parse_rst  # noqa: E402
 
-    return MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
 
-
-def markdown_tokens(path: Path):
-    return markdown_parser().parse(path.read_text(encoding="utf-8"))
+def _snippets(doc) -> list[Snippet]:
+    assert not doc.problems, [f.message for f in doc.problems]
+    return [Snippet(doc.path, c.line, c.text, c.kind) for c in doc.code]
 
 
 def markdown_snippets(path: Path) -> list[Snippet]:
-    out: list[Snippet] = []
-    for tok in markdown_tokens(path):
-        line = tok.map[0] + 1 if tok.map else 1
-        if tok.type in ("fence", "code_block"):
-            out.append(Snippet(rel(path), line + (1 if tok.type == "fence" else 0), tok.content, "block"))
-        elif tok.type == "inline":
-            for child in tok.children or []:
-                if child.type == "code_inline":
-                    out.append(Snippet(rel(path), line, child.content, "inline"))
-    return out
-
-
-@contextlib.contextmanager
-def sphinx_stubs() -> Iterator[None]:
-    """Let plain docutils read Sphinx files; restore docutils' global registries afterwards."""
-    from docutils import nodes
-    from docutils.parsers.rst import Directive, directives, roles
-
-    class CodeBlock(Directive):
-        optional_arguments = 1
-        has_content = True
-        option_spec = {"caption": directives.unchanged, "linenos": directives.flag,
-                       "emphasize-lines": directives.unchanged, "name": directives.unchanged}
-
-        def run(self):
-            node = nodes.literal_block("\n".join(self.content), "\n".join(self.content))
-            node.source, node.line = self.state_machine.get_source_and_line(self.lineno)
-            node.line = (node.line or self.lineno) + 1
-            return [node]
-
-    class Skip(Directive):
-        optional_arguments = 10
-        final_argument_whitespace = True
-        has_content = True
-        option_spec = {"maxdepth": directives.unchanged, "caption": directives.unchanged,
-                       "hidden": directives.flag, "glob": directives.flag}
-
-        def run(self):
-            return []
-
-    def literal_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-        return [nodes.literal(rawtext, text)], []
-
-    saved_directives = dict(directives._directives)
-    saved_roles = dict(roles._roles)
-    try:
-        directives.register_directive("code-block", CodeBlock)
-        directives.register_directive("sourcecode", CodeBlock)
-        directives.register_directive("toctree", Skip)
-        for role in ("ref", "doc", "term", "envvar", "option", "program", "file"):
-            roles.register_local_role(role, literal_role)
-        yield
-    finally:
-        directives._directives.clear()
-        directives._directives.update(saved_directives)
-        roles._roles.clear()
-        roles._roles.update(saved_roles)
-
-
-def rst_doctree(path: Path):
-    import io
-
-    from docutils.core import publish_doctree
-
-    with sphinx_stubs():
-        return publish_doctree(
-            path.read_text(encoding="utf-8"), source_path=str(path),
-            settings_overrides={"report_level": 5, "halt_level": 5, "warning_stream": io.StringIO(),
-                                "file_insertion_enabled": False, "raw_enabled": False,
-                                "_disable_config": True},
-        )
+    return _snippets(parse_markdown(rel(path), path.read_text(encoding="utf-8")))
 
 
 def rst_snippets(path: Path) -> list[Snippet]:
-    from docutils import nodes
-    from docutils.utils import get_source_line
-
-    out: list[Snippet] = []
-    for node in rst_doctree(path).findall(lambda n: isinstance(n, (nodes.literal_block, nodes.literal))):
-        line = get_source_line(node)[1] or 1
-        kind = "block" if isinstance(node, nodes.literal_block) else "inline"
-        out.append(Snippet(rel(path), line, node.astext(), kind))
-    return out
+    return _snippets(parse_rst(rel(path), path.read_text(encoding="utf-8")))
 
 
 def all_snippets() -> list[Snippet]:
