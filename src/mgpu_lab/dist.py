@@ -182,6 +182,20 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
     return atomic_write(path, lambda f: torch.save(obj, f))
 
 
+def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str) -> dict[str, Any]:
+    """Read a checkpoint dict on the CPU, or raise a one-line UsageError: unreadable, or without ``required`` keys."""
+    import torch
+
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - whatever torch.load raises, the file is not a checkpoint
+        raise UsageError(f"--checkpoint {path}: not a readable checkpoint ({type(exc).__name__})") from None
+    if not isinstance(data, dict) or any(key not in data for key in required):
+        wanted = " and ".join(repr(key) for key in required)
+        raise UsageError(f"--checkpoint {path}: not {kind} checkpoint (expected {wanted} entries)")
+    return data
+
+
 def destroy_process_group() -> None:
     """Tear down the default process group if one is up (quietly)."""
     try:

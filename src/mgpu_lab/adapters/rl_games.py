@@ -45,17 +45,7 @@ def require() -> None:
 
 def load_checkpoint(path: str) -> dict[str, Any]:
     """Read an rl_games checkpoint on CPU, or raise a one-line UsageError."""
-    import pickle
-
-    import torch
-
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, ValueError) as exc:
-        raise UsageError(f"--checkpoint {path}: not a readable checkpoint ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or "model" not in data or "epoch" not in data:
-        raise UsageError(f"--checkpoint {path}: not an rl_games checkpoint (expected 'model' and 'epoch' entries)")
-    return data
+    return mdist.load_torch_checkpoint(path, ("model", "epoch"), "an rl_games")
 
 
 def params_for(cfg: TrainConfig, ctx: DistContext, *, native_multi_gpu: bool, max_epochs: int,

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_lab.adapters import missing_library
-from mgpu_lab.dist import (DistContext, atomic_torch_save, atomic_write, is_rank0, log_line, rank_seed,
-                           report_synchronized)
+from mgpu_lab.dist import (DistContext, atomic_torch_save, atomic_write, is_rank0, load_torch_checkpoint, log_line,
+                           rank_seed, report_synchronized)
 from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
 
 try:
@@ -205,13 +205,7 @@ class DistributedRunner(OnPolicyRunner):
 # --- entry ---------------------------------------------------------------------------------------
 
 def _check_checkpoint(path: str) -> dict:
-    try:
-        loaded = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any failure means "not a checkpoint"
-        raise UsageError(f"--checkpoint {path}: not a loadable checkpoint ({type(exc).__name__})") from None
-    if not isinstance(loaded, dict) or "actor_state_dict" not in loaded or "critic_state_dict" not in loaded:
-        raise UsageError(f"--checkpoint {path}: not an rsl_rl checkpoint (no actor/critic state)")
-    return loaded
+    return load_torch_checkpoint(path, ("actor_state_dict", "critic_state_dict"), "an rsl_rl")
 
 
 def _write_params(log_dir: Path, cfg: TrainConfig, train_cfg: dict, ctx: DistContext) -> None:

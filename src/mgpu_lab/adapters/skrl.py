@@ -272,17 +272,7 @@ def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
 
 def load_torch_checkpoint(path: str) -> dict[str, Any]:
     """Load a skrl torch checkpoint on CPU, or raise a one-line UsageError."""
-    import pickle
-
-    import torch
-
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, ValueError) as exc:
-        raise UsageError(f"--checkpoint {path}: not a readable checkpoint ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or "policy" not in data or "value" not in data:
-        raise UsageError(f"--checkpoint {path}: not a skrl PPO checkpoint (expected 'policy' and 'value' entries)")
-    return data
+    return mdist.load_torch_checkpoint(path, ("policy", "value"), "a skrl PPO")
 
 
 def load_into(agent: Any, path: str, ctx: DistContext) -> None:
