@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, REPO, run
+from mgpu_testing import PYTHON, REPO, run
 
 SKILLS_DIR = REPO / "tools" / "skills"
 CLI = SKILLS_DIR / "cli.py"
-if str(SKILLS_DIR) not in sys.path:
-    sys.path.insert(0, str(SKILLS_DIR))
 
 from loader import load_project  # noqa: E402
 from model import MISSING, Finding, Loc  # noqa: E402

@@ -7,7 +7,7 @@ import os
 import textwrap
 from pathlib import Path
 
-from conftest import PYTHON, REPO, run
+from mgpu_testing import PYTHON, REPO, run
 
 CLI = REPO / "tools" / "skills" / "cli.py"
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO
+from mgpu_testing import REPO
 
 SKILLS_DIR = REPO / "tools" / "skills"
-if str(SKILLS_DIR) not in sys.path:
-    sys.path.insert(0, str(SKILLS_DIR))
 
 from inputs import read_text  # noqa: E402
 from loader import load_project  # noqa: E402

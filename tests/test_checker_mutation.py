@@ -10,16 +10,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from conftest import PYTHON, REPO, run
+from mgpu_testing import PYTHON, REPO, run
 
 TOOLS = REPO / "tools" / "skills"
-sys.path.insert(0, str(TOOLS))
 
 from loader import load_project  # noqa: E402
 from model import MISSING, Project  # noqa: E402

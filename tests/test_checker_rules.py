@@ -15,17 +15,15 @@ import os
 import re
 import shlex
 import shutil
-import sys
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from conftest import PYTHON, REPO, run
+from mgpu_testing import PYTHON, REPO, run
 
 TOOLS = REPO / "tools" / "skills"
 BASE = REPO / "tests" / "fixtures" / "checker" / "base"
-sys.path.insert(0, str(TOOLS))
 
 import cli  # noqa: E402
 import rules  # noqa: E402

@@ -8,16 +8,14 @@ import io
 import json
 import shlex
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO
+from mgpu_testing import REPO
 
-sys.path.insert(0, str(REPO / "tools" / "skills"))
 
 import cli  # noqa: E402
 from rules.shell import command_lines, words  # noqa: E402

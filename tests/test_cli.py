@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from conftest import REPO, run
+from mgpu_testing import REPO, run
 
 ISAACLAB = shutil.which("isaaclab", path=str(Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin")) or "isaaclab"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conftest import REPO, run
+from mgpu_testing import REPO, run
 
 
 def test_sphinx_build_has_no_warnings(tmp_path: Path) -> None:

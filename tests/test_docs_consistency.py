@@ -14,8 +14,10 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-from test_skill_commands import LAUNCHER, load_script, parse_markdown, parse_rst, rel
+from mgpu_testing import REPO
+from mgpu_testing.docs import LAUNCHER, load_script, rel
+from parse_markdown import parse_markdown
+from parse_rst import parse_rst
 
 MULTI_GPU_RST = REPO / "docs" / "source" / "features" / "multi_gpu.rst"
 TROUBLESHOOTING_RST = REPO / "docs" / "source" / "refs" / "troubleshooting.rst"

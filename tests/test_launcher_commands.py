@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, REPO, loopback_env, run
+from mgpu_testing import PYTHON, REPO, loopback_env, run
 
 LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")

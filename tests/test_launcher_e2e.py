@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, REPO, free_port, kill_group, loopback_env, run
+from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env, run
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")
 

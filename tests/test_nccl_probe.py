@@ -6,44 +6,12 @@ import ast
 import os
 import re
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, REPO, free_port, loopback_env, run
-
-PROBE = REPO / "skills/user/train-multi-gpu/scripts/nccl_probe.py"
-SMALL = ["--backend", "gloo", "-b", "8", "-e", "64K", "--iters", "2", "--warmup", "1"]
-ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+float\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$", re.M)
-
-
-def tagged_env(**extra: str) -> tuple[dict[str, str], str]:
-    """A loopback environment carrying a unique tag, so leftover processes can be found."""
-    tag = uuid.uuid4().hex
-    return loopback_env(PROBETEST_TAG=tag, **extra), tag
-
-
-def leftovers(tag: str) -> list[int]:
-    """Processes still alive whose environment carries the tag (zombies have none)."""
-    needle = f"PROBETEST_TAG={tag}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
-def assert_nothing_left(tag: str) -> None:
-    end = time.monotonic() + 10
-    while leftovers(tag) and time.monotonic() < end:
-        time.sleep(0.2)
-    assert leftovers(tag) == []
+from mgpu_testing import PYTHON, REPO, free_port, loopback_env, run
+from mgpu_testing.probe import PROBE, SMALL, ROW, assert_nothing_left, leftovers, tagged_env
 
 
 def check_passing_output(out: str, world: int) -> None:

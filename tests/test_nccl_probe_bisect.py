@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import PYTHON, run
-from test_nccl_probe import PROBE, assert_nothing_left, tagged_env
+from mgpu_testing import PYTHON, run
+from mgpu_testing.probe import PROBE, assert_nothing_left, tagged_env
 
 FAST = ["--backend", "gloo", "-b", "8", "-e", "64", "--iters", "1", "--warmup", "0", "--timeout", "60",
         "--run_limit", "240"]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from conftest import run
-from _training_helpers import (TASK, assert_one_line_error, assert_one_rank_output, run_two_ranks,
+from mgpu_testing import run
+from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, run_two_ranks,
                                sigkill_while_saving, single_env, train_cmd)
 
 import rl_games  # noqa: F401  (a dev dependency: a missing one must fail, not skip)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-from conftest import run
-from _training_helpers import (TASK, THROUGHPUT, assert_one_rank_output, run_two_ranks, sigkill_while_saving,
+from mgpu_testing import run
+from mgpu_testing.training import (TASK, THROUGHPUT, assert_one_rank_output, run_two_ranks, sigkill_while_saving,
                                single_env, train_cmd)
 
 import rsl_rl  # noqa: F401  (a dev dependency: a missing one must fail, not skip)

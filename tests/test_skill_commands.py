@@ -10,20 +10,16 @@ The code is read with the checker's own parsers (``tools/skills``), so both see 
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import PYTHON, REPO, loopback_env, run
+from mgpu_testing import PYTHON, REPO, loopback_env, run
+from mgpu_testing.docs import LAUNCHER, PROBE, TRAINER, load_script, rel
 
-LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
-TRAINER = REPO / "scripts" / "reinforcement_learning" / "train.py"
-PROBE = REPO / "skills" / "user" / "train-multi-gpu" / "scripts" / "nccl_probe.py"
 
 #: enough visible devices for every GPU-count check in the examples (the launcher never touches them)
 EIGHT_GPUS = "0,1,2,3,4,5,6,7"
@@ -53,16 +49,10 @@ def doc_rst_files() -> list[Path]:
     return sorted(p for p in (REPO / "docs").rglob("*.rst") if p.is_file() and "_build" not in p.parts)
 
 
-def rel(path: Path) -> str:
-    return path.relative_to(REPO).as_posix()
-
-
-# The checker's own parsers (markdown-it-py; docutils with Sphinx stand-ins) find the code: one reading
-# of the documents for the checker and for these tests.
-if str(REPO / "tools" / "skills") not in sys.path:
-    sys.path.insert(0, str(REPO / "tools" / "skills"))
-from parse_markdown import parse_markdown  # noqa: E402
-from parse_rst import parse_rst  # noqa: E402
+# The checker's own parsers (markdown-it-py; docutils with Sphinx stand-ins; tools/skills is on pytest's
+# pythonpath) find the code: one reading of the documents for the checker and for these tests.
+from parse_markdown import parse_markdown
+from parse_rst import parse_rst
 
 
 def _snippets(doc) -> list[Snippet]:
@@ -173,16 +163,6 @@ COMMANDS = collect_commands()
 LAUNCHER_CMDS = [c for c in COMMANDS if c.sub == "train_multigpu"]
 TRAINER_CMDS = [c for c in COMMANDS if c.sub == "train"]
 PROBE_CMDS = [c for c in COMMANDS if c.sub == "probe"]
-
-
-def load_script(path: Path, name: str) -> ModuleType:
-    """Import an entry script by path (not as ``__main__``), to reach its ``build_parser()``."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader, path
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # --------------------------------------------------------------------------- tests

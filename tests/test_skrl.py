@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import PYTHON, run
-from _training_helpers import (TASK, TRAIN, assert_one_line_error, assert_one_rank_output, run_two_ranks,
+from mgpu_testing import PYTHON, run
+from mgpu_testing.training import (TASK, TRAIN, assert_one_line_error, assert_one_rank_output, run_two_ranks,
                                sigkill_while_saving, single_env, train_cmd)
 
 import skrl  # noqa: F401  (a dev dependency: a missing one must fail, not skip)

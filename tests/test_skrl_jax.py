@@ -11,8 +11,8 @@ import os
 import pickle
 from pathlib import Path
 
-from conftest import free_port, run
-from _training_helpers import (TASK, assert_one_line_error, assert_one_rank_output, run_two_ranks,
+from mgpu_testing import free_port, run
+from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, run_two_ranks,
                                single_env, train_cmd)
 
 import skrl  # noqa: F401  (a dev dependency: a missing one must fail, not skip)

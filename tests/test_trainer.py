@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import PYTHON, REPO, loopback_env, run
+from mgpu_testing import PYTHON, REPO, loopback_env, run
 from mgpu_lab import dist
 from mgpu_lab.train_config import UsageError
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import PYTHON, REPO, free_port, kill_group, loopback_env, run
+from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env, run
 
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 LAUNCHER = str(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py")

@@ -1,0 +1,68 @@
+"""Test support shared by the suite (imported through pytest's ``pythonpath``; never a test module):
+repository paths, free loopback ports, and subprocesses that never outlive a test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def loopback_env(**extra: str) -> dict[str, str]:
+    """The environment for distributed runs on this machine: loopback only, quiet, CPU threads capped."""
+    env = dict(os.environ)
+    env.update(
+        MASTER_ADDR="127.0.0.1",
+        GLOO_SOCKET_IFNAME="lo",
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        CUDA_VISIBLE_DEVICES="",
+    )
+    env.update(extra)
+    return env
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a process started with start_new_session=True and everything in its group."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        pass
+
+
+def run(cmd: list[str], *, timeout: float, env: dict[str, str] | None = None,
+        cwd: Path | str = REPO, input: str | None = None) -> subprocess.CompletedProcess:
+    """Run a command in its own session with a hard timeout; on timeout kill its whole group and fail."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env if env is not None else loopback_env(), text=True,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(input=input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        pytest.fail(f"timed out after {timeout}s: {cmd}\n--- stdout\n{out[-4000:]}\n--- stderr\n{err[-4000:]}")
+    finally:
+        kill_group(proc)  # no stray grandchildren
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
