@@ -145,6 +145,10 @@ def _unlink(path: str) -> Callable[[Path], None]:
     return lambda root: os.unlink(root / path)
 
 
+SHM_ROW = ("   * - ``Error while creating shared memory segment`` in a container\n"
+           "     - ``docker run --shm-size=1g`` or ``--ipc=host``; disable ACS in the BIOS\n"
+           "     - Docker's 64 MiB ``/dev/shm``\n     - None\n")
+SHM_MD = "| Shared memory error in a container | `docker run --shm-size=1g` or `--ipc=host` |\n"
 LONG = "".join(f"line {i}\n" for i in range(520))
 FAILING: list[tuple[str, Callable[[Path], None], str, Callable[[Path], int] | None]] = [
     ("SK100", _fm("---\nname: isaaclab-helper\n", "<!-- no frontmatter -->\nname: isaaclab-helper\n", HELPER),
@@ -191,6 +195,8 @@ FAILING: list[tuple[str, Callable[[Path], None], str, Callable[[Path], int] | No
     ("DR102", _fm("`NCCL_P2P_LEVEL=LOC`", "`NCCL_P2P_LEVEL=PIX`", REF), REF, _at(REF, "NCCL_P2P_LEVEL=PIX")),
     ("DR103", _fm("| GPUs numbered", "| Ring fixes it | `NCCL_ALGO=Ring` |\n| GPUs numbered", REF), REF,
      _at(REF, "NCCL_ALGO=Ring")),
+    ("DR105", _fm("   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently", MGPU), REF,
+     _at(REF, "| GPUs numbered")),
     ("DR104", _fm("Apply `NCCL_P2P_DISABLE=1` first", "Apply `NCCL_NET_GDR_LEVEL=2` first"), SKILL,
      _at(SKILL, "NCCL_NET_GDR_LEVEL")),
     ("DR200", lambda r: edit(r, MGPU, "   * - ``--", "   * - ", 99), MGPU, lambda r: 1),
@@ -271,6 +277,29 @@ def test_upstream_symptom_try_layout_in_rst_passes(tree: Path) -> None:
     edit(tree, MGPU, "``NCCL_SHM_DISABLE=1``", "``NCCL_SHM_DISABLE=0``")
     _, findings = check(tree)
     assert_finding(findings, "DR102", REF, line_of(tree, REF, "NCCL_SHM_DISABLE=1"))
+
+
+def test_workaround_rows_whose_fix_is_not_a_setting_pass_when_mirrored(tree: Path) -> None:
+    """A list row whose fix is a command or an action holds no setting; its mirror row holds none either."""
+    edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
+    edit(tree, REF, "| GPUs numbered", SHM_MD + "| GPUs numbered")
+    assert check(tree) == (0, [])
+    edit(tree, REF, SHM_MD, SHM_MD.replace("`docker run --shm-size=1g` or `--ipc=host`", "`NCCL_SHM_DISABLE=1`"))
+    _, findings = check(tree)
+    hit = assert_finding(findings, "DR105", REF, line_of(tree, REF, "| Shared memory error"))
+    assert "holds no setting" in hit["message"] and hit["truth"]["path"] == MGPU
+
+
+def test_fix_mirrors_rows_whose_fix_is_not_a_setting(tree: Path) -> None:
+    edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(["check", "--root", str(tree), "--fix", "--no-cache"])
+    assert "added row" in out.getvalue()
+    rows = [l for l in (tree / REF).read_text(encoding="utf-8").splitlines() if l.startswith("| ")]
+    assert rows[-2].startswith("| `Error while creating shared memory segment` in a container | "
+                               "`docker run --shm-size=1g` or `--ipc=host`; disable ACS in the BIOS |")
+    assert check(tree) == (0, [])
 
 
 def test_diagnostics_placeholders_and_other_tools_pass(tree: Path) -> None:

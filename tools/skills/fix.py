@@ -124,6 +124,8 @@ class _Pairing:
 
 
 def _pair(rst_rows: list[tuple[frozenset, str]], md_rows: list[tuple[frozenset, str]]) -> _Pairing:
+    """Pair list rows with mirror rows: same settings, then similar symptom or shared settings; a row
+    whose fix is not a setting pairs only with such a row (by symptom, else by position)."""
     pairs: dict[int, int] = {}
     used: set[int] = set()
     for i, (s, _) in enumerate(rst_rows):  # 1. same settings
@@ -137,7 +139,7 @@ def _pair(rst_rows: list[tuple[frozenset, str]], md_rows: list[tuple[frozenset, 
         if i in pairs:
             continue
         for j, (t, msym) in enumerate(md_rows):
-            if j in used or not t:
+            if j in used or bool(s) != bool(t):
                 continue
             ratio = difflib.SequenceMatcher(None, _norm(sym), _norm(msym)).ratio() if sym and msym else 0.0
             overlap = len(s & t)
@@ -147,7 +149,11 @@ def _pair(rst_rows: list[tuple[frozenset, str]], md_rows: list[tuple[frozenset, 
         if i not in pairs and j not in used:
             pairs[i] = j
             used.add(j)
-    unpaired = [j for j, (t, _) in enumerate(md_rows) if j not in used and t]
+    for i, (s, _) in enumerate(rst_rows):  # 4. rows without settings at the same place
+        if i not in pairs and not s and i < len(md_rows) and i not in used and not md_rows[i][0]:
+            pairs[i] = i
+            used.add(i)
+    unpaired = [j for j in range(len(md_rows)) if j not in used]
     return _Pairing(pairs, unpaired)
 
 
@@ -160,7 +166,7 @@ def plan_fix(md: MarkdownDoc, md_table: Table, rst: RstDoc, rst_table: Table) ->
     lines = md.text.split("\n")
     rroles, mroles = _roles(rst_table), _roles(md_table)
     rs, ms = rroles.get("settings"), mroles.get("settings")
-    if rs is None or ms is None:
+    if rs is None or ms is None or not md_table.rows or any(not r for r in md_table.rows):
         return lines, []
 
     def cell(row: list[Cell], j: int | None) -> Cell | None:
@@ -176,52 +182,49 @@ def plan_fix(md: MarkdownDoc, md_table: Table, rst: RstDoc, rst_table: Table) ->
         md_rows.append((_cell_settings(c) if c else frozenset(), sym.text if sym else ""))
     pairing = _pair(rst_rows, md_rows)
     changes: list[str] = []
-    replace: dict[int, str] = {}
-    delete: set[int] = set()
-    insert: dict[int, list[str]] = {}
     header_idx = md_table.line - 1
     header_line = lines[header_idx] if header_idx < len(lines) else ""
     lead = header_line.lstrip().startswith("|")
     trail = header_line.rstrip().endswith("|")
-    anchor = header_idx + 1  # the delimiter row
+    body: list[str] = []  # the mirror's rows, in the list's order
     for i, row in enumerate(rst_table.rows):
-        rset, rsym = rst_rows[i]
-        if not rset:
-            continue
+        rset = rst_rows[i][0]
+        src = f"{rst.path}:{row[0].line if row else rst_table.line}"
         if i in pairing.pairs:
-            mrow = md_table.rows[pairing.pairs[i]]
-            idx = mrow[0].line - 1
-            anchor = idx
-            mset = md_rows[pairing.pairs[i]][0]
+            j = pairing.pairs[i]
+            idx = md_table.rows[j][0].line - 1
+            line = lines[idx]
+            mset = md_rows[j][0]
             if mset != rset:
-                spans = split_row(lines[idx])
-                if ms < len(spans):
+                spans = split_row(line)
+                if ms < len(spans) and rs < len(row):
                     a, b = spans[ms]
-                    new_text = rst_cell_markdown(row[rs])
-                    replace[idx] = lines[idx][:a] + new_text + lines[idx][b:]
+                    line = line[:a] + rst_cell_markdown(row[rs]) + line[b:]
                     changes.append(f"{md.path}:{idx + 1}: settings {_fmt_settings(mset)} -> {_fmt_settings(rset)}"
-                                   f" (from {rst.path}:{row[rs].line})")
+                                   f" (from {src})")
+            body.append(line)
             continue
         cells = []
         for j in range(max(len(md_table.header), 1)):
             role = next((r for r, col in mroles.items() if col == j), None)
-            src = cell(row, rroles.get(role)) if role else None
-            cells.append(rst_cell_markdown(src) if src else "")
+            c = cell(row, rroles.get(role)) if role else None
+            cells.append(rst_cell_markdown(c) if c else "")
         new = " | ".join(cells)
-        new = ("| " if lead else "") + new + (" |" if trail else "")
-        insert.setdefault(anchor, []).append(new)
-        changes.append(f"{md.path}: added row for {_fmt_settings(rset)} (from {rst.path}:{row[rs].line})")
+        body.append(("| " if lead else "") + new + (" |" if trail else ""))
+        what = _fmt_settings(rset) if rset else f"\"{' '.join(rst_rows[i][1].split())[:50]}\""
+        changes.append(f"{md.path}: added row for {what} (from {src})")
     for j in pairing.unpaired_md:
         idx = md_table.rows[j][0].line - 1
-        delete.add(idx)
-        changes.append(f"{md.path}:{idx + 1}: removed row for {_fmt_settings(md_rows[j][0])}"
-                       f" (not in {rst.path})")
-    out: list[str] = []
-    for idx, line in enumerate(lines):
-        if idx not in delete:
-            out.append(replace.get(idx, line))
-        out.extend(insert.get(idx, []))
-    return out, changes
+        what = _fmt_settings(md_rows[j][0]) if md_rows[j][0] else f"\"{' '.join(md_rows[j][1].split())[:50]}\""
+        changes.append(f"{md.path}:{idx + 1}: removed row for {what} (not in {rst.path})")
+    first = md_table.rows[0][0].line - 1 if md_table.rows else header_idx + 2
+    last = md_table.rows[-1][0].line if md_table.rows else header_idx + 2
+    old_body = lines[first:last]
+    if body != old_body and not changes:
+        changes.append(f"{md.path}:{first + 1}: rows reordered to follow {rst.path}:{rst_table.line}")
+    if body == old_body:
+        return lines, []
+    return lines[:first] + body + lines[last:], changes
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

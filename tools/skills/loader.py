@@ -271,6 +271,9 @@ def _load(root: Path, config: dict[str, Any]) -> Project:
         for f in spec.problems:
             if f.code == "IN001":
                 f.message += f" (set by [tool.skills-check] {key} or --{key})"
+        if not spec.options:
+            project.notes.append(f"the {key}'s options cannot be read from {config[key]}: flags written for it are "
+                                 "not judged")
         setattr(project, key, spec)
     run_py = find_installed(root, "torch", "distributed/run.py")
     if run_py is not None:

@@ -5,7 +5,12 @@ Scope (so the checker never cries wolf): flags are judged only
   ``python -m torch.distributed.run``, skrl's JAX launcher, ``python <repo script>.py``), in code
   blocks and inline code; and
 - in bare inline code that starts with ``--`` (e.g. `--num_gpus`), which must belong to the launcher,
-  the trainer, torchrun or skrl's JAX launcher, or to a tool the same file runs in a command line.
+  the trainer, torchrun or skrl's JAX launcher, or to a tool the same file runs in a command line,
+  where the text ties it to one of those tools: its line names the launcher, the trainer, torchrun or
+  skrl, or the flag is a near miss of one of their options (a likely typo). A bare flag of another
+  program (``--verbose``, ``--ipc=host`` next to ``docker run``) is not judged.
+When the launcher's or the trainer's options cannot be read (a foreign layout, e.g. a ``train.py``
+that dispatches to per-library scripts), bare flags are not judged at all (the summary says so).
 Flags of other programs (``nvidia-smi --query-gpu=...``, ``uv run --no-project``, ``git``) are not
 judged; neither are Python, YAML or JSON code blocks. Lines under a "Known failure modes:" label in
 skill markdown are wrong on purpose and are skipped. Placeholders (``<dir>``, ``$VAR``, ``N``,
@@ -30,6 +35,9 @@ NOT_SHELL = frozenset({"python", "py", "python3", "pycon", "yaml", "yml", "json"
                        "rst", "md", "markdown", "diff", "c", "cpp", "cuda", "xml", "html", "javascript", "js"})
 PLACEHOLDER_VALUE_RE = re.compile(r"^(?:<[^<>]+>|\$\{?\w+\}?|[A-Z][A-Z0-9_]*|\.\.\.|…|\{[^{}]*\}|\[[^\[\]]*\])$")
 NUMBER_RE = re.compile(r"^-\d+(?:\.\d+)?$")
+# words on a line that tie a bare `--flag` to a tool whose options the checker knows
+TOOL_TIE_RE = re.compile(r"launcher|trainer|train_multigpu|train\.py|isaaclab train|torchrun|torch\.distributed\.run"
+                         r"|\bskrl\b", re.IGNORECASE)
 
 
 @dataclass
@@ -282,7 +290,10 @@ def bare_flag(project: Project) -> Iterator[Finding]:
     """Inline code that is a bare `--flag` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs)."""
     if project.torchrun is None:
         return  # without torch its options are unknown: judging bare flags would cry wolf
+    if not usable(project.launcher) or not usable(project.trainer):
+        return  # a tool whose options cannot be read: its flags are not judged (the loader notes it)
     scope = _bare_scope(project)
+    lines_of: dict[str, list[str]] = {}
     skip = _options_table_lines(project)
     names = sorted(scope[""])
     for w in written_commands(project):
@@ -302,6 +313,10 @@ def bare_flag(project: Project) -> Iterator[Finding]:
             elif flag in allowed:
                 continue
             close = difflib.get_close_matches(flag, names, n=1, cutoff=0.75)
+            src = lines_of.setdefault(w.doc.path, w.doc.text.split("\n"))
+            line_text = src[word.line - 1] if 0 < word.line <= len(src) else ""
+            if not close and not TOOL_TIE_RE.search(line_text):
+                continue  # nothing ties it to a known tool: another program's flag
             hint = f"; did you mean {close[0]}?" if close else ""
             where = project.launcher.path if project.launcher else "the launcher"
             yield finding("DR304", f"{flag} is not an option of the launcher, the trainer or torchrun{hint} "

@@ -2,7 +2,9 @@
 
 A workaround table is found by the settings it holds, not by its column titles: a table where at
 least two rows hold ``VAR=value`` settings; its settings column is the column holding the most.
-Settings are compared as exact ``VAR=value`` pairs. DR104 allows the diagnostic variables
+Settings are compared as exact ``VAR=value`` pairs. A row whose fix is not a setting (``docker run
+--shm-size=1g``, "disable ACS in the BIOS", ``--device cuda:LOCAL_RANK``) is a row too: it holds no
+setting, and a mirror holds it at the same place (DR105). DR104 allows the diagnostic variables
 NCCL_DEBUG, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE, CUDA_VISIBLE_DEVICES, CUDA_LAUNCH_BLOCKING, CUDA_HOME
 and CUDA_PATH (they change what is reported, which devices are seen or where the toolkit lives, not how
 ranks communicate); TORCH_*, GLOO_* and other prefixes are not judged.
@@ -36,22 +38,30 @@ class Setting:
         return f"{self.var}={self.value}"
 
 
-def _table_settings(doc: MarkdownDoc | RstDoc, table: Table) -> list[Setting] | None:
-    """The settings of a workaround table (its settings column), or None when it is not one."""
+def table_rows(doc: MarkdownDoc | RstDoc, table: Table) -> list[list[Setting]] | None:
+    """Per row of a workaround table, the settings of its settings column (empty where the fix is not a
+    setting); None when the table is not a workaround table."""
     width = max((len(r) for r in table.rows), default=0)
     counts = [sum(1 for row in table.rows if c < len(row) and any(settings_in(row[c].text))) for c in range(width)]
     if not counts or max(counts) < MIN_ROWS:
         return None
     col = counts.index(max(counts))
-    out = []
+    out: list[list[Setting]] = []
     for row in table.rows:
-        if col >= len(row):
-            continue
-        cell = row[col]
-        for var, value, _ in settings_in(cell.text):
-            line, c = line_col_of(doc.text, f"{var}={value}", cell.line)
-            out.append(Setting(var, value, Loc(doc.path, line, c)))
+        found: list[Setting] = []
+        if col < len(row):
+            cell = row[col]
+            for var, value, _ in settings_in(cell.text):
+                line, c = line_col_of(doc.text, f"{var}={value}", cell.line)
+                found.append(Setting(var, value, Loc(doc.path, line, c)))
+        out.append(found)
     return out
+
+
+def _table_settings(doc: MarkdownDoc | RstDoc, table: Table) -> list[Setting] | None:
+    """The settings of a workaround table (its settings column), or None when it is not one."""
+    rows = table_rows(doc, table)
+    return None if rows is None else [s for row in rows for s in row]
 
 
 def truth_list(project: Project) -> tuple[RstDoc, Table, list[Setting]] | None:
@@ -183,3 +193,48 @@ def nccl_unlisted(project: Project) -> Iterator[Finding]:
             yield finding("DR104", f"{var}={value} is not in the NCCL workaround list ({rst.path}:{table.line}); "
                           "add it there first or write a listed setting", doc.path, line, col,
                           truth=Loc(rst.path, table.line, 1))
+
+
+def _row_label(doc: MarkdownDoc | RstDoc, table: Table, i: int) -> str:
+    row = table.rows[i]
+    first = " ".join(row[0].text.split()) if row else ""
+    return (first[:60] + "...") if len(first) > 63 else first
+
+
+def _pairs(row: list[Setting]) -> frozenset[str]:
+    return frozenset(s.pair for s in row)
+
+
+def _describe(row: list[Setting]) -> str:
+    return ", ".join(sorted(_pairs(row))) if row else "no setting (its fix is not a VAR=value)"
+
+
+@rule("DR105", "nccl-rows")
+def nccl_rows(project: Project) -> Iterator[Finding]:
+    """A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting included."""
+    truth = truth_list(project)
+    if truth is None:
+        return
+    rst, table, _ = truth
+    want = table_rows(rst, table) or []
+    for doc, mtable, _ in mirror_tables(project):
+        have = table_rows(doc, mtable) or []
+        for i in range(max(len(want), len(have))):
+            if i >= len(have):
+                loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
+                yield finding("DR105", f"the NCCL workaround list's row {i + 1} ({loc}: "
+                              f"\"{_row_label(rst, table, i)}\", {_describe(want[i])}) has no row here; "
+                              "mirror every row of the list, in its order", doc.path, mtable.line, 1, truth=loc)
+                break
+            line = mtable.rows[i][0].line if mtable.rows[i] else mtable.line
+            if i >= len(want):
+                yield finding("DR105", f"row {i + 1} (\"{_row_label(doc, mtable, i)}\") is not in the NCCL "
+                              f"workaround list ({rst.path}:{table.line}), which has {len(want)} row(s)",
+                              doc.path, line, 1, truth=Loc(rst.path, table.line, 1))
+                break
+            if _pairs(have[i]) != _pairs(want[i]):
+                loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
+                yield finding("DR105", f"row {i + 1} holds {_describe(have[i])}, but the NCCL workaround list's "
+                              f"row {i + 1} ({loc}: \"{_row_label(rst, table, i)}\") holds {_describe(want[i])}; "
+                              "mirror every row of the list, in its order", doc.path, line, 1, truth=loc)
+                break
