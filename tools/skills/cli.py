@@ -137,14 +137,21 @@ def _check(args: argparse.Namespace) -> int:
         print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
         return 2
     overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
+    if not args.root.strip():
+        print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
+        return 2
     root = Path(args.root)
     try:
         project = load_project(root, overrides, use_cache=not args.no_cache)
         summary = Summary()
         if args.fix:
-            from fix import fix_project
+            from fix import FixError, fix_project
 
-            summary.fixes, notes = fix_project(project)
+            try:
+                summary.fixes, notes = fix_project(project)
+            except FixError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
             summary.notes += notes
             if summary.fixes:
                 project = load_project(root, overrides, use_cache=not args.no_cache)

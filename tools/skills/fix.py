@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from inputs import inside
 from model import Cell, MarkdownDoc, Project, RstDoc, Table
 from parse_markdown import split_row
 
@@ -258,8 +259,25 @@ def _truth(project: Project) -> tuple[RstDoc, Table] | None:
     return None
 
 
+def _writable(project: Project, relpath: str) -> str | None:
+    """None when ``relpath`` may be rewritten in place; else why not (outside the root, a link, not a file)."""
+    why = inside(project.root, relpath)
+    if why:
+        return why
+    full = project.root / relpath
+    if full.is_symlink():
+        return "is a symlink (a fix never replaces a link with a file)"
+    if not full.is_file():
+        return "is not a regular file"
+    return None
+
+
 def fix_project(project: Project) -> tuple[list[str], list[str]]:
-    """Apply the fix to every skill's reference.md; (changes, notes)."""
+    """Apply the fix to every skill's reference.md; (changes, notes).
+
+    Every rewrite is planned before any is written; each is atomic. When a write fails, ``FixError``
+    names the file and says which files were rewritten and which were not.
+    """
     truth = _truth(project)
     if truth is None:
         return [], ["--fix: no RST table of NCCL settings found; nothing rewritten"]
@@ -279,16 +297,35 @@ def fix_project(project: Project) -> tuple[list[str], list[str]]:
                 table = settings_table(doc.tables) if doc.readable and path.endswith("/reference.md") else None
                 if table is not None:
                     targets.append((doc, table))
+    planned: list[tuple[str, bytes, list[str]]] = []
     for doc, table in targets:
         new_lines, doc_changes = plan_fix(doc, table, rst, rst_table)
         if not doc_changes:
             continue
-        full = project.root / doc.path
-        raw = full.read_bytes()
+        why = _writable(project, doc.path)
+        if why:
+            notes.append(f"--fix: {doc.path} {why}; not rewritten")
+            continue
+        raw = (project.root / doc.path).read_bytes()
         newline = "\r\n" if b"\r\n" in raw else "\n"
         bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
-        _write_atomic(full, bom + newline.join(new_lines).encode("utf-8"))
+        planned.append((doc.path, bom + newline.join(new_lines).encode("utf-8"), doc_changes))
+    done: list[str] = []
+    for i, (path, data, doc_changes) in enumerate(planned):
+        try:
+            if _writable(project, path):  # changed since it was planned
+                raise OSError(_writable(project, path))
+            _write_atomic(project.root / path, data)
+        except OSError as exc:
+            left = [p for p, _, _ in planned[i:]]
+            raise FixError(f"--fix could not write {path} ({getattr(exc, 'strerror', None) or exc}); rewritten: "
+                           f"{', '.join(done) or 'none'}; not rewritten: {', '.join(left)}") from exc
+        done.append(path)
         changes += doc_changes
-    if not changes:
+    if not changes and not notes:
         notes.append("--fix: reference tables already match the RST list")
     return changes, notes
+
+
+class FixError(Exception):
+    """A planned rewrite failed; the message names the file and what was and was not rewritten."""

@@ -82,6 +82,7 @@ class MarkdownDoc:
     n_lines: int
     frontmatter: dict[str, Any] | None = None  # None: no frontmatter block
     frontmatter_lines: dict[str, int] = field(default_factory=dict)  # dotted key -> line
+    frontmatter_error: bool = False  # it could not be read (one IN01x problem says why; frontmatter rules skip)
     body_start: int = 1  # first line after the frontmatter block
     headings: list[Heading] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
@@ -106,12 +107,9 @@ class RstDoc:
 
 
 class _Missing:
-    """The type of ``MISSING``; pickles as the module-level singleton (the parse cache keeps identity)."""
+    """The type of ``MISSING`` (the parse cache encodes it by name and keeps its identity)."""
 
     def __repr__(self) -> str:
-        return "MISSING"
-
-    def __reduce__(self) -> str:
         return "MISSING"
 
 
@@ -156,6 +154,7 @@ class Skill:
     files: dict[str, MarkdownDoc] = field(default_factory=dict)  # other .md in the skill, by path
     evals_json: str | None = None  # path of evals/evals.json when present
     evals: Any = None  # its parsed JSON (None when absent or unparsable; a problem then says why)
+    evals_text: str = ""  # its text (for locations)
 
     @property
     def name(self) -> str | None:
@@ -177,5 +176,6 @@ class Project:
     aliases: dict[str, str] = field(default_factory=dict)  # .agents/skills/<name> -> link target
     # ("" when the entry is a real directory, not a link; a Windows checkout's one-line file gives its text)
     claude_skills: str | None = None  # target of the .claude/skills link ("" real dir, None absent)
+    orphan_dirs: list[str] = field(default_factory=list)  # folders under skills/<audience>/ without SKILL.md
     notes: list[str] = field(default_factory=list)  # informational lines for the summary
     problems: list[Finding] = field(default_factory=list)  # loader-level findings

@@ -95,4 +95,27 @@ def run_rules(project: Project, rules: list[RuleInfo], select: list[str] | None 
             seen.add(key)
             unique.append(f)
     unique.sort(key=lambda f: (f.loc.path, f.loc.line, f.loc.col, f.code, f.message))
-    return unique
+    return cap_per_file(unique)
+
+
+MAX_PER_FILE = 50  # findings of one code in one file; past it, one finding says how many more
+
+
+def cap_per_file(findings: list[Finding], limit: int = MAX_PER_FILE) -> list[Finding]:
+    """At most ``limit`` findings per (file, code), then one finding counting the rest (sorted input)."""
+    counts: dict[tuple[str, str], int] = {}
+    dropped: dict[tuple[str, str], Finding] = {}
+    out: list[Finding] = []
+    for f in findings:
+        key = (f.loc.path, f.code)
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] <= limit:
+            out.append(f)
+        else:
+            dropped.setdefault(key, f)
+    for (path, code), first in dropped.items():
+        n = counts[(path, code)] - limit
+        out.append(Finding(code=code, message=f"{n} more {code} finding(s) from here on in this file not shown "
+                           f"(at most {limit} per file and code)", loc=first.loc, severity=first.severity))
+    out.sort(key=lambda f: (f.loc.path, f.loc.line, f.loc.col, f.code, f.message))
+    return out

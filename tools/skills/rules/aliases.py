@@ -7,7 +7,7 @@ from typing import Iterator
 
 from model import Finding, Loc, Project
 
-from .common import finding
+from .common import finding, names_known
 from .registry import rule
 
 CLAUDE_TARGET = "../.agents/skills"
@@ -53,6 +53,8 @@ def alias_target(project: Project) -> Iterator[Finding]:
 @rule("DR403", "alias-stale")
 def alias_stale(project: Project) -> Iterator[Finding]:
     """Every entry in `.agents/skills/` is named after a skill's frontmatter `name`."""
+    if not names_known(project):
+        return
     names = {s.name for s in project.skills if s.name}
     for name, target in sorted(project.aliases.items()):
         if name not in names:

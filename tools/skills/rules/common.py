@@ -77,6 +77,12 @@ def skill_names(project: Project) -> set[str]:
     return {s.name for s in project.skills if s.name}
 
 
+def names_known(project: Project) -> bool:
+    """Whether every skill's frontmatter was read: otherwise a name check would call a real name unknown
+    (the unreadable frontmatter is reported once, by the core)."""
+    return all(s.skill_md.readable and not s.skill_md.frontmatter_error for s in project.skills)
+
+
 # --- paths -----------------------------------------------------------------------------------
 
 URL_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")

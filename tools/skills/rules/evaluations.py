@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 from model import Finding, Heading, Loc, MarkdownDoc, Project, Skill
 
-from .common import finding, resolve, skill_names
+from .common import finding, names_known, resolve, skill_names
 from .registry import rule
 
 MIN_SCENARIOS = 3
@@ -145,10 +145,7 @@ def _evals_entries(project: Project, skill: Skill) -> tuple[list[Any] | None, st
     """(entries, json text, how the list was found) for a skill's parsed evals.json."""
     data = skill.evals
     path = skill.evals_json or ""
-    try:
-        text = (project.root / path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        text = ""
+    text = skill.evals_text
     if isinstance(data, dict):
         for key in ("evals", "evaluations", "cases"):
             if isinstance(data.get(key), list):
@@ -202,6 +199,8 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
 @rule("SK311", "evals-expected-skill")
 def evals_expected_skill(project: Project) -> Iterator[Finding]:
     """An evals.json `expected_skill` names a skill in this repository (or is null), and a top-level `skill_name` is the skill's own."""
+    if not names_known(project):
+        return
     names = skill_names(project)
     for skill in project.skills:
         if skill.evals_json is None or skill.evals is None:

@@ -26,7 +26,7 @@ FIRST_PERSON_RE = re.compile(r"(?:^|[.!?]\s+)(I|I'm|I've|I'll|[Yy]ou|[Yy]our|[Yy
 def _skills_with_frontmatter(project: Project) -> Iterator[tuple[Skill, dict[str, Any]]]:
     for skill in project.skills:
         fm = skill.skill_md.frontmatter
-        if skill.skill_md.readable and isinstance(fm, dict):
+        if skill.skill_md.readable and isinstance(fm, dict) and not skill.skill_md.frontmatter_error:
             yield skill, fm
 
 
@@ -44,7 +44,7 @@ def frontmatter_missing(project: Project) -> Iterator[Finding]:
     """SKILL.md starts with a YAML frontmatter block (--- ... ---)."""
     for skill in project.skills:
         doc = skill.skill_md
-        if doc.readable and doc.frontmatter is None and not doc.problems:
+        if doc.readable and doc.frontmatter is None and not doc.frontmatter_error:
             yield finding("SK100", "SKILL.md has no YAML frontmatter block (--- lines at the top)", doc.path, 1)
 
 

@@ -11,7 +11,7 @@ from model import Finding, Loc, MarkdownDoc, Project, RstDoc, Skill
 
 from .common import (
     all_skill_docs, anchors_of, cached, code_items, docs_dir, exists, find_doc, finding, is_external,
-    is_file, negative_lines_of, resolve, rst_docs, skill_docs, skill_names,
+    is_file, names_known, negative_lines_of, resolve, rst_docs, skill_docs, skill_names,
 )
 from .registry import rule
 
@@ -283,6 +283,8 @@ def script_documented(project: Project) -> Iterator[Finding]:
 @rule("SK210", "skill-name-ref")
 def skill_name_ref(project: Project) -> Iterator[Finding]:
     """A backticked `isaaclab-*` name is the frontmatter name of a skill in this repository."""
+    if not names_known(project):
+        return
     names = skill_names(project)
     for doc, _, line, col, text in _repo_path_codes(project):
         if SKILL_NAME_RE.match(text) and text not in names:
