@@ -21,68 +21,14 @@ from typing import Callable
 import pytest
 
 from mgpu_testing import PYTHON, REPO, run
-
-TOOLS = REPO / "tools" / "skills"
-BASE = REPO / "tests" / "fixtures" / "checker" / "base"
+from mgpu_testing.checker import (
+    BASE, DEMO, EVALS_JSON, EVALS_MD, HELPER, LAUNCHER, MGPU, REF, SKILL, TOOLS, TROUBLE, assert_finding, body_start,
+    check, edit, line_of, make_tree,
+)
 
 import cli  # noqa: E402
 import rules  # noqa: E402
 from rules.shell import command_lines, words  # noqa: E402
-
-DEMO = "skills/user/demo"
-SKILL = f"{DEMO}/SKILL.md"
-REF = f"{DEMO}/reference.md"
-EVALS_MD = f"{DEMO}/evaluations.md"
-EVALS_JSON = f"{DEMO}/evals/evals.json"
-HELPER = "skills/developer/helper/SKILL.md"
-MGPU = "docs/source/features/multi_gpu.rst"
-TROUBLE = "docs/source/refs/troubleshooting.rst"
-LAUNCHER = "scripts/reinforcement_learning/train_multigpu.py"
-
-
-def make_tree(dest: Path) -> Path:
-    """A copy of the base fixture with its discovery links (symlinks are made here, not stored)."""
-    shutil.copytree(BASE, dest)
-    agents = dest / ".agents" / "skills"
-    agents.mkdir(parents=True)
-    os.symlink("../../skills/user/demo", agents / "isaaclab-demo")
-    os.symlink("../../skills/developer/helper", agents / "isaaclab-helper")
-    (dest / ".claude").mkdir()
-    os.symlink("../.agents/skills", dest / ".claude" / "skills")
-    return dest
-
-
-def check(root: Path, *extra: str) -> tuple[int, list[dict]]:
-    """Run the real CLI in-process; (exit status, findings)."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = cli.main(["check", "--root", str(root), "--format", "json", *extra])
-    return rc, json.loads(out.getvalue())["findings"]
-
-
-def edit(root: Path, rel: str, old: str, new: str, count: int = 1) -> None:
-    path = root / rel
-    text = path.read_text(encoding="utf-8")
-    assert old in text, f"fixture text not found in {rel}: {old!r}"
-    path.write_text(text.replace(old, new, count), encoding="utf-8")
-
-
-def line_of(root: Path, rel: str, needle: str, nth: int = 1) -> int:
-    lines = (root / rel).read_text(encoding="utf-8").split("\n")
-    hits = [i + 1 for i, line in enumerate(lines) if needle in line]
-    assert len(hits) >= nth, f"{needle!r} not in {rel}"
-    return hits[nth - 1]
-
-
-def body_start(root: Path, rel: str) -> int:
-    return line_of(root, rel, "---", 2) + 1
-
-
-def assert_finding(findings: list[dict], code: str, path: str, line: int | None = None) -> dict:
-    hits = [f for f in findings if f["code"] == code and f["path"] == path and (line is None or f["line"] == line)]
-    assert hits, f"no {code} at {path}:{line}; got " + "; ".join(
-        f"{f['path']}:{f['line']}:{f['col']} {f['code']} {f['message']}" for f in findings)
-    return hits[0]
 
 
 @pytest.fixture()
