@@ -98,8 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
     for key in ("skills", "docs", "launcher", "trainer"):
         check.add_argument(f"--{key}", default=None, help=f"path of the {key} (overrides [tool.skills-check])")
+    check.add_argument("--profile", default=None, metavar="NAMES",
+                       help="comma-separated rule profiles to run (spec, claude, links, isaaclab, drift; default: "
+                            "[tool.skills-check] profiles, else all)")
     explain = sub.add_parser("explain", help="print what a rule checks (all rules without CODE)")
     explain.add_argument("code", nargs="?")
+    rules_cmd = sub.add_parser("rules", help="print RULES.md as generated from the rule registry")
+    rules_cmd.add_argument("--write", action="store_true", help="rewrite tools/skills/RULES.md when it differs")
     return parser
 
 
@@ -125,10 +130,21 @@ def _explain(code: str | None) -> int:
     return 0
 
 
+def _rules_md(write: bool) -> int:
+    import rules_md
+
+    if write:
+        changed = rules_md.write()
+        print(f"{rules_md.RULES_MD}: {'rewritten' if changed else 'up to date'}")
+    else:
+        sys.stdout.write(rules_md.render())
+    return 0
+
+
 def _check(args: argparse.Namespace) -> int:
-    from loader import SetupError, load_project
+    from loader import SetupError, load_config, load_project
     from report import Summary, exit_code, render
-    from runner import load_rules, run_rules, unknown_patterns
+    from runner import in_profiles, load_rules, profile_names, run_rules, unknown_patterns
 
     rules = load_rules()
     select, ignore = _split(args.select), _split(args.ignore)
@@ -142,6 +158,20 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     root = Path(args.root)
     try:
+        chosen = _split(args.profile) if args.profile is not None else None
+        if chosen is None and root.is_dir():
+            configured = load_config(root.resolve(), overrides).get("profiles")
+            if configured is not None:
+                if not isinstance(configured, list) or not all(isinstance(x, str) for x in configured):
+                    raise SetupError("pyproject.toml: [tool.skills-check] profiles must be a list of names")
+                chosen = configured
+        if chosen is not None:
+            unknown = [p for p in chosen if p not in profile_names()]
+            if unknown or not chosen:
+                print(f"error: unknown profile(s) {', '.join(unknown) or '(none given)'}; known: "
+                      f"{', '.join(profile_names())}", file=sys.stderr)
+                return 2
+            rules = in_profiles(rules, chosen)
         project = load_project(root, overrides, use_cache=not args.no_cache)
         summary = Summary()
         if args.fix:
@@ -201,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     code = args.explain or getattr(args, "explain_check", None)
     if code or args.command == "explain":
         return _guarded(_explain, code or getattr(args, "code", None))
+    if args.command == "rules":
+        return _guarded(_rules_md, args.write)
     if args.command != "check":
         parser.print_usage(sys.stderr)
         print("error: give a command: check or explain", file=sys.stderr)

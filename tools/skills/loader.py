@@ -69,11 +69,14 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
                                  "string path")
             config[key] = value
             lines[key] = _key_line(text, key)
+    given = set(lines)
     for key, value in (overrides or {}).items():
         if value is not None:
             config[key] = value
             lines.pop(key, None)
+            given.add(key)
     config["_lines"] = lines
+    config["_given"] = given  # keys set in pyproject.toml or by a flag (the others are defaults)
     return config
 
 
@@ -369,13 +372,20 @@ def _load(root: Path, config: dict[str, Any]) -> Project:
             setattr(project, key, ArgSpec(path=str(config[key])))
             project.notes.append(f"the {key} is outside the checked root: flags written for it are not judged")
             continue
+        default_absent = key not in config.get("_given", ()) and not (
+            (root / config[key]).exists() or (root / config[key]).is_symlink())
+        if default_absent:  # a layout without this script (e.g. upstream Isaac Lab has no launcher)
+            setattr(project, key, ArgSpec(path=str(config[key])))
+            project.notes.append(f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
+                                 "written for it are not judged")
+            continue
         spec = load_argspec(root, config[key])
         for f in spec.problems:
             if f.code == "IN001":
                 f.message += f" (set by [tool.skills-check] {key} or --{key})"
-        if not spec.options:
-            project.notes.append(f"the {key}'s options cannot be read from {config[key]}: flags written for it are "
-                                 "not judged")
+        if spec.incomplete and not any(p.code == "IN030" for p in spec.problems):
+            project.notes.append(f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
+                                 "flags written for it are not judged")
         setattr(project, key, spec)
     run_py = find_installed(root, "torch", "distributed/run.py")
     if run_py is not None:

@@ -141,6 +141,9 @@ class ArgSpec:
     options: list[Option] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
     allow_abbrev: bool = True  # ArgumentParser(allow_abbrev=...) as written
+    # None: every option was read. Else why not: the parser is handed to other code that may add
+    # options (``add_app_launcher_args(parser)``), or an option's strings are not literals.
+    incomplete: str | None = None
 
     def by_flag(self) -> dict[str, Option]:
         return {flag: opt for opt in self.options for flag in opt.flags}

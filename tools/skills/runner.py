@@ -28,6 +28,7 @@ class RuleInfo:
     severity: str
     summary: str
     explanation: str
+    profile: str = "core"  # input problems belong to the core (always on)
 
 
 def load_rules() -> list[RuleInfo]:
@@ -52,7 +53,21 @@ def _info(r: Any) -> RuleInfo:
         return RuleInfo(code, getattr(func, "__name__", code), func, "error", doc.strip().split("\n")[0], doc)
     summary = getattr(r, "summary", "") or ""
     explanation = getattr(r, "explanation", "") or (r.func.__doc__ or "")
-    return RuleInfo(r.code, getattr(r, "name", r.code), r.func, getattr(r, "severity", "error"), summary, explanation)
+    return RuleInfo(r.code, getattr(r, "name", r.code), r.func, getattr(r, "severity", "error"), summary, explanation,
+                    getattr(r, "profile", "core"))
+
+
+def profile_names() -> list[str]:
+    from rules.registry import PROFILES
+
+    return list(PROFILES)
+
+
+def in_profiles(rules: list[RuleInfo], profiles: list[str] | None) -> list[RuleInfo]:
+    """The rules of the chosen profiles (all when None); input problems always."""
+    if profiles is None:
+        return rules
+    return [r for r in rules if r.profile == "core" or r.profile in profiles]
 
 
 def matches(code: str, patterns: list[str]) -> bool:

@@ -233,21 +233,37 @@ def _emit(project: Project, code: str) -> Iterator[Finding]:
             yield finding(code, p.message, w.doc.path, p.word.line, p.word.col, truth=p.truth)
 
 
-@rule("DR301", "unknown-flag")
+@rule("DR301", "unknown-flag", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples")
 def unknown_flag(project: Project) -> Iterator[Finding]:
-    """A flag in a command line of a known tool is one of that tool's options (launcher flags forward to the trainer)."""
+    """A flag in a command line of a known tool is one of that tool's options (launcher flags forward to the trainer).
+
+    In a command of a known tool, every flag is one of its options (argparse prefix matching honoured
+    where `allow_abbrev` is on). After `isaaclab train_multigpu`, flags the launcher lacks must be
+    trainer flags; after a lone `--`, trainer flags only.
+    """
     yield from _emit(project, "DR301")
 
 
-@rule("DR302", "flag-value")
+@rule("DR302", "flag-value", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples")
 def flag_value(project: Project) -> Iterator[Finding]:
-    """A flag that takes a value is given one, and a switch is given none."""
+    """A flag that takes a value is given one, and a switch is given none.
+
+    A flag that takes a value is given one (`--num_gpus` at the end of a line is a finding), and a
+    switch is not given `=value`.
+    """
     yield from _emit(project, "DR302")
 
 
-@rule("DR303", "flag-choice")
+@rule("DR303", "flag-choice", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples")
 def flag_choice(project: Project) -> Iterator[Finding]:
-    """A value given to a flag with choices (`--rl_library`, `--start_method` ...) is one of them."""
+    """A value given to a flag with choices (`--rl_library`, `--start_method` ...) is one of them.
+
+    A value given to a flag with `choices` is one of them (`--rl_library foo`); `{a,b}` stands for each
+    of a and b.
+    """
     yield from _emit(project, "DR303")
 
 
@@ -285,9 +301,17 @@ def _options_table_lines(project: Project) -> set[tuple[str, int]]:
     return {(doc.path, row[col].line) for row in table.rows if col < len(row)}
 
 
-@rule("DR304", "bare-flag")
+@rule("DR304", "bare-flag", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every --flag written in skills and docs")
 def bare_flag(project: Project) -> Iterator[Finding]:
-    """Inline code that is a bare `--flag` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs)."""
+    """Inline code that is a bare `--flag` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs).
+
+    An inline code span starting with `--` names options of the launcher, the trainer, torchrun or
+    skrl's JAX launcher, or of a tool that the same file runs in a command line (e.g. the probe's
+    `--bisect` next to a probe command; `--no-project` next to `uv run --no-project ...`). `--rdzv_*`
+    matches a family. Skipped when torch is not installed (torchrun's options unknown). Flags in the
+    options table's first column are DR2xx's.
+    """
     if project.torchrun is None:
         return  # without torch its options are unknown: judging bare flags would cry wolf
     if not usable(project.launcher) or not usable(project.trainer):
@@ -324,9 +348,13 @@ def bare_flag(project: Project) -> Iterator[Finding]:
                           truth=Loc(where, 1, 1) if project.launcher else None)
 
 
-@rule("DR305", "script-path")
+@rule("DR305", "script-path", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): paths: every script a command runs exists")
 def script_path(project: Project) -> Iterator[Finding]:
-    """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists."""
+    """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists.
+
+    A repository script a command runs (`python scripts/...py`, `torchrun skills/.../x.py`) exists.
+    """
     for w, inv in all_invocations(project):
         if inv.tool == "missing-script" and inv.program is not None:
             yield finding("DR305", f"{inv.program.text} does not exist (the command runs it)", w.doc.path,

@@ -133,9 +133,13 @@ def _compare(project: Project) -> list[Finding]:
     return cached(project, "nccl-compare", make)
 
 
-@rule("DR100", "nccl-list-present")
+@rule("DR100", "nccl-list-present", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): the NCCL workaround list-table in multi_gpu.rst")
 def nccl_list_present(project: Project) -> Iterator[Finding]:
-    """When a skill mirrors an NCCL workaround table, the multi-GPU page holds the list it mirrors."""
+    """When a skill mirrors an NCCL workaround table, the multi-GPU page holds the list it mirrors.
+
+    When a skill mirrors a workaround table, the multi-GPU page exists and holds the list it mirrors.
+    """
     doc = multi_gpu_doc(project)
     if doc is None:
         if project.rst:  # a docs tree without the page the mirror copies
@@ -150,27 +154,46 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
                       f"{mdoc.path}:{table.line} to mirror", doc.path, 1, 1, truth=Loc(mdoc.path, table.line, 1))
 
 
-@rule("DR101", "nccl-missing")
+@rule("DR101", "nccl-missing", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list")
 def nccl_missing(project: Project) -> Iterator[Finding]:
-    """Every setting of the RST NCCL list appears in a skill's mirrored workaround table."""
+    """Every setting of the RST NCCL list appears in a skill's mirrored workaround table.
+
+    Every setting of the RST list appears in the skill's mirrored table (reported at the mirrored
+    table).
+    """
     yield from (f for f in _compare(project) if f.code == "DR101")
 
 
-@rule("DR102", "nccl-value")
+@rule("DR102", "nccl-value", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): settings compared as exact VAR=value pairs")
 def nccl_value(project: Project) -> Iterator[Finding]:
-    """A mirrored setting has the value the RST NCCL list gives its variable."""
+    """A mirrored setting has the value the RST NCCL list gives its variable.
+
+    A mirrored setting whose variable is on the list with another value (e.g. `NCCL_P2P_LEVEL=PIX`
+    against `NCCL_P2P_LEVEL=LOC`).
+    """
     yield from (f for f in _compare(project) if f.code == "DR102")
 
 
-@rule("DR103", "nccl-extra")
+@rule("DR103", "nccl-extra", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list")
 def nccl_extra(project: Project) -> Iterator[Finding]:
-    """A mirrored workaround table holds no setting the RST NCCL list lacks."""
+    """A mirrored workaround table holds no setting the RST NCCL list lacks.
+
+    A mirrored table holds a setting the RST list lacks.
+    """
     yield from (f for f in _compare(project) if f.code == "DR103")
 
 
-@rule("DR104", "nccl-unlisted")
+@rule("DR104", "nccl-unlisted", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every NCCL_*/CUDA_* setting in skills and docs is on the list")
 def nccl_unlisted(project: Project) -> Iterator[Finding]:
-    """Any NCCL_*/CUDA_* setting written in a skill or doc page is on the RST list (diagnostics excepted)."""
+    """Any NCCL_*/CUDA_* setting written in a skill or doc page is on the RST list (diagnostics excepted).
+
+    Any `NCCL_*=`/`CUDA_*=` setting written anywhere in a skill's markdown or an RST page is on the
+    list.
+    """
     truth = truth_list(project)
     if truth is None:
         return
@@ -209,9 +232,15 @@ def _describe(row: list[Setting]) -> str:
     return ", ".join(sorted(_pairs(row))) if row else "no setting (its fix is not a VAR=value)"
 
 
-@rule("DR105", "nccl-rows")
+@rule("DR105", "nccl-rows", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list row by row")
 def nccl_rows(project: Project) -> Iterator[Finding]:
-    """A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting included."""
+    """A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting included.
+
+    A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting
+    (`docker run --shm-size=1g`, "disable ACS in the BIOS") included: row i holds exactly the settings
+    of the list's row i, or none where the list's row holds none.
+    """
     truth = truth_list(project)
     if truth is None:
         return

@@ -95,9 +95,13 @@ def _truth(project: Project, opt: Option | None) -> Loc:
     return Loc(project.launcher.path, opt.line, opt.col)
 
 
-@rule("DR200", "options-table-present")
+@rule("DR200", "options-table-present", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): the options table in multi_gpu.rst")
 def options_table_present(project: Project) -> Iterator[Finding]:
-    """The multi-GPU page has a table of the launcher's options (a column of --flags)."""
+    """The multi-GPU page has a table of the launcher's options (a column of --flags).
+
+    The multi-GPU page exists (when there is a docs tree) and has a launcher options table.
+    """
     doc = multi_gpu_doc(project)
     if not _options(project):
         return
@@ -113,9 +117,13 @@ def options_table_present(project: Project) -> Iterator[Finding]:
                       doc.path, 1, 1, truth=_truth(project, None))
 
 
-@rule("DR201", "option-undocumented")
+@rule("DR201", "option-undocumented", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_undocumented(project: Project) -> Iterator[Finding]:
-    """Every launcher option has a row in the options table."""
+    """Every launcher option has a row in the options table.
+
+    Every launcher option (except `-h/--help`) has a row.
+    """
     found = options_table(project)
     if found is None:
         return
@@ -127,9 +135,13 @@ def option_undocumented(project: Project) -> Iterator[Finding]:
                           "in the options table", doc.path, table.line, 1, truth=_truth(project, opt))
 
 
-@rule("DR202", "option-unknown")
+@rule("DR202", "option-unknown", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_unknown(project: Project) -> Iterator[Finding]:
-    """Every flag in the options table is an option of the launcher."""
+    """Every flag in the options table is an option of the launcher.
+
+    Every row's flag is a launcher option.
+    """
     known = {f for o in _options(project) for f in o.flags} | HELP_FLAGS
     for doc, _, row, flags in _rows(project):
         by_flag = {f: o for o in _options(project) for f in o.flags}
@@ -143,9 +155,14 @@ def option_unknown(project: Project) -> Iterator[Finding]:
                     break
 
 
-@rule("DR203", "option-alias")
+@rule("DR203", "option-alias", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_alias(project: Project) -> Iterator[Finding]:
-    """A row lists exactly the option strings (name and aliases) the launcher defines for that option."""
+    """A row lists exactly the option strings (name and aliases) the launcher defines for that option.
+
+    A row lists exactly the option strings argparse defines for that option (`--num_gpus` with alias
+    `--nproc_per_node`).
+    """
     by_flag = {f: o for o in _options(project) for f in o.flags}
     for doc, table, row, flags in _rows(project):
         opts = {id(by_flag[f]): by_flag[f] for f in flags if f in by_flag}
@@ -196,9 +213,14 @@ def _same_default(actual: Any, written: str | None, opt: Option) -> bool:
     return str(actual) == written
 
 
-@rule("DR204", "option-default")
+@rule("DR204", "option-default", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_default(project: Project) -> Iterator[Finding]:
-    """The Default column states the launcher's argparse default (None, or False for a switch, when unset)."""
+    """The Default column states the launcher's argparse default (None, or False for a switch, when unset).
+
+    The Default cell (its first code literal, else a single word) equals the argparse default compared
+    as text. `None`, `—` or an empty cell mean no default (None); `False` for a switch.
+    """
     found = options_table(project)
     if found is None:
         return
@@ -234,9 +256,14 @@ def _written_choices(row: list[Cell], skip: int) -> tuple[list[str] | None, Cell
     return None, None
 
 
-@rule("DR205", "option-choices")
+@rule("DR205", "option-choices", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_choices(project: Project) -> Iterator[Finding]:
-    """A row states the launcher option's choices: each choice is written, and a "one of ..." list adds none."""
+    """A row states the launcher option's choices: each choice is written, and a "one of ..." list adds none.
+
+    For an option with `choices`: every choice is written in the row, and a "one of a, b, c" list in the
+    row holds no other value.
+    """
     found = options_table(project)
     if found is None:
         return
