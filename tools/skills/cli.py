@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
     check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
     check.add_argument("--fix", action="store_true",
-                       help="rewrite reference.md's NCCL workaround table from the RST list, then check")
+                       help="apply the fixes the selected rules' findings carry (the NCCL mirror table from the RST "
+                            "list, the launcher options table from argparse), then check again")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
@@ -174,24 +175,27 @@ def _check(args: argparse.Namespace) -> int:
             rules = in_profiles(rules, chosen)
         project = load_project(root, overrides, use_cache=not args.no_cache)
         summary = Summary()
+        findings = run_rules(project, rules, select, ignore)
         if args.fix:
-            from fix import FixError, fix_project
+            from fix import FixError, apply_fixes
 
             try:
-                summary.fixes, notes = fix_project(project)
+                summary.fixes, notes = apply_fixes(project, findings)
             except FixError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
             summary.notes += notes
-            if summary.fixes:
+            if not summary.fixes and not notes:
+                summary.notes.append("--fix: nothing to fix")
+            if summary.fixes:  # check again: what is left after the fixes
                 project = load_project(root, overrides, use_cache=not args.no_cache)
+                findings = run_rules(project, rules, select, ignore)
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    findings = run_rules(project, rules, select, ignore)
     summary.skills, summary.rst = len(project.skills), len(project.rst)
     summary.notes = project.notes + summary.notes
     sys.stdout.write(render(args.format, findings, summary))

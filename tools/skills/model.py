@@ -22,6 +22,25 @@ class Loc:
         return f"{self.path}:{self.line}:{self.col}"
 
 
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace lines ``start``..``end`` (1-based, inclusive) of ``path`` with ``lines``; ``end = start - 1``
+    inserts before ``start``."""
+
+    path: str
+    start: int
+    end: int
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What applying a finding's edits does, and the edits (all in one file or several)."""
+
+    description: str
+    edits: tuple[TextEdit, ...]
+
+
 @dataclass
 class Finding:
     code: str  # stable rule code, e.g. "SK101"
@@ -29,6 +48,7 @@ class Finding:
     loc: Loc
     severity: str = "error"  # "error" | "warning"
     truth: Loc | None = None  # where the source of truth lives (drift rules)
+    fix: Fix | None = None  # text edits that resolve it (``check --fix`` applies them)
 
 
 @dataclass
@@ -127,6 +147,7 @@ class Option:
     action: str | None = None
     nargs: Any = None
     takes_value: bool = True  # False for store_true/store_false/count/help/version
+    help: str | None = None  # the literal help text, when it is one
 
     @property
     def canonical(self) -> str:

@@ -312,9 +312,13 @@ def _option(source: _Source, call: ast.Call, consts: _Consts, flag_actions: set[
         flags += [f"--no-{f[2:]}" for f in list(flags) if f.startswith("--")]
     if action in ("store_true", "store_false") and default is MISSING:
         default = action == "store_false"
+    help_text = None
+    if "help" in kw:
+        ok, v = consts.literal(kw["help"])
+        help_text = v if ok and isinstance(v, str) else None
     first = call.args[0]
     return Option(flags=tuple(flags), dest=dest, line=first.lineno, col=first.col_offset + 1, default=default,
-                  choices=choices, action=action, nargs=nargs, takes_value=takes_value)
+                  choices=choices, action=action, nargs=nargs, takes_value=takes_value, help=help_text)
 
 
 def site_packages(root: Path) -> list[Path]:

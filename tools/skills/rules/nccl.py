@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from model import Finding, Loc, MarkdownDoc, Project, RstDoc, Table
+from model import Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Table
 
 from .common import (
     DIAGNOSTIC_VARS, all_skill_docs, cached, finding, line_col_of, multi_gpu_doc, multi_gpu_path, negative_lines_of,
@@ -96,6 +96,18 @@ def mirror_tables(project: Project) -> list[tuple[MarkdownDoc, Table, list[Setti
     return cached(project, "nccl-mirrors", make)
 
 
+def mirror_fix(project: Project, doc: MarkdownDoc, mtable: Table) -> Fix | None:
+    """The edit that rewrites a mirrored table from the list (shared by DR101-DR103 and DR105)."""
+
+    def make() -> Fix | None:
+        from .nccl_fix import mirror_fix as plan
+
+        truth = truth_list(project)
+        return None if truth is None else plan(doc, mtable, truth[0], truth[1])
+
+    return cached(project, f"nccl-fix:{doc.path}:{mtable.line}", make)
+
+
 def _compare(project: Project) -> list[Finding]:
     def make() -> list[Finding]:
         truth = truth_list(project)
@@ -119,15 +131,18 @@ def _compare(project: Project) -> list[Finding]:
                     truths = [m for m in missing if m.var == s.var]
                     listed = " or ".join(m.pair for m in truths)
                     out.append(finding("DR102", f"{s.pair} differs from the NCCL list's {listed} "
-                                       f"({truths[0].loc})", doc.path, s.loc.line, s.loc.col, truth=truths[0].loc))
+                                       f"({truths[0].loc})", doc.path, s.loc.line, s.loc.col, truth=truths[0].loc,
+                                       fix=mirror_fix(project, doc, mtable)))
                 else:
                     out.append(finding("DR103", f"{s.pair} is not in the NCCL workaround list "
                                        f"({rst.path}:{table.line}); add it there first", doc.path, s.loc.line,
-                                       s.loc.col, truth=Loc(rst.path, table.line, 1)))
+                                       s.loc.col, truth=Loc(rst.path, table.line, 1),
+                                       fix=mirror_fix(project, doc, mtable)))
             for m in missing:
                 if m.var not in extra_vars:
                     out.append(finding("DR101", f"{m.pair} from the NCCL workaround list ({m.loc}) is missing "
-                                       "from this table", doc.path, mtable.line, 1, truth=m.loc))
+                                       "from this table", doc.path, mtable.line, 1, truth=m.loc,
+                                       fix=mirror_fix(project, doc, mtable)))
         return out
 
     return cached(project, "nccl-compare", make)
@@ -253,17 +268,20 @@ def nccl_rows(project: Project) -> Iterator[Finding]:
                 loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
                 yield finding("DR105", f"the NCCL workaround list's row {i + 1} ({loc}: "
                               f"\"{_row_label(rst, table, i)}\", {_describe(want[i])}) has no row here; "
-                              "mirror every row of the list, in its order", doc.path, mtable.line, 1, truth=loc)
+                              "mirror every row of the list, in its order", doc.path, mtable.line, 1, truth=loc,
+                              fix=mirror_fix(project, doc, mtable))
                 break
             line = mtable.rows[i][0].line if mtable.rows[i] else mtable.line
             if i >= len(want):
                 yield finding("DR105", f"row {i + 1} (\"{_row_label(doc, mtable, i)}\") is not in the NCCL "
                               f"workaround list ({rst.path}:{table.line}), which has {len(want)} row(s)",
-                              doc.path, line, 1, truth=Loc(rst.path, table.line, 1))
+                              doc.path, line, 1, truth=Loc(rst.path, table.line, 1),
+                              fix=mirror_fix(project, doc, mtable))
                 break
             if _pairs(have[i]) != _pairs(want[i]):
                 loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
                 yield finding("DR105", f"row {i + 1} holds {_describe(have[i])}, but the NCCL workaround list's "
                               f"row {i + 1} ({loc}: \"{_row_label(rst, table, i)}\") holds {_describe(want[i])}; "
-                              "mirror every row of the list, in its order", doc.path, line, 1, truth=loc)
+                              "mirror every row of the list, in its order", doc.path, line, 1, truth=loc,
+                              fix=mirror_fix(project, doc, mtable))
                 break
