@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
+import re
 import tomllib
+from urllib.parse import unquote
 from pathlib import Path
 from typing import Any
 
 from cache import ParseCache
-from inputs import inside, link_problem, problem, read_installed, read_text, rel
+from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_installed, read_text, rel
 from model import ArgSpec, MarkdownDoc, Project, RstDoc, Skill
 from parse_argparse import find_installed, parse_argparse
 
@@ -355,6 +358,7 @@ def load_project(root: Path, overrides: dict[str, str | None] | None = None, use
 
 def _load(root: Path, config: dict[str, Any]) -> Project:
     project = Project(root=root, config=config)
+    _index(root, project)
     if _config_path_ok(root, config, "skills", project):
         for skill_md in _skill_files(root, root / config["skills"], project):
             project.skills.append(_load_skill(root, skill_md, project))
@@ -414,7 +418,92 @@ def _load(root: Path, config: dict[str, Any]) -> Project:
     claude = root / ".claude" / "skills"
     if claude.exists() or claude.is_symlink():
         project.claude_skills = _link_target(claude)
+    for skill in project.skills:
+        _entry_scripts(root, skill, project)
+    _scripts_and_links(root, project)
     return project
+
+
+MAX_INDEX = 200_000  # paths indexed; a tree past this is reported once and indexed no further
+PY_TOKEN_RE = re.compile(r"(?<![\w./-])((?:\./)?[\w.-]+(?:/[\w.-]+)*\.py)\b")
+
+
+def _index(root: Path, project: Project) -> None:
+    """Every path of the tree, without following folder links or leaving the root; in-root folder links
+    are kept in ``project.dir_links`` (link path -> target path)."""
+    real_root = os.path.realpath(root)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=lambda e: None):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        base = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        for name in [*dirnames, *filenames]:
+            rel_path = name if base == "." else f"{base}/{name}"
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full):
+                real = os.path.realpath(full)
+                if real != real_root and not real.startswith(real_root + os.sep):
+                    continue  # a link leaving the root: not a path of this tree
+                if not os.path.exists(full):
+                    continue
+                if os.path.isdir(full):
+                    project.dir_links[rel_path] = os.path.relpath(real, real_root).replace(os.sep, "/")
+            project.paths.add(rel_path)
+            if os.path.isfile(full):
+                project.files.add(rel_path)
+        if len(project.paths) > MAX_INDEX:
+            project.problems.append(problem("IN004", ".", 1, 1, f"the tree has more than {MAX_INDEX} paths; the "
+                                            "rest are not indexed"))
+            return
+
+
+def _entry_scripts(root: Path, skill: Skill, project: Project) -> None:
+    """The skill's scripts/ files that are entry points (a shebang or a ``__main__`` guard)."""
+    prefix = f"{skill.dir}/scripts/"
+    for path in sorted(p for p in project.files if p.startswith(prefix) and "/" not in p[len(prefix):]):
+        name = path[len(prefix):]
+        if name.startswith((".", "_")):
+            continue
+        data = read_bytes_bounded(os.path.join(os.path.realpath(root), path), MAX_BYTES)
+        if isinstance(data, bytes) and (data.startswith(b"#!") or b"__main__" in data):
+            skill.entry_scripts.append(path)
+
+
+def _documents(project: Project) -> list:
+    docs = [d for s in project.skills for d in (s.skill_md, *s.files.values())]
+    return [d for d in [*docs, *project.rst.values()] if d.readable]
+
+
+def _scripts_and_links(root: Path, project: Project) -> None:
+    """Parse what the rules will ask about: every .py a skill or doc names in code (its argparse, read
+    statically) and every other .md/.rst file they link to. Nothing outside the root is read."""
+    docs = _documents(project)
+    skill_dirs = {d.path: s.dir for s in project.skills for d in (s.skill_md, *s.files.values())}
+    for doc in docs:
+        texts = [c.text for c in doc.code] + [c.text for t in doc.tables for r in [t.header, *t.rows]
+                                               for cell in r for c in cell.code]
+        bases = ("", skill_dirs[doc.path]) if doc.path in skill_dirs else ("",)
+        for text in texts:
+            for token in PY_TOKEN_RE.findall(text):
+                token = token.removeprefix("./")
+                for base in bases:
+                    path = posixpath.normpath(posixpath.join(base, token)) if base else posixpath.normpath(token)
+                    if path in project.files and path not in project.scripts and path not in (
+                            project.config.get("launcher"), project.config.get("trainer")):
+                        project.scripts[path] = load_argspec(root, path)
+        for link in doc.links:
+            target = link.target.split("#", 1)[0]
+            if not target or "://" in target or target.startswith(("mailto:", "//")):
+                continue
+            if link.kind == "doc":
+                continue
+            path = posixpath.normpath(target.lstrip("/") if target.startswith("/") else
+                                      posixpath.join(posixpath.dirname(doc.path), unquote(target)))
+            known = path in project.rst or any(path == d.path for d in docs)
+            if known or path in project.linked or path not in project.files:
+                continue
+            if path.endswith(".md"):
+                project.linked[path] = load_markdown(root, path)
+            elif path.endswith(".rst"):
+                project.linked[path] = load_rst(root, path)
 
 
 def _relocate(spec: ArgSpec) -> None:
@@ -432,7 +521,10 @@ def all_problems(project: Project) -> list:
             out += doc.problems
     for doc in project.rst.values():
         out += doc.problems
-    for spec in (project.launcher, project.trainer):
+    for spec in (project.launcher, project.trainer, *project.scripts.values()):
         if spec is not None:
-            out += spec.problems
+            out += [p for p in spec.problems if p.code != "IN031"] if spec in project.scripts.values() else \
+                spec.problems
+    for doc in project.linked.values():
+        out += [p for p in doc.problems if p.code not in ("IN020",)]
     return out
