@@ -693,8 +693,8 @@ class JobMonitor:
         self.joined = config.jax  # skrl's JAX launcher has no rendezvous of its own
         self.next_report = start + self._report_every()
         self.outcome: int | None = None  # EXIT_HANG or EXIT_RDZV once the monitor stopped the job
-        self.last_alive: dict[int, tuple[float, object]] = {}
-        self.vanished: dict[int, tuple[float, object]] = {}
+        self.last_alive: dict[int, float] = {}  # rank -> wall time its process was last seen alive
+        self.vanished: set[int] = set()  # ranks whose process disappeared while the job ran
         self.tail = bytearray()
 
     def _report_every(self) -> float:
@@ -735,15 +735,11 @@ class JobMonitor:
                       f"(--rdzv_timeout)", file=sys.stderr, flush=True)
         wall = time.time()
         for rank, beat in beats.items():
-            if rank in self.vanished:
-                if supervise.alive(beat.pid):  # a restarted worker took the rank over
-                    del self.vanished[rank]
-                else:
-                    continue
             if supervise.alive(beat.pid):
-                self.last_alive[rank] = (wall, beat)
+                self.last_alive[rank] = wall
+                self.vanished.discard(rank)  # a restarted worker took the rank over
             elif rank in self.last_alive:
-                self.vanished[rank] = self.last_alive[rank]
+                self.vanished.add(rank)
         if self.error_file is not None and os.path.exists(self.error_file):
             print("[ERROR] launcher: a JAX rank failed; stopping the other ranks", file=sys.stderr, flush=True)
             supervisor.stop(signal.SIGTERM)
@@ -835,10 +831,11 @@ class JobMonitor:
         from mgpu_lab import failures, heartbeat
 
         exits, root = failures.parse_torchrun_summary(self.tail.decode("utf-8", errors="replace"))
-        event = failures.first_failure(heartbeat.read_failures(self.dir), exits, self.vanished)  # type: ignore[arg-type]
+        beats = heartbeat.read_beats(self.dir)
+        event = failures.first_failure(heartbeat.read_failures(self.dir), exits, beats, self.last_alive,
+                                       self.vanished)
         if event is None:
             return []
-        beats = heartbeat.read_beats(self.dir)
         world = next((b.world_size for b in beats.values()), world_hint)
         return failures.report_lines(event, world, root)
 

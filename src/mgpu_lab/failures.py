@@ -7,7 +7,8 @@ torchrun often blames a rank that was a victim. Here:
 
 - a rank's exception counts at the time the rank recorded it (``failure.<rank>``);
 - a rank that died by a signal other than SIGTERM (torchrun stops the other workers with SIGTERM), or
-  exited without an exception record, counts at the last time the launcher saw it alive;
+  exited without an exception record, counts at the last time it was known alive (its last heartbeat,
+  or the launcher's last sighting of its process);
 - the earliest of these is the culprit.
 """
 
@@ -62,31 +63,35 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def first_failure(records: dict[int, heartbeat.Failure], exits: dict[int, Exit],
-                  last_alive: dict[int, tuple[float, heartbeat.Beat]]) -> Event | None:
-    """The earliest failure. ``last_alive``: rank -> (wall time it was last seen alive, its last beat), for
-    ranks whose process vanished while the job ran."""
+def first_failure(records: dict[int, heartbeat.Failure], exits: dict[int, Exit], beats: dict[int, heartbeat.Beat],
+                  last_alive: dict[int, float], vanished: set[int]) -> Event | None:
+    """The earliest failure.
+
+    ``beats``: every rank's last heartbeat; ``last_alive``: rank -> wall time the launcher last saw its process
+    alive; ``vanished``: ranks whose process the launcher saw disappear while the job ran. A rank without an
+    exception record that torchrun lists with a signal other than SIGTERM, or with an exit status (or, without
+    torchrun's summary, that vanished), died at some time after both its last beat and its last sighting: that
+    lower bound is its time, so a rank that died first is never outrun by the exceptions it caused in its peers.
+    """
     events: list[Event] = []
     for r, f in records.items():
-        events.append(Event(r, f.node, f.pid, f"{f.detail}", f.time))
-    for r, (seen, beat) in last_alive.items():
-        if r in records:
-            continue
-        code = exits[r].code if r in exits else None
-        if code == -signal.SIGTERM:
+        events.append(Event(r, f.node, f.pid, f.detail, f.time))
+    candidates = set(exits) | (vanished if not exits else set())
+    for r in sorted(candidates - set(records)):
+        exit_ = exits.get(r)
+        if exit_ is not None and exit_.code == -signal.SIGTERM:
             continue  # torchrun stopping the survivors
-        if code is not None and code < 0:
-            what = f"killed by {_signal_name(code)} (no Python exception)"
-        elif code is not None:
-            what = f"exited with status {code} without a Python exception"
-        else:
+        beat = beats.get(r)
+        if exit_ is None:
             what = "its process vanished (killed by a signal or exited) without a Python exception"
-        events.append(Event(r, beat.node, beat.pid, what, seen))
-    for r, e in exits.items():  # listed by torchrun but never seen to vanish (it died between two looks)
-        if r in records or r in last_alive or e.code == -signal.SIGTERM:
-            continue
-        what = f"killed by {_signal_name(e.code)}" if e.code < 0 else f"exited with status {e.code}"
-        events.append(Event(r, e.node, e.pid, what, float("inf")))
+        elif exit_.code < 0:
+            what = f"killed by {_signal_name(exit_.code)} (no Python exception)"
+        else:
+            what = f"exited with status {exit_.code} without a recorded Python exception"
+        seen = max(beat.time if beat else float("-inf"), last_alive.get(r, float("-inf")))
+        node = exit_.node if exit_ else (beat.node if beat else "?")
+        pid = exit_.pid if exit_ else (beat.pid if beat else -1)
+        events.append(Event(r, node, pid, what, seen if seen != float("-inf") else float("inf")))
     if not events:
         return None
     return min(events, key=lambda e: (e.time, e.rank))
