@@ -354,3 +354,50 @@ def test_the_module_keeps_no_mutable_state() -> None:
             assert not isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp)), \
                 ast.unparse(node)[:80]
     assert sys.modules["mgpu_lab.cluster"] is cluster
+
+
+# ------------------------------------------------------------------------------------------- doc examples
+
+
+def test_every_cluster_example_is_shown_in_the_docs_and_has_a_launcher_command() -> None:
+    from mgpu_testing.cluster import EXAMPLES, example_commands
+
+    rst = (REPO / "docs" / "source" / "features" / "multi_gpu.rst").read_text(encoding="utf-8")
+    examples = sorted(p.name for p in EXAMPLES.iterdir())
+    assert examples == ["pytorchjob.yaml", "slurm_jax.sbatch", "slurm_torchrun.sbatch"]
+    for name in examples:
+        assert f".. literalinclude:: examples/{name}" in rst, name
+        assert example_commands(EXAMPLES / name), f"no `isaaclab train_multigpu` command in {name}"
+
+
+@pytest.mark.parametrize("name", ["slurm_torchrun.sbatch", "slurm_jax.sbatch"])
+def test_sbatch_examples_run_one_launcher_per_node_on_two_nodes_of_four_gpus(name: str) -> None:
+    from mgpu_testing.cluster import EXAMPLES, example_commands, sbatch_options
+
+    options = sbatch_options(EXAMPLES / name)
+    assert options["--nodes"] == "2" and options["--ntasks-per-node"] == "1" and options["--gpus-per-node"] == "4"
+    text = (EXAMPLES / name).read_text(encoding="utf-8")
+    assert "srun --ntasks-per-node=1" in text
+    (args,) = example_commands(EXAMPLES / name)
+    assert args[args.index("--num_gpus") + 1] == options["--gpus-per-node"]
+    for node_flag in ("--nnodes", "--node_rank", "--rdzv_endpoint", "--master_addr", "--coordinator_address"):
+        assert node_flag not in args, f"{name}: {node_flag} is SLURM's to fill"
+
+
+def test_the_pytorchjob_mounts_a_memory_shm_and_matches_gpus_to_ranks() -> None:
+    import yaml
+
+    from mgpu_testing.cluster import EXAMPLES
+
+    job = yaml.safe_load((EXAMPLES / "pytorchjob.yaml").read_text(encoding="utf-8"))
+    assert job["kind"] == "PyTorchJob"
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    assert sum(spec["replicas"] for spec in specs.values()) == 2
+    for role, spec in specs.items():
+        pod = spec["template"]["spec"]
+        (container,) = pod["containers"]
+        assert str(container["resources"]["limits"]["nvidia.com/gpu"]) == job["spec"]["nprocPerNode"], role
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        (shm,) = [name for name, path in mounts.items() if path == "/dev/shm"]
+        assert volumes[shm]["emptyDir"]["medium"] == "Memory", role

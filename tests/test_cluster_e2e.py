@@ -24,7 +24,8 @@ import pytest
 
 from mgpu_lab.cluster import rendezvous_port
 from mgpu_testing import PYTHON, free_port, run
-from mgpu_testing.cluster import free_job_id, option, run_together, srun_env, without_cluster
+from mgpu_testing.cluster import (EXAMPLES, example_commands, free_job_id, option, run_together, sbatch_options,
+                                  srun_env, without_cluster)
 from mgpu_testing.probe import assert_nothing_left, tagged_env
 from mgpu_testing.training import LAUNCHER, SYNC_ANYWHERE, TASK, THROUGHPUT
 
@@ -115,7 +116,7 @@ def test_slurm_dry_run_shows_the_inferred_flags_and_their_variables() -> None:
     (["--rdzv_backend", "c10d"], {"--rdzv_backend": "c10d"}, {"--nnodes": "2"}),
     (["--master_port", "29777"], {"--master_port": "29777", "--master_addr": "127.0.0.1"},
      {"--node_rank": "1", "--rdzv_backend": None, "--rdzv_endpoint": None}),
-    (["--master_addr", "127.0.0.5"], {"--master_addr": "127.0.0.5"}, {"--rdzv_backend": None}),
+    (["--master_addr", "127.0.0.5"], {"--master_addr": "127.0.0.5"}, {"--nnodes": "2", "--rdzv_backend": None}),
 ])
 def test_slurm_explicit_flags_override_each_inferred_one(flags: list[str], expected: dict, inferred_also: dict) -> None:
     job_id = free_job_id()
@@ -246,3 +247,46 @@ def test_cpu_ranks_get_no_shm_warning(tmp_path: Path) -> None:
     assert "shm" not in proc.stderr.lower() and "NCCL_SHM_DISABLE" not in proc.stderr, proc.stderr
     assert re.search(r"train\.py", proc.stdout)
     assert shlex.split(proc.stdout)  # a well-formed command
+
+
+# ------------------------------------------------------------------------------------------- doc examples
+# The commands in docs/source/features/examples/ are shown through literalinclude, which the generic
+# command tests (tests/test_skill_commands.py) do not read; here each one is dry-run where it would run.
+
+
+@pytest.mark.parametrize("name", ["slurm_torchrun.sbatch", "slurm_jax.sbatch"])
+def test_sbatch_example_commands_dry_run_on_every_node(name: str) -> None:
+    options = sbatch_options(EXAMPLES / name)
+    nodes, gpus = int(options["--nodes"]), int(options["--gpus-per-node"])
+    job_id = free_job_id()
+    (args,) = example_commands(EXAMPLES / name)
+    for node in range(nodes):
+        env = node_env(tagged_env()[0], **srun_env(node, job_id=job_id, nodelist=f"gpu[01-{nodes:02d}]", nodes=nodes),
+                       CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(gpus)), SLURM_CPUS_PER_TASK="32")
+        proc = run([PYTHON, LAUNCHER, "--dry_run", *args], timeout=60, env=env)
+        assert proc.returncode == 0, f"{name}: {proc.stderr}"
+        command = proc.stdout.strip()
+        assert option(command, "--nnodes") == str(nodes) and option(command, "--node_rank") == str(node)
+        assert option(command, "--nproc_per_node") == str(gpus)
+        host = f"gpu01:{rendezvous_port(job_id)}"
+        flag = "--coordinator_address" if "jax" in name else "--rdzv_endpoint"
+        assert option(command, flag) == host, command
+
+
+def test_pytorchjob_example_command_dry_runs_in_each_pod() -> None:
+    import yaml
+
+    job = yaml.safe_load((EXAMPLES / "pytorchjob.yaml").read_text(encoding="utf-8"))
+    nprocs = job["spec"]["nprocPerNode"]
+    commands = example_commands(EXAMPLES / "pytorchjob.yaml")
+    assert len(commands) == len(job["spec"]["pytorchReplicaSpecs"])
+    for node_rank, args in enumerate(commands):
+        env = node_env(tagged_env()[0], PET_NNODES="2", PET_NODE_RANK=str(node_rank), PET_NPROC_PER_NODE=nprocs,
+                       PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT="23456",
+                       CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(int(nprocs))))
+        proc = run([PYTHON, LAUNCHER, "--dry_run", *args], timeout=60, env=env)
+        assert proc.returncode == 0, proc.stderr
+        command = proc.stdout.strip()
+        for flag in ("--nnodes", "--node_rank", "--master_addr", "--master_port", "--rdzv_endpoint"):
+            assert option(command, flag) is None, (flag, command)
+        assert option(command, "--nproc_per_node") in (None, nprocs), command

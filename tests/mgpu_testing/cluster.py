@@ -89,3 +89,41 @@ def option(command: str, flag: str) -> str | None:
                 return value
             return tokens[i + 1] if i + 1 < len(tokens) else None
     return None
+
+
+EXAMPLES = REPO / "docs" / "source" / "features" / "examples"
+
+
+def example_commands(path) -> list[list[str]]:
+    """The arguments after ``isaaclab train_multigpu`` on each command line of an example file (shell or
+    YAML), backslash continuations joined, comments dropped."""
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    logical, buf = [], []
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            buf.append(line[:-1])
+            continue
+        buf.append(line)
+        logical.append(" ".join(part.strip() for part in buf))
+        buf = []
+    out = []
+    for line in logical:
+        if line.lstrip().startswith("#") or not re.search(r"\bisaaclab\s+train_multigpu\b", line):
+            continue
+        tokens = shlex.split(line, comments=True)
+        at = next(i for i, tok in enumerate(tokens) if tok == "isaaclab" and tokens[i + 1:i + 2] == ["train_multigpu"])
+        out.append(tokens[at + 2:])
+    return out
+
+
+def sbatch_options(path) -> dict[str, str]:
+    """``#SBATCH --name=value`` directives of a batch script, by name."""
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#SBATCH "):
+            name, _, value = line[len("#SBATCH "):].strip().partition("=")
+            out[name] = value
+    return out
