@@ -26,8 +26,8 @@ FIXTURE = "beat_rank.py"
 
 def run_fault(tmp_path: Path, fault: str, *extra: str, timeout: float = 180) -> tuple[int, str, str, list[int]]:
     """Launch 2 ranks with one fault; return (exit status, stdout, stderr, every process the job had)."""
-    cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--log_all_ranks", "--fault", fault,
-                       "--iterations", "6", "--run_dir", str(tmp_path / "run"), "--go_file", str(tmp_path / "go"), *extra)
+    cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--log_all_ranks", "--fault", fault, "--iterations",
+                       "6", "--run_dir", str(tmp_path / "run"), "--go_file", str(tmp_path / "go"), *extra)
     proc = start(cmd, fixture_env(FIXTURE))
     try:
         folders: list[Path] = []

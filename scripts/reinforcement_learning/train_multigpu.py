@@ -385,7 +385,8 @@ def _given(args: argparse.Namespace, dest: str) -> bool:
 def _check_endpoint(flag: str, value: str) -> None:
     m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\s\[\]]+)(?::(\d{1,5}))?", value)
     if not m or (m.group(2) is not None and int(m.group(2)) > 65535):
-        raise UsageError(f"{flag} {value}: give HOST or HOST:PORT with a TCP port from 0 to 65535, such as 10.0.0.1:29400")
+        raise UsageError(
+            f"{flag} {value}: give HOST or HOST:PORT with a TCP port from 0 to 65535, such as 10.0.0.1:29400")
 
 
 def _check_seconds(flag: str, value: float | None, *, zero_ok: bool = False) -> None:
@@ -717,7 +718,7 @@ class JobMonitor:
 
         beats = heartbeat.read_beats(self.dir)
         if not self.joined:
-            if beats or (supervisor.pid is not None and supervise.descendants(supervisor.pid)):
+            if beats or self._workers_started(supervisor.pid):
                 self.joined = True
                 if now - self.start >= self._report_every():
                     print(f"[INFO] launcher: rendezvous complete after {now - self.start:.0f} s",
@@ -746,6 +747,22 @@ class JobMonitor:
             return
         if self.config.args.hang_timeout > 0 and self.watchdog.check(now):
             self._on_hang(supervisor, now)
+
+    def _workers_started(self, pid: int | None) -> bool:
+        """torchrun starts the workers (processes running the training script) only after its rendezvous."""
+        from mgpu_lab import supervise
+
+        if pid is None:
+            return False
+        needle = self.config.train_script.encode()
+        for child in supervise.descendants(pid):
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        return True
+            except OSError:
+                continue
+        return False
 
     def _on_hang(self, supervisor, now: float) -> None:  # noqa: ANN001
         import signal
@@ -816,11 +833,12 @@ class JobMonitor:
         endpoint = self._endpoint().split()[-1]
         host, _, port = endpoint.rpartition(":")
         answered = True
-        try:
-            with socket.create_connection((host.strip("[]"), int(port or 29400)), timeout=1.0):
-                pass
-        except (OSError, ValueError):
-            answered = False
+        if not _hosts_store(self.config.args):  # a node that only connects: did the endpoint answer at all?
+            try:
+                with socket.create_connection((host.strip("[]"), int(port or 29400)), timeout=1.0):
+                    pass
+            except (OSError, ValueError):
+                answered = False
         what = (f"the other node(s) of {self._nodes()} expected never joined at {endpoint}" if answered
                 else f"the rendezvous at {endpoint} never answered, so no other node could join "
                      f"({self._nodes()} node(s) expected)")

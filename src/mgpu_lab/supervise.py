@@ -158,9 +158,9 @@ def reap() -> None:
 # --------------------------------------------------------------------------------------------------
 
 def start_janitor(tag: str, grace_s: float) -> int | None:
-    """Fork a process (own session, ignores stop signals; call before the launcher becomes a subreaper) that waits for this launcher to go away and then
-    kills every process tagged ``tag``: SIGTERM, then SIGKILL after ``min(grace_s, 5)`` s. Returns the write end
-    of its pipe: write ``b"x"`` before a normal exit to dismiss it (the job is already gone then)."""
+    """Fork a janitor (own session, ignores stop signals) that waits for this launcher to go away and then kills
+    every process tagged ``tag``: SIGTERM, then SIGKILL after ``min(grace_s, 5)`` s. Call it before the launcher
+    becomes a subreaper. Returns the write end of its pipe: :func:`dismiss_janitor` before a normal exit."""
     if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
         return None
     read_fd, write_fd = os.pipe()
