@@ -66,6 +66,8 @@ def test_node_list_expansion_keeps_slurm_padding_and_ranges() -> None:
     assert cluster.expand_nodelist("gpu[07-08,11]") == ["gpu07", "gpu08", "gpu11"]
     assert cluster.expand_nodelist("node-a,node-b") == ["node-a", "node-b"]
     assert cluster.expand_nodelist("127.0.0.[1-2]") == ["127.0.0.1", "127.0.0.2"]
+    # SLURM's order between items is kept: the first node is the one SLURM lists first (node 0)
+    assert cluster.expand_nodelist("node-b[1-2],node-a7") == ["node-b1", "node-b2", "node-a7"]
 
 
 def test_jax_gets_a_coordinator_on_the_first_node_and_no_rendezvous() -> None:

@@ -164,9 +164,23 @@ def rendezvous_port(job_id: str) -> int:
     return PORT_BASE + number % PORT_SPAN
 
 
+def _top_level_items(nodelist: str) -> list[str]:
+    """The comma-separated items of a host list, commas inside brackets kept (``a[1,3],b`` -> 2 items)."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(nodelist):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(nodelist[start:i])
+            start = i + 1
+    items.append(nodelist[start:])
+    return items
+
+
 def expand_nodelist(nodelist: str) -> list[str]:
     """SLURM's compressed host list (``gpu[07-08,11]``) as host names, with ClusterShell's NodeSet.
 
+    Each top-level item is expanded on its own so that the hosts keep SLURM's order between items
+    (NodeSet sorts what it is given; within one bracket SLURM writes ranges in ascending order anyway).
     Group syntax (``@name``) is not resolved: group resolvers can run configured commands, and SLURM
     never writes groups into its node lists. Raises ClusterError when the list does not expand to host
     names."""
@@ -177,7 +191,7 @@ def expand_nodelist(nodelist: str) -> list[str]:
             f"cannot expand the SLURM node list {nodelist!r}: the ClusterShell package is missing (uv sync)"
         ) from None
     try:
-        hosts = list(NodeSet(nodelist, resolver=NOGROUP_RESOLVER))
+        hosts = [host for item in _top_level_items(nodelist) for host in NodeSet(item, resolver=NOGROUP_RESOLVER)]
     except (NodeSetException, ValueError, IndexError) as exc:
         raise ClusterError(f"node list {nodelist!r} does not expand ({exc})") from None
     bad = [h for h in hosts if not _HOST.fullmatch(h)]
