@@ -230,3 +230,70 @@ def stop_job(proc: subprocess.Popen, supervise_dir: Path) -> None:
         except ProcessLookupError:
             pass
     wait_for(lambda: not job_processes(supervise_dir), 30, "every process of the job gone")
+
+
+# --- plain torchrun jobs with supervision files (faults, restarts, per-rank lines) --------------------
+
+def torchrun_train(library: str, log_root: Path, nproc: int, *args: str, max_restarts: int = 0) -> list[str]:
+    """train.py on ``nproc`` CPU ranks under plain ``python -m torch.distributed.run`` (no launcher):
+    a c10d rendezvous on a free loopback port, so restarted worker groups can meet again."""
+    return [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--rdzv_backend", "c10d",
+            "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--max_restarts", str(max_restarts),
+            TRAIN, "--rl_library", library, "--device", "cpu", "--task", TASK, *args, "--log_root", str(log_root),
+            "--distributed"]
+
+
+def supervised_env(supervise_dir: Path, **extra: str) -> dict[str, str]:
+    """single_env plus the supervision folder (which also tags every process of the job, see job_processes)."""
+    supervise_dir.mkdir(parents=True, exist_ok=True)
+    return single_env(MGPU_LAB_SUPERVISE_DIR=str(supervise_dir), **extra)
+
+
+def job_processes(supervise_dir: Path) -> list[int]:
+    """Live processes whose environment names ``supervise_dir`` as their supervision folder."""
+    needle = f"\0MGPU_LAB_SUPERVISE_DIR={supervise_dir}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                environ = b"\0" + Path(f"/proc/{entry}/environ").read_bytes() + b"\0"
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if needle in environ and state != "Z":
+                found.append(int(entry))
+    return found
+
+
+def wait_for(condition: Callable[[], Any], deadline: float, what: str, proc: subprocess.Popen | None = None,
+             log: Path | None = None) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``deadline`` s or when
+    ``proc`` ended first."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    tail = log.read_text(errors="replace")[-4000:] if log is not None and log.exists() else ""
+    raise AssertionError(f"never happened: {what}\n{tail}")
+
+
+def stop_job(proc: subprocess.Popen, supervise_dir: Path) -> None:
+    """End a torchrun job started by a test: SIGTERM to torchrun (which stops its workers; they run in
+    sessions of their own, out of reach of a process-group kill), then SIGKILL whatever is left of it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+    kill_group(proc)
+    for pid in job_processes(supervise_dir):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_for(lambda: not job_processes(supervise_dir), 30, "every process of the job gone")
