@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from mgpu_lab.checkpoint import load_torch
 from mgpu_testing import run
 from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, run_two_ranks,
                                sigkill_while_saving, single_env, train_cmd)
@@ -18,7 +19,7 @@ def rl_games_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def assert_rl_games_checkpoint(path: Path) -> dict:
-    data = torch.load(path, map_location="cpu", weights_only=False)
+    data = load_torch(path, "rl_games")  # weights_only=True with the library's allow-list
     assert {"model", "epoch", "frame", "optimizer"} <= set(data), sorted(data)
     return data
 
@@ -38,7 +39,8 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert list(run_dirs[0].glob("summaries/events.out.tfevents.*")), "no TensorBoard log on rank 0"
     last = max(saved, key=lambda p: assert_rl_games_checkpoint(p)["epoch"])
 
-    proc = run([*common, "--max_iterations", "1", "--checkpoint", str(last), "--run_name", "again"],
+    # --max_iterations counts from 0 over the whole run: 3 from a checkpoint at 2 trains one more
+    proc = run([*common, "--max_iterations", "3", "--checkpoint", str(last), "--run_name", "again"],
                timeout=400, env=single_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"[INFO] resumed from {last} at iteration 2" in proc.stdout
@@ -62,4 +64,4 @@ def test_checkpoint_of_another_library_is_one_line(tmp_path):
 
 
 def test_sigkill_while_saving_every_iteration_leaves_loadable_checkpoints(tmp_path):
-    sigkill_while_saving("rl_games", tmp_path, "*.pth", assert_rl_games_checkpoint, settle=0.29)
+    sigkill_while_saving("rl_games", tmp_path, "*.pth", assert_rl_games_checkpoint, stop_at="last_*_ep_4_rew_*.pth")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from mgpu_lab.checkpoint import load_torch
 from mgpu_testing import PYTHON, run
 from mgpu_testing.training import (TASK, TRAIN, assert_one_line_error, assert_one_rank_output, run_two_ranks,
                                sigkill_while_saving, single_env, train_cmd)
@@ -20,7 +21,7 @@ def skrl_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def assert_skrl_checkpoint(path: Path) -> dict:
-    data = torch.load(path, map_location="cpu", weights_only=False)
+    data = load_torch(path, "skrl")  # weights_only=True with the library's allow-list
     assert {"policy", "value", "optimizer"} <= set(data), sorted(data)
     return data
 
@@ -39,12 +40,13 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert not list(run_dirs[0].rglob(".*.tmp")), "temp files left behind"
     assert list(run_dirs[0].glob("events.out.tfevents.*")), "no TensorBoard log on rank 0"
 
-    proc = run([*common, "--max_iterations", "1", "--checkpoint", str(saved[-1]), "--run_name", "again"],
+    # --max_iterations counts from 0 over the whole run: 3 from a checkpoint at 2 trains one more
+    proc = run([*common, "--max_iterations", "3", "--checkpoint", str(saved[-1]), "--run_name", "again"],
                timeout=400, env=single_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[INFO] resumed from {saved[-1]}" in proc.stdout
+    assert f"[INFO] resumed from {saved[-1]} at iteration 2" in proc.stdout
     resumed = next(d for d in (tmp_path / "skrl" / TASK).iterdir() if d.name.endswith("_again"))
-    assert [p.name for p in skrl_checkpoints(resumed)] == ["agent_16.pt"]
+    assert [p.name for p in skrl_checkpoints(resumed)] == ["agent_48.pt"]  # named by the whole run's timestep
     assert_skrl_checkpoint(skrl_checkpoints(resumed)[0])
 
 
@@ -79,7 +81,8 @@ def test_missing_library_names_the_extra(tmp_path, library, framework, blocked, 
 
 
 def test_sigkill_while_saving_every_iteration_leaves_loadable_checkpoints(tmp_path):
-    sigkill_while_saving("skrl", tmp_path, "agent_*.pt", assert_skrl_checkpoint, settle=0.31, final_pattern="*.pt")
+    sigkill_while_saving("skrl", tmp_path, "agent_*.pt", assert_skrl_checkpoint, stop_at="agent_64.pt",
+                         final_pattern="*.pt")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,8 +7,11 @@ backend (NCCL on ``cuda:LOCAL_RANK``, gloo on CPU), and offers small helpers eve
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import json
 import os
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -144,10 +147,36 @@ def param_digest(tensors: Iterable[Any]) -> str:
     return h.hexdigest()
 
 
+#: Testing aid, off unless set: a marker file path. The first atomic_write whose target's file name
+#: matches STOP_IN_SAVE_NAME_ENV (an fnmatch pattern, default ``*``) writes the marker (JSON: temp file,
+#: target, pid) after the temp file is complete and fsynced, then stops the process with SIGSTOP before
+#: ``os.replace``: a test can kill it there and know the kill landed mid-save.
+STOP_IN_SAVE_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE"
+STOP_IN_SAVE_NAME_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE_NAME"
+
+
+def _stop_in_save(tmp: str, target: Path) -> None:
+    """The STOP_IN_SAVE_ENV testing aid (a no-op unless set): marker file, then SIGSTOP, once per marker."""
+    marker = os.environ.get(STOP_IN_SAVE_ENV)
+    if not marker or not fnmatch.fnmatch(target.name, os.environ.get(STOP_IN_SAVE_NAME_ENV) or "*"):
+        return
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return  # already stopped once for this marker
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"tmp": tmp, "target": str(target), "pid": os.getpid()}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def atomic_write(path: str | os.PathLike, write: Any) -> Path:
     """Write through ``write(fileobj)`` to a temp file in the target folder, fsync, then os.replace.
 
-    A crash at any moment leaves either the old file or the new one, never a torn one.
+    A crash at any moment leaves either the old file or the new one, never a torn one. A failed
+    write (disk full, read-only file system) removes the temp file and raises OSError naming ``path``.
+    The temp file is ``.<name>.<random>.tmp``: hidden, so no checkpoint pattern matches it.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -157,12 +186,15 @@ def atomic_write(path: str | os.PathLike, write: Any) -> Path:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        _stop_in_save(tmp, target)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and exc.errno is not None and exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
         raise
     try:  # make the rename itself durable
         dfd = os.open(target.parent, os.O_RDONLY)
@@ -176,24 +208,50 @@ def atomic_write(path: str | os.PathLike, write: Any) -> Path:
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
-    """``torch.save`` made atomic (temp file in the same folder + fsync + os.replace)."""
+    """``torch.save`` made atomic (temp file in the same folder + fsync + os.replace).
+
+    The checkpoint is serialized in memory first and written with one plain file write, so a full
+    disk is an OSError (ENOSPC) naming the file, not an error from inside torch's zip writer.
+    """
+    import io
+
     import torch
 
-    return atomic_write(path, lambda f: torch.save(obj, f))
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return atomic_write(path, lambda f: f.write(buffer.getbuffer()))
 
 
-def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str) -> dict[str, Any]:
-    """Read a checkpoint dict on the CPU, or raise a one-line UsageError: unreadable, or without ``required`` keys."""
+def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str, library: str) -> dict[str, Any]:
+    """Read a checkpoint dict on the CPU without running code from it (``weights_only=True`` and the
+    library's allow-list, see :mod:`mgpu_lab.checkpoint`), or raise a one-line UsageError: refused,
+    unreadable, or without ``required`` keys."""
+    from mgpu_lab.checkpoint import load_torch_dict
+
+    return load_torch_dict(path, library, required, kind)
+
+
+def sum_over_ranks(value: int, ctx: DistContext) -> int:
+    """``value`` summed over every rank of the job (an all_reduce on the default process group)."""
+    if not ctx.distributed or ctx.world_size == 1:
+        return value
     import torch
+    import torch.distributed as tdist
 
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - whatever torch.load raises, the file is not a checkpoint
-        raise UsageError(f"--checkpoint {path}: not a readable checkpoint ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or any(key not in data for key in required):
-        wanted = " and ".join(repr(key) for key in required)
-        raise UsageError(f"--checkpoint {path}: not {kind} checkpoint (expected {wanted} entries)")
-    return data
+    if not tdist.is_initialized():
+        raise RuntimeError("no process group to sum over (the library tore it down early)")
+    total = torch.tensor([value], dtype=torch.int64, device=ctx.device)
+    tdist.all_reduce(total, op=tdist.ReduceOp.SUM)
+    return int(total.item())
+
+
+def device_warning(ctx: DistContext, current: int) -> str | None:
+    """The ``[WARN]`` line for a distributed CUDA rank whose current device is not ``cuda:LOCAL_RANK``."""
+    if not (ctx.distributed and ctx.is_cuda) or current == ctx.local_rank:
+        return None
+    return (f"[WARN] rank {ctx.rank}/{ctx.world_size}: running on cuda:{current}, not cuda:{ctx.local_rank} "
+            f"(LOCAL_RANK {ctx.local_rank}); two ranks on one GPU hang NCCL at parameter sync: "
+            "check CUDA_VISIBLE_DEVICES and how the ranks were launched")
 
 
 def destroy_process_group() -> None:
