@@ -120,7 +120,7 @@ def _explain(code: str | None) -> int:
     rules = load_rules()
     if not code:
         for r in rules:
-            print(f"{r.code}  {r.name}: {r.summary}")
+            print(f"{r.code}  [{r.profile}] {r.name}: {r.summary}")
         return 0
     hits = [r for r in rules if r.code.upper() == code.strip().upper()] or \
         [r for r in rules if matches(r.code, [code])]
