@@ -466,11 +466,11 @@ def check_host_memory(sizes: list[int], local_ranks: int) -> None:
 
 
 def _resolve_backend(requested: str, ranks_on_node: int) -> str:
-    """The backend to use, checked against this node's devices (imports torch)."""
-    import torch
-
+    """The backend to use, checked against this node's devices (imports torch unless gloo was asked for)."""
     if requested == "gloo":
         return "gloo"
+    import torch
+
     cuda = torch.cuda.is_available()
     if requested == "auto" and not cuda:
         return "gloo"
