@@ -846,8 +846,8 @@ class Probe:
         except Exception as exc:  # noqa: BLE001
             self.fail(EXIT_ERROR, f"the memory check (all_gather) raised {type(exc).__name__}: "
                                   f"{' '.join(str(exc).split())[:300]}")
+        frees = [int(t.item()) for t in found]  # on a GPU this waits for the all_gather: still under the deadline
         self.disarm()
-        frees = [int(t.item()) for t in found]
         short = [r for r, f in enumerate(frees) if 0 <= f < buffer_bytes(self.sizes[-1])]
         if short:
             one = len(short) == 1
