@@ -32,7 +32,8 @@ EXIT_FAILED = 1
 def describe(exc: BaseException, fallback_path: str) -> str:
     """``disk full: writing PATH failed (strerror)`` and the like, for an OSError."""
     code = getattr(exc, "errno", None)
-    path = getattr(exc, "filename", None) or fallback_path
+    filename = getattr(exc, "filename", None)
+    where = f"writing {filename}" if filename else f"writing under {fallback_path}"
     reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     if code in (errno.ENOSPC, errno.EDQUOT):
         what = "disk full"
@@ -42,7 +43,7 @@ def describe(exc: BaseException, fallback_path: str) -> str:
         what = "permission denied"
     else:
         what = "write failed"
-    return f"{what}: writing {path} failed ({reason}); the run stopped, checkpoints written before this are intact"
+    return f"{what}: {where} failed ({reason}); the run stopped, checkpoints written before this are intact"
 
 
 class WriteGuard:

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from mgpu_lab.checkpoint import load_torch
-from mgpu_testing import REPO, kill_group
-from mgpu_testing.training import single_env, train_cmd
+from mgpu_testing import PYTHON, REPO, kill_group
+from mgpu_testing.training import LAUNCHER, TASK, single_env, torchrun_rendezvous, train_cmd
 
 TIMEOUT = 300
 
@@ -68,9 +68,10 @@ def wait_for_glob(root: Path, pattern: str, proc: subprocess.Popen, log: Path) -
         time.sleep(0.1)
 
 
-def run_until_full(disk: Path, tmp_path: Path, library: str, wait_for: str, *args: str) -> subprocess.CompletedProcess:
+def run_until_full(disk: Path, tmp_path: Path, library: str, wait_for: str, *args: str,
+                   cmd: list[str] | None = None) -> subprocess.CompletedProcess:
     """Start a long run logging on ``disk``, fill the disk once ``wait_for`` exists, and wait for the run to end."""
-    cmd = train_cmd(library, disk / "logs", "--num_envs", "4", "--max_iterations", "100000", *args)
+    cmd = cmd or train_cmd(library, disk / "logs", "--num_envs", "4", "--max_iterations", "100000", *args)
     log = tmp_path / "stderr.log"
     with open(log, "w+") as err:
         proc = subprocess.Popen(cmd, cwd=REPO, env=single_env(), stdout=subprocess.DEVNULL, stderr=err,
@@ -110,3 +111,16 @@ def test_checkpoint_write_on_a_full_disk_keeps_earlier_checkpoints(small_disk, t
     for path in saved:
         assert {"actor_state_dict", "iter"} <= set(load_torch(path, "rsl_rl"))
     assert not list(small_disk.rglob(".model_*.tmp")), "a failed save must remove its temp file"
+
+
+def test_two_rl_games_ranks_end_instead_of_freezing(small_disk, tmp_path):
+    """The reported case: rl_games, 2 ranks, the disk fills; both ranks froze forever. Now: exit 1, one line per rank."""
+    cmd = [PYTHON, LAUNCHER, "--rl_library", "rl_games", "--num_gpus", "2", *torchrun_rendezvous(), "--task", TASK,
+           "--device", "cpu", "--num_envs", "4", "--max_iterations", "100000", "--save_interval", "100000",
+           "--log_root", str(small_disk / "logs")]
+    proc = run_until_full(small_disk, tmp_path, "rl_games", "events.out.tfevents.*", cmd=cmd)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "error: rank 0: disk full: writing under " in proc.stderr
+    # rank 1 either notices the lost peer first ("error: rank 1: another rank left the job (...)") or is
+    # stopped by torchrun before it does: both are fine, a traceback is not
+    assert "[rank0]: Traceback" not in proc.stderr and "[rank1]: Traceback" not in proc.stderr, proc.stderr[-3000:]
