@@ -423,8 +423,11 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
     claude = root / ".claude" / "skills"
     if claude.exists() or claude.is_symlink():
         project.claude_skills = _link_target(claude)
+    by_folder: dict[str, list[str]] = {}
+    for path in project.files:
+        by_folder.setdefault(posixpath.dirname(path), []).append(path)
     for skill in project.skills:
-        _entry_scripts(root, skill, project)
+        _entry_scripts(root, skill, project, by_folder)
     _scripts_and_links(root, project, cache)
     return project
 
@@ -460,10 +463,10 @@ def _index(root: Path, project: Project) -> None:
             return
 
 
-def _entry_scripts(root: Path, skill: Skill, project: Project) -> None:
+def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[str, list[str]]) -> None:
     """The skill's scripts/ files that are entry points (a shebang or a ``__main__`` guard)."""
     prefix = f"{skill.dir}/scripts/"
-    for path in sorted(p for p in project.files if p.startswith(prefix) and "/" not in p[len(prefix):]):
+    for path in sorted(by_folder.get(f"{skill.dir}/scripts", [])):
         name = path[len(prefix):]
         if name.startswith((".", "_")):
             continue
@@ -481,6 +484,7 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
     """Parse what the rules will ask about: every .py a skill or doc names in code (its argparse, read
     statically) and every other .md/.rst file they link to. Nothing outside the root is read."""
     docs = _documents(project)
+    doc_paths = {d.path for d in docs}
     skill_dirs = {d.path: s.dir for s in project.skills for d in (s.skill_md, *s.files.values())}
     for doc in docs:
         texts = [c.text for c in doc.code] + [c.text for t in doc.tables for r in [t.header, *t.rows]
@@ -502,7 +506,7 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
                 continue
             path = posixpath.normpath(target.lstrip("/") if target.startswith("/") else
                                       posixpath.join(posixpath.dirname(doc.path), unquote(target)))
-            known = path in project.rst or any(path == d.path for d in docs)
+            known = path in project.rst or path in doc_paths
             if known or path in project.linked or path not in project.files:
                 continue
             if path.endswith(".md"):
