@@ -375,6 +375,8 @@ def main() -> int:
         faults = parse_faults(os.environ.get(FAULT_ENV))
     except ValueError as exc:
         _fail(str(exc))
+    if args.ml_framework == "jax" and any(f.kind == "skip" for f in faults):
+        _fail(f"{FAULT_ENV}: skip acts on torch.distributed collectives, which skrl --ml_framework jax does not use")
     from torch.distributed.elastic.multiprocessing.errors import record
 
     return record(_supervised_train)(args, faults)

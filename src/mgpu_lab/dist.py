@@ -231,6 +231,39 @@ def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str, libra
     return load_torch_dict(path, library, required, kind)
 
 
+def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> bool:
+    """Give every process group this rank creates a store namespace of its torchrun attempt; True if installed.
+
+    torchrun keeps its store across restarts of the worker group, and a rank killed by a signal leaves
+    its gloo/NCCL address keys in it: a restarted group then reads the dead rank's address and never
+    connects ("Gloo connectFullMesh failed ... Connection refused"). The libraries call
+    ``torch.distributed.init_process_group(backend, ...)`` with the env:// default, so this wraps that one
+    function in this process: such a call gets the env:// store under the prefix
+    ``mgpu_lab/attempt_<TORCHELASTIC_RESTART_COUNT>/``. Calls with their own store or init_method pass through.
+    """
+    attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "").strip()
+    if not attempt:
+        return False
+    import torch.distributed as tdist
+
+    original = tdist.init_process_group
+    if getattr(original, "__mgpu_lab_attempt__", None) is not None:
+        return True
+
+    def init_process_group(backend: Any = None, init_method: str | None = None, timeout: Any = None,
+                           world_size: int = -1, rank: int = -1, store: Any = None, **kwargs: Any) -> Any:
+        if store is None and init_method in (None, "env://"):
+            extra = {"timeout": timeout} if timeout is not None else {}
+            store, rank, world_size = next(tdist.rendezvous("env://", rank=rank, world_size=world_size, **extra))
+            store = tdist.PrefixStore(f"mgpu_lab/attempt_{attempt}/", store)
+        return original(backend=backend, timeout=timeout, world_size=world_size, rank=rank, store=store, **kwargs)
+
+    init_process_group.__mgpu_lab_attempt__ = attempt  # type: ignore[attr-defined]
+    init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+    tdist.init_process_group = init_process_group
+    return True
+
+
 def sum_over_ranks(value: int, ctx: DistContext) -> int:
     """``value`` summed over every rank of the job (an all_reduce on the default process group)."""
     if not ctx.distributed or ctx.world_size == 1:
