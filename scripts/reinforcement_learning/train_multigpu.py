@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 #: Environment variable that replaces the trainer script (used by the tests to launch small fixtures).
 TRAIN_SCRIPT_ENV = "MGPU_LAB_TRAIN_SCRIPT"
-#: Environment variable naming the job across restarts and nodes (launcher -> ranks).
-JOB_KEY_ENV = "MGPU_LAB_JOB_KEY"
 
 TRAIN_SCRIPT = os.path.join(os.path.dirname(os.path.realpath(__file__)), "train.py")
 TORCHRUN_MODULE = "torch.distributed.run"
@@ -53,7 +51,7 @@ CPU_RANKS_PER_CORE = 4  # CPU ranks beyond this many per core are refused
 #: torchrun gets the rendezvous deadline plus this margin: the launcher's own clear report comes first.
 RDZV_BACKSTOP_S = 5
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HANG, EXIT_RDZV = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_USAGE = 0, 2  # the runner (mgpu_lab.job) owns the others: 1 failed, 3 hang, 4 rendezvous
 
 EPILOG = """\
 examples:
@@ -442,32 +440,42 @@ def _check_port_free(port: int) -> None:
                                  "(node 0 hosts the rendezvous there)") from None
 
 
+def _load_source(name: str, path: str):  # noqa: ANN202 - a module
+    """Execute one Python file as a module of its own (no package __init__, and no importlib.util, whose
+    contextlib import costs start-up time)."""
+    import types
+    from importlib.machinery import SourceFileLoader
+
+    module = types.ModuleType(name)
+    module.__file__ = path
+    SourceFileLoader(name, path).exec_module(module)
+    return module
+
+
 def _check_training_args(script: str, rl_library: str, forwarded: list[str]) -> None:
     """Parse the forwarded arguments with train.py's own parser and check the task against the catalog."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_mgpu_lab_train_entry", script)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # train.py imports no torch at module level
-    parser = module.build_parser()
+    if any(a in ("-h", "--help") for a in forwarded):
+        raise UsageError("--help after '--' goes to train.py: run isaaclab train --help for its options")
+    parser = _load_source("_mgpu_lab_train_entry", script).build_parser()  # train.py imports no torch up front
 
     def error(message: str) -> NoReturn:
         raise UsageError(f"train.py: {message} (train.py's options: isaaclab train --help)")
 
     parser.error = error  # type: ignore[method-assign]
-    if any(a in ("-h", "--help") for a in forwarded):
-        raise UsageError("--help after '--' goes to train.py: run isaaclab train --help for its options")
     try:
         targs = parser.parse_args(["--rl_library", rl_library, *forwarded])
     except SystemExit:  # an action of train.py's parser that exits (version, help): not a training run
         raise UsageError("train.py's arguments ask it to exit before training; run isaaclab train for that") from None
-    from mgpu_lab.tasks.catalog import TASKS, unknown_task_message
-
     task = getattr(targs, "task", None)
-    if task is not None and task not in TASKS:
-        raise UsageError(f"--task {task}: {unknown_task_message(task)}")
+    if task is None:
+        return
+    # mgpu_lab/tasks/catalog.py on its own: the package's __init__ imports gymnasium and numpy (about a second)
+    import mgpu_lab
+
+    catalog = _load_source("_mgpu_lab_task_catalog",
+                           os.path.join(os.path.dirname(mgpu_lab.__file__), "tasks", "catalog.py"))
+    if task not in catalog.TASKS:
+        raise UsageError(f"--task {task}: {catalog.unknown_task_message(task)}")
 
 
 def _resolve_ranks(value: str, device: str | None, *, jax: bool) -> str:
@@ -525,6 +533,8 @@ def apply_cluster(args: argparse.Namespace, jax: bool) -> list[str]:
     """Fill the node options the user did not give from the scheduler's environment (SLURM, via
     :func:`mgpu_lab.cluster.infer_nodes`; explicit flags always win, --no_slurm turns it off). Returns the
     lines that say what was inferred from which variables (printed on stderr, --dry_run included)."""
+    if not any(name.startswith(("SLURM_", "PET_")) for name in os.environ):
+        return []  # no scheduler around: nothing to infer (and no import to pay for in --dry_run)
     from mgpu_lab.cluster import ClusterError, infer_nodes
 
     given = {dest: getattr(args, dest) for dest in NODE_DESTS if _given(args, dest)}
@@ -698,272 +708,17 @@ def build_command(config: Config) -> Launch:
 # the runner
 # --------------------------------------------------------------------------------------------------
 
-def job_key(config: Config) -> str:
-    """A string naming the job across restarts and nodes: the given key, SLURM's job id, the rdzv id, or fresh."""
-    if os.environ.get(JOB_KEY_ENV):
-        return os.environ[JOB_KEY_ENV]
-    if os.environ.get("SLURM_JOB_ID"):
-        return f"slurm-{os.environ['SLURM_JOB_ID']}"
-    rdzv_id = config.args.rdzv_id or os.environ.get("PET_RDZV_ID")
-    if rdzv_id:
-        return f"rdzv-{rdzv_id}"
-    return f"job-{os.urandom(6).hex()}"
-
-
-class JobMonitor:
-    """Called on every supervision tick: rendezvous deadline, hang watchdog, rank liveness, JAX errors."""
-
-    def __init__(self, config: Config, supervise_dir: str, *, grace_s: float, start: float,
-                 error_file: str | None, trace_prefix: str | None) -> None:
-        from mgpu_lab.watchdog import Watchdog
-
-        self.config = config
-        self.dir = supervise_dir
-        self.grace_s = grace_s
-        self.start = start
-        self.error_file = error_file
-        self.trace_prefix = trace_prefix
-        self.watchdog = Watchdog(supervise_dir, config.args.hang_timeout)
-        self.joined = config.jax  # skrl's JAX launcher has no rendezvous of its own
-        self.next_report = start + self._report_every()
-        self.outcome: int | None = None  # EXIT_HANG or EXIT_RDZV once the monitor stopped the job
-        self.last_alive: dict[int, float] = {}  # rank -> wall time its process was last seen alive
-        self.vanished: set[int] = set()  # ranks whose process disappeared while the job ran
-        self.tail = bytearray()
-
-    def _report_every(self) -> float:
-        return min(30.0, max(1.0, self.config.rdzv_timeout / 10))
-
-    def stderr(self, chunk: bytes) -> None:
-        """Copy the job's stderr to ours, keeping a tail to read torchrun's failure summary from."""
-        if self.outcome is None:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
-            out = sys.stderr.buffer
-            out.write(chunk)
-            out.flush()
-        self.tail += chunk
-        del self.tail[:-262144]
-
-    def tick(self, supervisor, now: float) -> None:  # noqa: ANN001 - mgpu_lab.supervise.Supervisor
-        import signal
-        import time
-
-        from mgpu_lab import heartbeat, supervise
-
-        beats = heartbeat.read_beats(self.dir)
-        if not self.joined:
-            if beats or self._workers_started(supervisor.pid):
-                self.joined = True
-                if now - self.start >= self._report_every():
-                    print(f"[INFO] launcher: rendezvous complete after {now - self.start:.0f} s",
-                          file=sys.stderr, flush=True)
-            elif now - self.start >= self.config.rdzv_timeout:
-                print(f"isaaclab train_multigpu: error: {self._rdzv_missing()}", file=sys.stderr, flush=True)
-                self.outcome = EXIT_RDZV
-                supervisor.stop(signal.SIGTERM, grace_s=min(self.grace_s, 3.0))
-                return
-            elif now >= self.next_report:
-                self.next_report = now + self._report_every()
-                left = self.config.rdzv_timeout - (now - self.start)
-                print(f"[INFO] launcher: waiting for the rendezvous at {self._endpoint()}: this node "
-                      f"({self._node()}) is in; expecting {self._nodes()} node(s); {left:.0f} s left "
-                      f"(--rdzv_timeout)", file=sys.stderr, flush=True)
-        wall = time.time()
-        for rank, beat in beats.items():
-            if supervise.alive(beat.pid):
-                self.last_alive[rank] = wall
-                self.vanished.discard(rank)  # a restarted worker took the rank over
-            elif rank in self.last_alive:
-                self.vanished.add(rank)
-        if self.error_file is not None and os.path.exists(self.error_file):
-            print("[ERROR] launcher: a JAX rank failed; stopping the other ranks", file=sys.stderr, flush=True)
-            supervisor.stop(signal.SIGTERM)
-            return
-        if self.config.args.hang_timeout > 0 and self.watchdog.check(now):
-            self._on_hang(supervisor, now)
-
-    def _workers_started(self, pid: int | None) -> bool:
-        """torchrun starts the workers (processes running the training script) only after its rendezvous."""
-        from mgpu_lab import supervise
-
-        if pid is None:
-            return False
-        needle = self.config.train_script.encode()
-        for child in supervise.descendants(pid):
-            try:
-                with open(f"/proc/{child}/cmdline", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        return True
-            except OSError:
-                continue
-        return False
-
-    def _on_hang(self, supervisor, now: float) -> None:  # noqa: ANN001
-        import signal
-
-        from mgpu_lab import heartbeat
-        from mgpu_lab.watchdog import write_report
-
-        print(f"[ERROR] watchdog: no rank made progress for {self.config.args.hang_timeout:g} s "
-              "(--hang_timeout); asking every rank for its stack", file=sys.stderr, flush=True)
-        self._trigger_nccl_dumps()
-        report = self.watchdog.diagnose(now)
-        folder = write_report(report, heartbeat.read_run_dir(self.dir))
-        for line in report.summary_lines():
-            print(line, file=sys.stderr)
-        print(f"[ERROR] watchdog: stacks and summary in {folder}", file=sys.stderr)
-        if self.trace_prefix is not None:
-            print(f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace_prefix}<rank>",
-                  file=sys.stderr)
-        print("[ERROR] watchdog: stopping the job (exit 3)", file=sys.stderr, flush=True)
-        self.outcome = EXIT_HANG
-        supervisor.stop(signal.SIGTERM, grace_s=min(self.grace_s, 3.0))
-
-    def _trigger_nccl_dumps(self) -> None:
-        """Ask each CUDA rank's NCCL flight recorder to dump now, through its debug pipe (best effort)."""
-        if self.trace_prefix is None:
-            return
-        folder = os.path.dirname(self.trace_prefix)
-        try:
-            names = [n for n in os.listdir(folder) if n.endswith(".pipe")]
-        except OSError:
-            return
-        for name in names:
-            try:
-                fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                continue
-            try:
-                os.write(fd, b"1\n")
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-
-    # words for the rendezvous lines
-    def _endpoint(self) -> str:
-        a = self.config.args
-        if a.rdzv_endpoint:
-            return f"{a.rdzv_backend or 'static'} {a.rdzv_endpoint}"
-        if os.environ.get("PET_RDZV_ENDPOINT") and a.master_addr is None:
-            return f"{os.environ.get('PET_RDZV_BACKEND', 'static')} {os.environ['PET_RDZV_ENDPOINT']}"
-        host = a.master_addr or os.environ.get("PET_MASTER_ADDR", "127.0.0.1")
-        port = a.master_port or os.environ.get("PET_MASTER_PORT", "29500")
-        return f"static {host}:{port}"
-
-    def _nodes(self) -> str:
-        return self.config.args.nnodes or os.environ.get("PET_NNODES", "1")
-
-    def _node(self) -> str:
-        import socket
-
-        rank = self.config.args.node_rank
-        rank_text = f"node_rank {rank}" if rank is not None else "node_rank assigned at the rendezvous"
-        return f"{socket.gethostname()}, {rank_text}"
-
-    def _rdzv_missing(self) -> str:
-        import socket
-
-        endpoint = self._endpoint().split()[-1]
-        host, _, port = endpoint.rpartition(":")
-        answered = True
-        if not _hosts_store(self.config.args):  # a node that only connects: did the endpoint answer at all?
-            try:
-                with socket.create_connection((host.strip("[]"), int(port or 29400)), timeout=1.0):
-                    pass
-            except (OSError, ValueError):
-                answered = False
-        what = (f"the other node(s) of {self._nodes()} expected never joined at {endpoint}" if answered
-                else f"the rendezvous at {endpoint} never answered, so no other node could join "
-                     f"({self._nodes()} node(s) expected)")
-        return (f"rendezvous deadline passed after {self.config.rdzv_timeout:g} s (--rdzv_timeout): "
-                f"never arrived: {what}; this node ({self._node()}) was ready")
-
-    def failure_lines(self, world_hint: int | None = None) -> list[str]:
-        from mgpu_lab import failures, heartbeat
-
-        exits, root = failures.parse_torchrun_summary(self.tail.decode("utf-8", errors="replace"))
-        beats = heartbeat.read_beats(self.dir)
-        event = failures.first_failure(heartbeat.read_failures(self.dir), exits, beats, self.last_alive,
-                                       self.vanished)
-        if event is None:
-            return []
-        world = next((b.world_size for b in beats.values()), world_hint)
-        return failures.report_lines(event, world, root)
-
-
 def run_job(config: Config, launch: Launch) -> int:
-    """Run the job under supervision and a watchdog; return the launcher's exit status."""
-    import shutil
-    import tempfile
-    import time
+    """Hand the validated job to the runner (:mod:`mgpu_lab.job`; imported only now, --dry_run never pays)."""
+    from mgpu_lab.job import JobSpec, run_job as run
 
-    from mgpu_lab import heartbeat, supervise
-
-    grace = supervise.grace_from_env(os.environ)
-    env = dict(os.environ)
-    supervise_dir = tempfile.mkdtemp(prefix="mgpu_lab_supervise_")
-    env[heartbeat.SUPERVISE_DIR_ENV] = supervise_dir
-    env[JOB_KEY_ENV] = job_key(config)
-    tag = os.path.basename(supervise_dir)
-    env[supervise.JOB_TAG_ENV] = tag
-
-    trace_prefix = None
-    if not config.on_cpu and not config.jax:  # CUDA ranks: PyTorch's NCCL flight recorder for this run
-        trace_dir = os.path.join(config.args.log_dir or tempfile.gettempdir(), f"nccl_trace_{env[JOB_KEY_ENV]}")
-        trace_prefix = os.path.join(trace_dir, "nccl_trace_rank_")
-        env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
-        env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
-        env.setdefault("TORCH_FR_DUMP_TEMP_FILE", trace_prefix)
-        env.setdefault("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", os.path.join(trace_dir, "nccl_trace_rank_"))
-        trace_prefix = env["TORCH_FR_DUMP_TEMP_FILE"]
-        os.makedirs(os.path.dirname(trace_prefix) or ".", exist_ok=True)
-        print(f"[INFO] launcher: NCCL flight recorder on; dumps go to {trace_prefix}<rank>", file=sys.stderr)
-
-    error_file = None
-    if launch.jax and "TORCHELASTIC_ERROR_FILE" not in env:
-        error_file = os.path.join(supervise_dir, "jax_error.json")
-        env["TORCHELASTIC_ERROR_FILE"] = error_file
-
-    print(f"[INFO] launcher: {shlex.join(launch.cmd)}", file=sys.stderr, flush=True)
-    janitor = supervise.start_janitor(tag, grace)
-    monitor = JobMonitor(config, supervise_dir, grace_s=grace, start=time.monotonic(), error_file=error_file,
-                         trace_prefix=trace_prefix)
-    try:
-        rc, supervisor = supervise.run_supervised(launch.cmd, env, grace_s=grace, tick=monitor.tick,
-                                                  stderr_sink=monitor.stderr, tick_s=0.2)
-        if monitor.outcome is not None and supervisor.interrupted is None:
-            return monitor.outcome
-        if supervisor.interrupted is not None or rc == 0:
-            return rc
-        lines = monitor.failure_lines()
-        if error_file is not None:
-            failure = _jax_failure(error_file)
-            if failure is not None:
-                lines.insert(0, f"[ERROR] launcher: a JAX rank failed:\n{failure}")
-        for line in lines:
-            print(line, file=sys.stderr, flush=True)
-        return EXIT_FAILED if rc != EXIT_USAGE else rc
-    finally:
-        supervise.dismiss_janitor(janitor)
-        shutil.rmtree(supervise_dir, ignore_errors=True)
-
-
-def _jax_failure(error_file: str) -> str | None:
-    """The message a failed JAX rank left in its elastic error file, if any."""
-    try:
-        with open(error_file, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    import json
-
-    try:
-        message = json.loads(text)["message"]
-        if isinstance(message, dict):
-            return f"{message.get('message')}\n{message.get('extraInfo', {}).get('py_callstack', '')}".rstrip()
-        return str(message)
-    except (ValueError, KeyError, TypeError):
-        return text.strip() or "a rank failed"
+    a = config.args
+    return run(JobSpec(
+        launch.cmd, jax=launch.jax, on_cpu=config.on_cpu, train_script=config.train_script,
+        hang_timeout=a.hang_timeout, rdzv_timeout=config.rdzv_timeout, log_dir=a.log_dir, rdzv_id=a.rdzv_id,
+        nnodes=a.nnodes, node_rank=a.node_rank, master_addr=a.master_addr, master_port=a.master_port,
+        rdzv_backend=a.rdzv_backend, rdzv_endpoint=a.rdzv_endpoint, hosts_store=_hosts_store(a),
+    ))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -159,7 +159,9 @@ class Watchdog:
             return False
         if not beats or self.last_progress is None or self.timeout_s <= 0:
             return False
-        if not any(_alive(b.pid) for b in beats.values()):  # a restart (or the end) is under way: not a hang
+        if not all(_alive(b.pid) for b in beats.values()):
+            # a rank's process is gone: torchrun stops or restarts the group (a new attempt's ranks beat
+            # afresh), so this is no hang; the clock starts again once every rank beats from a live process
             self.last_progress = now
             return False
         if all(b.phase == "done" for b in beats.values()):

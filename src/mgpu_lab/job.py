@@ -1,0 +1,310 @@
+"""Run one launched job: supervision (:mod:`mgpu_lab.supervise`), the rendezvous deadline, the hang watchdog
+(:mod:`mgpu_lab.watchdog`) and the first-failure report (:mod:`mgpu_lab.failures`). Stdlib only.
+
+The launcher (``scripts/reinforcement_learning/train_multigpu.py``) parses and validates its input, builds the
+command and hands a :class:`JobSpec` to :func:`run_job`, which returns the launcher's exit status:
+0 success, 1 the job failed, 3 hang, 4 rendezvous deadline, 128+N after the launcher got signal N.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+#: Environment variable naming the job across restarts and nodes (launcher -> ranks).
+JOB_KEY_ENV = "MGPU_LAB_JOB_KEY"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HANG, EXIT_RDZV = 0, 1, 2, 3, 4
+
+
+class JobSpec:
+    """What the runner needs to know about the job (all validated by the launcher)."""
+
+    def __init__(self, cmd: list[str], *, jax: bool, on_cpu: bool, train_script: str, hang_timeout: float,
+                 rdzv_timeout: float, log_dir: str | None = None, rdzv_id: str | None = None,
+                 nnodes: str | None = None, node_rank: int | None = None, master_addr: str | None = None,
+                 master_port: int | None = None, rdzv_backend: str | None = None, rdzv_endpoint: str | None = None,
+                 hosts_store: bool = False) -> None:
+        self.cmd = cmd
+        self.jax = jax
+        self.on_cpu = on_cpu
+        self.train_script = train_script
+        self.hang_timeout = hang_timeout
+        self.rdzv_timeout = rdzv_timeout
+        self.log_dir = log_dir
+        self.rdzv_id = rdzv_id
+        self.nnodes = nnodes
+        self.node_rank = node_rank
+        self.master_addr = master_addr
+        self.master_port = master_port
+        self.rdzv_backend = rdzv_backend
+        self.rdzv_endpoint = rdzv_endpoint
+        self.hosts_store = hosts_store  # this node hosts the static rendezvous store
+
+
+def job_key(spec: JobSpec) -> str:
+    """A string naming the job across restarts and nodes: the given key, SLURM's job id, the rdzv id, or fresh."""
+    if os.environ.get(JOB_KEY_ENV):
+        return os.environ[JOB_KEY_ENV]
+    if os.environ.get("SLURM_JOB_ID"):
+        return f"slurm-{os.environ['SLURM_JOB_ID']}"
+    rdzv_id = spec.rdzv_id or os.environ.get("PET_RDZV_ID")
+    if rdzv_id:
+        return f"rdzv-{rdzv_id}"
+    return f"job-{os.urandom(6).hex()}"
+
+
+class JobMonitor:
+    """Called on every supervision tick: rendezvous deadline, hang watchdog, rank liveness, JAX errors."""
+
+    def __init__(self, spec: JobSpec, supervise_dir: str, *, grace_s: float, start: float,
+                 error_file: str | None, trace_prefix: str | None) -> None:
+        from mgpu_lab.watchdog import Watchdog
+
+        self.spec = spec
+        self.dir = supervise_dir
+        self.grace_s = grace_s
+        self.start = start
+        self.error_file = error_file
+        self.trace_prefix = trace_prefix
+        self.watchdog = Watchdog(supervise_dir, spec.hang_timeout)
+        self.joined = spec.jax  # skrl's JAX launcher has no rendezvous of its own
+        self.next_report = start + self._report_every()
+        self.outcome: int | None = None  # EXIT_HANG or EXIT_RDZV once the monitor stopped the job
+        self.last_alive: dict[int, float] = {}  # rank -> wall time its process was last seen alive
+        self.vanished: set[int] = set()  # ranks whose process disappeared while the job ran
+        self.tail = bytearray()
+
+    def _report_every(self) -> float:
+        return min(30.0, max(1.0, self.spec.rdzv_timeout / 10))
+
+    def stderr(self, chunk: bytes) -> None:
+        """Copy the job's stderr to ours, keeping a tail to read torchrun's failure summary from."""
+        if self.outcome is None:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
+            out = sys.stderr.buffer
+            out.write(chunk)
+            out.flush()
+        self.tail += chunk
+        del self.tail[:-262144]
+
+    def tick(self, supervisor, now: float) -> None:  # noqa: ANN001 - mgpu_lab.supervise.Supervisor
+        import signal
+        import time
+
+        from mgpu_lab import heartbeat, supervise
+
+        beats = heartbeat.read_beats(self.dir)
+        if not self.joined:
+            if beats or self._workers_started(supervisor.pid):
+                self.joined = True
+                if now - self.start >= self._report_every():
+                    print(f"[INFO] launcher: rendezvous complete after {now - self.start:.0f} s",
+                          file=sys.stderr, flush=True)
+            elif now - self.start >= self.spec.rdzv_timeout:
+                print(f"isaaclab train_multigpu: error: {self._rdzv_missing()}", file=sys.stderr, flush=True)
+                self.outcome = EXIT_RDZV
+                supervisor.stop(signal.SIGTERM, grace_s=min(self.grace_s, 3.0))
+                return
+            elif now >= self.next_report:
+                self.next_report = now + self._report_every()
+                left = self.spec.rdzv_timeout - (now - self.start)
+                print(f"[INFO] launcher: waiting for the rendezvous at {self._endpoint()}: this node "
+                      f"({self._node()}) is in; expecting {self._nodes()} node(s); {left:.0f} s left "
+                      f"(--rdzv_timeout)", file=sys.stderr, flush=True)
+        wall = time.time()
+        for rank, beat in beats.items():
+            if supervise.alive(beat.pid):
+                self.last_alive[rank] = wall
+                self.vanished.discard(rank)  # a restarted worker took the rank over
+            elif rank in self.last_alive:
+                self.vanished.add(rank)
+        if self.error_file is not None and os.path.exists(self.error_file):
+            print("[ERROR] launcher: a JAX rank failed; stopping the other ranks", file=sys.stderr, flush=True)
+            supervisor.stop(signal.SIGTERM)
+            return
+        if self.spec.hang_timeout > 0 and self.watchdog.check(now):
+            self._on_hang(supervisor, now)
+
+    def _workers_started(self, pid: int | None) -> bool:
+        """torchrun starts the workers (processes running the training script) only after its rendezvous."""
+        from mgpu_lab import supervise
+
+        if pid is None:
+            return False
+        needle = self.spec.train_script.encode()
+        for child in supervise.descendants(pid):
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        return True
+            except OSError:
+                continue
+        return False
+
+    def _on_hang(self, supervisor, now: float) -> None:  # noqa: ANN001
+        import signal
+
+        from mgpu_lab import heartbeat
+        from mgpu_lab.watchdog import write_report
+
+        print(f"[ERROR] watchdog: no rank made progress for {self.spec.hang_timeout:g} s "
+              "(--hang_timeout); asking every rank for its stack", file=sys.stderr, flush=True)
+        self._trigger_nccl_dumps()
+        report = self.watchdog.diagnose(now)
+        folder = write_report(report, heartbeat.read_run_dir(self.dir))
+        for line in report.summary_lines():
+            print(line, file=sys.stderr)
+        print(f"[ERROR] watchdog: stacks and summary in {folder}", file=sys.stderr)
+        if self.trace_prefix is not None:
+            print(f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace_prefix}<rank>",
+                  file=sys.stderr)
+        print("[ERROR] watchdog: stopping the job (exit 3)", file=sys.stderr, flush=True)
+        self.outcome = EXIT_HANG
+        supervisor.stop(signal.SIGTERM, grace_s=min(self.grace_s, 3.0))
+
+    def _trigger_nccl_dumps(self) -> None:
+        """Ask each CUDA rank's NCCL flight recorder to dump now, through its debug pipe (best effort)."""
+        if self.trace_prefix is None:
+            return
+        folder = os.path.dirname(self.trace_prefix)
+        try:
+            names = [n for n in os.listdir(folder) if n.endswith(".pipe")]
+        except OSError:
+            return
+        for name in names:
+            try:
+                fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                os.write(fd, b"1\n")
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+    # words for the rendezvous lines
+    def _endpoint(self) -> str:
+        a = self.spec
+        if a.rdzv_endpoint:
+            return f"{a.rdzv_backend or 'static'} {a.rdzv_endpoint}"
+        if os.environ.get("PET_RDZV_ENDPOINT") and a.master_addr is None:
+            return f"{os.environ.get('PET_RDZV_BACKEND', 'static')} {os.environ['PET_RDZV_ENDPOINT']}"
+        host = a.master_addr or os.environ.get("PET_MASTER_ADDR", "127.0.0.1")
+        port = a.master_port or os.environ.get("PET_MASTER_PORT", "29500")
+        return f"static {host}:{port}"
+
+    def _nodes(self) -> str:
+        return self.spec.nnodes or os.environ.get("PET_NNODES", "1")
+
+    def _node(self) -> str:
+        import socket
+
+        rank = self.spec.node_rank
+        rank_text = f"node_rank {rank}" if rank is not None else "node_rank assigned at the rendezvous"
+        return f"{socket.gethostname()}, {rank_text}"
+
+    def _rdzv_missing(self) -> str:
+        import socket
+
+        endpoint = self._endpoint().split()[-1]
+        host, _, port = endpoint.rpartition(":")
+        answered = True
+        if not self.spec.hosts_store:  # a node that only connects: did the endpoint answer at all?
+            try:
+                with socket.create_connection((host.strip("[]"), int(port or 29400)), timeout=1.0):
+                    pass
+            except (OSError, ValueError):
+                answered = False
+        what = (f"the other node(s) of {self._nodes()} expected never joined at {endpoint}" if answered
+                else f"the rendezvous at {endpoint} never answered, so no other node could join "
+                     f"({self._nodes()} node(s) expected)")
+        return (f"rendezvous deadline passed after {self.spec.rdzv_timeout:g} s (--rdzv_timeout): "
+                f"never arrived: {what}; this node ({self._node()}) was ready")
+
+    def failure_lines(self, world_hint: int | None = None) -> list[str]:
+        from mgpu_lab import failures, heartbeat
+
+        exits, root = failures.parse_torchrun_summary(self.tail.decode("utf-8", errors="replace"))
+        beats = heartbeat.read_beats(self.dir)
+        event = failures.first_failure(heartbeat.read_failures(self.dir), exits, beats, self.last_alive,
+                                       self.vanished)
+        if event is None:
+            return []
+        world = next((b.world_size for b in beats.values()), world_hint)
+        return failures.report_lines(event, world, root)
+
+
+def run_job(spec: JobSpec) -> int:
+    """Run the job under supervision and a watchdog; return the launcher's exit status."""
+    import shutil
+    import tempfile
+    import time
+
+    from mgpu_lab import heartbeat, supervise
+
+    grace = supervise.grace_from_env(os.environ)
+    env = dict(os.environ)
+    supervise_dir = tempfile.mkdtemp(prefix="mgpu_lab_supervise_")
+    env[heartbeat.SUPERVISE_DIR_ENV] = supervise_dir
+    env[JOB_KEY_ENV] = job_key(spec)
+    tag = os.path.basename(supervise_dir)
+    env[supervise.JOB_TAG_ENV] = tag
+
+    trace_prefix = None
+    if not spec.on_cpu and not spec.jax:  # CUDA ranks: PyTorch's NCCL flight recorder for this run
+        trace_dir = os.path.join(spec.log_dir or tempfile.gettempdir(), f"nccl_trace_{env[JOB_KEY_ENV]}")
+        trace_prefix = os.path.join(trace_dir, "nccl_trace_rank_")
+        env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
+        env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+        env.setdefault("TORCH_FR_DUMP_TEMP_FILE", trace_prefix)
+        env.setdefault("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", os.path.join(trace_dir, "nccl_trace_rank_"))
+        trace_prefix = env["TORCH_FR_DUMP_TEMP_FILE"]
+        os.makedirs(os.path.dirname(trace_prefix) or ".", exist_ok=True)
+        print(f"[INFO] launcher: NCCL flight recorder on; dumps go to {trace_prefix}<rank>", file=sys.stderr)
+
+    error_file = None
+    if spec.jax and "TORCHELASTIC_ERROR_FILE" not in env:
+        error_file = os.path.join(supervise_dir, "jax_error.json")
+        env["TORCHELASTIC_ERROR_FILE"] = error_file
+
+    print(f"[INFO] launcher: {shlex.join(spec.cmd)}", file=sys.stderr, flush=True)
+    janitor = supervise.start_janitor(tag, grace)
+    monitor = JobMonitor(spec, supervise_dir, grace_s=grace, start=time.monotonic(), error_file=error_file,
+                         trace_prefix=trace_prefix)
+    try:
+        rc, supervisor = supervise.run_supervised(spec.cmd, env, grace_s=grace, tick=monitor.tick,
+                                                  stderr_sink=monitor.stderr, tick_s=0.2)
+        if monitor.outcome is not None and supervisor.interrupted is None:
+            return monitor.outcome
+        if supervisor.interrupted is not None or rc == 0:
+            return rc
+        lines = monitor.failure_lines()
+        if error_file is not None:
+            failure = _jax_failure(error_file)
+            if failure is not None:
+                lines.insert(0, f"[ERROR] launcher: a JAX rank failed:\n{failure}")
+        for line in lines:
+            print(line, file=sys.stderr, flush=True)
+        return EXIT_FAILED if rc != EXIT_USAGE else rc
+    finally:
+        supervise.dismiss_janitor(janitor)
+        shutil.rmtree(supervise_dir, ignore_errors=True)
+
+
+def _jax_failure(error_file: str) -> str | None:
+    """The message a failed JAX rank left in its elastic error file, if any."""
+    try:
+        with open(error_file, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    import json
+
+    try:
+        message = json.loads(text)["message"]
+        if isinstance(message, dict):
+            return f"{message.get('message')}\n{message.get('extraInfo', {}).get('py_callstack', '')}".rstrip()
+        return str(message)
+    except (ValueError, KeyError, TypeError):
+        return text.strip() or "a rank failed"
