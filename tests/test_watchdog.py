@@ -15,7 +15,7 @@ import pytest
 
 from mgpu_lab.heartbeat import Beat
 from mgpu_lab.watchdog import Frame, RankState, blame, locate, main_thread, parse_threads
-from mgpu_testing import free_port, kill_group
+from mgpu_testing import free_port, kill_group, loopback_env
 from mgpu_testing.launcher import (
     CPU2, alive, beats, finish, fixture_env, launcher_cmd, process_tree, start, supervise_dirs, wait_until,
 )
@@ -89,6 +89,32 @@ def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
     rc, out, err, _ = run_fault(tmp_path, "kill:1:2", "--hang_timeout", "3", "--max_restarts", "1")
     assert "watchdog" not in err, err[-3000:]
     assert "attempt 1" in out or rc == 1, (rc, err[-3000:])  # the restarted group ran (see the report on gloo)
+
+
+@linux_only
+def test_real_trainer_hang_is_named(tmp_path: Path) -> None:
+    """train.py with MGPU_LAB_FAULT=hang:1:3: rank 1 stops outside any collective at iteration 3."""
+    env = loopback_env(MGPU_LAB_FAULT="hang:1:3")
+    env.pop("MGPU_LAB_TRAIN_SCRIPT", None)
+    cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--hang_timeout", "5", "--num_envs", "8",
+                       "--max_iterations", "6", "--log_root", str(tmp_path / "logs"))
+    proc = start(cmd, env)
+    try:
+        wait_until(lambda: bool(supervise_dirs(proc)) and len(beats(supervise_dirs(proc)[0])) == 2, proc,
+                   "both ranks beat")
+        tree = process_tree(proc.pid)
+        _, err = finish(proc, timeout=300)
+    finally:
+        kill_group(proc)
+    assert proc.returncode == 3, err[-3000:]
+    assert not [pid for pid in tree if alive(pid)]
+    where = watchdog_lines(err)
+    assert where[0].startswith("waiting in all_reduce, called from "), where
+    assert where[1].startswith("outside any collective, at ") and "rank_progress.py" in where[1], where
+    assert "likely culprit: rank 1 (the other rank(s) wait in all_reduce for it)" in err
+    folders = list((tmp_path / "logs").glob("rsl_rl/*/*/watchdog"))
+    assert len(folders) == 1 and {p.name for p in folders[0].iterdir()} == {
+        "stack_rank0.txt", "stack_rank1.txt", "summary.txt"}
 
 
 # ---------------------------------------------------------------------------------------------- failures

@@ -232,6 +232,7 @@ class Supervisor:
         self.signum: int | None = None  # the first stop signal sent to the job
         self.interrupted: int | None = None  # the signal that came from outside (user, scheduler)
         self.kill_at: float | None = None  # monotonic time of the SIGKILL escalation
+        self.stop_grace_s = grace_s  # the grace period of the stop under way
 
     def started(self, pid: int) -> None:
         """The job runs now; pass on an interrupt that came while it was starting."""
@@ -265,6 +266,7 @@ class Supervisor:
         """Ask the job to stop with ``signum``; SIGKILL everything after the grace period."""
         if grace_s is not None and self.kill_at is None:
             self.kill_at = time.monotonic() + grace_s
+            self.stop_grace_s = grace_s
         self.signum = signum
         self._forward(signum)
         # workers live in sessions of their own; the job's main process got the signal once, above
@@ -287,7 +289,7 @@ class Supervisor:
     def escalate_if_due(self) -> None:
         if self.kill_at is not None and time.monotonic() >= self.kill_at:
             self.kill_at = math.inf
-            print(f"[WARN] launcher: job still running {self.grace_s:g} s after it was told to stop, killing it",
+            print(f"[WARN] launcher: job still running {self.stop_grace_s:g} s after it was told to stop, killing it",
                   file=sys.stderr, flush=True)
             self.kill_all()
 
