@@ -51,14 +51,14 @@ def reject(*args: str, gpus: str = "") -> str:
 
 def test_defaults_use_every_gpu_and_filter_to_local_rank_0() -> None:
     assert dry("--task", "Toy-Cartpole-v0", gpus="0,1") == [
-        *TORCHRUN, "--nnodes", "1", "--nproc_per_node", "gpu", "--local_ranks_filter", "0",
+        *TORCHRUN, "--nproc_per_node", "gpu", "--local_ranks_filter", "0",
         TRAIN, "--rl_library", "rsl_rl", "--task", "Toy-Cartpole-v0", "--distributed",
     ]
 
 
 def test_integer_ranks_on_gpus_and_the_nproc_per_node_alias() -> None:
     expected = [
-        *TORCHRUN, "--nnodes", "1", "--nproc_per_node", "2", "--local_ranks_filter", "0",
+        *TORCHRUN, "--nproc_per_node", "2", "--local_ranks_filter", "0",
         TRAIN, "--rl_library", "skrl", "--max_iterations", "5", "--distributed",
     ]
     assert dry("--num_gpus", "2", "--rl_library", "skrl", "--max_iterations", "5", gpus="0,1,2") == expected
@@ -67,7 +67,7 @@ def test_integer_ranks_on_gpus_and_the_nproc_per_node_alias() -> None:
 
 def test_integer_ranks_on_cpu_need_no_gpu() -> None:
     assert dry("--num_gpus", "3", "--device", "cpu", "--num_envs", "16") == [
-        *TORCHRUN, "--nnodes", "1", "--nproc_per_node", "3", "--local_ranks_filter", "0",
+        *TORCHRUN, "--nproc_per_node", "3", "--local_ranks_filter", "0",
         TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--num_envs", "16", "--distributed",
     ]
 
@@ -80,21 +80,21 @@ def test_cpu_keyword_means_one_rank_per_core() -> None:
 
 def test_log_all_ranks_drops_the_filter() -> None:
     assert dry("--num_gpus", "2", "--device", "cpu", "--log_all_ranks") == [
-        *TORCHRUN, "--nnodes", "1", "--nproc_per_node", "2",
+        *TORCHRUN, "--nproc_per_node", "2",
         TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--distributed",
     ]
 
 
 def test_explicit_filter_replaces_the_default() -> None:
     assert dry("--num_gpus", "2", "--device", "cpu", "--local_ranks_filter", "0,1") == [
-        *TORCHRUN, "--nnodes", "1", "--nproc_per_node", "2", "--local_ranks_filter", "0,1",
+        *TORCHRUN, "--nproc_per_node", "2", "--local_ranks_filter", "0,1",
         TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--distributed",
     ]
 
 
 def test_tee_redirects_and_log_dir_pass_through() -> None:
     assert dry("--num_gpus", "2", "--device", "cpu", "--tee", "3", "--log_dir", "/tmp/my logs") == [
-        *TORCHRUN, "--nnodes", "1", "--nproc_per_node", "2", "--tee", "3", "--log_dir", "/tmp/my logs",
+        *TORCHRUN, "--nproc_per_node", "2", "--tee", "3", "--log_dir", "/tmp/my logs",
         "--local_ranks_filter", "0", TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--distributed",
     ]
     cmd = dry("--num_gpus", "2", "--device", "cpu", "--redirects", "0:1,1:3")
@@ -114,7 +114,7 @@ def test_c10d_rendezvous_and_supervision_options() -> None:
     assert dry("--nnodes", "1:2", "--num_gpus", "2", "--device", "cpu", "--rdzv_backend", "c10d",
                "--rdzv_endpoint", "127.0.0.1:29400", "--rdzv_id", "job42", "--max_restarts", "3",
                "--monitor_interval", "0.5", "--start_method", "fork", "--role", "trainer") == [
-        *TORCHRUN, "--nnodes", "1:2", "--nproc_per_node", "2", "--node_rank", "0",
+        *TORCHRUN, "--nnodes", "1:2", "--nproc_per_node", "2",
         "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:29400", "--rdzv_id", "job42",
         "--max_restarts", "3", "--monitor_interval", "0.5", "--start_method", "fork", "--role", "trainer",
         "--local_ranks_filter", "0", TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--distributed",
@@ -240,9 +240,62 @@ def test_help_lists_every_contract_flag() -> None:
 
 
 def test_abbreviations_are_not_accepted() -> None:
-    # allow_abbrev=False: '--num_gpu' is not '--num_gpus'; it is forwarded to train.py unchanged
-    cmd = dry("--num_gpus", "1", "--device", "cpu", "--num_gpu", "7")
-    assert cmd[cmd.index(TRAIN):] == [TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--num_gpu", "7", "--distributed"]
+    # allow_abbrev=False: '--num_gpu' is not '--num_gpus'; forwarded, it is checked against train.py's parser
+    line = reject("--dry_run", "--num_gpus", "1", "--device", "cpu", "--num_gpu", "7")
+    assert "train.py: unrecognized arguments: --num_gpu 7" in line
+
+
+def test_forwarded_training_arguments_reach_train_py_unchanged() -> None:
+    args = ["--task", "Toy-Pendulum-SwingUp-v0", "--num_envs", "8", "--max_iterations", "3", "--seed", "5",
+            "--run_name", "a b", "--log_root", "/tmp/x"]
+    cmd = dry("--num_gpus", "2", "--device", "cpu", *args)
+    assert cmd[cmd.index(TRAIN):] == [TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", *args, "--distributed"]
+
+
+def test_no_torchrun_option_the_user_did_not_give() -> None:
+    """torchrun reads PET_* for every option not on its command line (a Kubernetes PyTorchJob sets them)."""
+    cmd = dry("--num_gpus", "2", "--device", "cpu")
+    assert cmd[:cmd.index(TRAIN)] == [*TORCHRUN, "--nproc_per_node", "2", "--local_ranks_filter", "0"]
+    proc = run([PYTHON, str(LAUNCHER), "--dry_run", "--device", "cpu"], timeout=60,
+               env=env_with(PET_NPROC_PER_NODE="2", PET_NNODES="2", PET_NODE_RANK="1", PET_RDZV_BACKEND="c10d",
+                            PET_RDZV_ENDPOINT="127.0.0.1:29400"))
+    assert proc.returncode == 0, proc.stderr
+    cmd = shlex.split(proc.stdout)
+    assert cmd[:cmd.index(TRAIN)] == [*TORCHRUN, "--local_ranks_filter", "0"]
+
+
+def test_virtual_local_rank_maps_onto_torchruns_own_option() -> None:
+    cmd = dry("--num_gpus", "2", "--virtual_local_rank", gpus="0,1")
+    assert "--virtual_local_rank" in cmd[:cmd.index(TRAIN)]
+    import torch.distributed.run as torchrun  # the installed torch must know the spelling we pass
+
+    ns = torchrun.get_args_parser().parse_args(cmd[3:cmd.index(TRAIN)] + ["x.py"])
+    assert ns.virtual_local_rank is True
+
+
+@pytest.mark.parametrize(("backend", "key"), [(None, "timeout"), ("static", "timeout"), ("c10d", "join_timeout")])
+def test_rdzv_timeout_maps_onto_torchruns_join_timeout(backend: str | None, key: str) -> None:
+    extra = ["--rdzv_backend", backend] if backend else []
+    if backend == "c10d":
+        extra += ["--rdzv_endpoint", "127.0.0.1:29400"]
+    cmd = dry("--num_gpus", "2", "--device", "cpu", "--rdzv_timeout", "30", *extra)
+    conf = cmd[cmd.index("--rdzv_conf") + 1]
+    assert conf == f"{key}=35"  # the launcher's own deadline (30 s) reports first; torchrun's is the backstop
+
+
+def test_option_groups_say_what_goes_to_torchrun() -> None:
+    """The torchrun-only and pass-through sets come from the parser's argument groups."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("launcher_under_test", LAUNCHER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    parser = module.build_parser()
+    passthrough = module.group_dests(parser, module.TORCHRUN_GROUP)
+    interpreted = module.group_dests(parser, module.LAUNCHER_TORCHRUN_GROUP)
+    assert {"master_port", "rdzv_backend", "max_restarts", "virtual_local_rank", "log_dir"} <= set(passthrough)
+    assert {"log_all_ranks", "rdzv_timeout"} <= set(interpreted)
+    assert not {"rl_library", "num_gpus", "nnodes", "hang_timeout", "coordinator_address"} & set(passthrough + interpreted)
 
 
 # ---------------------------------------------------------------------------------------------- import-light
@@ -283,7 +336,8 @@ def test_dry_run_importtime_has_no_torch() -> None:
 def test_visible_gpus_follow_cuda_visible_devices(gpus: str, visible: int) -> None:
     """An integer --num_gpus is accepted up to the GPUs CUDA would see (it stops at the first invalid entry)."""
     if visible:
-        assert dry("--num_gpus", str(visible), gpus=gpus)[6] == str(visible)
+        cmd = dry("--num_gpus", str(visible), gpus=gpus)
+        assert cmd[cmd.index("--nproc_per_node") + 1] == str(visible)
     line = reject("--dry_run", "--num_gpus", str(visible + 1), gpus=gpus)
     assert f"--num_gpus {visible + 1}" in line
     assert (f"only {visible} GPU(s) visible" if visible else "no GPU is visible") in line

@@ -30,6 +30,7 @@ def test_confirmed_and_not_the_cause(tmp_path: Path) -> None:
         2: "fails without, passes with: workaround confirmed",
     }, out
     assert proc.returncode == 0, out
+    assert "warning" not in proc.stderr  # a rehearsal through --fault_unless is honest: no caveat
     # progress lines as it goes, one per run, with the failing run's reason
     assert len(re.findall(r"^\[bisect\] world size \d+, with(out)? PROBE_DEFECT_FIXED=1: running$",
                           proc.stdout, re.M)) == 5
@@ -50,6 +51,28 @@ def test_not_a_fix(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert verdicts(proc.stdout) == {1: "fails either way: not a fix"}, out
     assert proc.returncode == 1, out
+    # the NCCL candidate does nothing on gloo: said once, by the bisector, not again by the ranks
+    assert [line for line in proc.stderr.splitlines() if "warning" in line] == [
+        "nccl_probe.py: warning: backend gloo ignores NCCL_* settings: NCCL_P2P_DISABLE=1 (--candidate) has no "
+        "effect here; test NCCL settings with --backend nccl on GPUs"], out
     assert "# settings: (none)" in (tmp_path / "world1_without.log").read_text()
     assert "# settings: NCCL_P2P_DISABLE=1" in (tmp_path / "world1_with.log").read_text()
+    assert_nothing_left(tag)
+
+
+def test_on_gloo_without_fault_unless_the_verdict_cannot_apply_to_nccl(tmp_path: Path) -> None:
+    env, tag = tagged_env(NCCL_DEBUG="INFO")
+    cmd = [PYTHON, str(PROBE), "--bisect", "--world_sizes", "1", "--candidate", "NCCL_SHM_DISABLE=1",
+           "--log_dir", str(tmp_path), *FAST]
+    proc = run(cmd, timeout=900, env=env)
+    out = proc.stdout + proc.stderr
+    assert verdicts(proc.stdout) == {1: "passes either way: not the cause (gloo run: cannot apply to NCCL)"}, out
+    assert proc.returncode == 0, out
+    assert proc.stderr.splitlines() == [
+        "nccl_probe.py: warning: backend gloo ignores NCCL_* settings: NCCL_SHM_DISABLE=1 (--candidate), "
+        "NCCL_DEBUG=INFO (environment) have no effect here; test NCCL settings with --backend nccl on GPUs",
+        "nccl_probe.py: warning: --bisect on backend gloo without --fault_unless runs no NCCL, so its verdicts "
+        "cannot apply to NCCL; rehearse with --fault and --fault_unless, or bisect on GPUs with --backend nccl",
+    ], out
+    assert "warning" not in (tmp_path / "world1_with.log").read_text()  # the ranks do not repeat it
     assert_nothing_left(tag)

@@ -38,7 +38,8 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert list(run_dirs[0].glob("summaries/events.out.tfevents.*")), "no TensorBoard log on rank 0"
     last = max(saved, key=lambda p: assert_rl_games_checkpoint(p)["epoch"])
 
-    proc = run([*common, "--max_iterations", "1", "--checkpoint", str(last), "--run_name", "again"],
+    # --max_iterations counts from 0 over the whole run: 3 from a checkpoint at 2 trains one more
+    proc = run([*common, "--max_iterations", "3", "--checkpoint", str(last), "--run_name", "again"],
                timeout=400, env=single_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"[INFO] resumed from {last} at iteration 2" in proc.stdout

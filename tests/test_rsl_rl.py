@@ -41,14 +41,16 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert not list(run_dirs[0].glob(".*.tmp")), "temp files left behind"
     assert (run_dirs[0] / "params" / "config.json").is_file()
 
-    proc = run([*common, "--max_iterations", "2", "--checkpoint", str(saved[-1])],
+    # --max_iterations counts from 0 over the whole run: model_2 holds iterations 0-2, so 5 trains 3 and 4
+    proc = run([*common, "--max_iterations", "5", "--checkpoint", str(saved[-1])],
                timeout=300, env=single_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "resumed from" in proc.stdout and "at iteration 2" in proc.stdout
+    assert f"[INFO] resumed from {saved[-1]} at iteration 3" in proc.stdout
+    assert "[INFO] rank 0/1: stepped 768 env-steps" in proc.stdout  # 2 iterations x 24 steps x 16 envs
     resumed = [d for d in (tmp_path / "rsl_rl" / TASK).iterdir() if d != run_dirs[0]]
     assert len(resumed) == 1
-    # iterations continue from the checkpoint's: 2 more after iteration 2 end at iteration 3
-    assert assert_rsl_rl_checkpoint(checkpoints(resumed[0])[-1])["iter"] == 3
+    assert [p.name for p in checkpoints(resumed[0])] == ["model_4.pt"]
+    assert assert_rsl_rl_checkpoint(checkpoints(resumed[0])[-1])["iter"] == 4
 
 
 def test_rsl_rl_learns_cartpole():

@@ -39,12 +39,13 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert not list(run_dirs[0].rglob(".*.tmp")), "temp files left behind"
     assert list(run_dirs[0].glob("events.out.tfevents.*")), "no TensorBoard log on rank 0"
 
-    proc = run([*common, "--max_iterations", "1", "--checkpoint", str(saved[-1]), "--run_name", "again"],
+    # --max_iterations counts from 0 over the whole run: 3 from a checkpoint at 2 trains one more
+    proc = run([*common, "--max_iterations", "3", "--checkpoint", str(saved[-1]), "--run_name", "again"],
                timeout=400, env=single_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[INFO] resumed from {saved[-1]}" in proc.stdout
+    assert f"[INFO] resumed from {saved[-1]} at iteration 2" in proc.stdout
     resumed = next(d for d in (tmp_path / "skrl" / TASK).iterdir() if d.name.endswith("_again"))
-    assert [p.name for p in skrl_checkpoints(resumed)] == ["agent_16.pt"]
+    assert [p.name for p in skrl_checkpoints(resumed)] == ["agent_48.pt"]  # named by the whole run's timestep
     assert_skrl_checkpoint(skrl_checkpoints(resumed)[0])
 
 

@@ -44,10 +44,11 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert_jax_checkpoint(saved[0])
     assert not list(run_dir.rglob(".*.tmp")), "temp files left behind"
 
-    proc = run([*common, "--max_iterations", "1", "--checkpoint", str(saved[0]), "--run_name", "again"],
+    # --max_iterations counts from 0 over the whole run: 2 from a checkpoint at 1 trains one more
+    proc = run([*common, "--max_iterations", "2", "--checkpoint", str(saved[0]), "--run_name", "again"],
                timeout=500, env=jax_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[INFO] resumed from {saved[0]}" in proc.stdout
+    assert f"[INFO] resumed from {saved[0]} at iteration 1" in proc.stdout
 
 
 def test_two_cpu_processes_through_the_jax_launcher(tmp_path):

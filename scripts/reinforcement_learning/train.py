@@ -12,6 +12,7 @@ CPU (gloo).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from datetime import datetime
@@ -31,7 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
         "library. Run it directly for one process; use `isaaclab train_multigpu` for several GPUs or CPU ranks.",
         epilog="Tasks: Toy-Cartpole-v0 (cart-pole balancing, continuous force), Toy-Pendulum-SwingUp-v0 "
         "(torque-limited pendulum swing-up). Logs and checkpoints go to "
-        "<log_root>/<library>/<task>/<timestamp>[_<run_name>]/ on rank 0 only.",
+        "<log_root>/<library>/<task>/<timestamp>[_<run_name>]/ on rank 0 only. "
+        "Restarts: under torchrun with --max_restarts, a restarted worker group (TORCHELASTIC_RESTART_COUNT > 0) "
+        "finds the run folder that rank 0 recorded for MGPU_LAB_JOB_KEY (set by isaaclab train_multigpu), reuses it "
+        "and resumes from its newest checkpoint. "
+        "Testing aid, off unless set: MGPU_LAB_FAULT=KIND:RANK:ITER[:ARG][,...] injects a fault on global rank RANK "
+        "at training iteration ITER, on the first attempt only: hang (a sleep loop outside any collective), "
+        "skip (return from the next torch.distributed collective without joining it, then wait), "
+        "raise (RuntimeError), signal (send itself signal ARG, default SIGKILL).",
         allow_abbrev=False,
     )
     parser.add_argument("--rl_library", choices=["rsl_rl", "rl_games", "skrl"], default="rsl_rl",
@@ -41,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num_envs", type=int, default=None,
                         help="Parallel environments per rank (default: the task's, 256).")
     parser.add_argument("--max_iterations", type=int, default=None,
-                        help="Training iterations (default: the task's: 100 for cartpole, 150 for the pendulum).")
+                        help="Training iterations of the whole run, counted from iteration 0 (default: the task's: "
+                        "100 for cartpole, 150 for the pendulum). A resumed run (--checkpoint, or a restart) trains "
+                        "only the iterations left: from a checkpoint at iteration 60, --max_iterations 100 trains 40.")
     parser.add_argument("--seed", type=int, default=42,
                         help="Random seed; each rank adds its rank to it (default: 42).")
     parser.add_argument("--device", default=None,
@@ -53,10 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ml_framework", choices=["torch", "jax"], default="torch",
                         help="skrl only: the framework skrl trains with (default: torch).")
     parser.add_argument("--checkpoint", default=None, metavar="PATH",
-                        help="Resume training from this checkpoint file.")
-    parser.add_argument("--save_interval", type=int, default=None, metavar="N",
-                        help="Write a checkpoint every N iterations (default: the library's setting for the task); "
-                        "the last iteration is always saved.")
+                        help="Resume training from this checkpoint file, or 'latest': the newest checkpoint of the "
+                        "newest run of this --rl_library and --task under --log_root. A checkpoint written at another "
+                        "world size is fine; one from another task or library is refused.")
+    parser.add_argument("--save_interval", type=int, default=10, metavar="N",
+                        help="Write a checkpoint every N iterations (default: 10, so a restarted job loses at most "
+                        "10 iterations); the last iteration is always saved.")
     parser.add_argument("--run_name", default=None,
                         help="Suffix for the run folder name.")
     parser.add_argument("--log_root", default="logs",
@@ -84,7 +96,7 @@ def _check_args(args: argparse.Namespace) -> None:
         _fail(f"--save_interval must be >= 1, got {args.save_interval}")
     if args.ml_framework == "jax" and args.rl_library != "skrl":
         _fail(f"--ml_framework jax is for skrl only, not {args.rl_library}")
-    if args.checkpoint is not None:
+    if args.checkpoint is not None and args.checkpoint != "latest":
         path = Path(args.checkpoint)
         if not path.exists():
             _fail(f"--checkpoint {args.checkpoint}: no such file")
@@ -124,46 +136,112 @@ def _run_dir(log_root: str, library: str, task: str, run_name: str | None) -> Pa
     return path.resolve()
 
 
-def _train(args: argparse.Namespace) -> int:
-    """Everything after the torch-free checks: context, adapter, training, the contract's log lines."""
-    from mgpu_lab import adapters
-    from mgpu_lab.dist import context_from_env, destroy_process_group, is_rank0, log_line, param_digest
+def _resume_point(args: argparse.Namespace, adapter, cfg, restart: int, key: str | None):
+    """(run folder to reuse or None, checkpoint to load or None): a restart's own run, ``latest``, or --checkpoint."""
+    from mgpu_lab import resume
+
+    def listing(run_dir: Path):
+        return adapter.checkpoints(run_dir, cfg)
+
+    if restart and key:
+        run_dir = resume.find_job_run(args.log_root, args.rl_library, args.task, key)
+        if run_dir is not None:
+            found = resume.newest_checkpoint(run_dir, listing)
+            return run_dir, (str(found[1]) if found else None)
+        return None, None  # rank 0 never recorded this job's folder: start over in a new one
+    if args.checkpoint == resume.LATEST:
+        found = resume.latest_checkpoint(args.log_root, args.rl_library, args.task, listing)
+        if found is None:
+            framework = f" --ml_framework {args.ml_framework}" if args.rl_library == "skrl" else ""
+            _fail(f"--checkpoint latest: no {args.rl_library}{framework} checkpoint of {args.task} under "
+                  f"{Path(args.log_root).resolve() / args.rl_library / args.task}")
+        return None, str(found[1])
+    return None, (str(Path(args.checkpoint).resolve()) if args.checkpoint else None)
+
+
+def _train(args: argparse.Namespace, progress) -> int:
+    """Everything after the torch-free checks: context, adapter, resume point, training, the contract's log lines."""
+    from mgpu_lab import adapters, resume
+    from mgpu_lab.dist import (context_from_env, destroy_process_group, device_warning, is_rank0, log_line,
+                               param_digest, sum_over_ranks)
     from mgpu_lab.tasks.catalog import TASK_DEFAULTS
     from mgpu_lab.train_config import TrainConfig, UsageError
 
+    defaults = TASK_DEFAULTS.get(args.task, {})
     try:
         if args.device is None:
             from mgpu_lab.dist import cuda_available
 
+            if args.distributed and not cuda_available():
+                visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+                shown = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
+                _fail(f"--distributed: no CUDA device is usable here{shown}; ranks train on the CPU only "
+                      "with --device cpu")
             args.device = "cuda:0" if cuda_available() else "cpu"
         ctx = context_from_env(args.device, args.distributed)
-        if args.checkpoint is not None and args.ml_framework != "jax":  # skrl JAX saves pickles; its adapter checks them
-            _check_checkpoint_file(args.checkpoint)
+        try:
+            restart = resume.restart_count()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        key = resume.job_key()
         adapter = adapters.load(args.rl_library)
+        cfg = TrainConfig(
+            rl_library=args.rl_library,
+            task=args.task,
+            num_envs=args.num_envs or defaults.get("num_envs", 256),
+            max_iterations=args.max_iterations or defaults.get("max_iterations", 100),
+            seed=args.seed,
+            device=ctx.device,
+            distributed=ctx.distributed,
+            ml_framework=args.ml_framework,
+            run_name=args.run_name,
+            save_interval=args.save_interval,
+            log_root=args.log_root,
+            restart=restart,
+            on_iteration=progress.on_iteration,
+        )
+        reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
+        if cfg.checkpoint is not None:
+            if args.ml_framework != "jax":  # skrl JAX saves its own format; its adapter checks it
+                _check_checkpoint_file(cfg.checkpoint)
+            cfg.start_iteration = adapter.checkpoint_iteration(cfg.checkpoint, cfg)
     except UsageError as exc:
         _fail(str(exc))
 
-    defaults = TASK_DEFAULTS.get(args.task, {})
-    cfg = TrainConfig(
-        rl_library=args.rl_library,
-        task=args.task,
-        num_envs=args.num_envs or defaults.get("num_envs", 256),
-        max_iterations=args.max_iterations or defaults.get("max_iterations", 100),
-        seed=args.seed,
-        device=ctx.device,
-        distributed=ctx.distributed,
-        ml_framework=args.ml_framework,
-        checkpoint=str(Path(args.checkpoint).resolve()) if args.checkpoint else None,
-        run_name=args.run_name,
-        save_interval=args.save_interval,
-        log_root=args.log_root,
-    )
-    cfg.log_dir = str(_run_dir(args.log_root, args.rl_library, args.task, args.run_name))
+    if cfg.remaining_iterations <= 0:
+        if restart:  # the previous attempt saved the last iteration and died before leaving: nothing is left
+            if is_rank0(ctx):
+                log_line(f"[INFO] restart {restart}: {cfg.checkpoint} is at iteration {cfg.start_iteration}, "
+                         f"the run's last; nothing left to train")
+            progress.done()
+            return 0
+        _fail(f"--checkpoint {cfg.checkpoint}: already at iteration {cfg.start_iteration} and --max_iterations "
+              f"{cfg.max_iterations} counts from iteration 0: nothing left to train (raise --max_iterations)")
+
+    log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: device {ctx.device}, backend "
+             f"{ctx.backend if ctx.distributed else 'none'}, node {progress.node}")
+    cfg.log_dir = str(reuse) if reuse is not None else str(_run_dir(args.log_root, args.rl_library, args.task,
+                                                                     args.run_name))
     if is_rank0(ctx):
         log_line(f"[INFO] {args.rl_library} on {args.task}: {cfg.num_envs} envs/rank x {ctx.world_size} rank(s), "
                  f"device {ctx.device}, backend {ctx.backend if ctx.distributed else 'none'}")
         log_line(f"[INFO] logging to {cfg.log_dir}")
+        if key is not None and reuse is None:
+            resume.record_job_key(cfg.log_dir, key)
+        progress.run_dir(cfg.log_dir)
+    if restart and cfg.checkpoint is None and is_rank0(ctx):
+        log_line(f"[INFO] restart {restart}: no checkpoint of this job yet; training from iteration 0")
+    if ctx.is_cuda:
+        def check_device() -> None:
+            import torch
 
+            warning = device_warning(ctx, torch.cuda.current_device())
+            if warning:
+                log_line(warning)
+
+        progress.first_iteration_checks.append(check_device)
+
+    progress.start()  # heartbeats from here on: every library sets its process group up inside train()
     start = time.perf_counter()
     try:
         result = adapter.train(cfg, ctx)
@@ -173,25 +251,57 @@ def _train(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     seconds = result.seconds if result.seconds else elapsed
 
+    log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: stepped {result.env_steps} env-steps")
+    total_steps = result.world_env_steps if result.world_env_steps is not None else sum_over_ranks(result.env_steps,
+                                                                                                    ctx)
     if is_rank0(ctx):
-        total_steps = result.env_steps * ctx.world_size
         rate = total_steps / seconds if seconds > 0 else float("inf")
         log_line(f"[INFO] training time: {seconds:.2f} s")
         log_line(f"[INFO] throughput: {rate:.0f} env-steps/s over {ctx.world_size} rank(s)")
         if result.checkpoint:
             log_line(f"[INFO] checkpoint: {result.checkpoint}")
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: parameter digest {param_digest(result.params)}")
+    progress.done()
     destroy_process_group()
     return 0
+
+
+def _supervised_train(args: argparse.Namespace, faults) -> int:
+    """Run ``_train`` for this rank with its RankProgress; record the first failure before ``record`` re-raises."""
+    from mgpu_lab import rank_progress
+    from mgpu_lab.dist import launcher_env
+    from mgpu_lab.train_config import UsageError
+
+    try:
+        where = launcher_env() if args.distributed else None
+        local_rank, rank, world_size = where if where is not None else (0, 0, 1)
+        progress = rank_progress.from_env(rank, local_rank, world_size, faults)
+    except (UsageError, ValueError) as exc:
+        _fail(str(exc))
+    try:
+        return _train(args, progress)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            progress.failed(exc)
+        raise
+    except Exception as exc:
+        progress.failed(exc)
+        raise
 
 
 def main() -> int:
     """Entry point; training runs inside torch's elastic ``record`` so a failing rank's traceback is reported."""
     args = build_parser().parse_args()
     _check_args(args)  # no torch needed: --help and plain usage errors stay quick
+    from mgpu_lab.rank_progress import FAULT_ENV, parse_faults
+
+    try:
+        faults = parse_faults(os.environ.get(FAULT_ENV))
+    except ValueError as exc:
+        _fail(str(exc))
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return record(_train)(args)
+    return record(_supervised_train)(args, faults)
 
 
 if __name__ == "__main__":

@@ -196,6 +196,29 @@ def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str) -> di
     return data
 
 
+def sum_over_ranks(value: int, ctx: DistContext) -> int:
+    """``value`` summed over every rank of the job (an all_reduce on the default process group)."""
+    if not ctx.distributed or ctx.world_size == 1:
+        return value
+    import torch
+    import torch.distributed as tdist
+
+    if not tdist.is_initialized():
+        raise RuntimeError("no process group to sum over (the library tore it down early)")
+    total = torch.tensor([value], dtype=torch.int64, device=ctx.device)
+    tdist.all_reduce(total, op=tdist.ReduceOp.SUM)
+    return int(total.item())
+
+
+def device_warning(ctx: DistContext, current: int) -> str | None:
+    """The ``[WARN]`` line for a distributed CUDA rank whose current device is not ``cuda:LOCAL_RANK``."""
+    if not (ctx.distributed and ctx.is_cuda) or current == ctx.local_rank:
+        return None
+    return (f"[WARN] rank {ctx.rank}/{ctx.world_size}: running on cuda:{current}, not cuda:{ctx.local_rank} "
+            f"(LOCAL_RANK {ctx.local_rank}); two ranks on one GPU hang NCCL at parameter sync: "
+            "check CUDA_VISIBLE_DEVICES and how the ranks were launched")
+
+
 def destroy_process_group() -> None:
     """Tear down the default process group if one is up (quietly)."""
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 
@@ -33,6 +34,16 @@ class TrainConfig:
     log_root: str = "logs"
     log_dir: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # resuming: the completed iterations the checkpoint holds (the run trains max_iterations - start_iteration
+    # more), and torchrun's restart count (0: first attempt)
+    start_iteration: int = 0
+    restart: int = 0
+    # called by the adapter's StepClock at the first env step of each iteration (heartbeats, fault switch)
+    on_iteration: Callable[[int], None] | None = None
+
+    @property
+    def remaining_iterations(self) -> int:
+        return self.max_iterations - self.start_iteration
 
     @property
     def log_path(self) -> Path:
@@ -55,3 +66,4 @@ class TrainResult:
     checkpoint: str | None = None
     mean_rewards: list[float] = field(default_factory=list)
     seconds: float | None = None  # time spent in the training loop itself; None: train.py times train()
+    world_env_steps: int | None = None  # every rank's env_steps summed, when the adapter did it (skrl JAX)

@@ -7,8 +7,10 @@ import re
 import time
 import uuid
 from pathlib import Path
+from types import ModuleType
 
 from mgpu_testing import REPO, loopback_env
+from mgpu_testing.docs import load_script
 
 PROBE = REPO / "skills/user/train-multi-gpu/scripts/nccl_probe.py"
 SMALL = ["--backend", "gloo", "-b", "8", "-e", "64K", "--iters", "2", "--warmup", "1"]
@@ -41,3 +43,22 @@ def assert_nothing_left(tag: str) -> None:
     while leftovers(tag) and time.monotonic() < end:
         time.sleep(0.2)
     assert leftovers(tag) == []
+
+
+def probe_module() -> ModuleType:
+    """The probe imported by path (its top level needs no torch), for its pure functions."""
+    return load_script(PROBE, "_mgpu_probe_tests_nccl_probe")
+
+
+def beyond_host_memory() -> str:
+    """An -e value whose single buffer is already larger than this host's MemAvailable."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            available = int(line.split()[1]) * 1024
+            break
+    else:  # pragma: no cover - every Linux kernel since 3.14 has it
+        raise AssertionError("no MemAvailable in /proc/meminfo")
+    gib = 1
+    while gib * 1024**3 <= available:
+        gib *= 2
+    return f"{gib}G"

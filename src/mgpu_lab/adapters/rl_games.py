@@ -28,6 +28,8 @@ from typing import Any
 
 from mgpu_lab import dist as mdist
 from mgpu_lab.dist import DistContext
+from mgpu_lab.rank_progress import StepClock
+from mgpu_lab.resume import numbered, resume_line
 from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
 
 #: env steps per environment between updates (one "epoch" = one iteration)
@@ -46,6 +48,16 @@ def require() -> None:
 def load_checkpoint(path: str) -> dict[str, Any]:
     """Read an rl_games checkpoint on CPU, or raise a one-line UsageError."""
     return mdist.load_torch_checkpoint(path, ("model", "epoch"), "an rl_games")
+
+
+def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:
+    """This run's checkpoints as (completed iterations, path): rl_games' ``nn/last_<name>_ep_<epoch>_rew_*.pth``."""
+    return numbered(run_dir, "nn/last_*_ep_*.pth", r"_ep_(\d+)_rew_")
+
+
+def checkpoint_iteration(path: str, cfg: TrainConfig) -> int:
+    """Completed iterations (rl_games epochs) in an rl_games checkpoint."""
+    return int(load_checkpoint(path)["epoch"])
 
 
 def params_for(cfg: TrainConfig, ctx: DistContext, *, native_multi_gpu: bool, max_epochs: int,
@@ -108,7 +120,7 @@ def params_for(cfg: TrainConfig, ctx: DistContext, *, native_multi_gpu: bool, ma
     }
 
 
-def _classes(ctx: DistContext, manual_dist: bool) -> tuple[type, type, type]:
+def _classes(ctx: DistContext, manual_dist: bool, clock: StepClock) -> tuple[type, type, type]:
     """Build the vecenv, observer and agent subclasses (rl_games is imported here, not at module load)."""
     import torch
     from rl_games.algos_torch.a2c_continuous import A2CAgent
@@ -122,6 +134,7 @@ def _classes(ctx: DistContext, manual_dist: bool) -> tuple[type, type, type]:
             self.env = env
 
         def step(self, actions):
+            clock.tick(self.env.num_envs)
             obs, reward, terminated, truncated, extras = self.env.step(actions)
             dones = (terminated | truncated).to(torch.long)
             return {"obs": obs}, reward, dones, extras
@@ -208,9 +221,8 @@ def _classes(ctx: DistContext, manual_dist: bool) -> tuple[type, type, type]:
 def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     """Train rl_games' continuous PPO on a built-in task; see the module docstring for multi-GPU."""
     require()
-    start_epoch = 0
     if cfg.checkpoint:
-        start_epoch = int(load_checkpoint(cfg.checkpoint)["epoch"])
+        load_checkpoint(cfg.checkpoint)  # validate before any process group work
     if ctx.distributed and not all(v in os.environ for v in ("LOCAL_RANK", "RANK", "WORLD_SIZE")):
         raise UsageError("rl_games needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE): "
                          "isaaclab train_multigpu --rl_library rl_games ...")
@@ -226,13 +238,14 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     if manual and not tdist.is_initialized():
         tdist.init_process_group(backend=ctx.backend, rank=ctx.rank, world_size=ctx.world_size)
 
-    VecEnv, Observer, Agent = _classes(ctx, manual)
+    clock = StepClock(HORIZON, cfg.start_iteration, cfg.on_iteration)
+    VecEnv, Observer, Agent = _classes(ctx, manual, clock)
     env = make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx))
     vecenv.register(VECENV_TYPE, lambda config_name, num_actors, **kwargs: VecEnv(env))
     env_configurations.register(ENV_NAME, {"vecenv_type": VECENV_TYPE, "env_creator": lambda **kwargs: env})
 
     log_dir = Path(cfg.log_dir) if cfg.log_dir else Path(cfg.log_root) / "rl_games" / cfg.task / "run"
-    max_epochs = start_epoch + cfg.max_iterations
+    max_epochs = cfg.max_iterations  # counted from 0 over the whole run; a restored agent continues at its epoch
     params = params_for(cfg, ctx, native_multi_gpu=native, max_epochs=max_epochs,
                         train_dir=str(log_dir.parent), experiment=log_dir.name)
 
@@ -254,7 +267,7 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     runner.algo_factory.register_builder("a2c_continuous", build)
     runner.load({"params": params})
     if cfg.checkpoint and mdist.is_rank0(ctx):
-        print(f"[INFO] resumed from {cfg.checkpoint} at iteration {start_epoch}", flush=True)
+        mdist.log_line(resume_line(cfg.checkpoint, cfg.start_iteration, cfg.restart))
     try:
         runner.run({"train": True, "play": False, "checkpoint": None, "sigma": None})
     finally:
@@ -265,5 +278,5 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     trained = agent.trained_epochs
     params_list = [p.detach().clone() for p in agent.model.parameters()]
     ckpt = agent.last_checkpoint if mdist.is_rank0(ctx) else None
-    return TrainResult(env_steps=trained * HORIZON * cfg.num_envs, iterations=trained, params=params_list,
+    return TrainResult(env_steps=clock.env_steps, iterations=trained, params=params_list,
                        checkpoint=ckpt, mean_rewards=observer.mean_rewards, seconds=seconds)

@@ -21,6 +21,8 @@ from typing import Any
 from mgpu_lab.adapters import missing_library
 from mgpu_lab.dist import (DistContext, atomic_torch_save, atomic_write, is_rank0, load_torch_checkpoint, log_line,
                            rank_seed, report_synchronized)
+from mgpu_lab.rank_progress import StepClock
+from mgpu_lab.resume import numbered, resume_line
 from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
 
 try:
@@ -104,8 +106,9 @@ def runner_cfg(task: str, cfg: TrainConfig) -> dict[str, Any]:
 class ToyRslRlEnv(VecEnv):
     """rsl_rl's VecEnv over a toy task; records finished-episode returns per step for the adapter."""
 
-    def __init__(self, env: ToyVecEnv, task: str) -> None:
+    def __init__(self, env: ToyVecEnv, task: str, clock: StepClock | None = None) -> None:
         self.env = env
+        self.clock = clock
         self.num_envs = env.num_envs
         self.num_actions = env.num_actions
         self.max_episode_length = env.max_episode_length
@@ -131,6 +134,8 @@ class ToyRslRlEnv(VecEnv):
         return self._obs
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        if self.clock is not None:
+            self.clock.tick(self.num_envs)
         obs, reward, terminated, truncated, extras = self.env.step(actions)
         self._obs = self._wrap(obs)
         if extras["episode_return"].numel():
@@ -208,6 +213,16 @@ def _check_checkpoint(path: str) -> dict:
     return load_torch_checkpoint(path, ("actor_state_dict", "critic_state_dict"), "an rsl_rl")
 
 
+def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:
+    """This run's checkpoints as (completed iterations, path): rsl_rl's ``model_<it>.pt`` holds iterations 0..it."""
+    return numbered(run_dir, "model_*.pt", r"^model_(\d+)\.pt$", offset=1)
+
+
+def checkpoint_iteration(path: str, cfg: TrainConfig) -> int:
+    """Completed iterations in an rsl_rl checkpoint (its ``iter`` is the index of the last one it holds)."""
+    return int(_check_checkpoint(path).get("iter", -1)) + 1
+
+
 def _write_params(log_dir: Path, cfg: TrainConfig, train_cfg: dict, ctx: DistContext) -> None:
     import json
 
@@ -226,8 +241,10 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
 
     seed = rank_seed(cfg.seed, ctx)
     torch.manual_seed(seed)
-    env = ToyRslRlEnv(make_env(cfg.task, cfg.num_envs, ctx.device, seed), cfg.task)
     train_cfg = runner_cfg(cfg.task, cfg)
+    steps_per_it = train_cfg["num_steps_per_env"]
+    clock = StepClock(steps_per_it, cfg.start_iteration, cfg.on_iteration)
+    env = ToyRslRlEnv(make_env(cfg.task, cfg.num_envs, ctx.device, seed), cfg.task, clock)
     log_dir = cfg.log_dir if (is_rank0(ctx) and cfg.log_dir) else None
     runner = DistributedRunner(env, train_cfg, log_dir=log_dir, device=ctx.device, ctx=ctx)
     if log_dir:
@@ -239,21 +256,23 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
         except (RuntimeError, KeyError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"--checkpoint {cfg.checkpoint}: does not fit {cfg.task} ({first[:160]})") from None
+        # rsl_rl stores the index of the last iteration done and would redo it: continue after it instead
+        runner.current_learning_iteration = cfg.start_iteration
         if is_rank0(ctx):
-            log_line(f"[INFO] resumed from {cfg.checkpoint} at iteration {runner.current_learning_iteration}")
+            log_line(resume_line(cfg.checkpoint, cfg.start_iteration, cfg.restart))
 
+    iterations = cfg.remaining_iterations  # --max_iterations counts from 0 over the whole run
     start = time.perf_counter()
-    runner.learn(num_learning_iterations=cfg.max_iterations, init_at_random_ep_len=False)
+    runner.learn(num_learning_iterations=iterations, init_at_random_ep_len=False)
     seconds = time.perf_counter() - start
 
-    steps_per_it = train_cfg["num_steps_per_env"]
     alg = runner.alg
     params = [t for model in (alg.get_policy(), alg._raw_critic) for t in model.state_dict().values()]
     return TrainResult(
-        env_steps=env.steps * env.num_envs,
-        iterations=cfg.max_iterations,
+        env_steps=clock.env_steps,
+        iterations=iterations,
         params=params,
         checkpoint=runner.saved[-1] if runner.saved else None,
-        mean_rewards=env.mean_returns_per_iteration(steps_per_it, cfg.max_iterations),
+        mean_rewards=env.mean_returns_per_iteration(steps_per_it, iterations),
         seconds=seconds,
     )

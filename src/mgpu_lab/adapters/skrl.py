@@ -27,6 +27,8 @@ from typing import Any
 
 from mgpu_lab import dist as mdist
 from mgpu_lab.dist import DistContext
+from mgpu_lab.rank_progress import StepClock
+from mgpu_lab.resume import numbered, resume_line
 from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
 
 _TORCHRUN_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE")
@@ -186,9 +188,10 @@ class EpisodeStats:
 class ToyWrapperBase:
     """What the torch and JAX env wrappers share; mixed in before skrl's ``Wrapper`` of either framework."""
 
-    def __init__(self, env: Any, stats: EpisodeStats) -> None:
+    def __init__(self, env: Any, stats: EpisodeStats, clock: StepClock | None = None) -> None:
         super().__init__(env)
         self._stats = stats
+        self._clock = clock
         self._obs: Any = None
 
     @property
@@ -245,6 +248,8 @@ def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
             return self._obs, {}
 
         def step(self, actions):
+            if self._clock is not None:
+                self._clock.tick(self._env.num_envs)
             obs, reward, terminated, truncated, extras = self._env.step(actions)
             self._obs = obs
             infos = dict(extras)
@@ -255,9 +260,10 @@ def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
         """skrl's PPO, with checkpoints written through temp file + os.replace."""
 
         last_checkpoint: str | None = None
+        timestep_offset = 0  # a resumed run names its checkpoints by the whole run's timestep
 
         def write_checkpoint(self, *, timestep: int, timesteps: int) -> None:
-            write_agent_checkpoint(self, timestep, ".pt", mdist.atomic_torch_save)
+            write_agent_checkpoint(self, timestep + self.timestep_offset, ".pt", mdist.atomic_torch_save)
 
     class MgpuRunner(Runner):
         """skrl's Runner, building the atomic-checkpoint PPO for ``agent.class: PPO``."""
@@ -275,7 +281,35 @@ def load_torch_checkpoint(path: str) -> dict[str, Any]:
     return mdist.load_torch_checkpoint(path, ("policy", "value"), "a skrl PPO")
 
 
-def load_into(agent: Any, path: str, ctx: DistContext) -> None:
+def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:
+    """This run's checkpoints as (completed iterations, path): skrl's ``checkpoints/agent_<timestep><suffix>``."""
+    return numbered(run_dir, f"checkpoints/agent_*{checkpoint_suffix(cfg)}", _AGENT_FILE, scale=ROLLOUTS)
+
+
+def checkpoint_iteration(path: str, cfg: TrainConfig) -> int:
+    """Completed iterations of a skrl checkpoint, from its name ``agent_<timestep>`` (other names: 0)."""
+    if cfg.ml_framework == "jax":
+        from mgpu_lab.adapters import skrl_jax
+
+        skrl_jax.check_checkpoint(path)
+    else:
+        load_torch_checkpoint(path)
+    found = numbered(Path(path).parent, Path(path).name, _AGENT_FILE, scale=ROLLOUTS)
+    return found[0][0] if found else 0
+
+
+def checkpoint_suffix(cfg: TrainConfig) -> str:
+    if cfg.ml_framework == "jax":
+        from mgpu_lab.adapters import skrl_jax
+
+        return skrl_jax.CHECKPOINT_SUFFIX
+    return ".pt"
+
+
+_AGENT_FILE = r"^agent_(\d+)\."
+
+
+def load_into(agent: Any, path: str, ctx: DistContext, cfg: TrainConfig) -> None:
     """Resume: load a checkpoint into the agent (UsageError when it does not fit the task's models)."""
     try:
         agent.load(path)
@@ -283,7 +317,7 @@ def load_into(agent: Any, path: str, ctx: DistContext) -> None:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UsageError(f"--checkpoint {path}: does not fit these models ({first[:160]})") from None
     if mdist.is_rank0(ctx):
-        print(f"[INFO] resumed from {path}", flush=True)
+        mdist.log_line(resume_line(path, cfg.start_iteration, cfg.restart))
 
 
 def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
@@ -305,12 +339,14 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
 
     ToyEnvWrapper, _, MgpuRunner = _torch_classes(skrl_mod)
     stats = EpisodeStats(ROLLOUTS)
-    env = ToyEnvWrapper(make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx)), stats)
-    timesteps = ROLLOUTS * cfg.max_iterations
+    clock = StepClock(ROLLOUTS, cfg.start_iteration, cfg.on_iteration)
+    env = ToyEnvWrapper(make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx)), stats, clock)
+    timesteps = ROLLOUTS * cfg.remaining_iterations  # --max_iterations counts from 0 over the whole run
     runner = MgpuRunner(env, runner_cfg(cfg, timesteps=timesteps, checkpoint_interval=checkpoint_interval(cfg)))
     agent = runner.agent  # PPO.__init__ has broadcast the models from rank 0 (skrl's own code)
+    agent.timestep_offset = ROLLOUTS * cfg.start_iteration
     if cfg.checkpoint:
-        load_into(agent, cfg.checkpoint, ctx)  # every rank loads the same file, so they stay identical
+        load_into(agent, cfg.checkpoint, ctx, cfg)  # every rank loads the same file, so they stay identical
     mdist.report_synchronized(ctx)
 
     start = time.perf_counter()
@@ -319,12 +355,12 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
 
     ckpt = agent.last_checkpoint
     if mdist.is_rank0(ctx):
-        final = Path(agent.experiment_dir) / "checkpoints" / f"agent_{timesteps}.pt"
+        final = Path(agent.experiment_dir) / "checkpoints" / f"agent_{agent.timestep_offset + timesteps}.pt"
         if ckpt != str(final):
             agent.write_checkpoint(timestep=timesteps, timesteps=timesteps)
         ckpt = agent.last_checkpoint
     else:
         ckpt = None
     params = [p.detach().clone() for m in (agent.policy, agent.value) for p in m.parameters()]
-    return TrainResult(env_steps=timesteps * cfg.num_envs, iterations=cfg.max_iterations, params=params,
+    return TrainResult(env_steps=clock.env_steps, iterations=cfg.remaining_iterations, params=params,
                        checkpoint=ckpt, mean_rewards=stats.mean_rewards, seconds=seconds)

@@ -20,7 +20,11 @@ from mgpu_lab import dist as mdist
 from mgpu_lab.adapters.skrl import (ROLLOUTS, EpisodeStats, ToyWrapperBase, checkpoint_interval, import_skrl, load_into,
                                    runner_cfg, write_agent_checkpoint)
 from mgpu_lab.dist import DistContext
+from mgpu_lab.rank_progress import StepClock
 from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
+
+#: file name suffix of this adapter's checkpoints (``checkpoints/agent_<timestep><suffix>``)
+CHECKPOINT_SUFFIX = ".pickle"
 
 
 def _jax_classes() -> tuple[type, type, type]:
@@ -39,8 +43,8 @@ def _jax_classes() -> tuple[type, type, type]:
     class ToyEnvWrapperJax(ToyWrapperBase, Wrapper):
         """skrl's JAX env interface over a built-in torch task (torch -> NumPy -> JAX each step)."""
 
-        def __init__(self, env: Any, stats: EpisodeStats) -> None:
-            super().__init__(env, stats)
+        def __init__(self, env: Any, stats: EpisodeStats, clock: StepClock | None = None) -> None:
+            super().__init__(env, stats, clock)
             self._torch_device = env.device
 
         def reset(self):
@@ -49,6 +53,8 @@ def _jax_classes() -> tuple[type, type, type]:
             return self._obs, {}
 
         def step(self, actions):
+            if self._clock is not None:
+                self._clock.tick(self._env.num_envs)
             act = torch.as_tensor(np.array(actions), device=self._torch_device)
             obs, reward, terminated, truncated, extras = self._env.step(act)
             self._obs = to_jax(obs)
@@ -63,9 +69,11 @@ def _jax_classes() -> tuple[type, type, type]:
         """skrl's JAX PPO, with checkpoints written through temp file + os.replace."""
 
         last_checkpoint: str | None = None
+        timestep_offset = 0  # a resumed run names its checkpoints by the whole run's timestep
 
         def write_checkpoint(self, *, timestep: int, timesteps: int) -> None:
-            write_agent_checkpoint(self, timestep, ".pickle", save_pickle, flax.serialization.to_bytes)
+            write_agent_checkpoint(self, timestep + self.timestep_offset, CHECKPOINT_SUFFIX, save_pickle,
+                                   flax.serialization.to_bytes)
 
     class MgpuRunnerJax(Runner):
         def _component(self, name: str):
@@ -109,12 +117,14 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
 
     Wrapper, _, Runner = _jax_classes()
     stats = EpisodeStats(ROLLOUTS)
-    env = Wrapper(make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx)), stats)
-    timesteps = ROLLOUTS * cfg.max_iterations
+    clock = StepClock(ROLLOUTS, cfg.start_iteration, cfg.on_iteration)
+    env = Wrapper(make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx)), stats, clock)
+    timesteps = ROLLOUTS * cfg.remaining_iterations  # --max_iterations counts from 0 over the whole run
     runner = Runner(env, runner_cfg(cfg, timesteps=timesteps, checkpoint_interval=checkpoint_interval(cfg)))
     agent = runner.agent  # skrl's PPO has broadcast policy and value from process 0 here
+    agent.timestep_offset = ROLLOUTS * cfg.start_iteration
     if cfg.checkpoint:
-        load_into(agent, cfg.checkpoint, ctx)
+        load_into(agent, cfg.checkpoint, ctx, cfg)
     mdist.report_synchronized(ctx)
 
     start = time.perf_counter()
@@ -123,14 +133,27 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
 
     ckpt = None
     if mdist.is_rank0(ctx):
-        final = Path(agent.experiment_dir) / "checkpoints" / f"agent_{timesteps}.pickle"
+        final = Path(agent.experiment_dir) / "checkpoints" / f"agent_{agent.timestep_offset + timesteps}{CHECKPOINT_SUFFIX}"
         if agent.last_checkpoint != str(final):
             agent.write_checkpoint(timestep=timesteps, timesteps=timesteps)
         ckpt = agent.last_checkpoint
     params = policy_tensors(agent.policy) + policy_tensors(agent.value)
+    world_steps = clock.env_steps
     if conf.is_distributed:
         import jax
 
+        world_steps = sum_over_processes(clock.env_steps)  # no torch process group here: JAX's own collective
         jax.distributed.shutdown()  # every process leaves together (a barrier), so none is left waiting
-    return TrainResult(env_steps=timesteps * cfg.num_envs, iterations=cfg.max_iterations, params=params,
-                       checkpoint=ckpt, mean_rewards=stats.mean_rewards, seconds=seconds)
+    return TrainResult(env_steps=clock.env_steps, iterations=cfg.remaining_iterations, params=params,
+                       checkpoint=ckpt, mean_rewards=stats.mean_rewards, seconds=seconds, world_env_steps=world_steps)
+
+
+def sum_over_processes(value: int) -> int:
+    """Sum a non-negative integer over every JAX process (int32 pieces: JAX has no int64 without x64 mode)."""
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    base = 1 << 30
+    pieces = np.array([value // base, value % base], dtype=np.int32)
+    gathered = np.asarray(multihost_utils.process_allgather(pieces)).reshape(-1, 2).astype(np.int64)
+    return int(gathered[:, 0].sum()) * base + int(gathered[:, 1].sum())

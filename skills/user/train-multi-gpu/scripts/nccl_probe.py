@@ -52,17 +52,22 @@ WATCHDOG_GRACE_S = 2.0  # the watchdog acts this long after a deadline the main 
 INIT_EXTRA_S = 60.0  # start-up (imports, rendezvous, communicator set-up) gets --timeout plus this
 HARD_EXIT_S = 20.0  # a failing rank exits at the latest this long after it starts reporting
 PREFIX = "[nccl_probe]"
+MAX_TIMEOUT_S = 86400.0  # one day; longer deadlines overflow torch's millisecond timeouts (1e10 s fails at init)
+MAX_RUN_LIMIT_S = 7 * 86400.0
+BUFFERS = 3  # float32 buffers of the largest message per rank: source pattern, expected sum, receive
+PATTERN = 17  # the data repeats every PATTERN elements (see Probe.run)
 
 VERDICT_CONFIRMED = "fails without, passes with: workaround confirmed"
 VERDICT_NOT_CAUSE = "passes either way: not the cause"
 VERDICT_NOT_FIX = "fails either way: not a fix"
 VERDICT_BREAKS = "passes without, fails with: the candidate breaks it"
 VERDICT_FLAKY = "fails only some runs without it: flaky, inconclusive"
+VERDICT_GLOO_NOTE = " (gloo run: cannot apply to NCCL)"
 
 _SIZE_RE = re.compile(r"^(\d+)([kmg]?)(?:i?b)?$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _SETTING_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([^\n]*)$")
-_FAULT_RE = re.compile(r"^(skip|corrupt):(\d+)(?:@(\d+))?$")
+_FAULT_RE = re.compile(r"^(skip|corrupt|kill):(\d+)(?:@(\d+))?$")
 _TIMEOUT_RE = re.compile(r"time[ds]?[ _-]?out|timeout", re.IGNORECASE)
 
 
@@ -78,7 +83,7 @@ class _DeadlineMissed(Exception):
 class Fault:
     """A deliberate failure, for testing the probe's own failure paths."""
 
-    kind: str  # "skip" or "corrupt"
+    kind: str  # "skip", "corrupt" or "kill"
     rank: int
     at: int  # the collective's number in the run, counting warm-ups, from 0
 
@@ -107,11 +112,11 @@ def parse_setting(text: str) -> tuple[str, str]:
 
 
 def parse_fault(text: str) -> Fault:
-    """KIND:RANK[@N] with KIND skip or corrupt."""
+    """KIND:RANK[@N] with KIND skip, corrupt or kill."""
     m = _FAULT_RE.match(text.strip())
     if not m:
         raise argparse.ArgumentTypeError(
-            f"bad fault {text!r}: expected skip:RANK or corrupt:RANK, optionally @N (the collective's number)"
+            f"bad fault {text!r}: expected skip:RANK, corrupt:RANK or kill:RANK, optionally @N (the collective's number)"
         )
     return Fault(m.group(1), int(m.group(2)), int(m.group(3) or 0))
 
@@ -146,6 +151,8 @@ faults (for testing the probe's own failure paths):
   --fault skip:R      rank R leaves the first all_reduce out and stays alive: the others miss
                       their deadline and the probe exits 3 naming rank R.
   --fault corrupt:R   rank R adds 1 to part of its first contribution: exit 1, #wrong > 0.
+  --fault kill:R      rank R sends itself SIGKILL before its first all_reduce, like a crashed
+                      or OOM-killed rank: exit 4 naming rank R as the one that died.
   Append @N to pick the Nth collective instead of the first (counting warm-ups, from 0).
   A rank outside the world makes the fault a no-op. --fault_unless VAR=VALUE stands in for
   an NCCL defect that a setting works around: the fault fires unless VAR=VALUE is set.
@@ -156,8 +163,16 @@ bisection:
     "fails without, passes with: workaround confirmed"
     "passes either way: not the cause"
     "fails either way: not a fix"
-  (or "passes without, fails with: the candidate breaks it", or a flaky, inconclusive result).
+    "passes without, fails with: the candidate breaks it"
+    "fails only some runs without it: flaky, inconclusive"
   It exits 0 when every verdict is "workaround confirmed" or "not the cause", else 1.
+  On gloo (CPU) no NCCL runs, so no NCCL_* setting changes anything: unless --fault_unless ties
+  a stand-in defect to the candidate, each verdict ends "(gloo run: cannot apply to NCCL)".
+
+memory:
+  each rank holds three buffers of the largest message size (-e); sizes that do not fit in the
+  free memory of the rank's GPU, or in its share of the host's available memory (gloo), are
+  refused up front with the largest -e that fits.
 
 examples:
   torchrun --nproc_per_node 2 nccl_probe.py -b 8 -e 128M -f 2
@@ -214,14 +229,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout",
         type=float,
         default=30.0,
-        help="deadline in seconds for every collective; a miss ends the probe with exit 3 (default: 30)",
+        help="deadline in seconds for every collective, at most 86400; a miss ends the probe with exit 3 "
+        "(default: 30)",
     )
     parser.add_argument(
         "--fault",
         type=parse_fault,
         default=None,
         metavar="KIND:RANK[@N]",
-        help="inject a failure to test the probe itself: skip:RANK or corrupt:RANK (see below)",
+        help="inject a failure to test the probe itself: skip:RANK, corrupt:RANK or kill:RANK (see below)",
     )
     parser.add_argument(
         "--fault_unless",
@@ -260,8 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--run_limit",
         type=float,
         default=300.0,
-        help="hard wall-clock limit in seconds for each run started by --nproc_per_node or --bisect; "
-        "the run's processes are killed when it is reached (default: 300)",
+        help="hard wall-clock limit in seconds for each run started by --nproc_per_node or --bisect, "
+        "at most 604800; the run's processes are killed when it is reached (default: 300)",
     )
     parser.add_argument(
         "--log_dir",
@@ -300,10 +316,12 @@ def validate(args: argparse.Namespace) -> list[int]:
         raise UsageError(f"--iters must be at least 1, got {args.iters}")
     if args.warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {args.warmup}")
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
-    if not args.run_limit > 0:
-        raise UsageError(f"--run_limit must be a positive number of seconds, got {args.run_limit:g}")
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:
+        raise UsageError(f"--timeout must be a positive number of seconds up to {MAX_TIMEOUT_S:g} (one day), "
+                         f"got {args.timeout:g}")
+    if not 0 < args.run_limit <= MAX_RUN_LIMIT_S:
+        raise UsageError(f"--run_limit must be a positive number of seconds up to {MAX_RUN_LIMIT_S:g} (one week), "
+                         f"got {args.run_limit:g}")
     if args.fault_unless is not None and args.fault is None:
         raise UsageError("--fault_unless needs --fault")
     if args.bisect and args.candidate is None:
@@ -318,6 +336,133 @@ def validate(args: argparse.Namespace) -> list[int]:
     if not sizes:
         raise UsageError(f"empty size range: no float32-aligned size between -b {args.min_bytes} and -e {args.max_bytes}")
     return sizes
+
+
+# ---------------------------------------------------------------------------------------------
+# memory: what the sweep allocates, what is free, and the refusal
+
+
+def buffer_bytes(largest: int) -> int:
+    """Bytes one rank allocates for a sweep whose largest message is `largest` bytes: the source
+    and expected buffers (the pattern repeated, rounded up to whole periods) and the receive buffer."""
+    n = largest // 4
+    return 4 * (2 * (-(-n // PATTERN) * PATTERN) + n)
+
+
+def sweep_buffers(torch: Any, rank: int, world: int, largest: int, device: Any) -> tuple[Any, Any, Any]:
+    """This rank's source data, the expected sums and the receive buffer, for messages up to `largest`
+    bytes: buffer_bytes(largest) in all. Rank r holds ((j*7 + r*13) mod 17) - 8 at element i, j = i mod 17;
+    the sum over ranks is exact in float32, so any wrong element is a transport fault. The pattern is
+    repeated, not indexed, so no index buffer (int64: twice the message size) is ever allocated."""
+    n = largest // 4
+    periods = -(-n // PATTERN)
+    mine = torch.tensor([float((j * 7 + rank * 13) % PATTERN - 8) for j in range(PATTERN)], device=device)
+    total = torch.tensor([float(sum((j * 7 + r * 13) % PATTERN - 8 for r in range(world))) for j in range(PATTERN)],
+                         device=device)
+    return mine.repeat(periods)[:n], total.repeat(periods)[:n], torch.empty(n, dtype=torch.float32, device=device)
+
+
+def _size_arg(n: int) -> str:
+    """A byte count as an -e value (1G, 512M, 64K, 8)."""
+    for unit, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def _human(n: float) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def memory_refusal(largest: int, have: int, who: str, detail: str) -> str | None:
+    """None when a sweep up to `largest` bytes fits in `have` bytes, else the one-line refusal
+    ("... but WHO only HAVE DETAIL; ...")."""
+    need = buffer_bytes(largest)
+    if need <= have:
+        return None
+    fit = 4
+    while buffer_bytes(fit * 2) <= have:
+        fit *= 2
+    advice = f"the largest -e that fits is {_size_arg(fit)}" if buffer_bytes(fit) <= have else "not even -e 4 fits"
+    return (f"not enough memory for -e {_size_arg(largest)}: each rank needs {_human(need)} ({BUFFERS} buffers of "
+            f"{_fmt_bytes(largest)}), but {who} only {_human(max(have, 0))}{detail}; {advice}")
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cgroup_headroom() -> int | None:
+    """What this process's memory cgroups (v2 or v1, and their parents) still allow, page cache excluded."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    root = Path("/sys/fs/cgroup")
+    # (folder, limit file, usage file, reclaimable key in memory.stat)
+    layouts = []
+    for line in lines:
+        _, controllers, rel = line.split(":", 2) if line.count(":") >= 2 else ("", "-", "")
+        if controllers == "":
+            layouts.append((root, rel, "memory.max", "memory.current", "inactive_file"))
+        elif "memory" in controllers.split(","):
+            layouts.append((root / "memory", rel, "memory.limit_in_bytes", "memory.usage_in_bytes",
+                            "total_inactive_file"))
+    best: int | None = None
+    for base, rel, limit_name, usage_name, cache_key in layouts:
+        folder = base / rel.lstrip("/")
+        while True:
+            limit, usage = _read_int(folder / limit_name), _read_int(folder / usage_name)
+            if limit is not None and usage is not None:
+                cache = 0
+                try:
+                    for stat in (folder / "memory.stat").read_text().splitlines():
+                        key, _, value = stat.partition(" ")
+                        if key == cache_key:
+                            cache = int(value)
+                except (OSError, ValueError):
+                    pass
+                headroom = limit - max(usage - cache, 0)
+                best = headroom if best is None else min(best, headroom)
+            if folder == base or base not in folder.parents:
+                break
+            folder = folder.parent
+    return best
+
+
+def host_available() -> int | None:
+    """Memory available for new allocations on this host: MemAvailable, capped by the cgroup's limit."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                break
+        else:
+            return None
+    except (OSError, ValueError, IndexError):
+        return None
+    headroom = _cgroup_headroom()
+    return available if headroom is None else min(available, headroom)
+
+
+def check_host_memory(sizes: list[int], local_ranks: int) -> None:
+    """Refuse (UsageError) a gloo sweep whose buffers cannot fit in this host's available memory."""
+    available = host_available()
+    if available is None:
+        return
+    if local_ranks == 1:
+        who, detail = "this host has", " available"
+    else:
+        who, detail = f"each of the {local_ranks} ranks on this host has", f" (a share of {_human(available)} available)"
+    refusal = memory_refusal(sizes[-1], available // local_ranks, who, detail)
+    if refusal:
+        raise UsageError(refusal)
 
 
 def _resolve_backend(requested: str, ranks_on_node: int) -> str:
@@ -354,16 +499,27 @@ class _Status:
         folder = os.environ.get(STATUS_ENV)
         self.folder = Path(folder) if folder else None
         self.rank = rank
+        self.state: str | None = None  # who ends this rank: "result", "failing" or "stopped"
+        self._lock = threading.Lock()
+
+    def claim(self, state: str) -> bool:
+        """Take the right to end this rank (the first claim wins); False when another already has it."""
+        with self._lock:
+            if self.state is not None:
+                return False
+            self.state = state
+            return True
 
     def write_pid(self) -> None:
         if self.folder is not None:
             (self.folder / f"pid.{self.rank}").write_text(str(os.getpid()))
 
-    def write(self, code: int, summary: str, deadline_wall: float | None = None, reporter: bool = False) -> None:
+    def write(self, code: int, summary: str, deadline_wall: float | None = None, reporter: bool = False,
+              stopped: str | None = None) -> None:
         if self.folder is None:
             return
         data = {"rank": self.rank, "code": code, "summary": summary, "deadline_wall": deadline_wall,
-                "reporter": reporter}
+                "reporter": reporter, "stopped": stopped}
         tmp = self.folder / f".status.{self.rank}.tmp"
         try:
             tmp.write_text(json.dumps(data))
@@ -383,10 +539,59 @@ def _ranks(ranks: list[int]) -> str:
     return ",".join(str(r) for r in ranks) if ranks else "none"
 
 
+def _stop_on_sigterm(status: _Status) -> None:
+    """torchrun stops the surviving ranks with SIGTERM once one rank ends badly. Record that this rank
+    was stopped, so the report can tell it from a rank that died on its own (which records nothing).
+    The signal reaches a thread through the wakeup fd, so this works while the main thread waits
+    inside a collective."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.signal(signal.SIGTERM, lambda *_: None)  # the work happens in the thread below
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while True:
+            data = os.read(read_fd, 1)
+            if not data:
+                return
+            if data[0] != signal.SIGTERM:
+                continue
+            if status.claim("stopped"):
+                status.write(128 + signal.SIGTERM, f"rank {status.rank}: stopped by SIGTERM", stopped="SIGTERM")
+                _say(f"rank {status.rank} stopped by SIGTERM before it had a result", sys.stderr)
+            elif status.state == "failing":
+                continue  # the failure report ends the process itself
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=watch, name="nccl_probe_sigterm", daemon=True).start()
+
+
+def nccl_settings_on_gloo(env: dict[str, str] | os._Environ, candidate: tuple[str, str] | None,
+                          fault_unless: tuple[str, str] | None) -> list[str]:
+    """NCCL_* settings that a gloo run ignores: the environment's and the --candidate's. The
+    --fault_unless variable is left out: it does act, by disarming the stand-in defect."""
+    skip = {fault_unless[0]} if fault_unless else set()
+    found = []
+    if candidate is not None and candidate[0].startswith("NCCL_") and candidate[0] not in skip:
+        found.append(f"{candidate[0]}={candidate[1]} (--candidate)")
+        skip.add(candidate[0])
+    found += [f"{k}={v} (environment)" for k, v in sorted(env.items()) if k.startswith("NCCL_") and k not in skip]
+    return found
+
+
+def gloo_warning(found: list[str]) -> str:
+    """The one-line warning for NCCL_* settings that meet a gloo backend."""
+    verb = "has" if len(found) == 1 else "have"
+    return (f"nccl_probe.py: warning: backend gloo ignores NCCL_* settings: {', '.join(found)} {verb} no effect "
+            "here; test NCCL settings with --backend nccl on GPUs")
+
+
 class Probe:
     """One rank: set-up, the sweep with checks and deadlines, and the failure report."""
 
-    def __init__(self, args: argparse.Namespace, sizes: list[int], backend: str) -> None:
+    def __init__(self, args: argparse.Namespace, sizes: list[int], backend: str, status: _Status) -> None:
         import torch
         import torch.distributed as dist
 
@@ -399,7 +604,7 @@ class Probe:
         self.timeout = float(args.timeout)
         self.cuda = backend == "nccl"
         self.device = torch.device("cuda", self.local_rank) if self.cuda else torch.device("cpu")
-        self.status = _Status(self.rank)
+        self.status = status
         fault: Fault | None = args.fault
         if fault is not None and args.fault_unless is not None:
             var, value = args.fault_unless
@@ -467,6 +672,8 @@ class Probe:
         """Report (one rank gives the full picture), write the status and end the process."""
         with self._fail_lock:
             first, self._failing = not self._failing, True
+        if first and not self.status.claim("failing") and self.status.state == "stopped":
+            first = False  # stopped by SIGTERM: that thread records it and ends the process
         if not first:  # another thread of this rank is already reporting; it ends the process
             while True:
                 time.sleep(1)
@@ -543,6 +750,9 @@ class Probe:
             except Exception:  # noqa: BLE001
                 break
             time.sleep(0.2)
+        if not self.status.claim("failing") and self.status.state == "stopped":
+            while True:
+                time.sleep(1)
         self.status.write(EXIT_DEADLINE, f"rank {self.rank} skipped all_reduce #{k} (fault injected)")
         _say(f"rank {self.rank} FAILED: fault skip left all_reduce #{k} out")
         sys.stderr.flush()
@@ -554,6 +764,11 @@ class Probe:
         """One all_reduce under a deadline; returns its wall time in seconds."""
         if self.fault is not None and self.fault.kind == "skip" and self.fault.at == k:
             self._skip(k)
+        if self.fault is not None and self.fault.kind == "kill" and self.fault.at == k:
+            _say(f"rank {self.rank}: fault injected (--fault kill:{self.rank}): SIGKILL before all_reduce #{k}",
+                 sys.stderr)
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
         self.arm(f"all_reduce #{k} ({what}) did not finish within {self.timeout:g} s", self.timeout)
         self.k, self.in_collective, self.pos = k, True, 2 * k + 1
         try:
@@ -610,6 +825,40 @@ class Probe:
         self.disarm()
         return [int(self.store.get(key)) for key in keys]
 
+    def _check_memory(self) -> None:
+        """Refuse (UsageError on every rank, one line from rank 0) a sweep that cannot fit on some rank.
+        Every rank measures before any rank allocates, and the ranks share what they found."""
+        torch, dist = self.torch, self.dist
+        if self.cuda:
+            free = int(torch.cuda.mem_get_info(self.device)[0])
+        else:
+            available = host_available()
+            free = -1 if available is None else available // self.local_world
+        mine = torch.tensor([free], dtype=torch.int64, device=self.device)
+        found = [torch.empty_like(mine) for _ in range(self.world)]
+        self.arm(f"the memory check (all_gather) did not finish within {self.timeout:g} s", self.timeout)
+        try:
+            work = dist.all_gather(found, mine, async_op=True)
+            if work.wait(timeout=timedelta(seconds=self.timeout)) is False:
+                raise _DeadlineMissed()
+        except _DeadlineMissed:
+            self.fail(EXIT_DEADLINE, self.label)
+        except Exception as exc:  # noqa: BLE001
+            self.fail(EXIT_ERROR, f"the memory check (all_gather) raised {type(exc).__name__}: "
+                                  f"{' '.join(str(exc).split())[:300]}")
+        self.disarm()
+        frees = [int(t.item()) for t in found]
+        short = [r for r, f in enumerate(frees) if 0 <= f < buffer_bytes(self.sizes[-1])]
+        if short:
+            one = len(short) == 1
+            who = f"rank {short[0]} has" if one else f"ranks {_ranks(short)} have"
+            if self.cuda:
+                where = " free on its GPU" if one else " free on their GPUs"
+            else:
+                where = (f"{'' if one else ' each'} ({'its' if one else 'their'} share of the host's available "
+                         f"memory, split among {self.local_world} local rank(s))")
+            raise UsageError(memory_refusal(self.sizes[-1], min(frees[r] for r in short), who, where) or "")
+
     def _header(self) -> None:
         torch = self.torch
         settings = sorted(f"{k}={v}" for k, v in os.environ.items()
@@ -627,6 +876,9 @@ class Probe:
         print(f"# sizes {_fmt_bytes(self.sizes[0])} to {_fmt_bytes(self.sizes[-1])} (x{a.step_factor}), "
               f"{a.warmup} warm-up + {a.iters} timed calls per size, deadline {self.timeout:g} s per collective")
         print(f"# settings: {' '.join(settings) if settings else '(none)'}")
+        ignored = nccl_settings_on_gloo(os.environ, None, a.fault_unless) if self.backend == "gloo" else []
+        if ignored and not os.environ.get(STATUS_ENV):
+            _say(gloo_warning(ignored), sys.stderr)
         if self.fault is not None or a.fault is not None:
             print(f"# fault: {a.fault} ({'armed' if self.fault or _fault_armed(a) else 'disarmed by --fault_unless'})")
         print("#")
@@ -657,19 +909,11 @@ class Probe:
         except Exception as exc:  # noqa: BLE001
             _say(f"{PREFIX} rank {self.rank}: no side channel ({exc}); a hang report cannot name ranks", sys.stderr)
             self.store = None
+        self._check_memory()
         if self.rank == 0:
             self._header()
 
-        # deterministic data: rank r holds ((j*7 + r*13) mod 17) - 8 at element i, j = i mod 17;
-        # the sum over ranks is exact in float32, so any wrong element is a transport fault
-        n_max = self.sizes[-1] // 4
-        mine = torch.tensor([float((j * 7 + self.rank * 13) % 17 - 8) for j in range(17)], device=self.device)
-        total = torch.tensor([float(sum((j * 7 + r * 13) % 17 - 8 for r in range(self.world))) for j in range(17)],
-                             device=self.device)
-        idx = torch.arange(n_max, device=self.device) % 17
-        src, expected = mine[idx], total[idx]
-        del idx
-        buf = torch.empty_like(src)
+        src, expected, buf = sweep_buffers(torch, self.rank, self.world, self.sizes[-1], self.device)
 
         a = self.args
         factor = 2.0 * (self.world - 1) / self.world
@@ -720,7 +964,8 @@ class Probe:
             summary = (f"{total_wrong} wrong element(s) on rank(s) {_ranks(bad)}" if total_wrong
                        else f"0 wrong elements; avg busbw {sum(busbws) / len(busbws):.3f} GB/s")
         _say(f"rank {self.rank} ok" if my_wrong == 0 else f"rank {self.rank} FAILED: {my_wrong} wrong element(s)")
-        self.status.write(code, summary)
+        if self.status.claim("result"):
+            self.status.write(code, summary)
         self.in_collective = False
         if self.store is not None:  # let rank 0 finish its table before torchrun stops a failing job
             try:
@@ -761,9 +1006,19 @@ def _whole_lines() -> None:
 def worker(args: argparse.Namespace, sizes: list[int]) -> int:
     """Run as one rank of a torchrun job."""
     _whole_lines()
-    _Status(int(os.environ["RANK"])).write_pid()  # before the slow torch import: a hard limit can find it
-    backend = _resolve_backend(args.backend, int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"])))
-    return Probe(args, sizes, backend).run()
+    status = _Status(int(os.environ["RANK"]))
+    status.write_pid()  # before the slow torch import: a hard limit can find it
+    _stop_on_sigterm(status)
+    try:
+        backend = _resolve_backend(args.backend, int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"])))
+        return Probe(args, sizes, backend, status).run()
+    except UsageError as exc:
+        text = " ".join(str(exc).split())
+        if status.rank == 0:
+            _say(f"nccl_probe.py: error: {text}", sys.stderr)
+        if status.claim("result"):
+            status.write(EXIT_USAGE, text)
+        return EXIT_USAGE
 
 
 # ---------------------------------------------------------------------------------------------
@@ -778,6 +1033,7 @@ class RunResult:
     seconds: float
     summary: str
     after_deadline: float | None  # seconds from the first missed deadline to the run's end
+    ranks: str = ""  # how each rank ended, such as "0 stopped by SIGTERM, 1 died without a result"
 
 
 def _free_port() -> int:
@@ -907,21 +1163,35 @@ def launch(args: argparse.Namespace, world: int, backend: str, *, env_set: dict[
         if out is not None:
             out.close()
     seconds = time.monotonic() - start
-    codes = {int(s["rank"]): int(s["code"]) for s in statuses}
-    deadlines = [float(s["deadline_wall"]) for s in statuses if s.get("deadline_wall")]
+    stopped = {int(s["rank"]): str(s["stopped"]) for s in statuses if s.get("stopped")}
+    results = [s for s in statuses if not s.get("stopped")]
+    codes = {int(s["rank"]): int(s["code"]) for s in results}
+    # a rank with no record at all ended without running our code to the end: a signal it did not
+    # expect (SIGKILL, the OOM killer) or a crash. It is the one to blame, not the ranks that lost it.
+    vanished = sorted(set(range(world)) - set(codes) - set(stopped))
+    ranks = ", ".join(
+        f"{r} ok" if codes.get(r) == EXIT_OK else
+        f"{r} exit {codes[r]} ({EXIT_MEANING.get(codes[r], 'failed')})" if r in codes else
+        f"{r} stopped by {stopped[r]}" if r in stopped else f"{r} died without a result"
+        for r in range(world))
+    deadlines = [float(s["deadline_wall"]) for s in results if s.get("deadline_wall")]
     after = end_wall - min(deadlines) if deadlines else None
     if timed_out:
         return RunResult(EXIT_DEADLINE, seconds, f"hard limit of {args.run_limit:g} s reached; killed the run", after)
+    if vanished:
+        others = [r for r in range(world) if r not in vanished]
+        return RunResult(EXIT_ERROR, seconds, f"rank(s) {_ranks(vanished)} died without a result (killed by a signal, "
+                         f"or crashed); rank(s) {_ranks(others)} only lost their peer", after, ranks)
     for code in (EXIT_USAGE, EXIT_DEADLINE, EXIT_ERROR, EXIT_WRONG):
         if code in codes.values():
-            picked = [s for s in statuses if int(s["code"]) == code]
+            picked = [s for s in results if int(s["code"]) == code]
             picked.sort(key=lambda s: (not s.get("reporter"), int(s["rank"])))
-            return RunResult(code, seconds, str(picked[0]["summary"]), after)
+            return RunResult(code, seconds, str(picked[0]["summary"]), after, ranks)
     if proc.returncode == 0 and len(codes) == world:
-        rank0 = [s for s in statuses if int(s["rank"]) == 0]
-        return RunResult(EXIT_OK, seconds, str(rank0[0]["summary"]) if rank0 else "ok", None)
-    silent = _ranks(sorted(set(range(world)) - set(codes)))
-    return RunResult(EXIT_ERROR, seconds, f"torchrun exited {proc.returncode}; rank(s) {silent} reported no result", after)
+        rank0 = [s for s in results if int(s["rank"]) == 0]
+        return RunResult(EXIT_OK, seconds, str(rank0[0]["summary"]) if rank0 else "ok", None, ranks)
+    return RunResult(EXIT_ERROR, seconds, f"torchrun exited {proc.returncode}; rank(s) {_ranks(sorted(stopped))} "
+                     "were stopped before a result", after, ranks)
 
 
 class _Interrupted(Exception):
@@ -932,26 +1202,42 @@ def _on_signal(signum: int, _frame: Any) -> None:
     raise _Interrupted(signal.Signals(signum).name)
 
 
-def _parent_backend(args: argparse.Namespace, largest_world: int) -> str:
-    return _resolve_backend(args.backend, largest_world)
+def _parent_backend(args: argparse.Namespace, largest_world: int, sizes: list[int]) -> str:
+    """The backend for the runs this process starts; on gloo, refuse sizes the host cannot hold
+    and warn about NCCL_* settings, which gloo ignores. All before any run starts."""
+    backend = _resolve_backend(args.backend, largest_world)
+    if backend == "gloo":
+        check_host_memory(sizes, largest_world)
+        ignored = nccl_settings_on_gloo(os.environ, args.candidate, args.fault_unless)
+        if ignored:
+            _say(gloo_warning(ignored), sys.stderr)
+    return backend
 
 
-def launch_cli(args: argparse.Namespace) -> int:
+def launch_cli(args: argparse.Namespace, sizes: list[int]) -> int:
     """--nproc_per_node N: one run on this machine, exit with the probe's own status."""
-    backend = _parent_backend(args, args.nproc_per_node)
+    backend = _parent_backend(args, args.nproc_per_node, sizes)
     result = launch(args, args.nproc_per_node, backend)
     state = "OK" if result.code == EXIT_OK else f"FAILED (exit {result.code}: {EXIT_MEANING[result.code]})"
     print(f"{PREFIX} world size {args.nproc_per_node}, backend {backend}: {state}: {result.summary}", flush=True)
+    if result.code != EXIT_OK and result.ranks:
+        print(f"{PREFIX} per rank: {result.ranks}", flush=True)
     if result.code == EXIT_DEADLINE and result.after_deadline is not None:
         print(f"{PREFIX} the run ended {result.after_deadline:.2f} s after the first missed deadline", flush=True)
     return result.code
 
 
-def bisect(args: argparse.Namespace) -> int:
+def bisect(args: argparse.Namespace, message_sizes: list[int]) -> int:
     """--bisect: verdicts per world size for one candidate setting."""
     var, value = args.candidate
     sizes: list[int] = args.world_sizes
-    backend = _parent_backend(args, max(sizes))
+    backend = _parent_backend(args, max(sizes), message_sizes)
+    # on gloo the candidate can only act through a stand-in defect (--fault_unless): say so
+    note = VERDICT_GLOO_NOTE if backend == "gloo" and args.fault_unless is None else ""
+    if note:
+        _say("nccl_probe.py: warning: --bisect on backend gloo without --fault_unless runs no NCCL, so its verdicts "
+             "cannot apply to NCCL; rehearse with --fault and --fault_unless, or bisect on GPUs with --backend nccl",
+             sys.stderr)
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="nccl_probe_bisect_"))
     log_dir.mkdir(parents=True, exist_ok=True)
     setting = f"{var}={value}"
@@ -984,7 +1270,7 @@ def bisect(args: argparse.Namespace) -> int:
             verdicts[w] = VERDICT_CONFIRMED if fixed else VERDICT_NOT_FIX
     print(f"[bisect] verdicts for {setting}:", flush=True)
     for w in sizes:
-        print(f"[bisect]   world size {w}: {verdicts[w]}", flush=True)
+        print(f"[bisect]   world size {w}: {verdicts[w]}{note}", flush=True)
     good = all(v in (VERDICT_CONFIRMED, VERDICT_NOT_CAUSE) for v in verdicts.values())
     return EXIT_OK if good else EXIT_WRONG
 
@@ -1005,7 +1291,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, _on_signal)
             signal.signal(signal.SIGINT, _on_signal)
             try:
-                return bisect(args) if args.bisect else launch_cli(args)
+                return bisect(args, sizes) if args.bisect else launch_cli(args, sizes)
             except _Interrupted as exc:
                 print(f"{PREFIX} interrupted by {exc}; runs stopped", file=sys.stderr, flush=True)
                 return 130

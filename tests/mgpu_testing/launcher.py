@@ -1,0 +1,131 @@
+"""Test support for the launcher: run it on fixtures, watch its process tree, wait for deterministic events."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from mgpu_testing import PYTHON, REPO, kill_group, loopback_env
+
+LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
+FIXTURES = REPO / "tests" / "fixtures" / "launcher"
+CPU2 = ["--num_gpus", "2", "--device", "cpu"]
+
+
+def launcher_cmd(*args: str) -> list[str]:
+    return [PYTHON, str(LAUNCHER), *args]
+
+
+def fixture_env(script: str, pid_dir: Path | None = None, **extra: str) -> dict[str, str]:
+    """Loopback env that makes the launcher start ``tests/fixtures/launcher/<script>`` instead of train.py."""
+    env = loopback_env(MGPU_LAB_TRAIN_SCRIPT=str(FIXTURES / script), **extra)
+    if pid_dir is not None:
+        env["MGPU_LAB_FIXTURE_PID_DIR"] = str(pid_dir)
+    return env
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+
+
+def process_tree(root: int) -> list[int]:
+    """Every live process below ``root``, whatever its session, from /proc."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+            except OSError:
+                continue
+            parent[int(entry)] = int(stat[stat.rfind(b")") + 2:].split()[1])
+    found, frontier = [], [root]
+    while frontier:
+        kids = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += kids
+        frontier = kids
+    return [pid for pid in found if alive(pid)]
+
+
+def processes_with_env(name: str, value: str) -> list[int]:
+    """Live processes whose environment holds ``name=value`` (the launcher's job tag finds its whole job)."""
+    needle = f"\0{name}={value}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                env = b"\0" + Path(f"/proc/{entry}/environ").read_bytes() + b"\0"
+            except OSError:
+                continue
+            if needle in env and alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        pytest.fail(f"launcher still running after {timeout}s\n{out[-3000:]}\n{err[-3000:]}")
+
+
+def wait_until(condition: Callable[[], bool], proc: subprocess.Popen, what: str, timeout: float = 240) -> None:
+    """Poll ``condition`` until it holds; fail early (with the launcher's output) if the launcher exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"launcher exited {proc.returncode} before {what}\n{out[-3000:]}\n{err[-3000:]}")
+        time.sleep(0.05)
+    kill_group(proc)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def wait_for_pids(pid_dir: Path, ranks: int, proc: subprocess.Popen, timeout: float = 240) -> list[int]:
+    """Wait until every rank wrote its pid file (the fixtures' ``rank<R>.pid``); return the pids."""
+    wait_until(lambda: len(list(pid_dir.glob("rank*.pid"))) == ranks, proc, "the ranks started", timeout)
+    return [int(f.read_text()) for f in sorted(pid_dir.glob("rank*.pid"))]
+
+
+def supervise_dirs(proc: subprocess.Popen) -> list[Path]:
+    """The supervision folder(s) the launcher passed to its job, read from its torchrun's environment."""
+    found = []
+    for pid in process_tree(proc.pid):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            if item.startswith(b"MGPU_LAB_SUPERVISE_DIR="):
+                found.append(Path(item.split(b"=", 1)[1].decode()))
+    return sorted(set(found))
+
+
+def beats(folder: Path) -> dict[int, dict]:
+    """The ranks' heartbeats in a supervision folder, by rank (records being replaced are skipped)."""
+    out = {}
+    for path in folder.glob("beat.*"):
+        try:
+            out[int(path.suffix[1:])] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return out

@@ -1,0 +1,148 @@
+"""The launcher's hang watchdog and first-failure report, end to end: real torchrun, gloo ranks on loopback.
+
+The ranks are ``tests/fixtures/launcher/beat_rank.py``, which speaks the supervision protocol
+(``mgpu_lab.heartbeat``) and misbehaves deterministically on ``--fault KIND:RANK:ITER``. Each run has a hard
+timeout; after each, the process table must hold nothing of the job.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from mgpu_lab.heartbeat import Beat
+from mgpu_lab.watchdog import Frame, RankState, blame, locate, main_thread, parse_threads
+from mgpu_testing import free_port, kill_group
+from mgpu_testing.launcher import (
+    CPU2, alive, beats, finish, fixture_env, launcher_cmd, process_tree, start, supervise_dirs, wait_until,
+)
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")
+FIXTURE = "beat_rank.py"
+
+
+def run_fault(tmp_path: Path, fault: str, *extra: str, timeout: float = 180) -> tuple[int, str, str, list[int]]:
+    """Launch 2 ranks with one fault; return (exit status, stdout, stderr, every process the job had)."""
+    cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--log_all_ranks", "--fault", fault, "--iterations",
+                       "6", "--run_dir", str(tmp_path / "run"), "--go_file", str(tmp_path / "go"), *extra)
+    proc = start(cmd, fixture_env(FIXTURE))
+    try:
+        folders: list[Path] = []
+
+        def training() -> bool:  # both ranks beat in training: the job's processes all exist now
+            folders[:] = supervise_dirs(proc)
+            return bool(folders) and len([b for b in beats(folders[0]).values() if b["phase"] == "train"]) == 2
+
+        wait_until(training, proc, "both ranks trained")
+        tree = process_tree(proc.pid)
+        (tmp_path / "go").touch()
+        out, err = finish(proc, timeout=timeout)
+    finally:
+        kill_group(proc)
+    assert not [pid for pid in tree if alive(pid)], err[-3000:]
+    return proc.returncode, out, err, tree
+
+
+def watchdog_lines(err: str) -> dict[int, str]:
+    return {int(m[1]): m[2] for m in re.finditer(r"\[ERROR\] watchdog:   rank (\d+)/2 \([^)]*\): (.*)", err)}
+
+
+# ---------------------------------------------------------------------------------------------- hangs
+
+@linux_only
+def test_rank_hanging_outside_a_collective_is_named(tmp_path: Path) -> None:
+    rc, _, err, _ = run_fault(tmp_path, "hang:1:2", "--hang_timeout", "3")
+    assert rc == 3, err[-3000:]
+    where = watchdog_lines(err)
+    assert re.fullmatch(r"waiting in all_reduce, called from .*beat_rank\.py:\d+ in main", where[0]), where
+    assert re.fullmatch(r"outside any collective, at .*beat_rank\.py:\d+ in hang", where[1]), where
+    assert "[ERROR] watchdog: likely culprit: rank 1 (the other rank(s) wait in all_reduce for it)" in err
+    folder = tmp_path / "run" / "watchdog"
+    assert f"stacks and summary in {folder}" in err
+    assert "in hang" in (folder / "stack_rank1.txt").read_text()
+    assert "in all_reduce" in (folder / "stack_rank0.txt").read_text()
+    summary = (folder / "summary.txt").read_text().splitlines()
+    assert summary and all(line in err for line in summary)
+    assert "likely culprit: rank 1" in summary[-1]
+    assert err.rstrip().endswith("[ERROR] watchdog: stopping the job (exit 3)")  # torchrun's shutdown noise stays out
+
+
+@linux_only
+def test_frozen_rank_is_reported_not_responding(tmp_path: Path) -> None:
+    """SIGSTOP: the rank cannot answer the stack request; it is still found, and the job still ends."""
+    rc, _, err, _ = run_fault(tmp_path, "stop:1:2", "--hang_timeout", "3")
+    assert rc == 3, err[-3000:]
+    where = watchdog_lines(err)
+    assert where[1].startswith("not responding"), where
+    assert where[0].startswith("waiting in all_reduce"), where
+    assert "likely culprit: rank 1" in err
+    assert "did not answer" in (tmp_path / "run" / "watchdog" / "stack_rank1.txt").read_text()
+
+
+# ---------------------------------------------------------------------------------------------- failures
+
+@linux_only
+def test_first_failing_rank_is_named_even_when_torchrun_blames_another(tmp_path: Path) -> None:
+    rc, _, err, _ = run_fault(tmp_path, "raise:1:2")
+    assert rc == 1, err[-3000:]
+    root = err[err.index("Root Cause"):]
+    assert re.search(r"rank\s*:\s*0 \(local_rank: 0\)", root), root  # torchrun blames rank 0 ...
+    last = err.rstrip().splitlines()[-2:]
+    assert re.fullmatch(r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): "
+                        r"RuntimeError: injected fault at iteration 2", last[0]), last  # ... the launcher names rank 1
+    assert last[1].startswith("[ERROR] launcher: torchrun's \"Root Cause\" above names rank 0"), last
+
+
+@linux_only
+def test_rank_killed_by_a_signal_is_named_with_it(tmp_path: Path) -> None:
+    rc, _, err, _ = run_fault(tmp_path, "kill:1:2")
+    assert rc == 1, err[-3000:]
+    assert re.search(r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): killed by SIGKILL", err), \
+        err[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------- the rules
+
+def state(rank: int, iteration: int, collective: str | None, responding: bool = True, line: int = 1) -> RankState:
+    beat = Beat(rank, rank, 3, "n", 100 + rank, iteration, "train", 0.0)
+    return RankState(rank, beat, responding=responding, collective=collective, where=Frame("t.py", line, "f"))
+
+
+@pytest.mark.parametrize(
+    ("states", "culprits", "why"),
+    [
+        ([state(0, 4, "all_reduce"), state(1, 4, None), state(2, 4, "all_reduce")], [1], "wait in all_reduce"),
+        ([state(0, 4, "all_reduce"), state(1, 4, None, responding=False), state(2, 4, "all_reduce")], [1],
+         "wait in all_reduce"),
+        ([state(0, 4, None), state(1, 4, None, responding=False), state(2, 4, None)], [1], "did not answer"),
+        ([state(0, 5, "broadcast"), state(1, 4, "all_reduce"), state(2, 5, "broadcast")], [1], "behind"),
+        ([state(0, 4, "all_reduce", line=7), state(1, 4, "all_reduce", line=9), state(2, 4, "all_reduce", line=7)],
+         [1], "different collective"),
+        ([state(0, 4, "all_reduce"), state(1, 4, "all_reduce"), state(2, 4, "all_reduce")], [], "every rank waits"),
+    ],
+)
+def test_culprit_rules(states: list[RankState], culprits: list[int], why: str) -> None:
+    found, reason = blame(states)
+    assert found == culprits and why in reason, (found, reason)
+
+
+def test_faulthandler_text_is_located() -> None:
+    text = (
+        "Thread 0x00007f0000000001 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 320 in wait\n'
+        '  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap\n'
+        "\n"
+        "Current thread 0x00007f0000000002 (most recent call first):\n"
+        '  File "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2950 in all_reduce\n'
+        '  File "/v/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81 in wrapper\n'
+        '  File "/repo/src/mgpu_lab/adapters/rsl_rl.py", line 120 in _reduce_grads\n'
+        '  File "/repo/scripts/train.py", line 200 in <module>\n'
+    )
+    threads = parse_threads(text)
+    assert len(threads) == 2
+    collective, caller = locate(main_thread(threads))
+    assert collective == "all_reduce"
+    assert caller == Frame("/repo/src/mgpu_lab/adapters/rsl_rl.py", 120, "_reduce_grads")
