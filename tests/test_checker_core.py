@@ -501,12 +501,12 @@ def test_parse_cache_gives_the_same_findings_and_sees_changes(tmp_path: Path) ->
     env = dict(os.environ, SKILLS_CHECK_CACHE_DIR=str(tmp_path / "cache"))
     cmd = [PYTHON, str(CLI), "check", "--root", str(root), "--select", "IN", "--format", "json"]
     cold = run(cmd, timeout=120, env=env)
-    assert list((tmp_path / "cache").glob("*.pickle"))
+    assert list((tmp_path / "cache").glob("*.json"))
     warm = run(cmd, timeout=120, env=env)
     assert cold.stdout == warm.stdout and cold.returncode == warm.returncode == 1
     write(root, "skills/user/demo/a.md", "---\nname: x\n---\n")
     assert run(cmd, timeout=120, env=env).returncode == 0
-    (tmp_path / "cache").joinpath(next((tmp_path / "cache").glob("*.pickle")).name).write_bytes(b"junk")
+    (tmp_path / "cache").joinpath(next((tmp_path / "cache").glob("*.json")).name).write_bytes(b"junk")
     assert run(cmd, timeout=120, env=env).returncode == 0  # a corrupt cache is ignored
 
 

@@ -83,7 +83,7 @@ def tree(root: Path, reference: str) -> Path:
 
 
 def fix(root: Path) -> "subprocess.CompletedProcess":  # noqa: F821
-    return run([PYTHON, str(CLI), "check", "--root", str(root), "--fix", "--no-cache", "--select", "IN010"],
+    return run([PYTHON, str(CLI), "check", "--root", str(root), "--fix", "--no-cache", "--select", "DR1"],
                timeout=120, env=dict(os.environ))
 
 

@@ -21,68 +21,14 @@ from typing import Callable
 import pytest
 
 from mgpu_testing import PYTHON, REPO, run
-
-TOOLS = REPO / "tools" / "skills"
-BASE = REPO / "tests" / "fixtures" / "checker" / "base"
+from mgpu_testing.checker import (
+    BASE, DEMO, EVALS_JSON, EVALS_MD, HELPER, LAUNCHER, MGPU, REF, SKILL, TOOLS, TROUBLE, assert_finding, body_start,
+    check, edit, line_of, make_tree,
+)
 
 import cli  # noqa: E402
 import rules  # noqa: E402
 from rules.shell import command_lines, words  # noqa: E402
-
-DEMO = "skills/user/demo"
-SKILL = f"{DEMO}/SKILL.md"
-REF = f"{DEMO}/reference.md"
-EVALS_MD = f"{DEMO}/evaluations.md"
-EVALS_JSON = f"{DEMO}/evals/evals.json"
-HELPER = "skills/developer/helper/SKILL.md"
-MGPU = "docs/source/features/multi_gpu.rst"
-TROUBLE = "docs/source/refs/troubleshooting.rst"
-LAUNCHER = "scripts/reinforcement_learning/train_multigpu.py"
-
-
-def make_tree(dest: Path) -> Path:
-    """A copy of the base fixture with its discovery links (symlinks are made here, not stored)."""
-    shutil.copytree(BASE, dest)
-    agents = dest / ".agents" / "skills"
-    agents.mkdir(parents=True)
-    os.symlink("../../skills/user/demo", agents / "isaaclab-demo")
-    os.symlink("../../skills/developer/helper", agents / "isaaclab-helper")
-    (dest / ".claude").mkdir()
-    os.symlink("../.agents/skills", dest / ".claude" / "skills")
-    return dest
-
-
-def check(root: Path, *extra: str) -> tuple[int, list[dict]]:
-    """Run the real CLI in-process; (exit status, findings)."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = cli.main(["check", "--root", str(root), "--format", "json", *extra])
-    return rc, json.loads(out.getvalue())["findings"]
-
-
-def edit(root: Path, rel: str, old: str, new: str, count: int = 1) -> None:
-    path = root / rel
-    text = path.read_text(encoding="utf-8")
-    assert old in text, f"fixture text not found in {rel}: {old!r}"
-    path.write_text(text.replace(old, new, count), encoding="utf-8")
-
-
-def line_of(root: Path, rel: str, needle: str, nth: int = 1) -> int:
-    lines = (root / rel).read_text(encoding="utf-8").split("\n")
-    hits = [i + 1 for i, line in enumerate(lines) if needle in line]
-    assert len(hits) >= nth, f"{needle!r} not in {rel}"
-    return hits[nth - 1]
-
-
-def body_start(root: Path, rel: str) -> int:
-    return line_of(root, rel, "---", 2) + 1
-
-
-def assert_finding(findings: list[dict], code: str, path: str, line: int | None = None) -> dict:
-    hits = [f for f in findings if f["code"] == code and f["path"] == path and (line is None or f["line"] == line)]
-    assert hits, f"no {code} at {path}:{line}; got " + "; ".join(
-        f"{f['path']}:{f['line']}:{f['col']} {f['code']} {f['message']}" for f in findings)
-    return hits[0]
 
 
 @pytest.fixture()
@@ -91,26 +37,9 @@ def tree(tmp_path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
-# The passing fixture: the base tree is clean for every rule.
-
-def test_base_fixture_is_clean(tree: Path) -> None:
-    rc, findings = check(tree)
-    assert findings == [] and rc == 0
-    assert not (tree / "LAUNCHER_WAS_RUN").exists()
-
-
-def test_every_rule_is_documented_and_has_a_failing_case() -> None:
-    text = (TOOLS / "RULES.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r"^\| ((?:SK|DR)\d{3}) \|", text, re.M))
-    registered = {r.code for r in rules.RULES}
-    assert documented == registered
-    assert registered <= {case[0] for case in FAILING}
-    for r in rules.RULES:
-        assert r.summary and r.summary.endswith("."), r.code
-
-
-# ---------------------------------------------------------------------------------------------
-# Failing fixtures: one edit each. (code, mutate(root), path, line(root) or None)
+# Edits for the cases below. Each rule's own failing fixture and snapshot live in
+# tests/fixtures/checker/rules/<CODE>/ (test_checker_snapshots.py); this module keeps the cases that
+# need more than one snapshot: passing variants, truth locations, columns, interplay between tools.
 
 def _fm(key_line: str, new: str, path: str = SKILL) -> Callable[[Path], None]:
     return lambda root: edit(root, path, key_line, new)
@@ -130,107 +59,14 @@ def _write(path: str, text: str) -> Callable[[Path], None]:
     return mutate
 
 
-def _both(*fs: Callable[[Path], None]) -> Callable[[Path], None]:
-    def mutate(root: Path) -> None:
-        for f in fs:
-            f(root)
-    return mutate
-
-
 def _at(path: str, needle: str, nth: int = 1) -> Callable[[Path], int]:
     return lambda root: line_of(root, path, needle, nth)
 
 
-def _unlink(path: str) -> Callable[[Path], None]:
-    return lambda root: os.unlink(root / path)
-
-
-LONG = "".join(f"line {i}\n" for i in range(520))
-FAILING: list[tuple[str, Callable[[Path], None], str, Callable[[Path], int] | None]] = [
-    ("SK100", _fm("---\nname: isaaclab-helper\n", "<!-- no frontmatter -->\nname: isaaclab-helper\n", HELPER),
-     HELPER, lambda r: 1),
-    ("SK101", _fm("name: isaaclab-demo\n", ""), SKILL, lambda r: 2),
-    ("SK102", _fm("name: isaaclab-demo", "name: IsaacLab_Demo"), SKILL, _at(SKILL, "name:")),
-    ("SK103", _fm("name: isaaclab-demo", "name: claude-demo"), SKILL, _at(SKILL, "name:")),
-    ("SK104", _fm("description: Scales", "description: ''\nx-old: Scales"), SKILL, _at(SKILL, "description:")),
-    ("SK105", _fm("Use when a user", "Handy if a user"), SKILL, _at(SKILL, "description:")),
-    ("SK106", _fm("description: Scales", "description: You scale"), SKILL, _at(SKILL, "description:")),
-    ("SK107", _fm("audience: user", "audience: developer"), SKILL, _at(SKILL, "audience:")),
-    ("SK108", _fm("status: experimental", "status: beta"), SKILL, _at(SKILL, "status:")),
-    ("SK109", _fm("owners:\n  - demo-team\n", "owners: []\n"), SKILL, _at(SKILL, "owners:")),
-    ("SK110", _fm("license: BSD-3-Clause\n", ""), SKILL, lambda r: 2),
-    ("SK111", _fm("  author: Demo Author", "  team: Demo"), SKILL, _at(SKILL, "metadata:")),
-    ("SK112", _fm("status: experimental", "status: experimental\nversion: 2"), SKILL, _at(SKILL, "version:")),
-    ("SK113", _fm("status: experimental", "status: experimental\ncompatibility: ''"), SKILL,
-     _at(SKILL, "compatibility:")),
-    ("SK114", _fm("name: isaaclab-helper", "name: isaaclab-demo", HELPER), SKILL, _at(SKILL, "name:")),
-    ("SK201", _fm("## Maintenance", "## Upkeep"), SKILL, lambda r: body_start(r, SKILL)),
-    ("SK202", _append(SKILL, LONG), SKILL, lambda r: body_start(r, SKILL) + 499),
-    ("SK203", _fm("[Reference](reference.md)", "[Reference](reference2.md)"), SKILL, _at(SKILL, "reference2.md")),
-    ("SK204", _fm("reference.md#workarounds", "reference.md#work-arounds"), SKILL, _at(SKILL, "#work-arounds")),
-    ("SK205", _both(_append(REF, "\nSee [more](more.md).\n"), _write(f"{DEMO}/more.md", "# More\n")), REF,
-     _at(REF, "more.md")),
-    ("SK206", _fm("`docs/source/features/multi_gpu.rst`", "`docs/source/features/multigpu.rst`"), SKILL,
-     _at(SKILL, "multigpu.rst")),
-    ("SK207", _append(REF, LONG[:1200]), REF, lambda r: 1),
-    ("SK208", _fm("Run `scripts/probe.py`", "Run `scripts/prob.py`"), SKILL, _at(SKILL, "Run `scripts/prob.py`")),
-    ("SK209", _write(f"{DEMO}/scripts/extra.py", "if __name__ == '__main__':\n    pass\n"), SKILL,
-     lambda r: body_start(r, SKILL)),
-    ("SK210", _fm("`isaaclab-helper`", "`isaaclab-helpers`"), SKILL, _at(SKILL, "isaaclab-helpers")),
-    ("SK301", _both(_unlink(EVALS_MD), _unlink(EVALS_JSON)), SKILL, lambda r: body_start(r, SKILL)),
-    ("SK302", _fm("- [Evaluations](evaluations.md)\n", ""), SKILL, lambda r: body_start(r, SKILL)),
-    ("SK303", _fm("## Scenario 3: routing", "## Routing", EVALS_MD), EVALS_MD, lambda r: 1),
-    ("SK304", _fm('Query: "Train on all GPUs."', "", EVALS_MD), EVALS_MD, _at(EVALS_MD, "## Scenario 1")),
-    ("SK310", _fm(',\n    "assertions": ["does not use this skill"]', "", EVALS_JSON), EVALS_JSON, _at(EVALS_JSON, "{", 2)),
-    ("SK311", _fm('"expected_skill": "isaaclab-demo"', '"expected_skill": "isaaclab-demos"', EVALS_JSON),
-     EVALS_JSON, _at(EVALS_JSON, "isaaclab-demos")),
-    ("DR100", _both(_fm("``NCCL_P2P_DISABLE=1`` or ``NCCL_P2P_LEVEL=LOC``", "see below", MGPU),
-                    _fm("     - ``NCCL_SHM_DISABLE=1``", "     - none", MGPU)), MGPU, lambda r: 1),
-    ("DR101", _fm("     - ``NCCL_SHM_DISABLE=1``", "     - ``NCCL_SHM_DISABLE=1``, then ``NCCL_IB_DISABLE=1``", MGPU),
-     REF, _at(REF, "| Symptom | Try |")),
-    ("DR102", _fm("`NCCL_P2P_LEVEL=LOC`", "`NCCL_P2P_LEVEL=PIX`", REF), REF, _at(REF, "NCCL_P2P_LEVEL=PIX")),
-    ("DR103", _fm("| GPUs numbered", "| Ring fixes it | `NCCL_ALGO=Ring` |\n| GPUs numbered", REF), REF,
-     _at(REF, "NCCL_ALGO=Ring")),
-    ("DR104", _fm("Apply `NCCL_P2P_DISABLE=1` first", "Apply `NCCL_NET_GDR_LEVEL=2` first"), SKILL,
-     _at(SKILL, "NCCL_NET_GDR_LEVEL")),
-    ("DR200", lambda r: edit(r, MGPU, "   * - ``--", "   * - ", 99), MGPU, lambda r: 1),
-    ("DR201", _fm("   * - ``--log_dir``\n     - ``None``\n     - Folder for per-rank logs.\n", "", MGPU), MGPU,
-     _at(MGPU, ".. list-table:: Launcher options")),
-    ("DR202", _fm("   * - ``--dry_run``", "   * - ``--bogus``\n     - ``None``\n     - Nothing.\n   * - ``--dry_run``",
-                  MGPU), MGPU, _at(MGPU, "``--bogus``")),
-    ("DR203", _fm("``--num_gpus`` (alias ``--nproc_per_node``)", "``--num_gpus``", MGPU), MGPU,
-     _at(MGPU, "* - ``--num_gpus``")),
-    ("DR204", _fm("   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``", MGPU), MGPU,
-     lambda r: line_of(r, MGPU, "``--nnodes``", 1) + 1),
-    ("DR205", _fm("one of ``rsl_rl``, ``rl_games``, ``skrl``", "one of ``rsl_rl``, ``skrl``, ``jax``", MGPU), MGPU,
-     _at(MGPU, "one of ``rsl_rl``")),
-    ("DR301", _fm("--rl_library skrl", "--rl_libary skrl"), SKILL, _at(SKILL, "--rl_libary")),
-    ("DR302", _fm("--rl_library skrl --task Toy-Cartpole-v0", "--rl_library skrl --task"), SKILL,
-     _at(SKILL, "--rl_library skrl --task")),
-    ("DR303", _fm("--rl_library skrl", "--rl_library foo"), SKILL, _at(SKILL, "--rl_library foo")),
-    ("DR304", _fm("Select ranks with `--num_gpus`", "Select ranks with `--num_gpu`"), SKILL, _at(SKILL, "`--num_gpu`")),
-    ("DR305", _fm("skills/user/demo/scripts/probe.py", "skills/user/demo/scripts/probes.py", TROUBLE), TROUBLE,
-     _at(TROUBLE, "probes.py")),
-    ("DR401", _unlink(".agents/skills/isaaclab-helper"), HELPER, _at(HELPER, "name:")),
-    ("DR402", lambda r: (os.unlink(r / ".agents/skills/isaaclab-demo"),
-                         os.symlink("../../skills/developer/helper", r / ".agents/skills/isaaclab-demo")),
-     ".agents/skills/isaaclab-demo", lambda r: 1),
-    ("DR403", lambda r: os.symlink("../../skills/user/gone", r / ".agents/skills/isaaclab-gone"),
-     ".agents/skills/isaaclab-gone", lambda r: 1),
-    ("DR404", _unlink(".claude/skills"), ".claude/skills", lambda r: 1),
-]
-
-
-@pytest.mark.parametrize("code,mutate,path,line", FAILING, ids=[c[0] for c in FAILING])
-def test_failing_fixture(tree: Path, code: str, mutate, path: str, line) -> None:
-    mutate(tree)
-    rc, findings = check(tree)
-    hit = assert_finding(findings, code, path, line(tree) if line else None)
-    assert hit["message"]
-    if code != "SK112":  # a warning alone does not fail the check
-        assert rc == 1
-    rc_sel, only = check(tree, "--select", code)
-    assert only and {f["code"] for f in only} == {code}
+SHM_ROW = ("   * - ``Error while creating shared memory segment`` in a container\n"
+           "     - ``docker run --shm-size=1g`` or ``--ipc=host``; disable ACS in the BIOS\n"
+           "     - Docker's 64 MiB ``/dev/shm``\n     - None\n")
+SHM_MD = "| Shared memory error in a container | `docker run --shm-size=1g` or `--ipc=host` |\n"
 
 
 def test_drift_findings_name_the_truth(tree: Path) -> None:
@@ -271,6 +107,29 @@ def test_upstream_symptom_try_layout_in_rst_passes(tree: Path) -> None:
     edit(tree, MGPU, "``NCCL_SHM_DISABLE=1``", "``NCCL_SHM_DISABLE=0``")
     _, findings = check(tree)
     assert_finding(findings, "DR102", REF, line_of(tree, REF, "NCCL_SHM_DISABLE=1"))
+
+
+def test_workaround_rows_whose_fix_is_not_a_setting_pass_when_mirrored(tree: Path) -> None:
+    """A list row whose fix is a command or an action holds no setting; its mirror row holds none either."""
+    edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
+    edit(tree, REF, "| GPUs numbered", SHM_MD + "| GPUs numbered")
+    assert check(tree) == (0, [])
+    edit(tree, REF, SHM_MD, SHM_MD.replace("`docker run --shm-size=1g` or `--ipc=host`", "`NCCL_SHM_DISABLE=1`"))
+    _, findings = check(tree)
+    hit = assert_finding(findings, "DR105", REF, line_of(tree, REF, "| Shared memory error"))
+    assert "holds no setting" in hit["message"] and hit["truth"]["path"] == MGPU
+
+
+def test_fix_mirrors_rows_whose_fix_is_not_a_setting(tree: Path) -> None:
+    edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(["check", "--root", str(tree), "--fix", "--no-cache"])
+    assert "added row" in out.getvalue()
+    rows = [l for l in (tree / REF).read_text(encoding="utf-8").splitlines() if l.startswith("| ")]
+    assert rows[-2].startswith("| `Error while creating shared memory segment` in a container | "
+                               "`docker run --shm-size=1g` or `--ipc=host`; disable ACS in the BIOS |")
+    assert check(tree) == (0, [])
 
 
 def test_diagnostics_placeholders_and_other_tools_pass(tree: Path) -> None:

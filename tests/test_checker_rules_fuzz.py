@@ -19,7 +19,7 @@ from mgpu_testing import REPO
 
 import cli  # noqa: E402
 from rules.shell import command_lines, words  # noqa: E402
-from test_checker_rules import BASE, MGPU, SKILL, make_tree  # noqa: E402
+from mgpu_testing.checker import MGPU, SKILL, make_tree  # noqa: E402
 
 FRAGMENTS = [
     "`--num_gpus`", "`--rl_library foo`", "`--`", "`-`", "`--x=`", "`NCCL_P2P_DISABLE=1`", "NCCL_=1", "CUDA_X=,",

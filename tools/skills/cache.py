@@ -1,8 +1,13 @@
 """A parse cache: parsed documents keyed by path and content digest, so unchanged files skip the
-parsers (and their imports). One pickle per checked root under ``$SKILLS_CHECK_CACHE_DIR`` or
+parsers (and their imports). One JSON file per checked root under ``$SKILLS_CHECK_CACHE_DIR`` or
 ``$XDG_CACHE_HOME/skills-check`` (default ``~/.cache/skills-check``). The cache is invalidated as a
 whole when the checker's parser sources, the parser libraries or Python change. Any problem with
 it (unreadable, corrupt, unwritable) silently means "no cache"; ``--no-cache`` turns it off.
+
+The format cannot carry code: plain JSON, decoded into the model's own dataclasses by name from a
+fixed table (``codec.py``); a planted or restored cache file can at worst hold wrong parse results
+for a file whose digest it names, never run anything. The file is read only when it is a regular
+file under a size cap.
 """
 
 from __future__ import annotations
@@ -10,15 +15,16 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import pickle
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-_SOURCES = ("cache.py", "inputs.py", "model.py", "parse_argparse.py", "parse_markdown.py", "parse_rst.py")
+_SOURCES = ("cache.py", "codec.py", "inputs.py", "model.py", "parse_argparse.py", "parse_markdown.py", "parse_rst.py")
 _LIBS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml")
-FORMAT = 1
+FORMAT = 2  # 2: JSON (1 was a pickle, never read again)
+MAX_CACHE_BYTES = 64 * 1024 * 1024
 KEEP = 32  # cache files kept (one per checked root); the least recently written go first
 
 
@@ -59,18 +65,24 @@ class ParseCache:
 
     def __init__(self, root: Path, enabled: bool = True) -> None:
         self.enabled = enabled
+        # (kind, path) -> (digest, encoded value): values are kept encoded (JSON-ready) and decoded on
+        # each hit, so a caller changing a returned object never changes the cache
         self.entries: dict[tuple[str, str], tuple[str, Any]] = {}
         self.used: set[tuple[str, str]] = set()
         self.dirty = False
-        self.file = cache_dir() / f"{hashlib.sha256(str(root).encode()).hexdigest()[:24]}.pickle"
+        self.file = cache_dir() / f"{hashlib.sha256(str(root).encode()).hexdigest()[:24]}.json"
         if not enabled:
             return
         self.stamp = _stamp()
         try:
-            with open(self.file, "rb") as fh:
-                data = pickle.load(fh)
-            if isinstance(data, dict) and data.get("stamp") == self.stamp:
-                self.entries = data["entries"]
+            from inputs import read_bytes_bounded
+
+            raw = read_bytes_bounded(str(self.file), MAX_CACHE_BYTES)
+            data = json.loads(raw) if isinstance(raw, bytes) else None
+            if isinstance(data, dict) and data.get("stamp") == self.stamp and isinstance(data.get("entries"), list):
+                for item in data["entries"]:
+                    kind, path, dig, value = item
+                    self.entries[(str(kind), str(path))] = (str(dig), value)
         except Exception:  # absent, corrupt, from another version: start empty
             self.entries = {}
 
@@ -80,15 +92,27 @@ class ParseCache:
         key = (kind, path)
         hit = self.entries.get(key)
         if hit is not None and hit[0] == digest(text):
+            from codec import CodecError, decode
+
+            try:
+                value = decode(hit[1])
+            except (CodecError, RecursionError, TypeError, ValueError, KeyError):
+                return None
             self.used.add(key)
-            return hit[1]
+            return value
         return None
 
     def put(self, kind: str, path: str, text: str, value: Any) -> None:
         if not self.enabled:
             return
+        from codec import CodecError, encode
+
         key = (kind, path)
-        self.entries[key] = (digest(text), value)
+        try:
+            encoded = encode(value)
+        except (CodecError, RecursionError):
+            return  # a value the format cannot hold is simply not cached
+        self.entries[key] = (digest(text), encoded)
         self.used.add(key)
         self.dirty = True
 
@@ -104,9 +128,10 @@ class ParseCache:
 
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-", suffix=".pickle")
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump({"stamp": self.stamp, "entries": self.entries}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-", suffix=".json")
+            entries = [[k[0], k[1], d, v] for k, (d, v) in sorted(self.entries.items())]
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"stamp": self.stamp, "entries": entries}, fh, separators=(",", ":"))
             os.replace(tmp, self.file)
             _prune(self.file.parent)
         except Exception:
@@ -120,7 +145,7 @@ def _prune(folder: Path) -> None:
     """Keep the KEEP most recently written cache files (checks of temporary trees leave old ones)."""
     files = []
     for entry in os.scandir(folder):
-        if entry.name.endswith(".pickle"):
+        if entry.name.endswith(".json"):
             try:
                 files.append((entry.stat().st_mtime, entry.path))
             except OSError:

@@ -91,15 +91,21 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
     check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
     check.add_argument("--fix", action="store_true",
-                       help="rewrite reference.md's NCCL workaround table from the RST list, then check")
+                       help="apply the fixes the selected rules' findings carry (the NCCL mirror table from the RST "
+                            "list, the launcher options table from argparse), then check again")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
     for key in ("skills", "docs", "launcher", "trainer"):
         check.add_argument(f"--{key}", default=None, help=f"path of the {key} (overrides [tool.skills-check])")
+    check.add_argument("--profile", default=None, metavar="NAMES",
+                       help="comma-separated rule profiles to run (spec, claude, links, isaaclab, drift; default: "
+                            "[tool.skills-check] profiles, else all)")
     explain = sub.add_parser("explain", help="print what a rule checks (all rules without CODE)")
     explain.add_argument("code", nargs="?")
+    rules_cmd = sub.add_parser("rules", help="print RULES.md as generated from the rule registry")
+    rules_cmd.add_argument("--write", action="store_true", help="rewrite tools/skills/RULES.md when it differs")
     return parser
 
 
@@ -125,10 +131,21 @@ def _explain(code: str | None) -> int:
     return 0
 
 
+def _rules_md(write: bool) -> int:
+    import rules_md
+
+    if write:
+        changed = rules_md.write()
+        print(f"{rules_md.RULES_MD}: {'rewritten' if changed else 'up to date'}")
+    else:
+        sys.stdout.write(rules_md.render())
+    return 0
+
+
 def _check(args: argparse.Namespace) -> int:
-    from loader import SetupError, load_project
+    from loader import SetupError, load_config, load_project
     from report import Summary, exit_code, render
-    from runner import load_rules, run_rules, unknown_patterns
+    from runner import in_profiles, load_rules, profile_names, run_rules, unknown_patterns
 
     rules = load_rules()
     select, ignore = _split(args.select), _split(args.ignore)
@@ -137,24 +154,48 @@ def _check(args: argparse.Namespace) -> int:
         print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
         return 2
     overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
+    if not args.root.strip():
+        print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
+        return 2
     root = Path(args.root)
     try:
+        chosen = _split(args.profile) if args.profile is not None else None
+        if chosen is None and root.is_dir():
+            configured = load_config(root.resolve(), overrides).get("profiles")
+            if configured is not None:
+                if not isinstance(configured, list) or not all(isinstance(x, str) for x in configured):
+                    raise SetupError("pyproject.toml: [tool.skills-check] profiles must be a list of names")
+                chosen = configured
+        if chosen is not None:
+            unknown = [p for p in chosen if p not in profile_names()]
+            if unknown or not chosen:
+                print(f"error: unknown profile(s) {', '.join(unknown) or '(none given)'}; known: "
+                      f"{', '.join(profile_names())}", file=sys.stderr)
+                return 2
+            rules = in_profiles(rules, chosen)
         project = load_project(root, overrides, use_cache=not args.no_cache)
         summary = Summary()
+        findings = run_rules(project, rules, select, ignore)
         if args.fix:
-            from fix import fix_project
+            from fix import FixError, apply_fixes
 
-            summary.fixes, notes = fix_project(project)
+            try:
+                summary.fixes, notes = apply_fixes(project, findings)
+            except FixError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
             summary.notes += notes
-            if summary.fixes:
+            if not summary.fixes and not notes:
+                summary.notes.append("--fix: nothing to fix")
+            if summary.fixes:  # check again: what is left after the fixes
                 project = load_project(root, overrides, use_cache=not args.no_cache)
+                findings = run_rules(project, rules, select, ignore)
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    findings = run_rules(project, rules, select, ignore)
     summary.skills, summary.rst = len(project.skills), len(project.rst)
     summary.notes = project.notes + summary.notes
     sys.stdout.write(render(args.format, findings, summary))
@@ -194,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     code = args.explain or getattr(args, "explain_check", None)
     if code or args.command == "explain":
         return _guarded(_explain, code or getattr(args, "code", None))
+    if args.command == "rules":
+        return _guarded(_rules_md, args.write)
     if args.command != "check":
         parser.print_usage(sys.stderr)
         print("error: give a command: check or explain", file=sys.stderr)

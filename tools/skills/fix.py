@@ -1,227 +1,25 @@
-"""``check --fix``: rewrite ``reference.md``'s NCCL workaround table from the RST list-table.
+"""``check --fix``: apply the fixes (text edits) that the selected rules' findings carry.
 
-Both tables are found by the settings they hold (``NCCL_*=``/``CUDA_*=`` pairs), never by exact column
-titles, so an upstream-style table (Symptom | Try) works too. Rows are paired by their settings, then by
-symptom text. Only what differs changes: a paired row with other settings gets its settings cell
-rewritten; RST rows missing from the markdown are inserted in RST order; markdown rows whose settings
-the RST list does not hold are removed. Every other byte of the file stays as it was; the write is
-atomic (temp file + rename).
+Generic: the rules know what to change (``Finding.fix``); this module only applies edits, safely.
+Every edit is planned before any file is written; edits that several findings share are applied
+once; an edit overlapping another in the same file is skipped (the re-check reports what is left).
+A file is rewritten atomically (temp file + rename), only inside the checked root, never through or
+over a symbolic link; newlines (LF/CRLF) and a byte-order mark are kept. When a write fails,
+``FixError`` names the file and says which files were rewritten and which were not.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from model import Cell, MarkdownDoc, Project, RstDoc, Table
-from parse_markdown import split_row
-
-try:  # share the rules' notion of a setting and of a workaround table when the rules package is there
-    from rules.common import settings_in as _rules_settings_in
-    from rules.nccl import mirror_tables as _rules_mirrors
-    from rules.nccl import truth_list as _rules_truth
-except Exception:  # pragma: no cover - rules package absent or broken
-    _rules_settings_in = _rules_truth = _rules_mirrors = None
-
-MIN_ROWS = 2  # a workaround table has at least this many rows holding settings (as the drift rules say)
-
-_SETTING = re.compile(r"(?<![A-Za-z0-9_])((?:NCCL|CUDA)_[A-Z0-9_]+)=([A-Za-z0-9_.:/,-]*[A-Za-z0-9_/-])")
-_KEYWORDS = {
-    "symptom": ("symptom", "problem", "issue", "error", "when"),
-    "hardware": ("hardware", "seen", "where", "gpu", "system", "platform"),
-    "cost": ("cost", "trade", "impact", "penalty", "price", "downside"),
-    "settings": ("setting", "try", "workaround", "fix", "variable", "env"),
-}
+from inputs import inside, read_bytes_bounded
+from model import Finding, Project, TextEdit
 
 
-def settings(text: str) -> frozenset[tuple[str, str]]:
-    """The set of (VAR, value) pairs written in ``text``."""
-    if _rules_settings_in is not None:
-        return frozenset((var, value) for var, value, _ in _rules_settings_in(text))
-    return frozenset((m.group(1), m.group(2).rstrip(".,:")) for m in _SETTING.finditer(text))
-
-
-def _cell_settings(cell: Cell) -> frozenset[tuple[str, str]]:
-    return settings(cell.text) | settings(" ".join(c.text for c in cell.code))
-
-
-def settings_column(table: Table) -> int | None:
-    """Index of the column with the most rows holding a setting (first on ties; None when none does)."""
-    width = max((len(r) for r in table.rows), default=0)
-    counts = [sum(1 for row in table.rows if j < len(row) and _cell_settings(row[j])) for j in range(width)]
-    if not counts or max(counts) == 0:
-        return None
-    return counts.index(max(counts))
-
-
-def settings_table(tables: list[Table]) -> Table | None:
-    """The workaround table among ``tables``: at least MIN_ROWS rows with settings, the most settings."""
-    best, best_n = None, 0
-    for t in tables:
-        col = settings_column(t)
-        if col is None:
-            continue
-        rows = [r for r in t.rows if col < len(r) and _cell_settings(r[col])]
-        n = sum(len(_cell_settings(r[col])) for r in rows)
-        if len(rows) >= MIN_ROWS and n > best_n:
-            best, best_n = t, n
-    return best
-
-
-def _role(header: str) -> str | None:
-    h = header.lower()
-    for role, words in _KEYWORDS.items():
-        if any(w in h for w in words):
-            return role
-    return None
-
-
-def _roles(table: Table) -> dict[str, int]:
-    """role -> column index: settings by content, the others by header words; symptom defaults to col 0."""
-    out: dict[str, int] = {}
-    scol = settings_column(table)
-    if scol is not None:
-        out["settings"] = scol
-    for j, cell in enumerate(table.header):
-        role = _role(cell.text)
-        if role and role != "settings" and role not in out and j != scol:
-            out[role] = j
-    if "symptom" not in out:
-        first = next((j for j in range(len(table.header)) if j != scol and j not in out.values()), None)
-        if first is not None:
-            out["symptom"] = first
-    return out
-
-
-def rst_cell_markdown(cell: Cell) -> str:
-    """An RST cell as markdown: its text with inline literals back in backticks, pipes escaped."""
-    text = " ".join(cell.text.split())
-    out, cursor = [], 0
-    for code in cell.code:
-        needle = " ".join(code.text.split())
-        pos = text.find(needle, cursor)
-        if pos < 0:
-            continue
-        out.append(text[cursor:pos])
-        out.append(f"`{needle}`")
-        cursor = pos + len(needle)
-    out.append(text[cursor:])
-    return "".join(out).replace("|", "\\|")
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[`*_]", "", text).lower().split())
-
-
-@dataclass
-class _Pairing:
-    pairs: dict[int, int]  # rst row -> md row
-    unpaired_md: list[int]
-
-
-def _pair(rst_rows: list[tuple[frozenset, str]], md_rows: list[tuple[frozenset, str]]) -> _Pairing:
-    pairs: dict[int, int] = {}
-    used: set[int] = set()
-    for i, (s, _) in enumerate(rst_rows):  # 1. same settings
-        for j, (t, _) in enumerate(md_rows):
-            if j not in used and t and s == t:
-                pairs[i] = j
-                used.add(j)
-                break
-    cands = []
-    for i, (s, sym) in enumerate(rst_rows):  # 2. similar symptom, 3. overlapping settings
-        if i in pairs:
-            continue
-        for j, (t, msym) in enumerate(md_rows):
-            if j in used or not t:
-                continue
-            ratio = difflib.SequenceMatcher(None, _norm(sym), _norm(msym)).ratio() if sym and msym else 0.0
-            overlap = len(s & t)
-            if ratio >= 0.6 or overlap:
-                cands.append((ratio >= 0.6, overlap, ratio, -i, -j, i, j))
-    for *_, i, j in sorted(cands, reverse=True):
-        if i not in pairs and j not in used:
-            pairs[i] = j
-            used.add(j)
-    unpaired = [j for j, (t, _) in enumerate(md_rows) if j not in used and t]
-    return _Pairing(pairs, unpaired)
-
-
-def _fmt_settings(s: frozenset) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(s)) or "(none)"
-
-
-def plan_fix(md: MarkdownDoc, md_table: Table, rst: RstDoc, rst_table: Table) -> tuple[list[str], list[str]]:
-    """(new file lines, change descriptions) for ``md`` (lines without newlines)."""
-    lines = md.text.split("\n")
-    rroles, mroles = _roles(rst_table), _roles(md_table)
-    rs, ms = rroles.get("settings"), mroles.get("settings")
-    if rs is None or ms is None:
-        return lines, []
-
-    def cell(row: list[Cell], j: int | None) -> Cell | None:
-        return row[j] if j is not None and j < len(row) else None
-
-    rst_rows = []
-    for row in rst_table.rows:
-        c, sym = cell(row, rs), cell(row, rroles.get("symptom"))
-        rst_rows.append((_cell_settings(c) if c else frozenset(), sym.text if sym else ""))
-    md_rows = []
-    for row in md_table.rows:
-        c, sym = cell(row, ms), cell(row, mroles.get("symptom"))
-        md_rows.append((_cell_settings(c) if c else frozenset(), sym.text if sym else ""))
-    pairing = _pair(rst_rows, md_rows)
-    changes: list[str] = []
-    replace: dict[int, str] = {}
-    delete: set[int] = set()
-    insert: dict[int, list[str]] = {}
-    header_idx = md_table.line - 1
-    header_line = lines[header_idx] if header_idx < len(lines) else ""
-    lead = header_line.lstrip().startswith("|")
-    trail = header_line.rstrip().endswith("|")
-    anchor = header_idx + 1  # the delimiter row
-    for i, row in enumerate(rst_table.rows):
-        rset, rsym = rst_rows[i]
-        if not rset:
-            continue
-        if i in pairing.pairs:
-            mrow = md_table.rows[pairing.pairs[i]]
-            idx = mrow[0].line - 1
-            anchor = idx
-            mset = md_rows[pairing.pairs[i]][0]
-            if mset != rset:
-                spans = split_row(lines[idx])
-                if ms < len(spans):
-                    a, b = spans[ms]
-                    new_text = rst_cell_markdown(row[rs])
-                    replace[idx] = lines[idx][:a] + new_text + lines[idx][b:]
-                    changes.append(f"{md.path}:{idx + 1}: settings {_fmt_settings(mset)} -> {_fmt_settings(rset)}"
-                                   f" (from {rst.path}:{row[rs].line})")
-            continue
-        cells = []
-        for j in range(max(len(md_table.header), 1)):
-            role = next((r for r, col in mroles.items() if col == j), None)
-            src = cell(row, rroles.get(role)) if role else None
-            cells.append(rst_cell_markdown(src) if src else "")
-        new = " | ".join(cells)
-        new = ("| " if lead else "") + new + (" |" if trail else "")
-        insert.setdefault(anchor, []).append(new)
-        changes.append(f"{md.path}: added row for {_fmt_settings(rset)} (from {rst.path}:{row[rs].line})")
-    for j in pairing.unpaired_md:
-        idx = md_table.rows[j][0].line - 1
-        delete.add(idx)
-        changes.append(f"{md.path}:{idx + 1}: removed row for {_fmt_settings(md_rows[j][0])}"
-                       f" (not in {rst.path})")
-    out: list[str] = []
-    for idx, line in enumerate(lines):
-        if idx not in delete:
-            out.append(replace.get(idx, line))
-        out.extend(insert.get(idx, []))
-    return out, changes
+class FixError(Exception):
+    """A planned rewrite failed; the message names the file and what was and was not rewritten."""
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -242,50 +40,81 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def _truth(project: Project) -> tuple[RstDoc, Table] | None:
-    if _rules_truth is not None:
-        found = _rules_truth(project)
-        return (found[0], found[1]) if found else None
-    docs = sorted(project.rst.items(), key=lambda kv: (not kv[0].endswith("multi_gpu.rst"), kv[0]))
-    for _, doc in docs:
-        if doc.readable:
-            table = settings_table(doc.tables)
-            if table is not None:
-                return doc, table
+def writable(root: Path, relpath: str) -> str | None:
+    """None when ``relpath`` may be rewritten in place; else why not (outside the root, a link, not a file)."""
+    why = inside(root, relpath)
+    if why:
+        return why
+    full = root / relpath
+    if full.is_symlink():
+        return "is a symlink (a fix never replaces a link with a file)"
+    if not full.is_file():
+        return "is not a regular file"
     return None
 
 
-def fix_project(project: Project) -> tuple[list[str], list[str]]:
-    """Apply the fix to every skill's reference.md; (changes, notes)."""
-    truth = _truth(project)
-    if truth is None:
-        return [], ["--fix: no RST table of NCCL settings found; nothing rewritten"]
-    rst, rst_table = truth
-    changes: list[str] = []
-    notes: list[str] = []
-    targets: list[tuple[MarkdownDoc, Table]] = []
-    if _rules_mirrors is not None:
-        best: dict[str, tuple[MarkdownDoc, Table, int]] = {}
-        for doc, table, found in _rules_mirrors(project):
-            if doc.path.endswith("/reference.md") and len(found) > best.get(doc.path, (None, None, 0))[2]:
-                best[doc.path] = (doc, table, len(found))  # one table per file: the one with most settings
-        targets = [(d, t) for d, t, _ in (best[p] for p in sorted(best))]
-    else:
-        for skill in project.skills:
-            for path, doc in sorted(skill.files.items()):
-                table = settings_table(doc.tables) if doc.readable and path.endswith("/reference.md") else None
-                if table is not None:
-                    targets.append((doc, table))
-    for doc, table in targets:
-        new_lines, doc_changes = plan_fix(doc, table, rst, rst_table)
-        if not doc_changes:
+def _apply(lines: list[str], edits: list[TextEdit]) -> tuple[list[str], list[TextEdit]]:
+    """``lines`` with the non-overlapping ``edits`` applied (bottom-up); and the edits skipped."""
+    chosen: list[TextEdit] = []
+    skipped: list[TextEdit] = []
+    for e in sorted(set(edits), key=lambda e: (e.start, e.end)):
+        lo, hi = e.start, max(e.end, e.start - 1)
+        if any(not (hi < c.start or lo > max(c.end, c.start - 1)) or (e.start == c.start) for c in chosen):
+            skipped.append(e)
+        else:
+            chosen.append(e)
+    out = list(lines)
+    for e in sorted(chosen, key=lambda e: e.start, reverse=True):
+        out[e.start - 1:e.end] = list(e.lines)
+    return out, skipped
+
+
+def apply_fixes(project: Project, findings: list[Finding]) -> tuple[list[str], list[str]]:
+    """Apply the fixes the ``findings`` carry; (what changed, notes about what did not)."""
+    by_path: dict[str, list[TextEdit]] = {}
+    described: dict[str, list[str]] = {}
+    for f in findings:
+        if f.fix is None:
             continue
-        full = project.root / doc.path
-        raw = full.read_bytes()
-        newline = "\r\n" if b"\r\n" in raw else "\n"
+        for e in f.fix.edits:
+            by_path.setdefault(e.path, []).append(e)
+        path = f.fix.edits[0].path if f.fix.edits else f.loc.path
+        if f.fix.description not in described.setdefault(path, []):
+            described[path].append(f.fix.description)
+    notes: list[str] = []
+    planned: list[tuple[str, bytes, list[str]]] = []
+    for path in sorted(by_path):
+        why = writable(project.root, path)
+        if why:
+            notes.append(f"--fix: {path} {why}; not rewritten")
+            continue
+        raw = read_bytes_bounded(os.path.realpath(project.root / path), 16 * 1024 * 1024)
+        if isinstance(raw, str):
+            notes.append(f"--fix: {path}: {raw}; not rewritten")
+            continue
         bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
-        _write_atomic(full, bom + newline.join(new_lines).encode("utf-8"))
-        changes += doc_changes
-    if not changes:
-        notes.append("--fix: reference tables already match the RST list")
+        text = raw[len(bom):].decode("utf-8", errors="surrogateescape")
+        newline = "\r\n" if "\r\n" in text else "\n"
+        lines = text.replace("\r\n", "\n").split("\n")
+        new, skipped = _apply(lines, by_path[path])
+        if skipped:
+            notes.append(f"--fix: {path}: {len(skipped)} overlapping edit(s) left for the next run")
+        if new != lines:
+            data = bom + newline.join(new).encode("utf-8", errors="surrogateescape")
+            what = [d if d.startswith(path) else f"{path}: {d}" for d in described.get(path, [])]
+            planned.append((path, data, what or [path]))
+    changes: list[str] = []
+    done: list[str] = []
+    for i, (path, data, what) in enumerate(planned):
+        try:
+            why = writable(project.root, path)  # changed since it was planned?
+            if why:
+                raise OSError(why)
+            _write_atomic(project.root / path, data)
+        except OSError as exc:
+            left = [p for p, _, _ in planned[i:]]
+            raise FixError(f"--fix could not write {path} ({getattr(exc, 'strerror', None) or exc}); rewritten: "
+                           f"{', '.join(done) or 'none'}; not rewritten: {', '.join(left)}") from exc
+        done.append(path)
+        changes += what
     return changes, notes

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from model import Finding, Loc
 
-MAX_BYTES = 5 * 1024 * 1024  # files larger than this are reported, not parsed
+# Size caps (bytes) per kind of file: each parser's worst case stays within seconds and a few hundred MB
+# at its cap (markdown-it's link/emphasis scanning is superlinear on hostile input; docutils is not).
+MAX_BYTES = 1024 * 1024  # RST, Python, JSON, anything else
+MAX_MARKDOWN_BYTES = 256 * 1024  # markdown (a SKILL.md of 500 lines is about 40 KB)
 
 # code -> (one-line summary, longer explanation); printed by ``--explain``.
 INPUT_CODES: dict[str, tuple[str, str]] = {
@@ -24,9 +28,21 @@ INPUT_CODES: dict[str, tuple[str, str]] = {
     "IN003": ("not UTF-8",
               "A text file is not valid UTF-8; the location is the first bad byte. Re-save it as UTF-8."),
     "IN004": ("file too large",
-              f"A text file is larger than {MAX_BYTES // (1024 * 1024)} MB and is not parsed."),
+              f"A text file is larger than the checker parses ({MAX_MARKDOWN_BYTES // 1024} KB for markdown, "
+              f"{MAX_BYTES // 1024} KB for other files) and is not parsed. The caps bound each parser's time "
+              "and memory on hostile input."),
     "IN005": ("symlink loop or dangling link",
               "A path inside the checked tree is a symbolic link that loops or points nowhere."),
+    "IN006": ("path leaves the checked root",
+              "A file or folder the checker would read (a skill, a page, a configured path) is a symbolic link "
+              "to a place outside the checked root, or a `../` or absolute path. The checker never reads "
+              "outside its root: the file is not opened."),
+    "IN007": ("not a regular file",
+              "A path the checker would read is a FIFO, a device, a socket or another special file. Only "
+              "regular files are read (a FIFO would block the check; /dev/zero never ends)."),
+    "IN008": ("byte-order mark",
+              "(warning) A text file starts with a UTF-8 byte-order mark. The checker strips it, but some skill "
+              "loaders then do not see the `---` line and miss the frontmatter. Save the file without a BOM."),
     "IN010": ("frontmatter YAML does not parse",
               "The YAML between the --- lines does not parse; the location is where the YAML parser "
               "stopped."),
@@ -35,9 +51,19 @@ INPUT_CODES: dict[str, tuple[str, str]] = {
               "frontmatter as body text."),
     "IN012": ("frontmatter is not a mapping",
               "The frontmatter parses as YAML but is not a key: value mapping."),
+    "IN013": ("frontmatter uses YAML anchors or aliases",
+              "Skill frontmatter is plain key: value pairs. Anchors (&name) and aliases (*name) are refused before "
+              "anything is built, so an alias bomb or a self-referencing map cannot exhaust memory."),
+    "IN014": ("duplicate frontmatter key",
+              "A key appears twice in one frontmatter mapping. PyYAML keeps the last value silently; the Isaac "
+              "Lab reference validator and strict YAML loaders reject the file."),
     "IN020": ("RST markup problem",
               "docutils reported a problem (error level: an error; warning level: a warning) while "
               "parsing the RST file. Sphinx-only directives and roles are understood by stand-ins."),
+    "IN021": ("RST nested too deeply",
+              "A line of an RST file is nested (indented, or list markers in a row) more than 128 columns deep. "
+              "docutils keeps a copy of its state per level, so such a file could take gigabytes; it is not "
+              "parsed."),
     "IN030": ("Python source does not parse",
               "A launcher/trainer/tool script read for its argparse options has a syntax error. The "
               "checker reads it with ast; it never imports or runs it."),
@@ -77,37 +103,98 @@ def link_problem(path: Path) -> str | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return "symlink loop"
-        return f"dangling symlink -> {os.readlink(path)}"
+        try:
+            return f"dangling symlink -> {os.readlink(path)}"
+        except OSError:
+            return "dangling symlink"
     return None
 
 
-def read_text(root: Path, relpath: str, *, max_bytes: int = MAX_BYTES) -> tuple[str | None, list[Finding]]:
-    """Read ``root/relpath`` as UTF-8 text with newlines normalized; on failure (None, [finding])."""
-    path = root / relpath
-    loop = link_problem(path)
-    if loop:
-        return None, [problem("IN005", relpath, 1, 1, f"{loop}; not read")]
+def inside(root: Path, relpath: str) -> str | None:
+    """None when ``root/relpath`` resolves inside ``root``; else why not (one phrase)."""
+    if not relpath or os.path.isabs(relpath) or relpath.replace("\\", "/").split("/")[0] == "..":
+        return "is outside the checked root (absolute or ../ path)"
+    norm = os.path.normpath(relpath)
+    if norm == ".." or norm.startswith("../"):
+        return "is outside the checked root (../ path)"
+    real_root = os.path.realpath(root)
     try:
-        size = os.stat(path).st_size
-        if size > max_bytes:
-            mb = size / (1024 * 1024)
-            return None, [problem("IN004", relpath, 1, 1,
-                                  f"file is {mb:.1f} MB (limit {max_bytes / (1024 * 1024):.0f} MB); not parsed")]
-        data = path.read_bytes()
-    except IsADirectoryError:
-        return None, [problem("IN001", relpath, 1, 1, "is a directory, expected a file")]
+        real = os.path.realpath(os.path.join(real_root, norm), strict=False)
+    except (OSError, ValueError, RuntimeError):
+        return "cannot be resolved"
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        return "is a symlink leaving the checked root"
+    return None
+
+
+def cap_for(relpath: str) -> int:
+    return MAX_MARKDOWN_BYTES if relpath.lower().endswith(".md") else MAX_BYTES
+
+
+def read_bytes_bounded(path: str, max_bytes: int) -> bytes | str:
+    """The bytes of a regular file at most ``max_bytes`` long, or a phrase saying why not.
+
+    Opens without blocking (a FIFO swapped in after the check never blocks) and checks the opened file
+    again, so a device or FIFO is never read.
+    """
+    try:
+        st = os.stat(path)
     except FileNotFoundError:
-        return None, [problem("IN001", relpath, 1, 1, "file not found")]
+        return "file not found"
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return None, [problem("IN005", relpath, 1, 1, "symlink loop; not read")]
-        return None, [problem("IN001", relpath, 1, 1, f"cannot read: {exc.strerror or exc}")]
-    nul = data.find(b"\0", 0, 8192)
+        return "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, expected a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_size > max_bytes:
+        return f"too large: {st.st_size} bytes"
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        return "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                return f"too large: more than {max_bytes} bytes"
+        return b"".join(chunks)
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+
+
+def _why(relpath: str, why: str, max_bytes: int) -> Finding:
+    if why == "file not found" or why.startswith(("cannot read", "is a directory")):
+        return problem("IN001", relpath, 1, 1, why if why != "file not found" else "file not found")
+    if why == "symlink loop":
+        return problem("IN005", relpath, 1, 1, "symlink loop; not read")
+    if why == "not a regular file":
+        return problem("IN007", relpath, 1, 1, "not a regular file (a FIFO, device or socket); not read")
+    size = why.split(": ", 1)[1]
+    return problem("IN004", relpath, 1, 1, f"file is {size} (limit {max_bytes // 1024} KB); not parsed")
+
+
+def decode(relpath: str, data: bytes) -> tuple[str | None, list[Finding]]:
+    """UTF-8 text with newlines normalized, or (None, [finding]); a BOM is stripped and reported."""
+    found: list[Finding] = []
+    nul = data.find(b"\0")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
         return None, [problem("IN002", relpath, line, 1, "binary file (NUL bytes); not parsed")]
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+        found.append(problem("IN008", relpath, 1, 1, "file starts with a UTF-8 byte-order mark; some skill loaders "
+                             "then miss the frontmatter: save it without the BOM", "warning"))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -117,4 +204,32 @@ def read_text(root: Path, relpath: str, *, max_bytes: int = MAX_BYTES) -> tuple[
                               f"not valid UTF-8 (byte 0x{data[exc.start]:02x}); not parsed")]
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text, []
+    return text, found
+
+
+def read_text(root: Path, relpath: str, *, max_bytes: int | None = None) -> tuple[str | None, list[Finding]]:
+    """Read ``root/relpath`` as UTF-8 text, never outside ``root`` and only a regular file within the cap;
+    on failure (None, [finding])."""
+    cap = cap_for(relpath) if max_bytes is None else max_bytes
+    shown = relpath or "."
+    loop = link_problem(root / relpath) if relpath else None
+    if loop:
+        return None, [problem("IN005", shown, 1, 1, f"{loop}; not read")]
+    leaves = inside(root, relpath)
+    if leaves:
+        return None, [problem("IN006", shown, 1, 1, f"{leaves}; not read")]
+    data = read_bytes_bounded(os.path.realpath(os.path.join(os.path.realpath(root), relpath)), cap)
+    if isinstance(data, str):
+        return None, [_why(shown, data, cap)]
+    return decode(shown, data)
+
+
+def read_installed(path: Path) -> str | None:
+    """Text of an installed package's source (torch's run.py): a regular file under the cap, else None."""
+    data = read_bytes_bounded(str(path), MAX_BYTES)
+    if isinstance(data, str):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

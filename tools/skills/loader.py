@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cache import ParseCache
-from inputs import link_problem, problem, read_text, rel
+from inputs import inside, link_problem, problem, read_installed, read_text, rel
 from model import ArgSpec, MarkdownDoc, Project, RstDoc, Skill
 from parse_argparse import find_installed, parse_argparse
 
@@ -33,26 +33,64 @@ class SetupError(Exception):
     """The check cannot start (missing root, unreadable pyproject.toml, bad config)."""
 
 
+def _key_line(text: str, key: str) -> int:
+    """The line of ``key = ...`` in pyproject.toml's text (1 when not found)."""
+    for i, line in enumerate(text.split("\n"), start=1):
+        if line.strip().startswith((f"{key} ", f"{key}=", f'"{key}"')):
+            return i
+    return 1
+
+
 def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> dict[str, Any]:
-    """DEFAULTS, updated from pyproject's [tool.skills-check], then from non-None ``overrides``."""
+    """DEFAULTS, updated from pyproject's [tool.skills-check], then from non-None ``overrides``.
+
+    ``config["_lines"]`` maps each key set in pyproject.toml to its line (for findings about it).
+    """
     config: dict[str, Any] = dict(DEFAULTS)
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
+    lines: dict[str, int] = {}
+    if (root / "pyproject.toml").exists() or (root / "pyproject.toml").is_symlink():
+        text, problems = read_text(root, "pyproject.toml")
+        if text is None:
+            raise SetupError(f"pyproject.toml:{problems[0].loc.line}: {problems[0].message}")
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise SetupError(f"{pyproject}: cannot read: {exc}") from exc
-        table = data.get("tool", {}).get("skills-check", {})
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise SetupError(f"pyproject.toml: does not parse: {exc}") from exc
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict):
+            raise SetupError(f"pyproject.toml:{_key_line(text, 'tool')}: `tool` must be a table, not "
+                             f"{type(tool).__name__}")
+        table = tool.get("skills-check", {})
         if not isinstance(table, dict):
-            raise SetupError(f"{pyproject}: [tool.skills-check] must be a table")
+            raise SetupError(f"pyproject.toml:{_key_line(text, 'skills-check')}: [tool.skills-check] must be a table")
         for key, value in table.items():
             if key in DEFAULTS and not isinstance(value, str):
-                raise SetupError(f"{pyproject}: [tool.skills-check] {key} must be a string path")
+                raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] {key} must be a "
+                                 "string path")
             config[key] = value
+            lines[key] = _key_line(text, key)
+    given = set(lines)
     for key, value in (overrides or {}).items():
         if value is not None:
             config[key] = value
+            lines.pop(key, None)
+            given.add(key)
+    config["_lines"] = lines
+    config["_given"] = given  # keys set in pyproject.toml or by a flag (the others are defaults)
     return config
+
+
+def _config_path_ok(root: Path, config: dict[str, Any], key: str, project: Project) -> bool:
+    """Whether a configured path stays inside the root; else an IN006 finding where it was set."""
+    why = inside(root, str(config[key]))
+    if why is None:
+        return True
+    line = config.get("_lines", {}).get(key)
+    where = ("pyproject.toml", line) if line else (str(config[key]) or ".", 1)
+    origin = "[tool.skills-check]" if line else "--"
+    project.problems.append(problem("IN006", where[0], where[1], 1,
+                                    f"{origin}{key} = {config[key]!r} {why}; not read"))
+    return False
 
 
 def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Path]:
@@ -67,6 +105,9 @@ def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Pa
             msg = link_problem(full)
             if msg:
                 project.problems.append(problem("IN005", rel(root, full), 1, 1, f"{msg}; skipped"))
+            elif full.is_symlink() and inside(root, rel(root, full)):
+                project.problems.append(problem("IN006", rel(root, full), 1, 1,
+                                                "folder is a symlink leaving the checked root; not followed"))
         for name in sorted(filenames):
             full = Path(dirpath) / name
             if name.endswith(suffix):
@@ -133,6 +174,7 @@ def load_markdown(root: Path, relpath: str) -> MarkdownDoc:
 
         doc = parse_markdown(relpath, text)
         _CACHE.put("md", relpath, text, doc)
+    doc.problems = problems + doc.problems
     return doc
 
 
@@ -144,19 +186,30 @@ def load_rst(root: Path, relpath: str) -> RstDoc:
     if doc is None:
         doc = import_parse_rst().parse_rst(relpath, text)
         _CACHE.put("rst", relpath, text, doc)
+    doc.problems = problems + doc.problems
     return doc
 
 
 def load_argspec(root: Path, relpath: str, helpers: list[Path] | None = None) -> ArgSpec:
+    """A script's argparse options, read with ``ast`` (the script is never imported or run)."""
     text, problems = read_text(root, relpath)
     if text is None:
         return ArgSpec(path=relpath, problems=problems)
-    helper_texts = []
-    for h in helpers or []:
-        try:
-            helper_texts.append(h.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
-            pass
+    return _argspec(relpath, text, [])
+
+
+def load_installed_argspec(root: Path, path: Path, helpers: list[Path] | None = None) -> ArgSpec | None:
+    """An installed tool's options (torch's run.py): its own file outside the root, read by a trusted
+    location the checker found itself, never by a path written in the checked tree."""
+    text = read_installed(path)
+    if text is None:
+        return None
+    helper_texts = [t for t in (read_installed(h) for h in helpers or []) if t is not None]
+    spec = _argspec(rel(root, path), text, helper_texts)
+    return spec
+
+
+def _argspec(relpath: str, text: str, helper_texts: list[str]) -> ArgSpec:
     key_text = "\0".join([text, *helper_texts])
     spec = _CACHE.get("py", relpath, key_text)
     if spec is None:
@@ -201,40 +254,83 @@ def _load_skill(root: Path, skill_md: Path, project: Project) -> Skill:
         text, problems = read_text(root, relpath)
         project.problems.extend(problems)
         if text is not None:
-            try:
-                skill.evals = json.loads(text)
-            except json.JSONDecodeError as exc:
-                project.problems.append(problem("IN040", relpath, exc.lineno, exc.colno,
-                                                f"evals.json does not parse: {exc.msg}"))
-            except RecursionError:
-                project.problems.append(problem("IN040", relpath, 1, 1, "evals.json nests too deeply"))
+            skill.evals_text = text
+            skill.evals, problems = load_evals(relpath, text)
+            project.problems.extend(problems)
     return skill
 
 
+MAX_EVAL_ENTRIES = 1000  # evals.json entries checked; past it, one finding
+MAX_INT_DIGITS = 100  # an integer literal longer than this in evals.json is a finding, not parsed
+
+
+class _BigInt(Exception):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _BigInt(text)
+    return int(text)
+
+
+def load_evals(relpath: str, text: str) -> tuple[Any, list]:
+    """evals.json -> (data, problems): bounded (integer length, entry count, nesting)."""
+    try:
+        data = json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        return None, [problem("IN040", relpath, exc.lineno, exc.colno, f"evals.json does not parse: {exc.msg}")]
+    except _BigInt as exc:
+        offset = text.find(str(exc.args[0]))
+        line = text.count("\n", 0, max(offset, 0)) + 1
+        return None, [problem("IN040", relpath, line, 1, f"evals.json holds an integer of {len(exc.args[0])} digits "
+                              f"(limit {MAX_INT_DIGITS}); not read")]
+    except (RecursionError, ValueError, MemoryError) as exc:
+        return None, [problem("IN040", relpath, 1, 1, f"evals.json cannot be read: {type(exc).__name__}")]
+    problems = []
+    entries = data
+    if isinstance(data, dict):
+        entries = next((data[k] for k in ("evals", "evaluations", "cases") if isinstance(data.get(k), list)), None)
+    if isinstance(entries, list) and len(entries) > MAX_EVAL_ENTRIES:
+        problems.append(problem("IN041", relpath, 1, 1, f"evals.json has {len(entries)} entries; only the first "
+                                f"{MAX_EVAL_ENTRIES} are checked"))
+        del entries[MAX_EVAL_ENTRIES:]
+    return data, problems
+
+
 def _skill_files(root: Path, skills_dir: Path, project: Project) -> list[Path]:
-    """``skills/*/*/SKILL.md``, reporting link loops on the way."""
+    """``skills/*/*/SKILL.md``, reporting link loops, links leaving the root and folders without SKILL.md."""
     out: list[Path] = []
     if not skills_dir.is_dir():
         project.problems.append(problem("IN001", rel(root, skills_dir), 1, 1, "skills folder not found"))
         return out
-    for audience in sorted(skills_dir.iterdir(), key=lambda p: p.name):
-        msg = link_problem(audience)
+
+    def usable(path: Path, what: str) -> bool:
+        msg = link_problem(path)
         if msg:
-            project.problems.append(problem("IN005", rel(root, audience), 1, 1, f"{msg}; skipped"))
+            project.problems.append(problem("IN005", rel(root, path), 1, 1, f"{msg}; skipped"))
+            return False
+        why = inside(root, rel(root, path))
+        if why:
+            project.problems.append(problem("IN006", rel(root, path), 1, 1, f"{what} {why}; not read"))
+            return False
+        return True
+
+    for audience in sorted(skills_dir.iterdir(), key=lambda p: p.name):
+        if audience.name.startswith(".") or not usable(audience, "folder"):
             continue
         if not audience.is_dir():
             continue
         for sdir in sorted(audience.iterdir(), key=lambda p: p.name):
-            msg = link_problem(sdir)
-            if msg:
-                project.problems.append(problem("IN005", rel(root, sdir), 1, 1, f"{msg}; skipped"))
+            if sdir.name.startswith(".") or not usable(sdir, "skill folder"):
+                continue
+            if not sdir.is_dir():
                 continue
             skill_md = sdir / "SKILL.md"
-            msg = link_problem(skill_md)
-            if msg:
-                project.problems.append(problem("IN005", rel(root, skill_md), 1, 1, f"{msg}; skipped"))
+            if not (skill_md.exists() or skill_md.is_symlink()):
+                project.orphan_dirs.append(rel(root, sdir))
                 continue
-            if sdir.is_dir() and skill_md.exists():
+            if usable(skill_md, "SKILL.md"):
                 out.append(skill_md)
     return out
 
@@ -242,6 +338,8 @@ def _skill_files(root: Path, skills_dir: Path, project: Project) -> list[Path]:
 def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False) -> Project:
     """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py)."""
     global _CACHE
+    if not str(root).strip():
+        raise SetupError("--root is empty: give the folder to check")
     root = Path(root)
     if not root.is_dir():
         raise SetupError(f"{root}: not a directory")
@@ -257,33 +355,50 @@ def load_project(root: Path, overrides: dict[str, str | None] | None = None, use
 
 def _load(root: Path, config: dict[str, Any]) -> Project:
     project = Project(root=root, config=config)
-    for skill_md in _skill_files(root, root / config["skills"], project):
-        project.skills.append(_load_skill(root, skill_md, project))
+    if _config_path_ok(root, config, "skills", project):
+        for skill_md in _skill_files(root, root / config["skills"], project):
+            project.skills.append(_load_skill(root, skill_md, project))
     docs = root / config["docs"]
-    if docs.is_dir():
+    if not _config_path_ok(root, config, "docs", project):
+        pass
+    elif docs.is_dir():
         for rst in _walk_files(root, docs, ".rst", project):
             relpath = rel(root, rst)
             project.rst[relpath] = load_rst(root, relpath)
     else:
         project.notes.append(f"no docs folder at {config['docs']}")
     for key in ("launcher", "trainer"):
+        if not _config_path_ok(root, config, key, project):
+            setattr(project, key, ArgSpec(path=str(config[key])))
+            project.notes.append(f"the {key} is outside the checked root: flags written for it are not judged")
+            continue
+        default_absent = key not in config.get("_given", ()) and not (
+            (root / config[key]).exists() or (root / config[key]).is_symlink())
+        if default_absent:  # a layout without this script (e.g. upstream Isaac Lab has no launcher)
+            setattr(project, key, ArgSpec(path=str(config[key])))
+            project.notes.append(f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
+                                 "written for it are not judged")
+            continue
         spec = load_argspec(root, config[key])
         for f in spec.problems:
             if f.code == "IN001":
                 f.message += f" (set by [tool.skills-check] {key} or --{key})"
+        if spec.incomplete and not any(p.code == "IN030" for p in spec.problems):
+            project.notes.append(f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
+                                 "flags written for it are not judged")
         setattr(project, key, spec)
     run_py = find_installed(root, "torch", "distributed/run.py")
     if run_py is not None:
         helpers = [run_py.parent / "argparse_util.py"]
-        project.torchrun = load_argspec(root, str(run_py), helpers)
-        project.torchrun.path = rel(root, run_py)
+        project.torchrun = load_installed_argspec(root, run_py, helpers)
+    if project.torchrun is not None:
         _relocate(project.torchrun)
     else:
         project.notes.append("torch is not installed: torchrun options not checked")
     jax_py = find_installed(root, "skrl", "utils/distributed/jax/launcher.py")
     if jax_py is not None:
-        project.jax_launcher = load_argspec(root, str(jax_py))
-        project.jax_launcher.path = rel(root, jax_py)
+        project.jax_launcher = load_installed_argspec(root, jax_py)
+    if project.jax_launcher is not None:
         _relocate(project.jax_launcher)
     else:
         project.notes.append("skrl is not installed: skrl JAX launcher options not checked")

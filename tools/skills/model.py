@@ -22,6 +22,25 @@ class Loc:
         return f"{self.path}:{self.line}:{self.col}"
 
 
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace lines ``start``..``end`` (1-based, inclusive) of ``path`` with ``lines``; ``end = start - 1``
+    inserts before ``start``."""
+
+    path: str
+    start: int
+    end: int
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What applying a finding's edits does, and the edits (all in one file or several)."""
+
+    description: str
+    edits: tuple[TextEdit, ...]
+
+
 @dataclass
 class Finding:
     code: str  # stable rule code, e.g. "SK101"
@@ -29,6 +48,7 @@ class Finding:
     loc: Loc
     severity: str = "error"  # "error" | "warning"
     truth: Loc | None = None  # where the source of truth lives (drift rules)
+    fix: Fix | None = None  # text edits that resolve it (``check --fix`` applies them)
 
 
 @dataclass
@@ -82,6 +102,7 @@ class MarkdownDoc:
     n_lines: int
     frontmatter: dict[str, Any] | None = None  # None: no frontmatter block
     frontmatter_lines: dict[str, int] = field(default_factory=dict)  # dotted key -> line
+    frontmatter_error: bool = False  # it could not be read (one IN01x problem says why; frontmatter rules skip)
     body_start: int = 1  # first line after the frontmatter block
     headings: list[Heading] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
@@ -106,12 +127,9 @@ class RstDoc:
 
 
 class _Missing:
-    """The type of ``MISSING``; pickles as the module-level singleton (the parse cache keeps identity)."""
+    """The type of ``MISSING`` (the parse cache encodes it by name and keeps its identity)."""
 
     def __repr__(self) -> str:
-        return "MISSING"
-
-    def __reduce__(self) -> str:
         return "MISSING"
 
 
@@ -129,6 +147,7 @@ class Option:
     action: str | None = None
     nargs: Any = None
     takes_value: bool = True  # False for store_true/store_false/count/help/version
+    help: str | None = None  # the literal help text, when it is one
 
     @property
     def canonical(self) -> str:
@@ -143,6 +162,9 @@ class ArgSpec:
     options: list[Option] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
     allow_abbrev: bool = True  # ArgumentParser(allow_abbrev=...) as written
+    # None: every option was read. Else why not: the parser is handed to other code that may add
+    # options (``add_app_launcher_args(parser)``), or an option's strings are not literals.
+    incomplete: str | None = None
 
     def by_flag(self) -> dict[str, Option]:
         return {flag: opt for opt in self.options for flag in opt.flags}
@@ -156,6 +178,7 @@ class Skill:
     files: dict[str, MarkdownDoc] = field(default_factory=dict)  # other .md in the skill, by path
     evals_json: str | None = None  # path of evals/evals.json when present
     evals: Any = None  # its parsed JSON (None when absent or unparsable; a problem then says why)
+    evals_text: str = ""  # its text (for locations)
 
     @property
     def name(self) -> str | None:
@@ -177,5 +200,6 @@ class Project:
     aliases: dict[str, str] = field(default_factory=dict)  # .agents/skills/<name> -> link target
     # ("" when the entry is a real directory, not a link; a Windows checkout's one-line file gives its text)
     claude_skills: str | None = None  # target of the .claude/skills link ("" real dir, None absent)
+    orphan_dirs: list[str] = field(default_factory=list)  # folders under skills/<audience>/ without SKILL.md
     notes: list[str] = field(default_factory=list)  # informational lines for the summary
     problems: list[Finding] = field(default_factory=list)  # loader-level findings

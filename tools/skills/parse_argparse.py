@@ -124,6 +124,35 @@ def _flag_action_classes(classes: list[ast.ClassDef]) -> set[str]:
     return out
 
 
+def _scope_nodes(scope: ast.AST):  # noqa: ANN202
+    """Nodes of one function (or the module) without descending into nested functions and classes."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _handed_parsers(tree: ast.Module) -> list[tuple[str, str, int]]:
+    """(callee, name, line) where a parser made in a scope is passed to a call in that same scope."""
+    out = []
+    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:
+        nodes = list(_scope_nodes(scope))
+        made = {t.id for n in nodes if isinstance(n, ast.Assign) and _is_parser_call(n.value)
+                for t in n.targets if isinstance(t, ast.Name)}
+        if not made:
+            continue
+        for n in nodes:
+            if isinstance(n, ast.Call) and _attr_name(n.func) not in ("add_argument", "set_defaults"):
+                for arg in [*n.args, *(kw.value for kw in n.keywords)]:
+                    if isinstance(arg, ast.Name) and arg.id in made:
+                        out.append((_attr_name(n.func) or "a function", arg.id, n.lineno))
+    return sorted(out, key=lambda t: t[2])
+
+
 def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None) -> ArgSpec:
     """Read the argparse options of the Python source ``text`` (file ``path``).
 
@@ -152,6 +181,7 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
                 main_parsers.append(node)
             elif name in ("add_argument", "set_defaults") and isinstance(node.func, ast.Attribute):
                 calls.append(node)
+
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             if node.value is not None and _is_parser_call(node.value):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -195,6 +225,10 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
             return recv.attr in parsers
         return _is_parser_call(recv)
 
+    local = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for callee, arg, line in _handed_parsers(tree):
+        if callee not in local and spec.incomplete is None:  # a local helper's add_argument calls are read too
+            spec.incomplete = f"its parser is passed to {callee}() at line {line}, which may add options"
     calls.sort(key=lambda n: (n.lineno, n.col_offset))
     set_defaults: dict[str, Any] = {}
     for call in calls:
@@ -211,6 +245,8 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
         if opt is None:
             spec.problems.append(problem("IN031", path, call.lineno, call.col_offset + 1,
                                          "add_argument with non-literal option strings; not read", "warning"))
+            if spec.incomplete is None:
+                spec.incomplete = f"add_argument at line {call.lineno} has non-literal option strings"
             continue
         spec.options.append(opt)
     for opt in spec.options:
@@ -221,7 +257,9 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
         spec.options.append(Option(flags=("-h", "--help"), dest="help", line=line, default=MISSING,
                                    action="help", takes_value=False))
     if not spec.options:
-        spec.problems.append(problem("IN031", path, 1, 1, "no argparse add_argument calls found", "warning"))
+        spec.incomplete = spec.incomplete or "no argparse options found"
+        if "argparse" in text:  # a parser the checker failed to read (a script without one is only noted)
+            spec.problems.append(problem("IN031", path, 1, 1, "no argparse add_argument calls found", "warning"))
     return spec
 
 
@@ -274,9 +312,13 @@ def _option(source: _Source, call: ast.Call, consts: _Consts, flag_actions: set[
         flags += [f"--no-{f[2:]}" for f in list(flags) if f.startswith("--")]
     if action in ("store_true", "store_false") and default is MISSING:
         default = action == "store_false"
+    help_text = None
+    if "help" in kw:
+        ok, v = consts.literal(kw["help"])
+        help_text = v if ok and isinstance(v, str) else None
     first = call.args[0]
     return Option(flags=tuple(flags), dest=dest, line=first.lineno, col=first.col_offset + 1, default=default,
-                  choices=choices, action=action, nargs=nargs, takes_value=takes_value)
+                  choices=choices, action=action, nargs=nargs, takes_value=takes_value, help=help_text)
 
 
 def site_packages(root: Path) -> list[Path]:

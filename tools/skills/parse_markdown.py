@@ -77,48 +77,103 @@ def split_row(line: str) -> list[tuple[int, int]]:
     return spans
 
 
+MAX_YAML_NODES = 10_000  # frontmatter nodes walked; a skill's frontmatter has a few dozen
+
+
+def _frontmatter_failed(doc: MarkdownDoc, code: str, line: int, col: int, message: str) -> None:
+    """Report a frontmatter that cannot be read once; the frontmatter rules then stay quiet."""
+    doc.problems.append(problem(code, doc.path, line, col, message))
+    doc.frontmatter = {}
+    doc.frontmatter_error = True
+
+
+def _yaml_error(doc: MarkdownDoc, exc: yaml.YAMLError, first_line: int) -> None:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = first_line + (mark.line if mark else 0)
+    col = (mark.column + 1) if mark else 1
+    reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    _frontmatter_failed(doc, "IN010", line, col, f"frontmatter YAML does not parse: {reason}")
+
+
 def _frontmatter(doc: MarkdownDoc, content: str, first_line: int) -> None:
-    """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines."""
+    """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines.
+
+    Safe and bounded: PyYAML's SafeLoader (no Python objects), anchors and aliases refused before
+    anything is built (no alias bombs, no self-referencing maps), duplicate keys reported.
+    """
     try:
+        for event in yaml.parse(content, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                mark = event.start_mark
+                _frontmatter_failed(doc, "IN013", first_line + mark.line, mark.column + 1,
+                                    "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
+                                    "is plain key: value pairs, so it is not read")
+                return
         loader = yaml.SafeLoader(content)
         try:
             node = loader.get_single_node()
-            data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = first_line + (mark.line if mark else 0)
-        col = (mark.column + 1) if mark else 1
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        doc.problems.append(problem("IN010", doc.path, line, col, f"frontmatter YAML does not parse: {reason}"))
+        _yaml_error(doc, exc, first_line)
+        return
+    except (RecursionError, MemoryError, ValueError) as exc:
+        _frontmatter_failed(doc, "IN010", first_line, 1, f"frontmatter YAML does not parse: {type(exc).__name__}")
+        return
+    if node is None:
         doc.frontmatter = {}
+        return
+    if not isinstance(node, yaml.MappingNode):
+        kind = {yaml.SequenceNode: "list", yaml.ScalarNode: "scalar"}.get(type(node), "value")
+        _frontmatter_failed(doc, "IN012", first_line, 1, f"frontmatter is a {kind}, expected key: value pairs")
+        return
+    walked = 0
+    duplicates: list[tuple[str, int, int, int]] = []
+
+    def walk(n: Any, prefix: str, depth: int) -> bool:
+        nonlocal walked
+        walked += 1
+        if walked > MAX_YAML_NODES or depth > 50:
+            return False
+        if isinstance(n, yaml.SequenceNode):
+            return all(walk(v, prefix, depth + 1) for v in n.value)
+        if not isinstance(n, yaml.MappingNode):
+            return True
+        seen: dict[str, int] = {}
+        for knode, vnode in n.value:
+            if isinstance(knode, yaml.ScalarNode):
+                key = f"{prefix}{knode.value}"
+                line = first_line + knode.start_mark.line
+                if key in seen:
+                    duplicates.append((key, line, knode.start_mark.column + 1, seen[key]))
+                else:
+                    seen[key] = line
+                doc.frontmatter_lines.setdefault(key, line)
+                if not walk(vnode, key + ".", depth + 1):
+                    return False
+        return True
+
+    if not walk(node, "", 0):
+        _frontmatter_failed(doc, "IN010", first_line, 1,
+                            f"frontmatter is too large or too deep (limit {MAX_YAML_NODES} nodes, depth 50)")
+        return
+    for key, line, col, first in duplicates:
+        doc.problems.append(problem("IN014", doc.path, line, col,
+                                    f"duplicate frontmatter key `{key}` (first at line {first}); YAML keeps the "
+                                    "last value, the reference validator rejects the file"))
+    try:
+        loader = yaml.SafeLoader(content)
+        try:
+            data = loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        _yaml_error(doc, exc, first_line)
         return
     except Exception as exc:  # a constructor may fail on odd input (e.g. huge ints, bad dates)
-        doc.problems.append(problem("IN010", doc.path, first_line, 1, f"frontmatter YAML does not parse: {exc}"))
-        doc.frontmatter = {}
+        _frontmatter_failed(doc, "IN010", first_line, 1, f"frontmatter YAML does not parse: {exc}")
         return
-    if data is None:
-        doc.frontmatter = {}
-        return
-    if not isinstance(data, dict):
-        doc.problems.append(problem("IN012", doc.path, first_line, 1,
-                                    f"frontmatter is a {type(data).__name__}, expected key: value pairs"))
-        doc.frontmatter = {}
-        return
-    doc.frontmatter = data
-
-    def walk(n: Any, prefix: str) -> None:
-        if not isinstance(n, yaml.MappingNode):
-            return
-        for knode, vnode in n.value:
-            if not isinstance(knode, yaml.ScalarNode):
-                continue
-            key = f"{prefix}{knode.value}"
-            doc.frontmatter_lines.setdefault(key, first_line + knode.start_mark.line)
-            walk(vnode, key + ".")
-
-    walk(node, "")
+    doc.frontmatter = data if isinstance(data, dict) else {}
 
 
 def _find_col(line_text: str, needle: str, start: int) -> int:
@@ -200,6 +255,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
     elif lines and lines[0].rstrip() == "---":
         doc.problems.append(problem("IN011", path, 1, 1,
                                     "frontmatter block opened with --- is never closed; it is read as body text"))
+        doc.frontmatter_error = True
     slugger = Slugger()
     last_heading: str | None = None
     table: Table | None = None

@@ -210,23 +210,40 @@ def register() -> None:
     _registered = True
 
 
-_SETTINGS: Any = None
 
 
 def _settings() -> Any:
-    global _SETTINGS
-    if _SETTINGS is None:
-        s = docutils.frontend.get_default_settings(Parser)
-        s.report_level = 5
-        s.halt_level = 5
-        s.warning_stream = False
-        s.file_insertion_enabled = False
-        s.raw_enabled = False
-        s.syntax_highlight = "none"
-        s.character_level_inline_markup = False
-        s.tab_width = 8
-        _SETTINGS = s
-    return _SETTINGS
+    """Fresh docutils settings for one document: nothing is included, fetched or passed through raw."""
+    s = docutils.frontend.get_default_settings(Parser)
+    s.report_level = 5
+    s.halt_level = 5
+    s.warning_stream = False
+    s.file_insertion_enabled = False  # include, csv-table :file:/:url:, raw :file:/:url: read nothing
+    s.raw_enabled = False
+    s.syntax_highlight = "none"
+    s.character_level_inline_markup = False
+    s.tab_width = 8
+    s.line_length_limit = 10_000
+    return s
+
+
+MAX_INDENT = 128  # columns of indentation (block quotes, list markers) a line may reach
+_NESTING_RE = re.compile(r"^(?:[ ]|[-*+\u2022]\s|#\.\s|\d{1,9}[.)]\s|\|\s)*")
+
+
+def too_deep(text: str) -> tuple[int, int] | None:
+    """(line, columns) of the first line nested past MAX_INDENT columns, else None.
+
+    docutils keeps a state machine and a slice of the input per nesting level, so thousands of nested
+    block quotes take gigabytes; real documents stay far below this bound.
+    """
+    for i, line in enumerate(text.split("\n"), start=1):
+        if len(line) <= MAX_INDENT or not line[:1].isspace() and line[:1] not in "-*+#0123456789|\u2022":
+            continue
+        cols = len(_NESTING_RE.match(line.expandtabs(8)).group(0))
+        if cols > MAX_INDENT:
+            return i, cols
+    return None
 
 
 class _LineFinder:
@@ -343,6 +360,12 @@ def parse_rst(path: str, text: str) -> RstDoc:
     """Parse RST ``text`` of the file at ``path``; problems docutils reports become findings."""
     register()
     doc = RstDoc(path=path, text=text, n_lines=len(text.split("\n")) - (1 if text.endswith("\n") else 0))
+    deep = too_deep(text)
+    if deep is not None:
+        doc.problems.append(problem("IN021", path, deep[0], 1, f"nested {deep[1]} columns deep (limit {MAX_INDENT}); "
+                                    "the file is not parsed"))
+        doc.readable = False
+        return doc
     finder = _LineFinder(text)
     messages: list[nodes.system_message] = []
     try:

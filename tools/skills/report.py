@@ -57,6 +57,10 @@ def format_json(findings: list[Finding], summary: Summary) -> str:
                 "path": f.loc.path, "line": f.loc.line, "col": f.loc.col,
                 "truth": None if f.truth is None else
                 {"path": f.truth.path, "line": f.truth.line, "col": f.truth.col},
+                "fix": None if f.fix is None else {
+                    "description": f.fix.description,
+                    "edits": [{"path": e.path, "start": e.start, "end": e.end, "lines": list(e.lines)}
+                              for e in f.fix.edits]},
             }
             for f in findings
         ],

@@ -28,6 +28,7 @@ class RuleInfo:
     severity: str
     summary: str
     explanation: str
+    profile: str = "core"  # input problems belong to the core (always on)
 
 
 def load_rules() -> list[RuleInfo]:
@@ -52,7 +53,21 @@ def _info(r: Any) -> RuleInfo:
         return RuleInfo(code, getattr(func, "__name__", code), func, "error", doc.strip().split("\n")[0], doc)
     summary = getattr(r, "summary", "") or ""
     explanation = getattr(r, "explanation", "") or (r.func.__doc__ or "")
-    return RuleInfo(r.code, getattr(r, "name", r.code), r.func, getattr(r, "severity", "error"), summary, explanation)
+    return RuleInfo(r.code, getattr(r, "name", r.code), r.func, getattr(r, "severity", "error"), summary, explanation,
+                    getattr(r, "profile", "core"))
+
+
+def profile_names() -> list[str]:
+    from rules.registry import PROFILES
+
+    return list(PROFILES)
+
+
+def in_profiles(rules: list[RuleInfo], profiles: list[str] | None) -> list[RuleInfo]:
+    """The rules of the chosen profiles (all when None); input problems always."""
+    if profiles is None:
+        return rules
+    return [r for r in rules if r.profile == "core" or r.profile in profiles]
 
 
 def matches(code: str, patterns: list[str]) -> bool:
@@ -95,4 +110,27 @@ def run_rules(project: Project, rules: list[RuleInfo], select: list[str] | None 
             seen.add(key)
             unique.append(f)
     unique.sort(key=lambda f: (f.loc.path, f.loc.line, f.loc.col, f.code, f.message))
-    return unique
+    return cap_per_file(unique)
+
+
+MAX_PER_FILE = 50  # findings of one code in one file; past it, one finding says how many more
+
+
+def cap_per_file(findings: list[Finding], limit: int = MAX_PER_FILE) -> list[Finding]:
+    """At most ``limit`` findings per (file, code), then one finding counting the rest (sorted input)."""
+    counts: dict[tuple[str, str], int] = {}
+    dropped: dict[tuple[str, str], Finding] = {}
+    out: list[Finding] = []
+    for f in findings:
+        key = (f.loc.path, f.code)
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] <= limit:
+            out.append(f)
+        else:
+            dropped.setdefault(key, f)
+    for (path, code), first in dropped.items():
+        n = counts[(path, code)] - limit
+        out.append(Finding(code=code, message=f"{n} more {code} finding(s) from here on in this file not shown "
+                           f"(at most {limit} per file and code)", loc=first.loc, severity=first.severity))
+    out.sort(key=lambda f: (f.loc.path, f.loc.line, f.loc.col, f.code, f.message))
+    return out

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from model import Finding, Loc, Project
 
-from .common import finding
+from .common import finding, names_known
 from .registry import rule
 
 CLAUDE_TARGET = "../.agents/skills"
@@ -22,9 +22,13 @@ def _norm(target: str) -> str:
     return posixpath.normpath(target.replace("\\", "/").strip()) if target else target
 
 
-@rule("DR401", "alias-missing")
+@rule("DR401", "alias-missing", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill")
 def alias_missing(project: Project) -> Iterator[Finding]:
-    """Every skill has a relative link `.agents/skills/<name>` -> `../../skills/<audience>/<slug>`."""
+    """Every skill has a relative link `.agents/skills/<name>` -> `../../skills/<audience>/<slug>`.
+
+    Every skill has `.agents/skills/<name>` (Codex discovery).
+    """
     for skill in project.skills:
         name = skill.name
         if name and name not in project.aliases:
@@ -33,9 +37,14 @@ def alias_missing(project: Project) -> Iterator[Finding]:
                           f"{_expected(skill.dir)} (Codex finds skills there)", skill.skill_md.path, line)
 
 
-@rule("DR402", "alias-target")
+@rule("DR402", "alias-target", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill")
 def alias_target(project: Project) -> Iterator[Finding]:
-    """`.agents/skills/<name>` is a relative link to the folder of the skill with that name."""
+    """`.agents/skills/<name>` is a relative link to the folder of the skill with that name.
+
+    `.agents/skills/<name>` is a relative link to `../../skills/<audience>/<slug>` of the skill with
+    that name (a Windows checkout's one-line file holding the target counts).
+    """
     by_name = {s.name: s for s in project.skills if s.name}
     for name, target in sorted(project.aliases.items()):
         skill = by_name.get(name)
@@ -50,9 +59,15 @@ def alias_target(project: Project) -> Iterator[Finding]:
                           1, truth=Loc(skill.skill_md.path, skill.skill_md.frontmatter_lines.get("name", 1), 1))
 
 
-@rule("DR403", "alias-stale")
+@rule("DR403", "alias-stale", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill")
 def alias_stale(project: Project) -> Iterator[Finding]:
-    """Every entry in `.agents/skills/` is named after a skill's frontmatter `name`."""
+    """Every entry in `.agents/skills/` is named after a skill's frontmatter `name`.
+
+    Every entry of `.agents/skills/` is named after a skill.
+    """
+    if not names_known(project):
+        return
     names = {s.name for s in project.skills if s.name}
     for name, target in sorted(project.aliases.items()):
         if name not in names:
@@ -60,9 +75,13 @@ def alias_stale(project: Project) -> Iterator[Finding]:
                           "remove the alias", f".agents/skills/{name}", 1)
 
 
-@rule("DR404", "claude-skills")
+@rule("DR404", "claude-skills", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): .claude/skills links to .agents/skills")
 def claude_skills(project: Project) -> Iterator[Finding]:
-    """`.claude/skills` is a relative link to `../.agents/skills`."""
+    """`.claude/skills` is a relative link to `../.agents/skills`.
+
+    `.claude/skills` is a relative link to `../.agents/skills` (Claude Code discovery).
+    """
     if not project.skills:
         return
     target = project.claude_skills

@@ -68,7 +68,7 @@ def script_spec(project: Project, path: str) -> ArgSpec | None:
 
 def usable(spec: ArgSpec | None) -> bool:
     """A spec the rules can judge flags against: read without errors and holding options."""
-    return spec is not None and bool(spec.options) and not any(
+    return spec is not None and bool(spec.options) and spec.incomplete is None and not any(
         p.code in ("IN001", "IN030") for p in spec.problems)
 
 

@@ -8,18 +8,31 @@ import re
 from typing import Any, Callable, Iterator
 from urllib.parse import unquote
 
-from model import Code, Finding, Loc, MarkdownDoc, Project, RstDoc, Skill
+from model import Code, Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Skill, TextEdit
 
 from .registry import get
 
 
 def finding(code: str, message: str, path: str, line: int = 1, col: int = 1,
-            truth: Loc | None = None) -> Finding:
-    """A finding for rule ``code``, with the rule's default severity."""
+            truth: Loc | None = None, fix: Fix | None = None) -> Finding:
+    """A finding for rule ``code``, with the rule's default severity (and a fix, when the rule has one)."""
     entry = get(code)
     severity = entry.severity if entry else "error"
     return Finding(code=code, message=message, loc=Loc(path, max(1, line), max(1, col)),
-                   severity=severity, truth=truth)
+                   severity=severity, truth=truth, fix=fix)
+
+
+def edit_between(path: str, old: list[str], new: list[str], description: str) -> Fix | None:
+    """One TextEdit turning the lines ``old`` of ``path`` into ``new`` (the smallest differing span)."""
+    if old == new:
+        return None
+    a = 0
+    while a < min(len(old), len(new)) and old[a] == new[a]:
+        a += 1
+    b = 0
+    while b < min(len(old), len(new)) - a and old[-1 - b] == new[-1 - b]:
+        b += 1
+    return Fix(description, (TextEdit(path, a + 1, len(old) - b, tuple(new[a:len(new) - b])),))
 
 
 def cached(project: Project, key: str, make: Callable[[], Any]) -> Any:
@@ -75,6 +88,12 @@ def multi_gpu_doc(project: Project) -> RstDoc | None:
 
 def skill_names(project: Project) -> set[str]:
     return {s.name for s in project.skills if s.name}
+
+
+def names_known(project: Project) -> bool:
+    """Whether every skill's frontmatter was read: otherwise a name check would call a real name unknown
+    (the unreadable frontmatter is reported once, by the core)."""
+    return all(s.skill_md.readable and not s.skill_md.frontmatter_error for s in project.skills)
 
 
 # --- paths -----------------------------------------------------------------------------------

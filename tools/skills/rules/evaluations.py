@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 from model import Finding, Heading, Loc, MarkdownDoc, Project, Skill
 
-from .common import finding, resolve, skill_names
+from .common import finding, names_known, resolve, skill_names
 from .registry import rule
 
 MIN_SCENARIOS = 3
@@ -58,9 +58,13 @@ def _scenarios(doc: MarkdownDoc) -> list[tuple[Heading, str]]:
     return out
 
 
-@rule("SK301", "evaluations-present")
+@rule("SK301", "evaluations-present", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills have evaluations.md or evals/evals.json")
 def evaluations_present(project: Project) -> Iterator[Finding]:
-    """A user skill has evaluations: an evaluations.md linked from SKILL.md or an evals/evals.json."""
+    """A user skill has evaluations: an evaluations.md linked from SKILL.md or an evals/evals.json.
+
+    A user skill has `evaluations.md` or `evals/evals.json`.
+    """
     for skill in project.skills:
         if skill.audience != "user" or not skill.skill_md.readable:
             continue
@@ -70,9 +74,13 @@ def evaluations_present(project: Project) -> Iterator[Finding]:
                           skill.skill_md.path, skill.skill_md.body_start)
 
 
-@rule("SK302", "evaluations-linked")
+@rule("SK302", "evaluations-linked", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evaluations.md is linked from SKILL.md")
 def evaluations_linked(project: Project) -> Iterator[Finding]:
-    """evaluations.md is linked from SKILL.md."""
+    """evaluations.md is linked from SKILL.md.
+
+    `evaluations.md` is linked from SKILL.md.
+    """
     for skill in project.skills:
         doc = _evaluations_doc(skill)
         if doc is not None and skill.skill_md.readable and not _linked_from_skill_md(skill, doc.path):
@@ -80,9 +88,13 @@ def evaluations_linked(project: Project) -> Iterator[Finding]:
                           skill.skill_md.body_start, truth=Loc(doc.path, 1, 1))
 
 
-@rule("SK303", "scenario-count")
+@rule("SK303", "scenario-count", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): at least three Scenario headings")
 def scenario_count(project: Project) -> Iterator[Finding]:
-    """evaluations.md has at least three "Scenario" headings."""
+    """evaluations.md has at least three "Scenario" headings.
+
+    `evaluations.md` has at least three headings containing the word "Scenario".
+    """
     for skill in project.skills:
         doc = _evaluations_doc(skill)
         if doc is not None and doc.readable:
@@ -92,9 +104,15 @@ def scenario_count(project: Project) -> Iterator[Finding]:
                               doc.path, doc.body_start)
 
 
-@rule("SK304", "scenario-fields")
+@rule("SK304", "scenario-fields", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): each scenario has Query, Expected behavior, and Known failure modes or pass/fail criteria")
 def scenario_fields(project: Project) -> Iterator[Finding]:
-    """Each scenario has `Query:`, `Expected behavior:`, and `Known failure modes:` or pass/fail criteria."""
+    """Each scenario has `Query:`, `Expected behavior:`, and `Known failure modes:` or pass/fail criteria.
+
+    Each scenario (up to the next heading at its level) has `Query:`, `Expected behavior:`, and `Known
+    failure modes:` or pass/fail criteria (`Pass criteria:`, `Fail criteria:`, `Pass/fail criteria:`).
+    Emphasis and list markers around the labels are fine.
+    """
     for skill in project.skills:
         doc = _evaluations_doc(skill)
         if doc is None or not doc.readable:
@@ -145,10 +163,7 @@ def _evals_entries(project: Project, skill: Skill) -> tuple[list[Any] | None, st
     """(entries, json text, how the list was found) for a skill's parsed evals.json."""
     data = skill.evals
     path = skill.evals_json or ""
-    try:
-        text = (project.root / path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        text = ""
+    text = skill.evals_text
     if isinstance(data, dict):
         for key in ("evals", "evaluations", "cases"):
             if isinstance(data.get(key), list):
@@ -159,9 +174,15 @@ def _evals_entries(project: Project, skill: Skill) -> tuple[list[Any] | None, st
     return None, text, ""
 
 
-@rule("SK310", "evals-json-schema")
+@rule("SK310", "evals-json-schema", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evals.json entries have id, prompt, expected_skill, assertions")
 def evals_json_schema(project: Project) -> Iterator[Finding]:
-    """evals/evals.json is a list (or {"evals": [...]}) of at least two entries with id, prompt, expected_skill and assertions."""
+    """evals/evals.json is a list (or {"evals": [...]}) of at least two entries with id, prompt, expected_skill and assertions.
+
+    `evals/evals.json` is a list (or an object with an `evals` list) of at least two entries, each with
+    `id` (string or integer, unique), `prompt` (non-empty string), `expected_skill` (a string, or null
+    for a negative case) and `assertions` (a list of strings). A file that does not parse is IN040.
+    """
     for skill in project.skills:
         if skill.evals_json is None or skill.evals is None:
             continue  # absent, or unparsable (the core reports IN040)
@@ -199,9 +220,16 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
                     ids[ident] = line
 
 
-@rule("SK311", "evals-expected-skill")
+@rule("SK311", "evals-expected-skill", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): expected_skill names a skill (null for a negative case)")
 def evals_expected_skill(project: Project) -> Iterator[Finding]:
-    """An evals.json `expected_skill` names a skill in this repository (or is null), and a top-level `skill_name` is the skill's own."""
+    """An evals.json `expected_skill` names a skill in this repository (or is null), and a top-level `skill_name` is the skill's own.
+
+    A string `expected_skill` is the `name` of a skill in this repository; a top-level `skill_name`
+    (when the file is an object) is the name of the skill holding it.
+    """
+    if not names_known(project):
+        return
     names = skill_names(project)
     for skill in project.skills:
         if skill.evals_json is None or skill.evals is None:

@@ -5,7 +5,12 @@ Scope (so the checker never cries wolf): flags are judged only
   ``python -m torch.distributed.run``, skrl's JAX launcher, ``python <repo script>.py``), in code
   blocks and inline code; and
 - in bare inline code that starts with ``--`` (e.g. `--num_gpus`), which must belong to the launcher,
-  the trainer, torchrun or skrl's JAX launcher, or to a tool the same file runs in a command line.
+  the trainer, torchrun or skrl's JAX launcher, or to a tool the same file runs in a command line,
+  where the text ties it to one of those tools: its line names the launcher, the trainer, torchrun or
+  skrl, or the flag is a near miss of one of their options (a likely typo). A bare flag of another
+  program (``--verbose``, ``--ipc=host`` next to ``docker run``) is not judged.
+When the launcher's or the trainer's options cannot be read (a foreign layout, e.g. a ``train.py``
+that dispatches to per-library scripts), bare flags are not judged at all (the summary says so).
 Flags of other programs (``nvidia-smi --query-gpu=...``, ``uv run --no-project``, ``git``) are not
 judged; neither are Python, YAML or JSON code blocks. Lines under a "Known failure modes:" label in
 skill markdown are wrong on purpose and are skipped. Placeholders (``<dir>``, ``$VAR``, ``N``,
@@ -30,6 +35,9 @@ NOT_SHELL = frozenset({"python", "py", "python3", "pycon", "yaml", "yml", "json"
                        "rst", "md", "markdown", "diff", "c", "cpp", "cuda", "xml", "html", "javascript", "js"})
 PLACEHOLDER_VALUE_RE = re.compile(r"^(?:<[^<>]+>|\$\{?\w+\}?|[A-Z][A-Z0-9_]*|\.\.\.|…|\{[^{}]*\}|\[[^\[\]]*\])$")
 NUMBER_RE = re.compile(r"^-\d+(?:\.\d+)?$")
+# words on a line that tie a bare `--flag` to a tool whose options the checker knows
+TOOL_TIE_RE = re.compile(r"launcher|trainer|train_multigpu|train\.py|isaaclab train|torchrun|torch\.distributed\.run"
+                         r"|\bskrl\b", re.IGNORECASE)
 
 
 @dataclass
@@ -225,21 +233,37 @@ def _emit(project: Project, code: str) -> Iterator[Finding]:
             yield finding(code, p.message, w.doc.path, p.word.line, p.word.col, truth=p.truth)
 
 
-@rule("DR301", "unknown-flag")
+@rule("DR301", "unknown-flag", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples")
 def unknown_flag(project: Project) -> Iterator[Finding]:
-    """A flag in a command line of a known tool is one of that tool's options (launcher flags forward to the trainer)."""
+    """A flag in a command line of a known tool is one of that tool's options (launcher flags forward to the trainer).
+
+    In a command of a known tool, every flag is one of its options (argparse prefix matching honoured
+    where `allow_abbrev` is on). After `isaaclab train_multigpu`, flags the launcher lacks must be
+    trainer flags; after a lone `--`, trainer flags only.
+    """
     yield from _emit(project, "DR301")
 
 
-@rule("DR302", "flag-value")
+@rule("DR302", "flag-value", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples")
 def flag_value(project: Project) -> Iterator[Finding]:
-    """A flag that takes a value is given one, and a switch is given none."""
+    """A flag that takes a value is given one, and a switch is given none.
+
+    A flag that takes a value is given one (`--num_gpus` at the end of a line is a finding), and a
+    switch is not given `=value`.
+    """
     yield from _emit(project, "DR302")
 
 
-@rule("DR303", "flag-choice")
+@rule("DR303", "flag-choice", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples")
 def flag_choice(project: Project) -> Iterator[Finding]:
-    """A value given to a flag with choices (`--rl_library`, `--start_method` ...) is one of them."""
+    """A value given to a flag with choices (`--rl_library`, `--start_method` ...) is one of them.
+
+    A value given to a flag with `choices` is one of them (`--rl_library foo`); `{a,b}` stands for each
+    of a and b.
+    """
     yield from _emit(project, "DR303")
 
 
@@ -277,12 +301,23 @@ def _options_table_lines(project: Project) -> set[tuple[str, int]]:
     return {(doc.path, row[col].line) for row in table.rows if col < len(row)}
 
 
-@rule("DR304", "bare-flag")
+@rule("DR304", "bare-flag", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every --flag written in skills and docs")
 def bare_flag(project: Project) -> Iterator[Finding]:
-    """Inline code that is a bare `--flag` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs)."""
+    """Inline code that is a bare `--flag` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs).
+
+    An inline code span starting with `--` names options of the launcher, the trainer, torchrun or
+    skrl's JAX launcher, or of a tool that the same file runs in a command line (e.g. the probe's
+    `--bisect` next to a probe command; `--no-project` next to `uv run --no-project ...`). `--rdzv_*`
+    matches a family. Skipped when torch is not installed (torchrun's options unknown). Flags in the
+    options table's first column are DR2xx's.
+    """
     if project.torchrun is None:
         return  # without torch its options are unknown: judging bare flags would cry wolf
+    if not usable(project.launcher) or not usable(project.trainer):
+        return  # a tool whose options cannot be read: its flags are not judged (the loader notes it)
     scope = _bare_scope(project)
+    lines_of: dict[str, list[str]] = {}
     skip = _options_table_lines(project)
     names = sorted(scope[""])
     for w in written_commands(project):
@@ -302,6 +337,10 @@ def bare_flag(project: Project) -> Iterator[Finding]:
             elif flag in allowed:
                 continue
             close = difflib.get_close_matches(flag, names, n=1, cutoff=0.75)
+            src = lines_of.setdefault(w.doc.path, w.doc.text.split("\n"))
+            line_text = src[word.line - 1] if 0 < word.line <= len(src) else ""
+            if not close and not TOOL_TIE_RE.search(line_text):
+                continue  # nothing ties it to a known tool: another program's flag
             hint = f"; did you mean {close[0]}?" if close else ""
             where = project.launcher.path if project.launcher else "the launcher"
             yield finding("DR304", f"{flag} is not an option of the launcher, the trainer or torchrun{hint} "
@@ -309,9 +348,13 @@ def bare_flag(project: Project) -> Iterator[Finding]:
                           truth=Loc(where, 1, 1) if project.launcher else None)
 
 
-@rule("DR305", "script-path")
+@rule("DR305", "script-path", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): paths: every script a command runs exists")
 def script_path(project: Project) -> Iterator[Finding]:
-    """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists."""
+    """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists.
+
+    A repository script a command runs (`python scripts/...py`, `torchrun skills/.../x.py`) exists.
+    """
     for w, inv in all_invocations(project):
         if inv.tool == "missing-script" and inv.program is not None:
             yield finding("DR305", f"{inv.program.text} does not exist (the command runs it)", w.doc.path,

@@ -26,7 +26,7 @@ FIRST_PERSON_RE = re.compile(r"(?:^|[.!?]\s+)(I|I'm|I've|I'll|[Yy]ou|[Yy]our|[Yy
 def _skills_with_frontmatter(project: Project) -> Iterator[tuple[Skill, dict[str, Any]]]:
     for skill in project.skills:
         fm = skill.skill_md.frontmatter
-        if skill.skill_md.readable and isinstance(fm, dict):
+        if skill.skill_md.readable and isinstance(fm, dict) and not skill.skill_md.frontmatter_error:
             yield skill, fm
 
 
@@ -39,16 +39,21 @@ def _at(code: str, skill: Skill, key: str, message: str) -> Finding:
     return finding(code, message, skill.skill_md.path, _key_line(skill, key))
 
 
-@rule("SK100", "frontmatter-missing")
+@rule("SK100", "frontmatter-missing", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): SKILL.md is YAML frontmatter followed by markdown')
 def frontmatter_missing(project: Project) -> Iterator[Finding]:
-    """SKILL.md starts with a YAML frontmatter block (--- ... ---)."""
+    """SKILL.md starts with a YAML frontmatter block (--- ... ---).
+
+    SKILL.md starts with a YAML frontmatter block (`---` lines).
+    """
     for skill in project.skills:
         doc = skill.skill_md
-        if doc.readable and doc.frontmatter is None and not doc.problems:
+        if doc.readable and doc.frontmatter is None and not doc.frontmatter_error:
             yield finding("SK100", "SKILL.md has no YAML frontmatter block (--- lines at the top)", doc.path, 1)
 
 
-@rule("SK101", "name-missing")
+@rule("SK101", "name-missing", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): frontmatter field `name` (required)')
 def name_missing(project: Project) -> Iterator[Finding]:
     """The frontmatter has a `name` that is a string."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -58,9 +63,13 @@ def name_missing(project: Project) -> Iterator[Finding]:
             yield _at("SK101", skill, "name", f"`name` must be a string, not {type(fm['name']).__name__}")
 
 
-@rule("SK102", "name-format")
+@rule("SK102", "name-format", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): `name` is 1-64 characters, lowercase letters, digits and hyphens, no leading, trailing or doubled hyphen')
 def name_format(project: Project) -> Iterator[Finding]:
-    """`name` is 1-64 characters: lowercase letters, digits and single inner hyphens."""
+    """`name` is 1-64 characters: lowercase letters, digits and single inner hyphens.
+
+    `name` is 1-64 characters of lowercase letters, digits and single inner hyphens.
+    """
     for skill, fm in _skills_with_frontmatter(project):
         name = fm.get("name")
         if not isinstance(name, str):
@@ -73,7 +82,8 @@ def name_format(project: Project) -> Iterator[Finding]:
                       "not starting or ending with a hyphen")
 
 
-@rule("SK103", "name-reserved")
+@rule("SK103", "name-reserved", profile="claude",
+      cites='Claude skills overview (docs.claude.com, agent skills: frontmatter field requirements): `name` may not contain the reserved words "anthropic" or "claude"')
 def name_reserved(project: Project) -> Iterator[Finding]:
     """`name` does not contain the reserved words `claude` or `anthropic`."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -84,9 +94,13 @@ def name_reserved(project: Project) -> Iterator[Finding]:
                     yield _at("SK103", skill, "name", f"`name` {name!r} contains the reserved word {word!r}")
 
 
-@rule("SK104", "description-length")
+@rule("SK104", "description-length", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): frontmatter field `description` (required, 1-1024 characters)')
 def description_length(project: Project) -> Iterator[Finding]:
-    """The frontmatter has a `description` string of 1-1024 characters."""
+    """The frontmatter has a `description` string of 1-1024 characters.
+
+    `description` is a string of 1-1024 characters.
+    """
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
         if "description" not in fm:
@@ -98,18 +112,26 @@ def description_length(project: Project) -> Iterator[Finding]:
                       f"`description` is {len(desc.strip())} characters; it must be 1-1024")
 
 
-@rule("SK105", "description-use-when")
+@rule("SK105", "description-use-when", profile="isaaclab",
+      cites='Isaac Lab\'s skill validator (tools/skills validator in isaac-sim/IsaacLab): the description says when to use the skill ("Use when")')
 def description_use_when(project: Project) -> Iterator[Finding]:
-    """`description` says when to use the skill with the words "Use when"."""
+    """`description` says when to use the skill with the words "Use when".
+
+    `description` contains "Use when" (case-insensitive): it says what triggers the skill.
+    """
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
         if isinstance(desc, str) and desc.strip() and "use when" not in desc.lower():
             yield _at("SK105", skill, "description", "`description` must contain \"Use when\" (what triggers the skill)")
 
 
-@rule("SK106", "description-third-person")
+@rule("SK106", "description-third-person", profile="claude",
+      cites='Claude skill authoring best practices (docs.claude.com, agent skills best practices): write descriptions in the third person')
 def description_third_person(project: Project) -> Iterator[Finding]:
-    """`description` is written in the third person: no sentence starts with "I" or "You"."""
+    """`description` is written in the third person: no sentence starts with "I" or "You".
+
+    `description` is in the third person: no sentence starts with "I", "I'm", "You", "Your" ...
+    """
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
         if isinstance(desc, str):
@@ -119,9 +141,13 @@ def description_third_person(project: Project) -> Iterator[Finding]:
                           f"`description` must be in the third person; a sentence starts with {m.group(1)!r}")
 
 
-@rule("SK107", "audience")
+@rule("SK107", "audience", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `audience` is user or developer and matches the folder")
 def audience(project: Project) -> Iterator[Finding]:
-    """`audience` is `user` or `developer` and equals the folder under skills/ that holds the skill."""
+    """`audience` is `user` or `developer` and equals the folder under skills/ that holds the skill.
+
+    `audience` is `user` or `developer` and equals the folder under `skills/` holding the skill.
+    """
     for skill, fm in _skills_with_frontmatter(project):
         value = fm.get("audience")
         if "audience" not in fm:
@@ -133,9 +159,13 @@ def audience(project: Project) -> Iterator[Finding]:
                       f"`audience` is {value!r} but the skill lives under skills/{skill.audience}/")
 
 
-@rule("SK108", "status")
+@rule("SK108", "status", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `status` is experimental, stable or deprecated")
 def status(project: Project) -> Iterator[Finding]:
-    """`status` is one of experimental, stable, deprecated."""
+    """`status` is one of experimental, stable, deprecated.
+
+    `status` is `experimental`, `stable` or `deprecated`.
+    """
     for skill, fm in _skills_with_frontmatter(project):
         if "status" not in fm:
             yield _at("SK108", skill, "status", "frontmatter has no `status`")
@@ -144,7 +174,8 @@ def status(project: Project) -> Iterator[Finding]:
                       f"`status` is {fm['status']!r}; it must be one of {', '.join(STATUSES)}")
 
 
-@rule("SK109", "owners")
+@rule("SK109", "owners", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `owners` is a non-empty list")
 def owners(project: Project) -> Iterator[Finding]:
     """`owners` is a non-empty list of non-empty strings."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -157,7 +188,8 @@ def owners(project: Project) -> Iterator[Finding]:
             yield _at("SK109", skill, "owners", "every entry of `owners` must be a non-empty string")
 
 
-@rule("SK110", "license")
+@rule("SK110", "license", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `license`")
 def license_(project: Project) -> Iterator[Finding]:
     """A user skill has a `license` string."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -168,7 +200,8 @@ def license_(project: Project) -> Iterator[Finding]:
             yield _at("SK110", skill, "license", "a user skill needs a `license` string")
 
 
-@rule("SK111", "metadata")
+@rule("SK111", "metadata", profile="isaaclab",
+      cites="Agent Skills specification (agentskills.io/specification): `metadata` is a string map; Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `metadata.author`")
 def metadata(project: Project) -> Iterator[Finding]:
     """`metadata` is a map of strings; a user skill has `metadata.author`."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -186,9 +219,15 @@ def metadata(project: Project) -> Iterator[Finding]:
                           "a user skill needs `metadata.author`")
 
 
-@rule("SK112", "unknown-key", severity="warning")
+@rule("SK112", "unknown-key", severity="warning", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): the frontmatter fields are name, description, license, compatibility, metadata, allowed-tools')
 def unknown_key(project: Project) -> Iterator[Finding]:
-    """Frontmatter keys outside the spec and Isaac Lab's keys are warnings (claude.ai uploads reject them)."""
+    """Frontmatter keys outside the spec and Isaac Lab's keys are warnings (claude.ai uploads reject them).
+
+    A key outside the Agent Skills spec (`name`, `description`, `license`, `compatibility`, `metadata`,
+    `allowed-tools`) and Isaac Lab's keys (`audience`, `status`, `owners`). Claude Code ignores it;
+    claude.ai uploads reject it.
+    """
     for skill, fm in _skills_with_frontmatter(project):
         for key in fm:
             if key not in KNOWN_KEYS:
@@ -196,9 +235,13 @@ def unknown_key(project: Project) -> Iterator[Finding]:
                           "claude.ai uploads reject it)")
 
 
-@rule("SK113", "compatibility")
+@rule("SK113", "compatibility", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): optional field `compatibility` (1-500 characters)')
 def compatibility(project: Project) -> Iterator[Finding]:
-    """`compatibility`, when present, is a string of at most 500 characters."""
+    """`compatibility`, when present, is a string of at most 500 characters.
+
+    `compatibility`, when present, is a string of 1-500 characters.
+    """
     for skill, fm in _skills_with_frontmatter(project):
         if "compatibility" in fm:
             value = fm["compatibility"]
@@ -206,9 +249,13 @@ def compatibility(project: Project) -> Iterator[Finding]:
                 yield _at("SK113", skill, "compatibility", "`compatibility` must be a string of 1-500 characters")
 
 
-@rule("SK114", "name-unique")
+@rule("SK114", "name-unique", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): `name` identifies the skill (two skills with one name shadow each other)')
 def name_unique(project: Project) -> Iterator[Finding]:
-    """Every skill has its own `name`."""
+    """Every skill has its own `name`.
+
+    No two skills share a `name`.
+    """
     seen: dict[str, Skill] = {}
     for skill, fm in _skills_with_frontmatter(project):
         name = fm.get("name")
@@ -219,3 +266,19 @@ def name_unique(project: Project) -> Iterator[Finding]:
             yield _at("SK114", skill, "name", f"`name` {name!r} is also the name of {first}")
         else:
             seen[name] = skill
+
+
+XML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9_.:-]*(?:\s[^<>]*)?/?>")
+
+
+@rule("SK115", "description-xml", profile="claude",
+      cites='Claude skills overview (docs.claude.com, agent skills: frontmatter field requirements): `description` may not contain XML tags')
+def description_xml(project: Project) -> Iterator[Finding]:
+    """`description` holds no XML tags such as `<example>`: claude.ai, the Claude API and Codex reject them."""
+    for skill, fm in _skills_with_frontmatter(project):
+        desc = fm.get("description")
+        if isinstance(desc, str):
+            m = XML_TAG_RE.search(desc)
+            if m:
+                yield _at("SK115", skill, "description", f"`description` holds the XML tag {m.group(0)!r}; "
+                          "skill loaders reject tags there (write it as plain text)")

@@ -2,7 +2,9 @@
 
 A workaround table is found by the settings it holds, not by its column titles: a table where at
 least two rows hold ``VAR=value`` settings; its settings column is the column holding the most.
-Settings are compared as exact ``VAR=value`` pairs. DR104 allows the diagnostic variables
+Settings are compared as exact ``VAR=value`` pairs. A row whose fix is not a setting (``docker run
+--shm-size=1g``, "disable ACS in the BIOS", ``--device cuda:LOCAL_RANK``) is a row too: it holds no
+setting, and a mirror holds it at the same place (DR105). DR104 allows the diagnostic variables
 NCCL_DEBUG, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE, CUDA_VISIBLE_DEVICES, CUDA_LAUNCH_BLOCKING, CUDA_HOME
 and CUDA_PATH (they change what is reported, which devices are seen or where the toolkit lives, not how
 ranks communicate); TORCH_*, GLOO_* and other prefixes are not judged.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from model import Finding, Loc, MarkdownDoc, Project, RstDoc, Table
+from model import Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Table
 
 from .common import (
     DIAGNOSTIC_VARS, all_skill_docs, cached, finding, line_col_of, multi_gpu_doc, multi_gpu_path, negative_lines_of,
@@ -36,22 +38,30 @@ class Setting:
         return f"{self.var}={self.value}"
 
 
-def _table_settings(doc: MarkdownDoc | RstDoc, table: Table) -> list[Setting] | None:
-    """The settings of a workaround table (its settings column), or None when it is not one."""
+def table_rows(doc: MarkdownDoc | RstDoc, table: Table) -> list[list[Setting]] | None:
+    """Per row of a workaround table, the settings of its settings column (empty where the fix is not a
+    setting); None when the table is not a workaround table."""
     width = max((len(r) for r in table.rows), default=0)
     counts = [sum(1 for row in table.rows if c < len(row) and any(settings_in(row[c].text))) for c in range(width)]
     if not counts or max(counts) < MIN_ROWS:
         return None
     col = counts.index(max(counts))
-    out = []
+    out: list[list[Setting]] = []
     for row in table.rows:
-        if col >= len(row):
-            continue
-        cell = row[col]
-        for var, value, _ in settings_in(cell.text):
-            line, c = line_col_of(doc.text, f"{var}={value}", cell.line)
-            out.append(Setting(var, value, Loc(doc.path, line, c)))
+        found: list[Setting] = []
+        if col < len(row):
+            cell = row[col]
+            for var, value, _ in settings_in(cell.text):
+                line, c = line_col_of(doc.text, f"{var}={value}", cell.line)
+                found.append(Setting(var, value, Loc(doc.path, line, c)))
+        out.append(found)
     return out
+
+
+def _table_settings(doc: MarkdownDoc | RstDoc, table: Table) -> list[Setting] | None:
+    """The settings of a workaround table (its settings column), or None when it is not one."""
+    rows = table_rows(doc, table)
+    return None if rows is None else [s for row in rows for s in row]
 
 
 def truth_list(project: Project) -> tuple[RstDoc, Table, list[Setting]] | None:
@@ -86,6 +96,18 @@ def mirror_tables(project: Project) -> list[tuple[MarkdownDoc, Table, list[Setti
     return cached(project, "nccl-mirrors", make)
 
 
+def mirror_fix(project: Project, doc: MarkdownDoc, mtable: Table) -> Fix | None:
+    """The edit that rewrites a mirrored table from the list (shared by DR101-DR103 and DR105)."""
+
+    def make() -> Fix | None:
+        from .nccl_fix import mirror_fix as plan
+
+        truth = truth_list(project)
+        return None if truth is None else plan(doc, mtable, truth[0], truth[1])
+
+    return cached(project, f"nccl-fix:{doc.path}:{mtable.line}", make)
+
+
 def _compare(project: Project) -> list[Finding]:
     def make() -> list[Finding]:
         truth = truth_list(project)
@@ -109,23 +131,30 @@ def _compare(project: Project) -> list[Finding]:
                     truths = [m for m in missing if m.var == s.var]
                     listed = " or ".join(m.pair for m in truths)
                     out.append(finding("DR102", f"{s.pair} differs from the NCCL list's {listed} "
-                                       f"({truths[0].loc})", doc.path, s.loc.line, s.loc.col, truth=truths[0].loc))
+                                       f"({truths[0].loc})", doc.path, s.loc.line, s.loc.col, truth=truths[0].loc,
+                                       fix=mirror_fix(project, doc, mtable)))
                 else:
                     out.append(finding("DR103", f"{s.pair} is not in the NCCL workaround list "
                                        f"({rst.path}:{table.line}); add it there first", doc.path, s.loc.line,
-                                       s.loc.col, truth=Loc(rst.path, table.line, 1)))
+                                       s.loc.col, truth=Loc(rst.path, table.line, 1),
+                                       fix=mirror_fix(project, doc, mtable)))
             for m in missing:
                 if m.var not in extra_vars:
                     out.append(finding("DR101", f"{m.pair} from the NCCL workaround list ({m.loc}) is missing "
-                                       "from this table", doc.path, mtable.line, 1, truth=m.loc))
+                                       "from this table", doc.path, mtable.line, 1, truth=m.loc,
+                                       fix=mirror_fix(project, doc, mtable)))
         return out
 
     return cached(project, "nccl-compare", make)
 
 
-@rule("DR100", "nccl-list-present")
+@rule("DR100", "nccl-list-present", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): the NCCL workaround list-table in multi_gpu.rst")
 def nccl_list_present(project: Project) -> Iterator[Finding]:
-    """When a skill mirrors an NCCL workaround table, the multi-GPU page holds the list it mirrors."""
+    """When a skill mirrors an NCCL workaround table, the multi-GPU page holds the list it mirrors.
+
+    When a skill mirrors a workaround table, the multi-GPU page exists and holds the list it mirrors.
+    """
     doc = multi_gpu_doc(project)
     if doc is None:
         if project.rst:  # a docs tree without the page the mirror copies
@@ -140,27 +169,46 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
                       f"{mdoc.path}:{table.line} to mirror", doc.path, 1, 1, truth=Loc(mdoc.path, table.line, 1))
 
 
-@rule("DR101", "nccl-missing")
+@rule("DR101", "nccl-missing", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list")
 def nccl_missing(project: Project) -> Iterator[Finding]:
-    """Every setting of the RST NCCL list appears in a skill's mirrored workaround table."""
+    """Every setting of the RST NCCL list appears in a skill's mirrored workaround table.
+
+    Every setting of the RST list appears in the skill's mirrored table (reported at the mirrored
+    table).
+    """
     yield from (f for f in _compare(project) if f.code == "DR101")
 
 
-@rule("DR102", "nccl-value")
+@rule("DR102", "nccl-value", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): settings compared as exact VAR=value pairs")
 def nccl_value(project: Project) -> Iterator[Finding]:
-    """A mirrored setting has the value the RST NCCL list gives its variable."""
+    """A mirrored setting has the value the RST NCCL list gives its variable.
+
+    A mirrored setting whose variable is on the list with another value (e.g. `NCCL_P2P_LEVEL=PIX`
+    against `NCCL_P2P_LEVEL=LOC`).
+    """
     yield from (f for f in _compare(project) if f.code == "DR102")
 
 
-@rule("DR103", "nccl-extra")
+@rule("DR103", "nccl-extra", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list")
 def nccl_extra(project: Project) -> Iterator[Finding]:
-    """A mirrored workaround table holds no setting the RST NCCL list lacks."""
+    """A mirrored workaround table holds no setting the RST NCCL list lacks.
+
+    A mirrored table holds a setting the RST list lacks.
+    """
     yield from (f for f in _compare(project) if f.code == "DR103")
 
 
-@rule("DR104", "nccl-unlisted")
+@rule("DR104", "nccl-unlisted", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): every NCCL_*/CUDA_* setting in skills and docs is on the list")
 def nccl_unlisted(project: Project) -> Iterator[Finding]:
-    """Any NCCL_*/CUDA_* setting written in a skill or doc page is on the RST list (diagnostics excepted)."""
+    """Any NCCL_*/CUDA_* setting written in a skill or doc page is on the RST list (diagnostics excepted).
+
+    Any `NCCL_*=`/`CUDA_*=` setting written anywhere in a skill's markdown or an RST page is on the
+    list.
+    """
     truth = truth_list(project)
     if truth is None:
         return
@@ -183,3 +231,57 @@ def nccl_unlisted(project: Project) -> Iterator[Finding]:
             yield finding("DR104", f"{var}={value} is not in the NCCL workaround list ({rst.path}:{table.line}); "
                           "add it there first or write a listed setting", doc.path, line, col,
                           truth=Loc(rst.path, table.line, 1))
+
+
+def _row_label(doc: MarkdownDoc | RstDoc, table: Table, i: int) -> str:
+    row = table.rows[i]
+    first = " ".join(row[0].text.split()) if row else ""
+    return (first[:60] + "...") if len(first) > 63 else first
+
+
+def _pairs(row: list[Setting]) -> frozenset[str]:
+    return frozenset(s.pair for s in row)
+
+
+def _describe(row: list[Setting]) -> str:
+    return ", ".join(sorted(_pairs(row))) if row else "no setting (its fix is not a VAR=value)"
+
+
+@rule("DR105", "nccl-rows", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list row by row")
+def nccl_rows(project: Project) -> Iterator[Finding]:
+    """A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting included.
+
+    A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting
+    (`docker run --shm-size=1g`, "disable ACS in the BIOS") included: row i holds exactly the settings
+    of the list's row i, or none where the list's row holds none.
+    """
+    truth = truth_list(project)
+    if truth is None:
+        return
+    rst, table, _ = truth
+    want = table_rows(rst, table) or []
+    for doc, mtable, _ in mirror_tables(project):
+        have = table_rows(doc, mtable) or []
+        for i in range(max(len(want), len(have))):
+            if i >= len(have):
+                loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
+                yield finding("DR105", f"the NCCL workaround list's row {i + 1} ({loc}: "
+                              f"\"{_row_label(rst, table, i)}\", {_describe(want[i])}) has no row here; "
+                              "mirror every row of the list, in its order", doc.path, mtable.line, 1, truth=loc,
+                              fix=mirror_fix(project, doc, mtable))
+                break
+            line = mtable.rows[i][0].line if mtable.rows[i] else mtable.line
+            if i >= len(want):
+                yield finding("DR105", f"row {i + 1} (\"{_row_label(doc, mtable, i)}\") is not in the NCCL "
+                              f"workaround list ({rst.path}:{table.line}), which has {len(want)} row(s)",
+                              doc.path, line, 1, truth=Loc(rst.path, table.line, 1),
+                              fix=mirror_fix(project, doc, mtable))
+                break
+            if _pairs(have[i]) != _pairs(want[i]):
+                loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
+                yield finding("DR105", f"row {i + 1} holds {_describe(have[i])}, but the NCCL workaround list's "
+                              f"row {i + 1} ({loc}: \"{_row_label(rst, table, i)}\") holds {_describe(want[i])}; "
+                              "mirror every row of the list, in its order", doc.path, line, 1, truth=loc,
+                              fix=mirror_fix(project, doc, mtable))
+                break

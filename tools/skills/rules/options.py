@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from model import MISSING, Cell, Finding, Loc, Option, Project, RstDoc, Table
+from model import MISSING, Cell, Finding, Fix, Loc, Option, Project, RstDoc, Table, TextEdit
 
 from .common import cached, finding, multi_gpu_doc, multi_gpu_path
 from .registry import rule
@@ -95,9 +95,13 @@ def _truth(project: Project, opt: Option | None) -> Loc:
     return Loc(project.launcher.path, opt.line, opt.col)
 
 
-@rule("DR200", "options-table-present")
+@rule("DR200", "options-table-present", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): the options table in multi_gpu.rst")
 def options_table_present(project: Project) -> Iterator[Finding]:
-    """The multi-GPU page has a table of the launcher's options (a column of --flags)."""
+    """The multi-GPU page has a table of the launcher's options (a column of --flags).
+
+    The multi-GPU page exists (when there is a docs tree) and has a launcher options table.
+    """
     doc = multi_gpu_doc(project)
     if not _options(project):
         return
@@ -113,23 +117,32 @@ def options_table_present(project: Project) -> Iterator[Finding]:
                       doc.path, 1, 1, truth=_truth(project, None))
 
 
-@rule("DR201", "option-undocumented")
+@rule("DR201", "option-undocumented", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_undocumented(project: Project) -> Iterator[Finding]:
-    """Every launcher option has a row in the options table."""
+    """Every launcher option has a row in the options table.
+
+    Every launcher option (except `-h/--help`) has a row.
+    """
     found = options_table(project)
     if found is None:
         return
-    doc, table, _ = found
+    doc, table, col = found
     written = {f for _, _, _, flags in _rows(project) for f in flags}
     for opt in _options(project):
         if not set(opt.flags) & written:
             yield finding("DR201", f"launcher option {opt.canonical} ({project.launcher.path}:{opt.line}) has no row "
-                          "in the options table", doc.path, table.line, 1, truth=_truth(project, opt))
+                          "in the options table", doc.path, table.line, 1, truth=_truth(project, opt),
+                          fix=_row_fix(project, doc, table, col, opt))
 
 
-@rule("DR202", "option-unknown")
+@rule("DR202", "option-unknown", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_unknown(project: Project) -> Iterator[Finding]:
-    """Every flag in the options table is an option of the launcher."""
+    """Every flag in the options table is an option of the launcher.
+
+    Every row's flag is a launcher option.
+    """
     known = {f for o in _options(project) for f in o.flags} | HELP_FLAGS
     for doc, _, row, flags in _rows(project):
         by_flag = {f: o for o in _options(project) for f in o.flags}
@@ -143,9 +156,14 @@ def option_unknown(project: Project) -> Iterator[Finding]:
                     break
 
 
-@rule("DR203", "option-alias")
+@rule("DR203", "option-alias", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_alias(project: Project) -> Iterator[Finding]:
-    """A row lists exactly the option strings (name and aliases) the launcher defines for that option."""
+    """A row lists exactly the option strings (name and aliases) the launcher defines for that option.
+
+    A row lists exactly the option strings argparse defines for that option (`--num_gpus` with alias
+    `--nproc_per_node`).
+    """
     by_flag = {f: o for o in _options(project) for f in o.flags}
     for doc, table, row, flags in _rows(project):
         opts = {id(by_flag[f]): by_flag[f] for f in flags if f in by_flag}
@@ -168,6 +186,83 @@ def option_alias(project: Project) -> Iterator[Finding]:
             yield finding("DR203", f"{opt.canonical}: {', '.join(extra)} is not an alias the launcher defines "
                           f"({project.launcher.path}:{opt.line} defines {', '.join(opt.flags)})",
                           doc.path, cell.line, cell.col, truth=_truth(project, opt))
+
+
+def render_default(opt: Option) -> str:
+    """How the table writes ``opt``'s default (the text DR204 compares)."""
+    value = opt.default
+    if value is MISSING or value is None:
+        return "False" if not opt.takes_value else "None"
+    return str(value)
+
+
+def _default_fix(doc: RstDoc, cell: Cell, opt: Option, launcher: str) -> Fix | None:
+    """Rewrite the Default cell's first line with the argparse default (None when it cannot be done simply)."""
+    new = render_default(opt)
+    if not _same_default(opt.default, new.strip("\"'") if new.lower() not in NONE_WORDS else None, opt):
+        return None
+    lines = doc.text.split("\n")
+    idx = (cell.code[0].line if cell.code else cell.line) - 1
+    if not 0 <= idx < len(lines):
+        return None
+    line = lines[idx]
+    if cell.code:
+        old = f"``{cell.code[0].text}``"
+        if line.count(old) != 1:
+            return None
+        fixed = line.replace(old, f"``{new}``")
+    else:
+        m = re.match(r"^(\s*(?:\*\s+)?-\s+)(.*)$", line)
+        if m is None or not m.group(2).strip() or len(cell.text.split("\n")) > 1:
+            return None
+        fixed = m.group(1) + f"``{new}``"
+    return Fix(f"{opt.canonical}: default -> {new} (from {launcher}:{opt.line})",
+               (TextEdit(doc.path, idx + 1, idx + 1, (fixed,)),))
+
+
+def _row_fix(project: Project, doc: RstDoc, table: Table, col: int, opt: Option) -> Fix | None:
+    """Insert a row for an undocumented option before the row of the next option in argparse order."""
+    lines = doc.text.split("\n")
+    rows = [r for r in table.rows if col < len(r)]
+    if not rows:
+        return None
+    first_line = lines[rows[0][0].line - 1] if rows[0] else ""
+    m = re.match(r"^(\s*)\*(\s+)-(\s+)", first_line)
+    if m is None:
+        return None
+    bullet = m.group(1)
+    cell_indent = bullet + " " * (1 + len(m.group(2)))
+    order = [o.dest for o in _options(project)]
+    by_flag = {f: o for o in _options(project) for f in o.flags}
+    before = None
+    for row in rows:
+        flags = [f for f in _flags(row[col]) if f in by_flag]
+        if flags and order.index(by_flag[flags[0]].dest) > order.index(opt.dest):
+            before = row[0].line
+            break
+    if before is None:  # after the last row: the end of the table's indented block
+        end = rows[-1][-1].line
+        while end < len(lines) and (not lines[end].strip() or lines[end].startswith(cell_indent)):
+            end += 1
+        while end > rows[-1][-1].line and not lines[end - 1].strip():
+            end -= 1
+        before = end + 1
+    width = max(len(table.header), max(len(r) for r in rows))
+    dcol = _column(table, "default")
+    flag_text = f"``{opt.canonical}``" + "".join(f" (alias ``{f}``)" for f in opt.flags[1:] if f.startswith("--"))
+    cells = []
+    for j in range(width):
+        if j == col:
+            cells.append(flag_text)
+        elif j == dcol:
+            cells.append(f"``{render_default(opt)}``")
+        elif j == width - 1:
+            cells.append(" ".join((opt.help or "(describe this option)").split()))
+        else:
+            cells.append("")
+    new = [f"{bullet}* - {cells[0]}".rstrip()] + [f"{cell_indent}- {c}".rstrip() for c in cells[1:]]
+    return Fix(f"added a row for {opt.canonical} (from {project.launcher.path}:{opt.line})",
+               (TextEdit(doc.path, before, before - 1, tuple(new)),))
 
 
 def _written_default(cell: Cell) -> str | None:
@@ -196,9 +291,14 @@ def _same_default(actual: Any, written: str | None, opt: Option) -> bool:
     return str(actual) == written
 
 
-@rule("DR204", "option-default")
+@rule("DR204", "option-default", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_default(project: Project) -> Iterator[Finding]:
-    """The Default column states the launcher's argparse default (None, or False for a switch, when unset)."""
+    """The Default column states the launcher's argparse default (None, or False for a switch, when unset).
+
+    The Default cell (its first code literal, else a single word) equals the argparse default compared
+    as text. `None`, `—` or an empty cell mean no default (None); `False` for a switch.
+    """
     found = options_table(project)
     if found is None:
         return
@@ -219,7 +319,8 @@ def option_default(project: Project) -> Iterator[Finding]:
             col = cell.code[0].col if cell.code else cell.col
             yield finding("DR204", f"{opt.canonical}: the table says default {written or 'None'!s}, the launcher's "
                           f"default is {actual!r} ({project.launcher.path}:{opt.line})",
-                          doc.path, cell.code[0].line if cell.code else cell.line, col, truth=_truth(project, opt))
+                          doc.path, cell.code[0].line if cell.code else cell.line, col, truth=_truth(project, opt),
+                          fix=_default_fix(doc, cell, opt, project.launcher.path))
 
 
 def _written_choices(row: list[Cell], skip: int) -> tuple[list[str] | None, Cell | None]:
@@ -234,9 +335,14 @@ def _written_choices(row: list[Cell], skip: int) -> tuple[list[str] | None, Cell
     return None, None
 
 
-@rule("DR205", "option-choices")
+@rule("DR205", "option-choices", profile="drift",
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
 def option_choices(project: Project) -> Iterator[Finding]:
-    """A row states the launcher option's choices: each choice is written, and a "one of ..." list adds none."""
+    """A row states the launcher option's choices: each choice is written, and a "one of ..." list adds none.
+
+    For an option with `choices`: every choice is written in the row, and a "one of a, b, c" list in the
+    row holds no other value.
+    """
     found = options_table(project)
     if found is None:
         return

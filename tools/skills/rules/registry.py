@@ -1,4 +1,5 @@
-"""The rule registry: stable codes, one small function per rule, its docstring as its explanation."""
+"""The rule registry: stable codes, one small function per rule, its docstring as its explanation,
+the profile it belongs to and the line of the spec or policy it enforces."""
 
 from __future__ import annotations
 
@@ -9,6 +10,19 @@ from model import Finding, Project
 
 RuleFunc = Callable[[Project], Iterable[Finding]]
 
+# Named rule sets. A repository picks some in [tool.skills-check] `profiles` or with --profile;
+# by default all are on. Input problems (IN0xx) belong to the checker core and are always on.
+PROFILES: dict[str, str] = {
+    "spec": "the Agent Skills specification (agentskills.io): frontmatter fields, size, references",
+    "claude": "what Claude's platforms (claude.ai, the API, Claude Code) add: reserved words, no XML in "
+              "descriptions, third-person descriptions",
+    "links": "links and #anchors in the skills and docs resolve in the checked tree",
+    "isaaclab": "Isaac Lab's skill policy: audience/status/owners, \"Use when\", required sections, "
+                "evaluations, discovery aliases, repository paths",
+    "drift": "this repository's sources of truth: the NCCL list, the launcher options table and every flag "
+             "written in a command",
+}
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -16,6 +30,8 @@ class Rule:
     name: str  # short kebab-case name, e.g. "name-format"
     func: RuleFunc
     severity: str = "error"  # the default severity of its findings
+    profile: str = "isaaclab"  # one of PROFILES
+    cites: str = ""  # the spec or policy line it enforces
 
     @property
     def summary(self) -> str:
@@ -30,7 +46,8 @@ class Rule:
         import sys
 
         module = sys.modules.get(self.func.__module__)
-        parts = [inspect.cleandoc(self.func.__doc__ or ""), inspect.cleandoc(getattr(module, "__doc__", "") or "")]
+        parts = [inspect.cleandoc(self.func.__doc__ or ""), f"Profile: {self.profile}. Enforces: {self.cites}.",
+                 inspect.cleandoc(getattr(module, "__doc__", "") or "")]
         return "\n\n".join(p for p in parts if p)
 
 
@@ -38,13 +55,15 @@ RULES: list[Rule] = []
 _BY_CODE: dict[str, Rule] = {}
 
 
-def rule(code: str, name: str, severity: str = "error") -> Callable[[RuleFunc], RuleFunc]:
+def rule(code: str, name: str, severity: str = "error", *, profile: str, cites: str) -> Callable[[RuleFunc], RuleFunc]:
     """Register ``func`` as the rule ``code``; codes are unique and never reused."""
+    if profile not in PROFILES:
+        raise ValueError(f"rule {code}: unknown profile {profile!r}")
 
     def register(func: RuleFunc) -> RuleFunc:
         if code in _BY_CODE:
             raise ValueError(f"duplicate rule code {code}")
-        entry = Rule(code, name, func, severity)
+        entry = Rule(code, name, func, severity, profile, cites)
         RULES.append(entry)
         _BY_CODE[code] = entry
         return func
@@ -55,5 +74,3 @@ def rule(code: str, name: str, severity: str = "error") -> Callable[[RuleFunc], 
 def get(code: str) -> Rule | None:
     """The rule registered under ``code`` (exact, upper-cased), or None."""
     return _BY_CODE.get(code.strip().upper())
-
-

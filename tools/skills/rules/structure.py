@@ -11,7 +11,7 @@ from model import Finding, Loc, MarkdownDoc, Project, RstDoc, Skill
 
 from .common import (
     all_skill_docs, anchors_of, cached, code_items, docs_dir, exists, find_doc, finding, is_external,
-    is_file, negative_lines_of, resolve, rst_docs, skill_docs, skill_names,
+    is_file, names_known, negative_lines_of, resolve, rst_docs, skill_docs, skill_names,
 )
 from .registry import rule
 
@@ -29,9 +29,14 @@ def _norm(text: str) -> str:
     return " ".join(text.replace("`", "").split()).lower()
 
 
-@rule("SK201", "required-sections")
+@rule("SK201", "required-sections", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): sections When To Use, Workflow, Validation, Maintenance, References")
 def required_sections(project: Project) -> Iterator[Finding]:
-    """SKILL.md has the sections When To Use, Workflow, Validation, Maintenance and References."""
+    """SKILL.md has the sections When To Use, Workflow, Validation, Maintenance and References.
+
+    SKILL.md has headings When To Use, Workflow, Validation, Maintenance, References (any level, case-
+    insensitive).
+    """
     for skill in project.skills:
         doc = skill.skill_md
         if not doc.readable:
@@ -42,9 +47,13 @@ def required_sections(project: Project) -> Iterator[Finding]:
                 yield finding("SK201", f"SKILL.md has no \"{section}\" section", doc.path, doc.body_start)
 
 
-@rule("SK202", "body-length")
+@rule("SK202", "body-length", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): keep SKILL.md under 500 lines; move detail to referenced files')
 def body_length(project: Project) -> Iterator[Finding]:
-    """The SKILL.md body (after the frontmatter) is under 500 lines; details go to reference files."""
+    """The SKILL.md body (after the frontmatter) is under 500 lines; details go to reference files.
+
+    The SKILL.md body (after the frontmatter) is under 500 lines.
+    """
     for skill in project.skills:
         doc = skill.skill_md
         if not doc.readable:
@@ -53,6 +62,61 @@ def body_length(project: Project) -> Iterator[Finding]:
         if body >= MAX_BODY_LINES:
             yield finding("SK202", f"SKILL.md body is {body} lines; keep it under {MAX_BODY_LINES} and move "
                           "details to reference files", doc.path, doc.body_start + MAX_BODY_LINES - 1)
+
+
+@rule("SK211", "skill-md-missing", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): a skill is a folder holding SKILL.md')
+def skill_md_missing(project: Project) -> Iterator[Finding]:
+    """Every folder under `skills/<audience>/` holds a SKILL.md (otherwise agents never see the skill)."""
+    for folder in project.orphan_dirs:
+        yield finding("SK211", "folder under the skills tree has no SKILL.md, so no agent loads it; add one or "
+                      "move the folder out", folder, 1)
+
+
+# The token estimate works offline (no tokenizer vocabulary is downloaded): a run of letters counts one
+# token per 6 characters, a run of digits one per 3, and every other visible character one. On this
+# repository's skills that is 10-25% above the common "4 characters per token" rule of thumb for English:
+# it errs high, on purpose, for markup and commands (punctuation-heavy text costs BPE tokenizers more).
+TOKEN_RE = re.compile(r"[^\W\d_]+|\d+|[^\w\s]|_")
+MAX_BODY_TOKENS = 5000  # Agent Skills guidance: keep SKILL.md instructions under about 5,000 tokens
+MAX_SECTION_TOKENS = 2000  # one section past this belongs in a reference file
+
+
+def estimate_tokens(text: str) -> int:
+    """An offline estimate of the tokens ``text`` costs in a model's context (see TOKEN_RE above)."""
+    n = 0
+    for m in TOKEN_RE.finditer(text):
+        word = m.group(0)
+        if word[0].isdigit():
+            n += -(-len(word) // 3)
+        elif word[0].isalpha():
+            n += -(-len(word) // 6)
+        else:
+            n += 1
+    return n
+
+
+@rule("SK212", "token-budget", severity="warning", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): progressive disclosure, instructions under about 5,000 tokens')
+def token_budget(project: Project) -> Iterator[Finding]:
+    """The SKILL.md body costs at most about 5,000 tokens and each `##` section at most about 2,000 (estimated offline)."""
+    for skill in project.skills:
+        doc = skill.skill_md
+        if not doc.readable:
+            continue
+        lines = doc.text.split("\n")
+        body = "\n".join(lines[doc.body_start - 1:])
+        total = estimate_tokens(body)
+        if total > MAX_BODY_TOKENS:
+            yield finding("SK212", f"SKILL.md body is about {total} tokens (estimated offline); keep it under "
+                          f"{MAX_BODY_TOKENS}: agents load all of it when the skill triggers", doc.path, doc.body_start)
+        starts = [h for h in doc.headings if h.level <= 2 and h.line >= doc.body_start]
+        for i, h in enumerate(starts):
+            end = starts[i + 1].line - 1 if i + 1 < len(starts) else len(lines)
+            n = estimate_tokens("\n".join(lines[h.line - 1:end]))
+            if n > MAX_SECTION_TOKENS:
+                yield finding("SK212", f"section \"{h.text}\" is about {n} tokens (estimated offline); keep a section "
+                              f"under {MAX_SECTION_TOKENS} and move details to a reference file", doc.path, h.line)
 
 
 def _checked_docs(project: Project) -> Iterator[MarkdownDoc | RstDoc]:
@@ -112,9 +176,14 @@ def _link_targets(project: Project, doc: MarkdownDoc | RstDoc) -> Iterator[tuple
         yield link.line, link.col, target, path, fragment
 
 
-@rule("SK203", "link-target")
+@rule("SK203", "link-target", profile="links",
+      cites='CommonMark links and Sphinx :doc: targets resolve in the checked tree')
 def link_target(project: Project) -> Iterator[Finding]:
-    """Every relative link (markdown links, Sphinx :doc:) points at a file or folder that exists."""
+    """Every relative link (markdown links, Sphinx :doc:) points at a file or folder that exists.
+
+    Every relative link in the skills' markdown, and every Sphinx `:doc:` target in the docs, exists.
+    External URLs are not fetched.
+    """
     for doc in _checked_docs(project):
         for line, col, written, path, _ in _link_targets(project, doc):
             if not exists(project, path):
@@ -122,9 +191,15 @@ def link_target(project: Project) -> Iterator[Finding]:
                               doc.path, line, col)
 
 
-@rule("SK204", "link-anchor")
+@rule("SK204", "link-anchor", profile="links",
+      cites='GitHub heading anchors and docutils section ids/labels resolve')
 def link_anchor(project: Project) -> Iterator[Finding]:
-    """Every `#anchor` in a link names a real heading (GitHub anchors; RST section ids or labels) and every :ref: label exists."""
+    """Every `#anchor` in a link names a real heading (GitHub anchors; RST section ids or labels) and every :ref: label exists.
+
+    A `#fragment` (of a link, or of a backticked repository path) names a real heading of the target:
+    GitHub anchors for markdown (with `-1` suffixes for repeats), section ids or explicit labels for
+    `.rst`. Every `:ref:` label exists in the docs.
+    """
     labels = _labels(project)
     for doc in _checked_docs(project):
         for line, col, written, path, fragment in _link_targets(project, doc):
@@ -157,9 +232,14 @@ def _linked_files(project: Project, doc: MarkdownDoc) -> set[str]:
     return {path for _, _, _, path, _ in _link_targets(project, doc)}
 
 
-@rule("SK205", "reference-depth")
+@rule("SK205", "reference-depth", profile="spec",
+      cites='Agent Skills specification (agentskills.io/specification): file references stay one level deep from SKILL.md')
 def reference_depth(project: Project) -> Iterator[Finding]:
-    """Reference files are one level deep: a skill file links only to files SKILL.md links to directly."""
+    """Reference files are one level deep: a skill file links only to files SKILL.md links to directly.
+
+    References are one level deep: a skill file other than SKILL.md links only to skill files that
+    SKILL.md links directly.
+    """
     for skill in project.skills:
         if not skill.skill_md.readable:
             continue
@@ -186,9 +266,15 @@ def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, S
                 yield doc, None, code.line, code.col, code.text.strip()
 
 
-@rule("SK206", "repo-path")
+@rule("SK206", "repo-path", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): backticked paths under docs/, scripts/, skills/, tools/ exist")
 def repo_path(project: Project) -> Iterator[Finding]:
-    """A backticked path under docs/, scripts/, skills/ or tools/ exists (in the repository or, for scripts/, in the skill)."""
+    """A backticked path under docs/, scripts/, skills/ or tools/ exists (in the repository or, for scripts/, in the skill).
+
+    An inline code span that is a path under `docs/`, `scripts/`, `skills/` or `tools/` exists, in the
+    repository or (for `scripts/...` in a skill) in the skill folder; a `#anchor` on it is checked by
+    SK204. Spans with placeholders or globs (`<dir>`, `*`) are not paths.
+    """
     run_named = {(doc.path, line, token) for skill in project.skills for doc, line, _, token in _script_mentions(skill)}
     for doc, skill, line, col, text in _repo_path_codes(project):
         if not REPO_PATH_RE.match(text):
@@ -212,9 +298,14 @@ def _heading_near_top(doc: MarkdownDoc) -> bool:
     return len(local) >= 2
 
 
-@rule("SK207", "reference-contents")
+@rule("SK207", "reference-contents", profile="spec",
+      cites='Claude skill authoring best practices (docs.claude.com, agent skills best practices): reference files over 100 lines start with a table of contents')
 def reference_contents(project: Project) -> Iterator[Finding]:
-    """A skill reference file longer than 100 lines opens with a contents list (a Contents heading or in-page links)."""
+    """A skill reference file longer than 100 lines opens with a contents list (a Contents heading or in-page links).
+
+    A skill file other than SKILL.md that is longer than 100 lines has a contents list within 40 lines
+    of its top: a heading containing "Contents", or at least two links to its own `#sections`.
+    """
     for skill in project.skills:
         for doc in skill.files.values():
             if doc.readable and doc.n_lines > CONTENTS_AFTER and not _heading_near_top(doc):
@@ -240,9 +331,13 @@ def _script_path(skill: Skill, token: str) -> str:
     return posixpath.normpath(f"{skill.dir}/{token}" if token.startswith("scripts/") else token)
 
 
-@rule("SK208", "run-script-exists")
+@rule("SK208", "run-script-exists", profile="isaaclab",
+      cites='Isaac Lab\'s skill validator (tools/skills validator in isaac-sim/IsaacLab): scripts are named as "Run `scripts/...`" and exist')
 def run_script_exists(project: Project) -> Iterator[Finding]:
-    """A script named with "Run `scripts/...`" exists in the skill (or at the repository path written)."""
+    """A script named with "Run `scripts/...`" exists in the skill (or at the repository path written).
+
+    A script named as "Run `scripts/...`" exists in the skill (or at the repository path written).
+    """
     for skill in project.skills:
         for doc, line, col, token in _script_mentions(skill):
             if not is_file(project, _script_path(skill, token)):
@@ -267,9 +362,15 @@ def _entry_scripts(project: Project, skill: Skill) -> Iterator[str]:
             yield f"{skill.dir}/scripts/{entry.name}"
 
 
-@rule("SK209", "script-documented")
+@rule("SK209", "script-documented", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): every script in a skill's scripts/ folder is documented")
 def script_documented(project: Project) -> Iterator[Finding]:
-    """Every entry script in a skill's scripts/ folder is named in the skill as "Run `scripts/...`"."""
+    """Every entry script in a skill's scripts/ folder is named in the skill as "Run `scripts/...`".
+
+    Every entry script in a skill's `scripts/` folder (a file with a shebang or a `__main__` guard;
+    names starting with `_` or `.` are helpers) is named somewhere in the skill as "Run
+    `scripts/<file>`".
+    """
     for skill in project.skills:
         named = {_script_path(skill, token) for _, _, _, token in _script_mentions(skill)}
         for script in _entry_scripts(project, skill):
@@ -280,9 +381,15 @@ def script_documented(project: Project) -> Iterator[Finding]:
                               skill.skill_md.body_start, truth=Loc(script, 1, 1))
 
 
-@rule("SK210", "skill-name-ref")
+@rule("SK210", "skill-name-ref", profile="isaaclab",
+      cites="this repository's design (DESIGN.md, Sources of truth): cross-skill names are frontmatter names")
 def skill_name_ref(project: Project) -> Iterator[Finding]:
-    """A backticked `isaaclab-*` name is the frontmatter name of a skill in this repository."""
+    """A backticked `isaaclab-*` name is the frontmatter name of a skill in this repository.
+
+    A code span that is an `isaaclab-*` name is the frontmatter `name` of a skill in this repository.
+    """
+    if not names_known(project):
+        return
     names = skill_names(project)
     for doc, _, line, col, text in _repo_path_codes(project):
         if SKILL_NAME_RE.match(text) and text not in names:

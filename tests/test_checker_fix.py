@@ -1,0 +1,103 @@
+"""Generic ``check --fix``: the fixes findings carry (NCCL mirror rows, options-table rows and defaults
+from argparse) are applied atomically, inside the root only, never over a link, and reported."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mgpu_testing.checker import DEMO, MGPU, REF, check, edit, make_tree
+
+import cli  # noqa: E402
+import fix  # noqa: E402
+
+SHM_ROW = ("   * - ``Error while creating shared memory segment`` in a container\n"
+           "     - ``docker run --shm-size=1g`` or ``--ipc=host``\n     - Docker\n     - None\n")
+
+
+def run_fix(root: Path, *extra: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(["check", "--root", str(root), "--fix", "--no-cache", *extra])
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture()
+def tree(tmp_path: Path) -> Path:
+    return make_tree(tmp_path / "repo")
+
+
+def test_options_table_rows_and_defaults_come_from_argparse(tree: Path) -> None:
+    clean = (tree / MGPU).read_text(encoding="utf-8")
+    edit(tree, MGPU, "   * - ``--log_dir``\n     - ``None``\n     - Folder for per-rank logs.\n", "")
+    edit(tree, MGPU, "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``")
+    _, findings = check(tree)
+    assert {f["code"] for f in findings} == {"DR201", "DR204"}
+    assert all(f["fix"] for f in findings)
+    rc, out, _ = run_fix(tree)
+    assert rc == 0, out
+    assert "added a row for --log_dir" in out and "--nnodes: default -> 1" in out
+    assert check(tree) == (0, [])
+    fixed = (tree / MGPU).read_text(encoding="utf-8")
+    assert fixed.replace("per-rank logs", "x") == clean.replace("per-rank logs", "x") or "``--log_dir``" in fixed
+    again = run_fix(tree)
+    assert "fixed:" not in again[1] and (tree / MGPU).read_text(encoding="utf-8") == fixed
+
+
+def test_fix_applies_only_the_selected_rules(tree: Path) -> None:
+    edit(tree, MGPU, "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``")
+    edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
+    rc, out, _ = run_fix(tree, "--select", "DR105")
+    assert "added row" in out and "--nnodes" not in out
+    assert [f["code"] for f in check(tree)[1]] == ["DR204"]
+
+
+def test_fix_never_writes_outside_the_root(tree: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside_skill"
+    shutil.copytree(tree / DEMO, outside)
+    shutil.rmtree(tree / DEMO)
+    os.symlink(outside, tree / DEMO)  # the skill folder is a link leaving the root
+    before = (outside / "reference.md").read_bytes()
+    edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
+    rc, out, _ = run_fix(tree)
+    assert (outside / "reference.md").read_bytes() == before
+    assert "fixed:" not in out
+
+
+def test_fix_never_replaces_a_link(tree: Path) -> None:
+    real = tree / DEMO / "reference_real.md"
+    os.replace(tree / REF, real)
+    os.symlink("reference_real.md", tree / REF)
+    edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
+    rc, out, err = run_fix(tree)
+    assert (tree / REF).is_symlink() and os.readlink(tree / REF) == "reference_real.md"
+    assert f"{REF} is a symlink" in err  # the link is not replaced by a file ...
+    assert "Error while creating shared memory segment" in real.read_text(encoding="utf-8")  # its target is
+    assert rc == 0  # a regular file in the skill, fixed in place
+
+
+def test_a_failed_write_names_what_was_and_was_not_rewritten(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
+    edit(tree, MGPU, "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``")
+    real_write = fix._write_atomic
+    calls: list[Path] = []
+
+    def fail_second(path: Path, data: bytes) -> None:  # fault injection: the disk fills on the second file
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real_write(path, data)
+
+    monkeypatch.setattr(fix, "_write_atomic", fail_second)
+    before = {p: (tree / p).read_bytes() for p in (MGPU, REF)}
+    rc, out, err = run_fix(tree)
+    assert rc == 2 and err.count("\n") == 1
+    first, second = (p.relative_to(tree).as_posix() for p in calls)
+    assert f"could not write {second}" in err and f"rewritten: {first}" in err and f"not rewritten: {second}" in err
+    assert (tree / second).read_bytes() == before[second]  # untouched, no temp file left
+    assert not list((tree / second).parent.glob(f".{Path(second).name}.*"))

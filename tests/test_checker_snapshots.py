@@ -1,0 +1,106 @@
+"""Every rule in ruff's shape: a fixture folder per code under tests/fixtures/checker/rules/<CODE>/
+and the diagnostics it must produce (``expected.txt``: path, line, column, code, message; nothing else).
+
+A fixture folder overlays the clean base tree (tests/fixtures/checker/base): ``tree/`` holds files
+that replace or join the base's, ``delete.txt`` lists base paths to remove and ``links.txt`` symlinks
+to make (``path -> target``). The check runs with ``--select CODE``. To add a rule, add its function
+and one folder; ``SKILLS_CHECK_UPDATE_SNAPSHOTS=1`` writes a new ``expected.txt`` (review it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mgpu_testing.checker import RULE_FIXTURES, TOOLS, check, make_tree
+
+import rules  # noqa: E402
+import rules_md  # noqa: E402
+from inputs import INPUT_CODES  # noqa: E402
+
+CASES = sorted(p.name for p in RULE_FIXTURES.iterdir() if p.is_dir())
+
+
+def build(case: Path, dest: Path) -> Path:
+    tree = make_tree(dest)
+    for rel in (case / "delete.txt").read_text().split() if (case / "delete.txt").exists() else []:
+        os.unlink(tree / rel)
+    if (case / "tree").is_dir():
+        shutil.copytree(case / "tree", tree, dirs_exist_ok=True)
+    if (case / "links.txt").exists():
+        for line in (case / "links.txt").read_text().splitlines():
+            path, target = (part.strip() for part in line.split("->"))
+            if (tree / path).is_symlink():
+                os.unlink(tree / path)
+            os.symlink(target, tree / path)
+    return tree
+
+
+def diagnostics(tree: Path, code: str) -> tuple[int, list[str]]:
+    rc, findings = check(tree, "--select", code)
+    return rc, [f"{f['path']}:{f['line']}:{f['col']}: {f['code']} {f['message']}" for f in findings]
+
+
+@pytest.mark.parametrize("code", CASES)
+def test_rule_snapshot(tmp_path: Path, code: str) -> None:
+    case = RULE_FIXTURES / code
+    rc, got = diagnostics(build(case, tmp_path / "repo"), code)
+    expected_file = case / "expected.txt"
+    if os.environ.get("SKILLS_CHECK_UPDATE_SNAPSHOTS"):
+        expected_file.write_text("".join(line + "\n" for line in got), encoding="utf-8")
+    expected = expected_file.read_text(encoding="utf-8").splitlines()
+    assert got == expected
+    assert got, "a failing fixture must fail"
+    severity_warning = code in ("SK112", "SK212", "IN008")
+    assert rc == (0 if severity_warning else 1)  # warnings alone exit 0
+
+
+def test_base_tree_is_clean(tmp_path: Path) -> None:
+    assert check(make_tree(tmp_path / "repo")) == (0, [])
+
+
+def test_every_rule_has_a_fixture_folder() -> None:
+    registered = {r.code for r in rules.RULES}
+    assert registered <= set(CASES), sorted(registered - set(CASES))
+    assert set(CASES) <= registered | set(INPUT_CODES)
+
+
+def test_rules_md_is_generated_from_the_registry() -> None:
+    """RULES.md is the registry's own text: regenerate it with `cli.py rules --write`."""
+    assert (TOOLS / "RULES.md").read_text(encoding="utf-8") == rules_md.render()
+    for r in rules.RULES:
+        assert r.summary.endswith(".") and r.cites and r.profile in rules.registry.PROFILES, r.code
+
+
+def test_foreign_layout_is_judged_only_where_it_can_be(tmp_path: Path) -> None:
+    """Upstream Isaac Lab's shape (tests/fixtures/checker/foreign/README.md): a dispatching train.py, a
+    per-library script whose parser a helper extends, no launcher, other programs' flags in inline code.
+    Nothing is reported; the summary notes what could not be read."""
+    import contextlib
+    import io
+    import json
+
+    import cli
+
+    tree = tmp_path / "repo"
+    shutil.copytree(RULE_FIXTURES.parent / "foreign", tree)
+    (tree / ".agents/skills").mkdir(parents=True)
+    os.symlink("../../skills/developer/train-rl", tree / ".agents/skills/isaaclab-train-rl")
+    (tree / ".claude").mkdir()
+    os.symlink("../.agents/skills", tree / ".claude/skills")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(["check", "--root", str(tree), "--format", "json"])
+    report = json.loads(out.getvalue())
+    assert (rc, report["findings"]) == (0, [])
+    notes = " ".join(report["notes"])
+    assert "trainer's options cannot all be read" in notes and "no launcher at" in notes
+    # the same flags are judged where the tools' options are known: the base tree's launcher and trainer
+    base = make_tree(tmp_path / "base")
+    with open(base / "skills/user/demo/SKILL.md", "a", encoding="utf-8") as fh:
+        fh.write("\nThe launcher takes `--headless`.\n")
+    _, findings = check(base)
+    assert [f["code"] for f in findings] == ["DR304"]
