@@ -2,6 +2,8 @@
 
 1. gloo all_reduce busbw at 64 MiB over 2 ranks, against single-core memcpy bandwidth (ratio).
 2. Time from a missed deadline (a rank skips a collective) to the probe's exit.
+3. Peak memory of one rank's sweep buffers per byte of the largest message: the probe's repeated
+   pattern against the int64-indexed construction it replaced (ratio; both measured here).
 
 Run: .venv/bin/python benchmarks/bench_nccl_probe.py
 """
@@ -43,6 +45,40 @@ def probe(args: list[str], timeout: float) -> tuple[int, str, float]:
     return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0
 
 
+PEAK_SCRIPT = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("probe", sys.argv[1])
+probe = sys.modules["probe"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+largest = int(sys.argv[2])
+def peak(build):
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current resident size
+    before = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+    bufs = build()
+    bufs[-1].zero_()  # touch the receive buffer
+    after = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+    del bufs
+    return (after - before) * 1024 / largest
+def indexed():
+    n = largest // 4
+    mine = torch.arange(17, dtype=torch.float32)
+    idx = torch.arange(n) % 17
+    src, expected = mine[idx], mine[idx]
+    del idx
+    return src, expected, torch.empty_like(src)
+print(peak(lambda: probe.sweep_buffers(torch, 0, 2, largest, torch.device("cpu"))), peak(indexed))
+"""
+
+
+def buffer_peaks(largest: int = 256 * 1024 * 1024) -> tuple[float, float]:
+    """Peak resident bytes per byte of the largest message: (the probe's buffers, the indexed baseline)."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, str(PROBE), str(largest)], capture_output=True,
+                          text=True, timeout=300, check=True)
+    ours, baseline = (float(x) for x in proc.stdout.split())
+    return ours, baseline
+
+
 def main() -> int:
     cores = os.cpu_count()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -74,6 +110,11 @@ def main() -> int:
     seconds = float(after.group(1))
     print(f"missed deadline -> probe exit: {seconds:.2f} s (--timeout {timeout} s; whole run {wall:.1f} s, exit {code})")
     print(f"ratio (deadline-to-exit) / --timeout: {seconds / timeout:.2f}")
+
+    ours, baseline = buffer_peaks()
+    print(f"sweep buffers, peak memory per byte of -e (256 MiB): probe {ours:.2f}, int64-indexed baseline "
+          f"{baseline:.2f}")
+    print(f"ratio probe / baseline peak memory: {ours / baseline:.2f}")
     return 0
 
 

@@ -80,4 +80,4 @@ def test_two_gloo_ranks_through_the_launcher(tmp_path):
 
 
 def test_sigkill_while_saving_every_iteration_leaves_loadable_checkpoints(tmp_path):
-    sigkill_while_saving("rsl_rl", tmp_path, "model_*.pt", assert_rsl_rl_checkpoint, settle=0.37, deadline=240)
+    sigkill_while_saving("rsl_rl", tmp_path, "model_*.pt", assert_rsl_rl_checkpoint, stop_at="model_3.pt", deadline=240)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from mgpu_lab.checkpoint import load_torch
 from mgpu_testing import PYTHON, run
 from mgpu_testing.training import (TASK, TRAIN, assert_one_line_error, assert_one_rank_output, run_two_ranks,
                                sigkill_while_saving, single_env, train_cmd)
@@ -20,7 +21,7 @@ def skrl_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def assert_skrl_checkpoint(path: Path) -> dict:
-    data = torch.load(path, map_location="cpu", weights_only=False)
+    data = load_torch(path, "skrl")  # weights_only=True with the library's allow-list
     assert {"policy", "value", "optimizer"} <= set(data), sorted(data)
     return data
 
@@ -80,7 +81,8 @@ def test_missing_library_names_the_extra(tmp_path, library, framework, blocked, 
 
 
 def test_sigkill_while_saving_every_iteration_leaves_loadable_checkpoints(tmp_path):
-    sigkill_while_saving("skrl", tmp_path, "agent_*.pt", assert_skrl_checkpoint, settle=0.31, final_pattern="*.pt")
+    sigkill_while_saving("skrl", tmp_path, "agent_*.pt", assert_skrl_checkpoint, stop_at="agent_64.pt",
+                         final_pattern="*.pt")
 
 
 if __name__ == "__main__":  # pragma: no cover

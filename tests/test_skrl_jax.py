@@ -8,9 +8,9 @@ tests, so they run one or two iterations only.
 from __future__ import annotations
 
 import os
-import pickle
 from pathlib import Path
 
+from mgpu_lab.checkpoint import read_msgpack
 from mgpu_testing import free_port, run
 from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, run_two_ranks,
                                single_env, train_cmd)
@@ -25,12 +25,12 @@ def jax_env() -> dict[str, str]:
 
 
 def jax_checkpoints(run_dir: Path) -> list[Path]:
-    return sorted(run_dir.glob("checkpoints/agent_*.pickle"), key=lambda p: int(p.stem.split("_")[1]))
+    return sorted(run_dir.glob("checkpoints/agent_*.msgpack"), key=lambda p: int(p.stem.split("_")[1]))
 
 
 def assert_jax_checkpoint(path: Path) -> dict:
-    with open(path, "rb") as f:
-        data = pickle.load(f)
+    """A MessagePack checkpoint (never a pickle) holding skrl's flax-serialized modules."""
+    data = read_msgpack(path)
     assert {"policy", "value"} <= set(data) and all(isinstance(v, bytes) for v in data.values())
     return data
 
@@ -40,7 +40,7 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert_one_rank_output(run([*common, "--max_iterations", "1", "--run_name", "first"], timeout=500, env=jax_env()))
     run_dir = next((tmp_path / "skrl" / TASK).iterdir())
     saved = jax_checkpoints(run_dir)
-    assert [p.name for p in saved] == ["agent_16.pickle"]
+    assert [p.name for p in saved] == ["agent_16.msgpack"]
     assert_jax_checkpoint(saved[0])
     assert not list(run_dir.rglob(".*.tmp")), "temp files left behind"
 

@@ -200,51 +200,50 @@ def test_atomic_save_cleans_up_after_a_failing_writer(tmp_path):
 
 
 WRITER = """
-import sys, torch
-sys.path.insert(0, {src!r})
-from mgpu_lab.dist import atomic_torch_save
-i = 0
-while True:
-    i += 1
+import os, torch
+from mgpu_lab.dist import STOP_IN_SAVE_ENV, atomic_torch_save
+for i in (1, 2, 3):
+    if i == 3:  # the testing aid: stop inside the third save, between the complete temp file and os.replace
+        os.environ[STOP_IN_SAVE_ENV] = {marker!r}
     atomic_torch_save({{"i": i, "w": torch.full((1_500_000,), float(i))}}, {path!r})
-    print(i, flush=True)
 """
 
 
-def test_sigkill_during_checkpoint_writes_never_leaves_a_torn_file(tmp_path):
-    """Kill a process that rewrites a 6 MB checkpoint in a loop, at several moments: the file always loads."""
-    path = tmp_path / "ckpt.pt"
-    code = WRITER.format(src=str(REPO / "src"), path=str(path))
-    for delay in (0.05, 0.3, 0.7):
-        proc = subprocess.Popen([PYTHON, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True,
-                                env=clean_env())
-        try:
-            first = proc.stdout.readline()  # at least one checkpoint is complete
-            assert first.strip(), "writer produced nothing"
-            time.sleep(delay)
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-            proc.stdout.close()
-        loaded = torch.load(path, weights_only=True)
-        assert torch.all(loaded["w"] == float(loaded["i"]))
-    leftovers = [p for p in tmp_path.iterdir() if p.name != "ckpt.pt"]
-    assert all(p.name.startswith(".ckpt.pt.") and p.suffix == ".tmp" for p in leftovers)
+def test_sigkill_between_temp_write_and_replace_keeps_the_old_checkpoint(tmp_path):
+    """Stop a writer inside its third save (testing aid), SIGKILL it there: the file is still the second one."""
+    import json
+
+    from mgpu_testing.training import is_stopped, wait_for_file
+
+    path, marker = tmp_path / "ckpt.pt", tmp_path / "marker.json"
+    code = WRITER.format(path=str(path), marker=str(marker))
+    proc = subprocess.Popen([PYTHON, "-c", code], start_new_session=True, env=clean_env())
+    try:
+        wait_for_file(marker, proc, 120)
+        end = time.monotonic() + 30
+        while not is_stopped(proc.pid) and time.monotonic() < end:
+            time.sleep(0.01)
+        assert is_stopped(proc.pid)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    info = json.loads(marker.read_text())
+    assert info["target"] == str(path)
+    loaded = torch.load(path, weights_only=True)
+    assert loaded["i"] == 2 and torch.all(loaded["w"] == 2.0)  # the old file, whole
+    tmp = Path(info["tmp"])
+    assert tmp.parent == tmp_path and tmp.name.startswith(".ckpt.pt.") and tmp.suffix == ".tmp"
+    assert torch.load(tmp, weights_only=True)["i"] == 3  # the interrupted save was complete, only not renamed
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ckpt.pt", "marker.json", tmp.name])
 
 
-def test_run_dir_layout(tmp_path):
-    import importlib.util
+def test_run_dir_layout_and_exclusive_create(tmp_path, monkeypatch):
+    from mgpu_lab import run_dir
 
-    spec = importlib.util.spec_from_file_location("train_script", TRAIN)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    first = mod._run_dir(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", "demo")
-    assert first.parent == (tmp_path / "rsl_rl" / "Toy-Cartpole-v0").resolve()
-    assert first.name.endswith("_demo")
-    first.mkdir(parents=True)
-    second = mod._run_dir(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", "demo")
-    assert second != first  # same second: a new folder, never a shared one
-    parser = mod.build_parser()
-    assert parser.parse_args([]).task == "Toy-Cartpole-v0"
-    assert parser.parse_args([]).log_root == "logs"
-    assert Path(TRAIN).is_file()
+    monkeypatch.setenv(run_dir.STAMP_ENV, "2026-01-01_00-00-00")  # testing aid: both runs want the same name
+    first = run_dir.create(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", "demo")
+    assert first == (tmp_path / "rsl_rl" / "Toy-Cartpole-v0" / "2026-01-01_00-00-00_demo").resolve()
+    assert first.is_dir() and not any(first.iterdir())
+    second = run_dir.create(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", "demo")
+    assert second.name == "2026-01-01_00-00-00_demo_1"  # a new folder, never a shared one
+    assert run_dir.planned(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", None).name == "2026-01-01_00-00-00"

@@ -15,13 +15,19 @@ import argparse
 import os
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 # Make the runtime package importable when the script runs from a plain checkout.
 _SRC = Path(__file__).resolve().parents[2] / "src"
 if _SRC.is_dir() and str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
+
+
+def _usage_error(message: str) -> None:
+    """argparse's error hook: one line on stderr, exit 2, no usage block (like the launcher's)."""
+    sys.stderr.write(f"isaaclab train: error: {message} (see --help)\n")
+    sys.stderr.flush()
+    raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,9 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
         "Testing aid, off unless set: MGPU_LAB_FAULT=KIND:RANK:ITER[:ARG][,...] injects a fault on global rank RANK "
         "at training iteration ITER, on the first attempt only: hang (a sleep loop outside any collective), "
         "skip (return from the next torch.distributed collective without joining it, then wait), "
-        "raise (RuntimeError), signal (send itself signal ARG, default SIGKILL).",
+        "raise (RuntimeError), signal (send itself signal ARG, default SIGKILL). "
+        "Further testing aids, off unless set: MGPU_LAB_TEST_STOP_IN_SAVE=MARKER stops the process (SIGSTOP) inside "
+        "the first checkpoint save whose file name matches MGPU_LAB_TEST_STOP_IN_SAVE_NAME (default: any), after "
+        "the temp file is written and before it is renamed, and writes MARKER first; MGPU_LAB_TEST_RUN_STAMP=STAMP "
+        "replaces the time stamp in the run folder's name. "
+        "Checkpoints are loaded without running code (torch.load with weights_only=True; skrl JAX checkpoints are "
+        "MessagePack, agent_<timestep>.msgpack, and pickles are refused). Exit status: 0 done, 2 bad input "
+        "(nothing written), 1 the run failed (a full disk or a failed write ends it with one line).",
         allow_abbrev=False,
     )
+    parser.error = _usage_error  # type: ignore[method-assign]  # one-line errors, exit 2
     parser.add_argument("--rl_library", choices=["rsl_rl", "rl_games", "skrl"], default="rsl_rl",
                         help="RL library to train with (default: rsl_rl).")
     parser.add_argument("--task", default="Toy-Cartpole-v0",
@@ -53,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "100 for cartpole, 150 for the pendulum). A resumed run (--checkpoint, or a restart) trains "
                         "only the iterations left: from a checkpoint at iteration 60, --max_iterations 100 trains 40.")
     parser.add_argument("--seed", type=int, default=42,
-                        help="Random seed; each rank adds its rank to it (default: 42).")
+                        help="Random seed, 0 to 4294967295 (NumPy's range, which every library seeds); each rank "
+                        "adds its rank to it, so the top of the range leaves room for the ranks (default: 42).")
     parser.add_argument("--device", default=None,
                         help="cpu, cuda or cuda:N (default: cuda:0 if CUDA is available, else cpu). "
                         "With --distributed a CUDA device becomes cuda:LOCAL_RANK.")
@@ -70,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Write a checkpoint every N iterations (default: 10, so a restarted job loses at most "
                         "10 iterations); the last iteration is always saved.")
     parser.add_argument("--run_name", default=None,
-                        help="Suffix for the run folder name.")
+                        help="Suffix for the run folder name (a plain name: no '/', at most 200 bytes).")
     parser.add_argument("--log_root", default="logs",
                         help="Root folder for logs and checkpoints (default: logs).")
     return parser
@@ -96,6 +111,19 @@ def _check_args(args: argparse.Namespace) -> None:
         _fail(f"--save_interval must be >= 1, got {args.save_interval}")
     if args.ml_framework == "jax" and args.rl_library != "skrl":
         _fail(f"--ml_framework jax is for skrl only, not {args.rl_library}")
+    ranks = _world_size_hint(args)
+    if not 0 <= args.seed <= SEED_MAX - (ranks - 1):
+        room = f" - {ranks - 1} for the rank offset of {ranks} ranks" if ranks > 1 else ""
+        _fail(f"--seed must be between 0 and {SEED_MAX}{room} (NumPy's seed range, used by every library), "
+              f"got {args.seed}")
+    from mgpu_lab import run_dir
+    from mgpu_lab.train_config import UsageError
+
+    try:
+        run_dir.check_run_name(args.run_name)
+        run_dir.check_log_root(args.log_root, args.rl_library, args.task)
+    except UsageError as exc:
+        _fail(str(exc))
     if args.checkpoint is not None and args.checkpoint != "latest":
         path = Path(args.checkpoint)
         if not path.exists():
@@ -104,36 +132,54 @@ def _check_args(args: argparse.Namespace) -> None:
             _fail(f"--checkpoint {args.checkpoint}: not a file")
 
 
-def _check_checkpoint_file(path: str) -> None:
-    """Reject files torch cannot read as a checkpoint (the adapter checks the contents)."""
-    import zipfile
+#: Largest seed: NumPy's legacy seeding (np.random.seed, used by rsl_rl, rl_games and skrl) takes 0..2**32-1.
+SEED_MAX = 2**32 - 1
 
-    import torch
+
+def _world_size_hint(args: argparse.Namespace) -> int:
+    """The launcher's world size for the seed check (1 when not distributed or not readable yet)."""
+    if not args.distributed:
+        return 1
+    raw = os.environ.get("WORLD_SIZE") or os.environ.get("JAX_WORLD_SIZE") or "1"
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 1
+
+
+def _check_checkpoint_file(path: str, library: str) -> None:
+    """Reject, in one line, a file that is not a plain-tensor torch checkpoint; nothing in it is executed
+    (``torch.load(weights_only=True)`` with the library's allow-list, see mgpu_lab.checkpoint)."""
+    from mgpu_lab.checkpoint import load_torch
+    from mgpu_lab.train_config import UsageError
 
     try:
-        torch.load(path, map_location="cpu", weights_only=True)
-        return
-    except Exception:  # noqa: BLE001 - fall back to the container check below
-        pass
+        load_torch(path, library)
+    except UsageError as exc:
+        _fail(str(exc))
+
+
+#: How a collective reports that a peer rank is gone (gloo and NCCL wording), lower case.
+PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
+             "communicator was aborted")
+
+
+def _peer_detail(exc: BaseException) -> str:
+    """The short part of a lost-peer error: gloo's 'Connection closed by peer [ADDR]:PORT', else the first 120 chars."""
+    import re
+
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    found = re.search(r"connection (closed|reset) by peer( \[[^\]]*\](:\d+)?)?", text, re.IGNORECASE)
+    return found.group(0) if found else text[:120]
+
+
+def _run_dir(log_root: str, library: str, task: str, run_name: str | None, create: bool = True) -> Path:
+    """Rank 0 (``create``): make a new run folder atomically (never one another run has); others: its planned name."""
+    from mgpu_lab import run_dir
+
+    if not create:
+        return run_dir.planned(log_root, library, task, run_name)
     try:
-        with zipfile.ZipFile(path) as zf:  # torch.save's format: a zip holding <name>/data.pkl
-            if any(n.endswith("data.pkl") for n in zf.namelist()):
-                return
-    except (zipfile.BadZipFile, OSError):
-        pass
-    _fail(f"--checkpoint {path}: not a checkpoint (torch.load cannot read it)")
-
-
-def _run_dir(log_root: str, library: str, task: str, run_name: str | None) -> Path:
-    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    name = f"{stamp}_{run_name}" if run_name else stamp
-    base = Path(log_root) / library / task
-    path = base / name
-    n = 1
-    while path.exists():  # two runs in the same second
-        path = base / f"{name}_{n}"
-        n += 1
-    return path.resolve()
+        return run_dir.create(log_root, library, task, run_name)
+    except OSError as exc:
+        _fail(f"--log_root {log_root}: cannot create the run folder ({exc.strerror or exc}: {exc.filename or log_root})")
 
 
 def _resume_point(args: argparse.Namespace, adapter, cfg, restart: int, key: str | None):
@@ -163,9 +209,12 @@ def _train(args: argparse.Namespace, progress) -> int:
     """Everything after the torch-free checks: context, adapter, resume point, training, the contract's log lines."""
     from mgpu_lab import adapters, resume
     from mgpu_lab.dist import (context_from_env, destroy_process_group, device_warning, is_rank0, log_line,
-                               param_digest, sum_over_ranks)
+                               param_digest, store_per_attempt, sum_over_ranks)
+    from mgpu_lab.resources import check_num_envs, out_of_memory_message
+    from mgpu_lab.run_dir import discard
     from mgpu_lab.tasks.catalog import TASK_DEFAULTS
     from mgpu_lab.train_config import TrainConfig, UsageError
+    from mgpu_lab.write_guard import WriteGuard
 
     defaults = TASK_DEFAULTS.get(args.task, {})
     try:
@@ -200,10 +249,11 @@ def _train(args: argparse.Namespace, progress) -> int:
             restart=restart,
             on_iteration=progress.on_iteration,
         )
+        check_num_envs(cfg.num_envs, ctx.device)
         reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
         if cfg.checkpoint is not None:
             if args.ml_framework != "jax":  # skrl JAX saves its own format; its adapter checks it
-                _check_checkpoint_file(cfg.checkpoint)
+                _check_checkpoint_file(cfg.checkpoint, args.rl_library)
             cfg.start_iteration = adapter.checkpoint_iteration(cfg.checkpoint, cfg)
     except UsageError as exc:
         _fail(str(exc))
@@ -220,8 +270,9 @@ def _train(args: argparse.Namespace, progress) -> int:
 
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: device {ctx.device}, backend "
              f"{ctx.backend if ctx.distributed else 'none'}, node {progress.node}")
+    created = reuse is None and is_rank0(ctx)  # a folder this process makes (and removes if the run is refused)
     cfg.log_dir = str(reuse) if reuse is not None else str(_run_dir(args.log_root, args.rl_library, args.task,
-                                                                     args.run_name))
+                                                                     args.run_name, create=is_rank0(ctx)))
     if is_rank0(ctx):
         log_line(f"[INFO] {args.rl_library} on {args.task}: {cfg.num_envs} envs/rank x {ctx.world_size} rank(s), "
                  f"device {ctx.device}, backend {ctx.backend if ctx.distributed else 'none'}")
@@ -241,13 +292,38 @@ def _train(args: argparse.Namespace, progress) -> int:
 
         progress.first_iteration_checks.append(check_device)
 
+    if ctx.distributed:
+        store_per_attempt()  # a restarted group must not read the dead attempt's addresses
     progress.start()  # heartbeats from here on: every library sets its process group up inside train()
     start = time.perf_counter()
+    guard = WriteGuard(cfg.log_dir, ctx.rank, progress.failed).install()  # a dead writer thread: one line, exit 1
     try:
         result = adapter.train(cfg, ctx)
-    except UsageError as exc:
+    except UsageError as exc:  # refused before training: leave nothing behind
         destroy_process_group()
+        if created:
+            discard(cfg.log_dir)
         _fail(str(exc))
+    except OSError as exc:  # disk full, read-only file system, ...: one line, exit 1
+        guard.fatal(exc)
+    except MemoryError:
+        sys.stderr.write(f"error: rank {ctx.rank}: {out_of_memory_message(cfg.num_envs, ctx.device)}\n")
+        sys.stderr.flush()
+        os._exit(1)  # the libraries' writers and process group may be mid-operation: leave at once
+    except RuntimeError as exc:
+        text = str(exc).lower()
+        if ctx.distributed and any(s in text for s in PEER_LOST):  # another rank died first (it says why)
+            progress.failed(exc)
+            sys.stderr.write(f"error: rank {ctx.rank}: another rank left the job ({_peer_detail(exc)}); "
+                             "the first failure is reported by that rank and the launcher\n")
+            sys.stderr.flush()
+            raise SystemExit(1) from None
+        if "out of memory" not in text and "can't allocate memory" not in text:  # CUDA and CPU allocator failures
+            raise
+        sys.stderr.write(f"error: rank {ctx.rank}: {out_of_memory_message(cfg.num_envs, ctx.device)}\n")
+        sys.stderr.flush()
+        os._exit(1)
+    guard.uninstall()
     elapsed = time.perf_counter() - start
     seconds = result.seconds if result.seconds else elapsed
 
@@ -299,6 +375,8 @@ def main() -> int:
         faults = parse_faults(os.environ.get(FAULT_ENV))
     except ValueError as exc:
         _fail(str(exc))
+    if args.ml_framework == "jax" and any(f.kind == "skip" for f in faults):
+        _fail(f"{FAULT_ENV}: skip acts on torch.distributed collectives, which skrl --ml_framework jax does not use")
     from torch.distributed.elastic.multiprocessing.errors import record
 
     return record(_supervised_train)(args, faults)

@@ -516,10 +516,43 @@ def _resolve_ranks(value: str, device: str | None, *, jax: bool) -> str:
     return str(n)
 
 
+#: Launcher options that scheduler detection may fill in (when the user did not give them).
+NODE_DESTS = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id",
+              "coordinator_address")
+
+
 def apply_cluster(args: argparse.Namespace, jax: bool) -> list[str]:
-    """Hook for scheduler detection (SLURM): fill node options the user did not give; return lines saying
-    what was inferred from which variables. Explicit flags always win; --no_slurm turns it off."""
-    return []
+    """Fill the node options the user did not give from the scheduler's environment (SLURM, via
+    :func:`mgpu_lab.cluster.infer_nodes`; explicit flags always win, --no_slurm turns it off). Returns the
+    lines that say what was inferred from which variables (printed on stderr, --dry_run included)."""
+    from mgpu_lab.cluster import ClusterError, infer_nodes
+
+    given = {dest: getattr(args, dest) for dest in NODE_DESTS if _given(args, dest)}
+    try:
+        plan = infer_nodes(os.environ, given, use_slurm=not args.no_slurm, jax=jax)
+    except ClusterError as exc:
+        raise UsageError(str(exc)) from None
+    for dest, value in plan.values().items():
+        if dest in given:
+            continue
+        setattr(args, dest, int(value) if dest in ("node_rank", "master_port") else value)
+    return plan.lines()
+
+
+def shm_lines(config: Config) -> list[str]:
+    """The /dev/shm warning before a CUDA launch (gloo CPU ranks do not use /dev/shm)."""
+    if config.on_cpu or config.nproc is None:
+        return []
+    from mgpu_lab.cluster import ClusterError, shm_warning
+
+    ranks = int(config.nproc) if config.nproc.isdigit() else visible_gpus()[0]
+    if ranks < 1:
+        return []
+    try:
+        line = shm_warning(ranks, os.environ)
+    except ClusterError as exc:
+        raise UsageError(str(exc)) from None
+    return [line] if line else []
 
 
 def make_config(argv: Sequence[str]) -> Config:
@@ -548,7 +581,7 @@ def make_config(argv: Sequence[str]) -> Config:
                 f"{flags}: torchrun-only, not accepted by skrl's JAX launcher; it takes --nnodes, --node_rank, "
                 "--num_gpus and --coordinator_address"
             )
-    inferred = [] if args.no_slurm else apply_cluster(args, jax)
+    inferred = apply_cluster(args, jax)
     if args.nnodes is not None:
         _check_nnodes(args.nnodes, jax=jax)
     if args.node_rank is not None:
@@ -605,7 +638,7 @@ def make_config(argv: Sequence[str]) -> Config:
         _check_port_free(port)
     config = Config(args, forwarded, jax=jax, device=device, nproc=nproc, train_script=script,
                     passthrough=passthrough, torchrun_only=torchrun_only)
-    config.inferred = inferred
+    config.inferred = inferred + shm_lines(config)
     return config
 
 

@@ -7,8 +7,11 @@ backend (NCCL on ``cuda:LOCAL_RANK``, gloo on CPU), and offers small helpers eve
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import json
 import os
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -144,10 +147,36 @@ def param_digest(tensors: Iterable[Any]) -> str:
     return h.hexdigest()
 
 
+#: Testing aid, off unless set: a marker file path. The first atomic_write whose target's file name
+#: matches STOP_IN_SAVE_NAME_ENV (an fnmatch pattern, default ``*``) writes the marker (JSON: temp file,
+#: target, pid) after the temp file is complete and fsynced, then stops the process with SIGSTOP before
+#: ``os.replace``: a test can kill it there and know the kill landed mid-save.
+STOP_IN_SAVE_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE"
+STOP_IN_SAVE_NAME_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE_NAME"
+
+
+def _stop_in_save(tmp: str, target: Path) -> None:
+    """The STOP_IN_SAVE_ENV testing aid (a no-op unless set): marker file, then SIGSTOP, once per marker."""
+    marker = os.environ.get(STOP_IN_SAVE_ENV)
+    if not marker or not fnmatch.fnmatch(target.name, os.environ.get(STOP_IN_SAVE_NAME_ENV) or "*"):
+        return
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return  # already stopped once for this marker
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"tmp": tmp, "target": str(target), "pid": os.getpid()}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def atomic_write(path: str | os.PathLike, write: Any) -> Path:
     """Write through ``write(fileobj)`` to a temp file in the target folder, fsync, then os.replace.
 
-    A crash at any moment leaves either the old file or the new one, never a torn one.
+    A crash at any moment leaves either the old file or the new one, never a torn one. A failed
+    write (disk full, read-only file system) removes the temp file and raises OSError naming ``path``.
+    The temp file is ``.<name>.<random>.tmp``: hidden, so no checkpoint pattern matches it.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -157,12 +186,15 @@ def atomic_write(path: str | os.PathLike, write: Any) -> Path:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        _stop_in_save(tmp, target)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and exc.errno is not None and exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
         raise
     try:  # make the rename itself durable
         dfd = os.open(target.parent, os.O_RDONLY)
@@ -176,24 +208,60 @@ def atomic_write(path: str | os.PathLike, write: Any) -> Path:
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
-    """``torch.save`` made atomic (temp file in the same folder + fsync + os.replace)."""
+    """``torch.save`` made atomic (temp file in the same folder + fsync + os.replace).
+
+    The checkpoint is serialized in memory first and written with one plain file write, so a full
+    disk is an OSError (ENOSPC) naming the file, not an error from inside torch's zip writer.
+    """
+    import io
+
     import torch
 
-    return atomic_write(path, lambda f: torch.save(obj, f))
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return atomic_write(path, lambda f: f.write(buffer.getbuffer()))
 
 
-def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str) -> dict[str, Any]:
-    """Read a checkpoint dict on the CPU, or raise a one-line UsageError: unreadable, or without ``required`` keys."""
-    import torch
+def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str, library: str) -> dict[str, Any]:
+    """Read a checkpoint dict on the CPU without running code from it (``weights_only=True`` and the
+    library's allow-list, see :mod:`mgpu_lab.checkpoint`), or raise a one-line UsageError: refused,
+    unreadable, or without ``required`` keys."""
+    from mgpu_lab.checkpoint import load_torch_dict
 
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - whatever torch.load raises, the file is not a checkpoint
-        raise UsageError(f"--checkpoint {path}: not a readable checkpoint ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or any(key not in data for key in required):
-        wanted = " and ".join(repr(key) for key in required)
-        raise UsageError(f"--checkpoint {path}: not {kind} checkpoint (expected {wanted} entries)")
-    return data
+    return load_torch_dict(path, library, required, kind)
+
+
+def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> bool:
+    """Give every process group this rank creates a store namespace of its torchrun attempt; True if installed.
+
+    torchrun keeps its store across restarts of the worker group, and a rank killed by a signal leaves
+    its gloo/NCCL address keys in it: a restarted group then reads the dead rank's address and never
+    connects ("Gloo connectFullMesh failed ... Connection refused"). The libraries call
+    ``torch.distributed.init_process_group(backend, ...)`` with the env:// default, so this wraps that one
+    function in this process: such a call gets the env:// store under the prefix
+    ``mgpu_lab/attempt_<TORCHELASTIC_RESTART_COUNT>/``. Calls with their own store or init_method pass through.
+    """
+    attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "").strip()
+    if not attempt:
+        return False
+    import torch.distributed as tdist
+
+    original = tdist.init_process_group
+    if getattr(original, "__mgpu_lab_attempt__", None) is not None:
+        return True
+
+    def init_process_group(backend: Any = None, init_method: str | None = None, timeout: Any = None,
+                           world_size: int = -1, rank: int = -1, store: Any = None, **kwargs: Any) -> Any:
+        if store is None and init_method in (None, "env://"):
+            extra = {"timeout": timeout} if timeout is not None else {}
+            store, rank, world_size = next(tdist.rendezvous("env://", rank=rank, world_size=world_size, **extra))
+            store = tdist.PrefixStore(f"mgpu_lab/attempt_{attempt}/", store)
+        return original(backend=backend, timeout=timeout, world_size=world_size, rank=rank, store=store, **kwargs)
+
+    init_process_group.__mgpu_lab_attempt__ = attempt  # type: ignore[attr-defined]
+    init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+    tdist.init_process_group = init_process_group
+    return True
 
 
 def sum_over_ranks(value: int, ctx: DistContext) -> int:

@@ -6,6 +6,7 @@ log lines every run prints, and the SIGKILL-while-saving scenario.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -104,31 +105,128 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> N
     assert "Traceback" not in proc.stderr
 
 
+def wait_for_file(path: Path, proc: subprocess.Popen, deadline: float, log: Path | None = None) -> None:
+    """Wait until ``path`` exists (a marker the process writes), failing if the process exits or ``deadline`` s pass."""
+    end = time.monotonic() + deadline
+    while not path.exists():
+        detail = log.read_text()[-3000:] if log is not None and log.exists() else ""
+        assert proc.poll() is None, f"exited with {proc.returncode} before writing {path.name}\n{detail}"
+        assert time.monotonic() < end, f"no {path.name} within {deadline} s\n{detail}"
+        time.sleep(0.05)
+
+
+def is_stopped(pid: int) -> bool:
+    """True when the process is stopped by a signal (state T in /proc/PID/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
 def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Callable[[Path], Any], *,
-                         settle: float, deadline: float = 300, final_pattern: str | None = None) -> None:
+                         stop_at: str, deadline: float = 300, final_pattern: str | None = None) -> None:
     """Train with a checkpoint every iteration, SIGKILL the process group mid-save, load every checkpoint.
 
-    Waits (up to ``deadline`` s) for 3 files matching ``pattern`` under ``tmp_path``, sleeps ``settle`` s
-    to land inside a save, kills, then requires >= 3 files matching ``final_pattern`` (default
-    ``pattern``) and calls ``loader`` on each (it must fail on a torn file).
+    The trainer's testing aid ``MGPU_LAB_TEST_STOP_IN_SAVE`` stops it with SIGSTOP inside the save of
+    the file named ``stop_at`` (an fnmatch pattern), after the temp file is complete and before
+    ``os.replace``, and writes a marker naming both files. The test waits for the marker, checks that
+    the process is stopped there, kills the group, and requires: the target was never created, the
+    temp file is still there but matches no checkpoint pattern, and every file matching
+    ``final_pattern`` (default ``pattern``) loads with ``loader`` (which must fail on a torn file),
+    at least 3 of them.
     """
-    cmd = train_cmd(library, tmp_path, "--num_envs", "8", "--max_iterations", "100000", "--save_interval", "1")
-    log = open(tmp_path / "stderr.log", "w+")  # a file, not a pipe: a chatty run cannot block on it
-    proc = subprocess.Popen(cmd, cwd=REPO, env=single_env(), stdout=subprocess.DEVNULL, stderr=log,
-                            start_new_session=True)
+    from mgpu_lab.dist import STOP_IN_SAVE_ENV, STOP_IN_SAVE_NAME_ENV
+
+    marker = tmp_path / "stopped-in-save.json"
+    logs = tmp_path / "logs"
+    cmd = train_cmd(library, logs, "--num_envs", "8", "--max_iterations", "100000", "--save_interval", "1")
+    env = single_env(**{STOP_IN_SAVE_ENV: str(marker), STOP_IN_SAVE_NAME_ENV: stop_at})
+    log_path = tmp_path / "stderr.log"
+    log = open(log_path, "w+")  # a file, not a pipe: a chatty run cannot block on it
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     try:
-        end = time.monotonic() + deadline
-        while time.monotonic() < end and proc.poll() is None and len(list(tmp_path.rglob(pattern))) < 3:
-            time.sleep(0.05)
-        assert proc.poll() is None, (tmp_path / "stderr.log").read_text()[-3000:]
-        assert len(list(tmp_path.rglob(pattern))) >= 3, "no checkpoints within the deadline"
-        time.sleep(settle)  # land somewhere inside the save cycle
+        wait_for_file(marker, proc, deadline, log_path)
+        stop_end = time.monotonic() + 30  # the marker is written right before the SIGSTOP
+        while not is_stopped(proc.pid) and time.monotonic() < stop_end:
+            time.sleep(0.01)
+        assert is_stopped(proc.pid), "the trainer wrote the marker but did not stop in the save"
+        info = json.loads(marker.read_text())
+        tmp, target = Path(info["tmp"]), Path(info["target"])
+        assert tmp.is_file() and tmp.stat().st_size > 0, "the temp file should be complete at the stop"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         kill_group(proc)
         log.close()
-    saved = list(tmp_path.rglob(final_pattern or pattern))
-    assert len(saved) >= 3
+    assert not target.exists(), "killed before os.replace: the checkpoint must not exist"
+    assert tmp.exists(), "the temp file of the interrupted save is left behind (and must not count)"
+    saved = list(logs.rglob(final_pattern or pattern))
+    assert tmp not in saved
+    assert len(saved) >= 3, saved
     for path in saved:
         loader(path)
+
+
+# --- plain torchrun jobs with supervision files (faults, restarts, per-rank lines) --------------------
+
+def torchrun_train(library: str, log_root: Path, nproc: int, *args: str, max_restarts: int = 0) -> list[str]:
+    """train.py on ``nproc`` CPU ranks under plain ``python -m torch.distributed.run`` (no launcher):
+    a c10d rendezvous on a free loopback port, so restarted worker groups can meet again."""
+    return [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--rdzv_backend", "c10d",
+            "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--max_restarts", str(max_restarts),
+            TRAIN, "--rl_library", library, "--device", "cpu", "--task", TASK, *args, "--log_root", str(log_root),
+            "--distributed"]
+
+
+def supervised_env(supervise_dir: Path, **extra: str) -> dict[str, str]:
+    """single_env plus the supervision folder (which also tags every process of the job, see job_processes)."""
+    supervise_dir.mkdir(parents=True, exist_ok=True)
+    return single_env(MGPU_LAB_SUPERVISE_DIR=str(supervise_dir), **extra)
+
+
+def job_processes(supervise_dir: Path) -> list[int]:
+    """Live processes whose environment names ``supervise_dir`` as their supervision folder."""
+    needle = f"\0MGPU_LAB_SUPERVISE_DIR={supervise_dir}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                environ = b"\0" + Path(f"/proc/{entry}/environ").read_bytes() + b"\0"
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if needle in environ and state != "Z":
+                found.append(int(entry))
+    return found
+
+
+def wait_for(condition: Callable[[], Any], deadline: float, what: str, proc: subprocess.Popen | None = None,
+             log: Path | None = None) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``deadline`` s or when
+    ``proc`` ended first."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    tail = log.read_text(errors="replace")[-4000:] if log is not None and log.exists() else ""
+    raise AssertionError(f"never happened: {what}\n{tail}")
+
+
+def stop_job(proc: subprocess.Popen, supervise_dir: Path) -> None:
+    """End a torchrun job started by a test: SIGTERM to torchrun (which stops its workers; they run in
+    sessions of their own, out of reach of a process-group kill), then SIGKILL whatever is left of it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+    kill_group(proc)
+    for pid in job_processes(supervise_dir):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_for(lambda: not job_processes(supervise_dir), 30, "every process of the job gone")

@@ -47,7 +47,7 @@ def require() -> None:
 
 def load_checkpoint(path: str) -> dict[str, Any]:
     """Read an rl_games checkpoint on CPU, or raise a one-line UsageError."""
-    return mdist.load_torch_checkpoint(path, ("model", "epoch"), "an rl_games")
+    return mdist.load_torch_checkpoint(path, ("model", "epoch"), "an rl_games", "rl_games")
 
 
 def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:
@@ -209,6 +209,10 @@ def _classes(ctx: DistContext, manual_dist: bool, clock: StepClock) -> tuple[typ
             path = fn + ".pth"
             mdist.atomic_torch_save(self.get_full_state_weights(), path)
             self.last_checkpoint = path
+
+        def restore(self, fn, set_epoch=True):
+            # rl_games' own restore reads the file with weights_only=False: read it without running code
+            self.set_full_state_weights(load_checkpoint(fn), set_epoch=set_epoch)
 
         def cleanup(self) -> None:
             self.algo_observer.end_epoch()

@@ -206,11 +206,19 @@ class DistributedRunner(OnPolicyRunner):
         self.saved.append(path)
         self.logger.save_model(path, self.current_learning_iteration)
 
+    def load(self, path: str, load_cfg: dict | None = None, strict: bool = True,
+             map_location: str | None = None) -> dict:
+        """OnPolicyRunner.load, reading the file without running code from it (rsl_rl itself uses weights_only=False)."""
+        loaded = _check_checkpoint(path)
+        if self.alg.load(loaded, load_cfg, strict):
+            self.current_learning_iteration = loaded["iter"]
+        return loaded.get("infos")
+
 
 # --- entry ---------------------------------------------------------------------------------------
 
 def _check_checkpoint(path: str) -> dict:
-    return load_torch_checkpoint(path, ("actor_state_dict", "critic_state_dict"), "an rsl_rl")
+    return load_torch_checkpoint(path, ("actor_state_dict", "critic_state_dict"), "an rsl_rl", "rsl_rl")
 
 
 def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:

@@ -265,6 +265,16 @@ def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
         def write_checkpoint(self, *, timestep: int, timesteps: int) -> None:
             write_agent_checkpoint(self, timestep + self.timestep_offset, ".pt", mdist.atomic_torch_save)
 
+        def load(self, path: str) -> None:
+            """skrl's Agent.load, reading the file without running code from it (skrl uses weights_only=False)."""
+            for name, data in load_torch_checkpoint(path).items():
+                module = self.checkpoint_modules.get(name)
+                if module is None:
+                    continue  # skrl skips (and warns about) modules this agent does not have
+                module.load_state_dict(data)
+                if hasattr(module, "eval"):
+                    module.eval()
+
     class MgpuRunner(Runner):
         """skrl's Runner, building the atomic-checkpoint PPO for ``agent.class: PPO``."""
 
@@ -278,7 +288,7 @@ def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
 
 def load_torch_checkpoint(path: str) -> dict[str, Any]:
     """Load a skrl torch checkpoint on CPU, or raise a one-line UsageError."""
-    return mdist.load_torch_checkpoint(path, ("policy", "value"), "a skrl PPO")
+    return mdist.load_torch_checkpoint(path, ("policy", "value"), "a skrl PPO", "skrl")
 
 
 def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:

@@ -7,15 +7,19 @@ gloo by default, so skrl's own broadcast (``multihost_utils.broadcast_one_to_all
 all-reduce (``pmap``/``psum``) work unchanged across CPU processes. The adapter only keeps
 torchrun's variables away from skrl's torch config during the import (see ``skrl.import_skrl``),
 wraps the torch task for JAX (arrays cross through NumPy), and writes checkpoints atomically.
+
+Checkpoints are MessagePack (``agent_<timestep>.msgpack``, see :mod:`mgpu_lab.checkpoint`), not
+skrl's default pickles: a pickle can run code when loaded, MessagePack cannot. Each module is still
+stored as skrl stores it (``flax.serialization.to_bytes``), so the contents are skrl's own.
 """
 
 from __future__ import annotations
 
-import pickle
 import time
 from pathlib import Path
 from typing import Any
 
+from mgpu_lab import checkpoint as mcheckpoint
 from mgpu_lab import dist as mdist
 from mgpu_lab.adapters.skrl import (ROLLOUTS, EpisodeStats, ToyWrapperBase, checkpoint_interval, import_skrl, load_into,
                                    runner_cfg, write_agent_checkpoint)
@@ -24,7 +28,7 @@ from mgpu_lab.rank_progress import StepClock
 from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
 
 #: file name suffix of this adapter's checkpoints (``checkpoints/agent_<timestep><suffix>``)
-CHECKPOINT_SUFFIX = ".pickle"
+CHECKPOINT_SUFFIX = mcheckpoint.JAX_SUFFIX
 
 
 def _jax_classes() -> tuple[type, type, type]:
@@ -62,8 +66,9 @@ def _jax_classes() -> tuple[type, type, type]:
             return (self._obs, to_jax(reward.view(-1, 1)), to_jax(terminated.view(-1, 1).to(torch.int8)),
                     to_jax(truncated.view(-1, 1).to(torch.int8)), infos)
 
-    def save_pickle(obj: Any, path: Path) -> None:
-        mdist.atomic_write(path, lambda f: pickle.dump(obj, f, protocol=4))
+    def save_msgpack(modules: dict[str, bytes], path: Path) -> None:
+        data = mcheckpoint.encode_msgpack(modules)
+        mdist.atomic_write(path, lambda f: f.write(data))
 
     class AtomicPPOJax(PPO):
         """skrl's JAX PPO, with checkpoints written through temp file + os.replace."""
@@ -72,8 +77,16 @@ def _jax_classes() -> tuple[type, type, type]:
         timestep_offset = 0  # a resumed run names its checkpoints by the whole run's timestep
 
         def write_checkpoint(self, *, timestep: int, timesteps: int) -> None:
-            write_agent_checkpoint(self, timestep + self.timestep_offset, CHECKPOINT_SUFFIX, save_pickle,
+            write_agent_checkpoint(self, timestep + self.timestep_offset, CHECKPOINT_SUFFIX, save_msgpack,
                                    flax.serialization.to_bytes)
+
+        def load(self, path: str) -> None:
+            """skrl's JAX Agent.load (model parameters), reading MessagePack instead of unpickling."""
+            for name, data in check_checkpoint(path).items():
+                module = self.checkpoint_modules.get(name)
+                if module is not None and hasattr(module, "state_dict"):
+                    params = flax.serialization.from_bytes(module.state_dict.params, data)
+                    module.state_dict = module.state_dict.replace(params=params)
 
     class MgpuRunnerJax(Runner):
         def _component(self, name: str):
@@ -84,15 +97,12 @@ def _jax_classes() -> tuple[type, type, type]:
     return ToyEnvWrapperJax, AtomicPPOJax, MgpuRunnerJax
 
 
-def check_checkpoint(path: str) -> None:
-    """Raise a one-line UsageError unless ``path`` is a skrl JAX PPO checkpoint (pickled dict)."""
-    try:
-        with open(path, "rb") as f:
-            data = pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, ImportError) as exc:
-        raise UsageError(f"--checkpoint {path}: not a readable skrl JAX checkpoint ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or "policy" not in data or "value" not in data:
+def check_checkpoint(path: str) -> dict[str, bytes]:
+    """The modules of a skrl JAX PPO checkpoint (MessagePack), or a one-line UsageError; pickles are refused."""
+    data = mcheckpoint.read_msgpack(path)
+    if "policy" not in data or "value" not in data:
         raise UsageError(f"--checkpoint {path}: not a skrl JAX PPO checkpoint (expected 'policy' and 'value' entries)")
+    return data
 
 
 def policy_tensors(model: Any) -> list[Any]:

@@ -466,11 +466,11 @@ def check_host_memory(sizes: list[int], local_ranks: int) -> None:
 
 
 def _resolve_backend(requested: str, ranks_on_node: int) -> str:
-    """The backend to use, checked against this node's devices (imports torch)."""
-    import torch
-
+    """The backend to use, checked against this node's devices (imports torch unless gloo was asked for)."""
     if requested == "gloo":
         return "gloo"
+    import torch
+
     cuda = torch.cuda.is_available()
     if requested == "auto" and not cuda:
         return "gloo"
@@ -846,8 +846,8 @@ class Probe:
         except Exception as exc:  # noqa: BLE001
             self.fail(EXIT_ERROR, f"the memory check (all_gather) raised {type(exc).__name__}: "
                                   f"{' '.join(str(exc).split())[:300]}")
+        frees = [int(t.item()) for t in found]  # on a GPU this waits for the all_gather: still under the deadline
         self.disarm()
-        frees = [int(t.item()) for t in found]
         short = [r for r, f in enumerate(frees) if 0 <= f < buffer_bytes(self.sizes[-1])]
         if short:
             one = len(short) == 1

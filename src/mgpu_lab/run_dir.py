@@ -1,0 +1,104 @@
+"""The run folder ``<log_root>/<library>/<task>/<timestamp>[_<run_name>]`` (stdlib only, no torch).
+
+- :func:`check_run_name` and :func:`check_log_root` validate before anything is created.
+- :func:`create` makes the folder with an exclusive ``mkdir``: two trainers that start in the same
+  second never share one; the second gets ``<name>_1`` (then ``_2``, ...).
+- :func:`discard` removes a folder this process created, when the run is refused before training.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+from mgpu_lab.train_config import UsageError
+
+#: Testing aid, off unless set: use this string instead of the current time in the run folder's name,
+#: so tests can make two runs want the same folder deterministically.
+STAMP_ENV = "MGPU_LAB_TEST_RUN_STAMP"
+#: Longest --run_name in bytes (UTF-8): the folder name adds a 19-character stamp, "_" and a
+#: collision suffix, and most file systems allow 255 bytes per name.
+RUN_NAME_MAX = 200
+#: How many suffixed names to try before giving up (a sign of something odd in the folder).
+MAX_TRIES = 1000
+
+
+def check_run_name(run_name: str | None) -> None:
+    """UsageError unless ``run_name`` is usable as part of one folder name."""
+    if run_name is None:
+        return
+    size = len(run_name.encode("utf-8", "surrogateescape"))
+    if not run_name.strip():
+        raise UsageError("--run_name must not be empty")
+    if size > RUN_NAME_MAX:
+        raise UsageError(f"--run_name is {size} bytes long; at most {RUN_NAME_MAX} (it becomes part of a folder name)")
+    bad = sorted({c for c in run_name if c in "/\\" or ord(c) < 32 or ord(c) == 127})
+    if bad or run_name in (".", ".."):
+        shown = ", ".join(repr(c) for c in bad) if bad else repr(run_name)
+        raise UsageError(f"--run_name {run_name[:40]!r}: not a plain folder name (contains {shown})")
+
+
+def check_log_root(log_root: str, *parts: str) -> None:
+    """UsageError unless ``<log_root>/<parts...>`` is a folder or could be created as one, by this user.
+
+    A regular file anywhere on that path, or a nearest existing folder that this process cannot
+    write (permissions, read-only file system), is reported before anything is created.
+    """
+    target = Path(log_root, *parts)
+    probe = target
+    while True:
+        if probe.exists() or probe.is_symlink():
+            if not probe.is_dir():
+                kind = "a file" if probe.is_file() else "not a folder"
+                raise UsageError(f"--log_root {log_root}: {probe} is {kind}; logs need a folder there")
+            break
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not os.access(probe, os.W_OK | os.X_OK):
+        reason = "read-only file system" if _read_only_fs(probe) else "no write permission"
+        raise UsageError(f"--log_root {log_root}: cannot create folders in {probe.resolve()} ({reason})")
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def folder_name(run_name: str | None, stamp: str | None = None) -> str:
+    """``<timestamp>[_<run_name>]``; the stamp comes from STAMP_ENV when set (testing aid)."""
+    stamp = stamp or os.environ.get(STAMP_ENV) or datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    return f"{stamp}_{run_name}" if run_name else stamp
+
+
+def create(log_root: str, library: str, task: str, run_name: str | None) -> Path:
+    """Create a new run folder atomically and return its absolute path (OSError if the file system refuses).
+
+    ``mkdir`` without ``exist_ok`` is the exclusive create: when it fails with FileExistsError another
+    run owns that name, and the next suffix is tried.
+    """
+    base = Path(log_root) / library / task
+    base.mkdir(parents=True, exist_ok=True)
+    name = folder_name(run_name)
+    for n in range(MAX_TRIES):
+        path = base / (name if n == 0 else f"{name}_{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path.resolve()
+    raise FileExistsError(17, f"{MAX_TRIES} run folders named {name}[_N] exist already", str(base))
+
+
+def planned(log_root: str, library: str, task: str, run_name: str | None) -> Path:
+    """The folder name a run would get, not created (ranks other than 0 never write there)."""
+    return (Path(log_root) / library / task / folder_name(run_name)).resolve()
+
+
+def discard(path: str | os.PathLike) -> None:
+    """Remove a run folder this process created, when the run was refused before it trained."""
+    shutil.rmtree(path, ignore_errors=True)
