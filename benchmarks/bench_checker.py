@@ -1,12 +1,19 @@
 """Benchmark the skill/doc checker (prints figures; never asserted in tests).
 
-1. A full check of this repository vs the floor ``python -c "import docutils.core, markdown_it, yaml"``
-   (target: ratio <= 1.5). Each is run N times as a fresh process; the minimum wall time and the
+1. A full check of this repository vs the floor ``python -c "import docutils.core, markdown_it, yaml"``:
+   cold (``--no-cache``, target <= 1.5x the floor) and warm (parse cache filled, target < 1x: a warm
+   check imports no parser). Each is run N times as a fresh process; the minimum wall time and the
    minimum CPU time (user+sys) are reported, since the machine may be shared.
 2. Copies of this repository plus 10, 100 and 400 generated skills (clean trees): the marginal time
    per skill should stay flat (linear growth).
+3. With ``--baseline OTHER/cli.py`` (e.g. the checker of another commit: ``git worktree add /tmp/old
+   <rev>``), the same cold and warm checks by that checker, and ours/baseline ratios.
 
-    uv run python benchmarks/bench_checker.py [--repeat 5] [--sizes 10,100,400]
+The cache goes to a temporary folder (never the user's home). Bytecode caching is on for the children
+(``PYTHONDONTWRITEBYTECODE`` dropped, ``PYTHONPYCACHEPREFIX`` in a temporary folder), as on a user's
+machine: with it off, every run recompiles docutils and the ratios measure the compiler instead.
+
+    uv run python benchmarks/bench_checker.py [--repeat 5] [--sizes 10,100,400] [--baseline PATH]
 """
 
 from __future__ import annotations
@@ -103,7 +110,7 @@ def make_tree(base: Path, n: int) -> Path:
     if (REPO / ".claude").exists():
         shutil.copytree(REPO / ".claude", root / ".claude", symlinks=True)
     (root / ".venv").symlink_to(REPO / ".venv")  # the installed torch/skrl, as in the repo
-    (root / "tools").symlink_to(REPO / "tools")
+    shutil.copytree(REPO / "tools", root / "tools", ignore=shutil.ignore_patterns("__pycache__"))
     (root / ".agents" / "skills").mkdir(parents=True, exist_ok=True)
     for i in range(n):
         d = root / "skills" / "user" / f"bench-skill-{i}"
@@ -119,17 +126,37 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sizes", default="10,100,400")
+    ap.add_argument("--baseline", type=Path, default=None, help="another checker's cli.py to compare with")
     args = ap.parse_args()
     py = sys.executable
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench_checker_pyc_")
+    os.environ["SKILLS_CHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_checker_cache_")
     floor_w, floor_c, _ = best([py, "-c", "import docutils.core, markdown_it, yaml"], REPO, args.repeat)
-    cold_w, cold_c, rc = best([py, str(CLI), "check", "--no-cache"], REPO, args.repeat)
-    timed([py, str(CLI), "check"], REPO)  # fill the parse cache
-    check_w, check_c, rc = best([py, str(CLI), "check"], REPO, args.repeat)
     print(f"floor  (import docutils.core, markdown_it, yaml): wall {floor_w:.3f} s  cpu {floor_c:.3f} s")
-    print(f"check  --no-cache (this repository, exit {rc}):    wall {cold_w:.3f} s  cpu {cold_c:.3f} s"
-          f"  ratio wall {cold_w / floor_w:.2f}x cpu {cold_c / floor_c:.2f}x")
-    print(f"check  warm parse cache (this repository):        wall {check_w:.3f} s  cpu {check_c:.3f} s"
-          f"  ratio wall {check_w / floor_w:.2f}x cpu {check_c / floor_c:.2f}x  (target <= 1.5x)")
+    full = ("import docutils.core, docutils.parsers.rst, docutils.parsers.rst.directives.misc, "
+            "docutils.parsers.rst.directives.tables, markdown_it, mdit_py_plugins.front_matter, yaml")
+    full_w, full_c, _ = best([py, "-c", full], REPO, args.repeat)
+    print(f"floor+ (every parser module the check imports):   wall {full_w:.3f} s  cpu {full_c:.3f} s")
+    results = {}
+    for label, cli in (("ours", CLI), ("baseline", args.baseline)):
+        if cli is None:
+            continue
+        os.environ["SKILLS_CHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"bench_checker_{label}_")
+        cold_w, cold_c, rc = best([py, str(cli), "check", "--no-cache"], REPO, args.repeat)
+        timed([py, str(cli), "check"], REPO)  # fill the parse cache
+        warm_w, warm_c, _ = best([py, str(cli), "check"], REPO, args.repeat)
+        results[label] = (cold_w, cold_c, warm_w, warm_c)
+        print(f"{label:8s} cold --no-cache (exit {rc}): wall {cold_w:.3f} s  cpu {cold_c:.3f} s  ratio to floor "
+              f"wall {cold_w / floor_w:.2f}x cpu {cold_c / floor_c:.2f}x  (target <= 1.5x); to floor+ "
+              f"cpu {cold_c / full_c:.2f}x")
+        print(f"{label:8s} warm parse cache:         wall {warm_w:.3f} s  cpu {warm_c:.3f} s  ratio to floor "
+              f"wall {warm_w / floor_w:.2f}x cpu {warm_c / floor_c:.2f}x  (target < 1x)")
+    if "baseline" in results:
+        o, b = results["ours"], results["baseline"]
+        print(f"ours/baseline: cold cpu {o[1] / b[1]:.2f}x wall {o[0] / b[0]:.2f}x; "
+              f"warm cpu {o[3] / b[3]:.2f}x wall {o[2] / b[2]:.2f}x")
+    os.environ["SKILLS_CHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_checker_sizes_")
     with tempfile.TemporaryDirectory() as tmp:
         rows = []
         for n in [int(x) for x in args.sizes.split(",") if x]:

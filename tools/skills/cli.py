@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 # /// script
 # requires-python = ">=3.11"
 # dependencies = [
@@ -119,7 +120,7 @@ def _explain(code: str | None) -> int:
     rules = load_rules()
     if not code:
         for r in rules:
-            print(f"{r.code}  {r.name}: {r.summary}")
+            print(f"{r.code}  [{r.profile}] {r.name}: {r.summary}")
         return 0
     hits = [r for r in rules if r.code.upper() == code.strip().upper()] or \
         [r for r in rules if matches(r.code, [code])]
@@ -205,7 +206,8 @@ def _check(args: argparse.Namespace) -> int:
     return exit_code(findings, args.strict)
 
 
-def _guarded(func, *args) -> int:  # noqa: ANN001
+def _guarded(argv: list[str], func, *args) -> int:  # noqa: ANN001
+    """Run a command; a broken rules package is exit 2, an unusable parser library re-runs under uv."""
     try:
         from runner import RulesError
 
@@ -215,16 +217,11 @@ def _guarded(func, *args) -> int:  # noqa: ANN001
             print(f"error: {exc}", file=sys.stderr)
             return 2
     except ImportError as exc:  # a parser present but unusable (e.g. too old): re-run under uv once
-        return _bootstrap(_ARGV, [f"import failed: {exc}"]) or 2
-
-
-_ARGV: list[str] = []
+        return _bootstrap(argv, [f"import failed: {exc}"]) or 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    global _ARGV
     argv = list(sys.argv[1:] if argv is None else argv)
-    _ARGV = argv
     status = _bootstrap(argv)
     if status is not None:
         return status
@@ -234,14 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     code = args.explain or getattr(args, "explain_check", None)
     if code or args.command == "explain":
-        return _guarded(_explain, code or getattr(args, "code", None))
+        return _guarded(argv, _explain, code or getattr(args, "code", None))
     if args.command == "rules":
-        return _guarded(_rules_md, args.write)
+        return _guarded(argv, _rules_md, args.write)
     if args.command != "check":
         parser.print_usage(sys.stderr)
-        print("error: give a command: check or explain", file=sys.stderr)
+        print("error: give a command: check, explain or rules", file=sys.stderr)
         return 2
-    return _guarded(_check, args)
+    return _guarded(argv, _check, args)
 
 
 if __name__ == "__main__":

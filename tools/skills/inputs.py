@@ -72,6 +72,10 @@ INPUT_CODES: dict[str, tuple[str, str]] = {
               "(flags must be string literals)."),
     "IN040": ("evals.json does not parse",
               "evals/evals.json is not valid JSON; the location is where the JSON parser stopped."),
+    "IN041": ("evals.json has too many entries",
+              "evals/evals.json holds more than 1,000 entries; only the first 1,000 are checked (one finding says "
+              "so), which bounds the check's time and output. An integer literal longer than 100 digits makes "
+              "the file unreadable (IN040)."),
     "IN090": ("checker rule failed",
               "A rule raised an exception. This is a bug in the checker, not in the checked files; the "
               "other rules still ran."),

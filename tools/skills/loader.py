@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
+import re
 import tomllib
+from urllib.parse import unquote
 from pathlib import Path
 from typing import Any
 
 from cache import ParseCache
-from inputs import inside, link_problem, problem, read_installed, read_text, rel
+from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_installed, read_text, rel
 from model import ArgSpec, MarkdownDoc, Project, RstDoc, Skill
 from parse_argparse import find_installed, parse_argparse
 
-_CACHE = ParseCache(Path("."), enabled=False)  # replaced per load_project call
 
 DEFAULTS: dict[str, str] = {
     "skills": "skills",
@@ -164,57 +166,65 @@ def import_parse_rst():  # noqa: ANN201
     return parse_rst
 
 
-def load_markdown(root: Path, relpath: str) -> MarkdownDoc:
+def _no_cache() -> ParseCache:
+    return ParseCache(Path("."), enabled=False)
+
+
+def load_markdown(root: Path, relpath: str, cache: ParseCache | None = None) -> MarkdownDoc:
     text, problems = read_text(root, relpath)
     if text is None:
         return MarkdownDoc(path=relpath, text="", n_lines=0, problems=problems, readable=False)
-    doc = _CACHE.get("md", relpath, text)
+    cache = cache or _no_cache()
+    doc = cache.get("md", relpath, text)
     if doc is None:
         from parse_markdown import parse_markdown
 
         doc = parse_markdown(relpath, text)
-        _CACHE.put("md", relpath, text, doc)
+        cache.put("md", relpath, text, doc)
     doc.problems = problems + doc.problems
     return doc
 
 
-def load_rst(root: Path, relpath: str) -> RstDoc:
+def load_rst(root: Path, relpath: str, cache: ParseCache | None = None) -> RstDoc:
     text, problems = read_text(root, relpath)
     if text is None:
         return RstDoc(path=relpath, text="", n_lines=0, problems=problems, readable=False)
-    doc = _CACHE.get("rst", relpath, text)
+    cache = cache or _no_cache()
+    doc = cache.get("rst", relpath, text)
     if doc is None:
         doc = import_parse_rst().parse_rst(relpath, text)
-        _CACHE.put("rst", relpath, text, doc)
+        cache.put("rst", relpath, text, doc)
     doc.problems = problems + doc.problems
     return doc
 
 
-def load_argspec(root: Path, relpath: str, helpers: list[Path] | None = None) -> ArgSpec:
+def load_argspec(root: Path, relpath: str, cache: ParseCache | None = None) -> ArgSpec:
     """A script's argparse options, read with ``ast`` (the script is never imported or run)."""
     text, problems = read_text(root, relpath)
     if text is None:
         return ArgSpec(path=relpath, problems=problems)
-    return _argspec(relpath, text, [])
+    return _argspec(relpath, text, [], cache)
 
 
-def load_installed_argspec(root: Path, path: Path, helpers: list[Path] | None = None) -> ArgSpec | None:
+def load_installed_argspec(root: Path, path: Path, helpers: list[Path] | None = None,
+                           cache: ParseCache | None = None) -> ArgSpec | None:
     """An installed tool's options (torch's run.py): its own file outside the root, read by a trusted
     location the checker found itself, never by a path written in the checked tree."""
     text = read_installed(path)
     if text is None:
         return None
     helper_texts = [t for t in (read_installed(h) for h in helpers or []) if t is not None]
-    spec = _argspec(rel(root, path), text, helper_texts)
+    spec = _argspec(rel(root, path), text, helper_texts, cache)
     return spec
 
 
-def _argspec(relpath: str, text: str, helper_texts: list[str]) -> ArgSpec:
+def _argspec(relpath: str, text: str, helper_texts: list[str], cache: ParseCache | None) -> ArgSpec:
+    cache = cache or _no_cache()
     key_text = "\0".join([text, *helper_texts])
-    spec = _CACHE.get("py", relpath, key_text)
+    spec = cache.get("py", relpath, key_text)
     if spec is None:
         spec = parse_argparse(relpath, text, helper_texts)
-        _CACHE.put("py", relpath, key_text, spec)
+        cache.put("py", relpath, key_text, spec)
     return spec
 
 
@@ -238,15 +248,15 @@ def _link_target(path: Path) -> str | None:
     return None
 
 
-def _load_skill(root: Path, skill_md: Path, project: Project) -> Skill:
+def _load_skill(root: Path, skill_md: Path, project: Project, cache: ParseCache) -> Skill:
     sdir = skill_md.parent
     srel = rel(root, sdir)
-    skill = Skill(dir=srel, audience=sdir.parent.name, skill_md=load_markdown(root, rel(root, skill_md)))
+    skill = Skill(dir=srel, audience=sdir.parent.name, skill_md=load_markdown(root, rel(root, skill_md), cache))
     for md in _walk_files(root, sdir, ".md", project):
         if md == skill_md:
             continue
         relpath = rel(root, md)
-        skill.files[relpath] = load_markdown(root, relpath)
+        skill.files[relpath] = load_markdown(root, relpath, cache)
     evals = sdir / "evals" / "evals.json"
     if evals.exists() or evals.is_symlink():
         relpath = rel(root, evals)
@@ -337,7 +347,6 @@ def _skill_files(root: Path, skills_dir: Path, project: Project) -> list[Path]:
 
 def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False) -> Project:
     """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py)."""
-    global _CACHE
     if not str(root).strip():
         raise SetupError("--root is empty: give the folder to check")
     root = Path(root)
@@ -345,26 +354,26 @@ def load_project(root: Path, overrides: dict[str, str | None] | None = None, use
         raise SetupError(f"{root}: not a directory")
     root = root.resolve()
     config = load_config(root, overrides)
-    _CACHE = ParseCache(root, enabled=use_cache)
+    cache = ParseCache(root, enabled=use_cache)
     try:
-        return _load(root, config)
+        return _load(root, config, cache)
     finally:
-        _CACHE.save()
-        _CACHE = ParseCache(root, enabled=False)
+        cache.save()
 
 
-def _load(root: Path, config: dict[str, Any]) -> Project:
+def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
     project = Project(root=root, config=config)
+    _index(root, project)
     if _config_path_ok(root, config, "skills", project):
         for skill_md in _skill_files(root, root / config["skills"], project):
-            project.skills.append(_load_skill(root, skill_md, project))
+            project.skills.append(_load_skill(root, skill_md, project, cache))
     docs = root / config["docs"]
     if not _config_path_ok(root, config, "docs", project):
         pass
     elif docs.is_dir():
         for rst in _walk_files(root, docs, ".rst", project):
             relpath = rel(root, rst)
-            project.rst[relpath] = load_rst(root, relpath)
+            project.rst[relpath] = load_rst(root, relpath, cache)
     else:
         project.notes.append(f"no docs folder at {config['docs']}")
     for key in ("launcher", "trainer"):
@@ -379,7 +388,7 @@ def _load(root: Path, config: dict[str, Any]) -> Project:
             project.notes.append(f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
                                  "written for it are not judged")
             continue
-        spec = load_argspec(root, config[key])
+        spec = load_argspec(root, config[key], cache)
         for f in spec.problems:
             if f.code == "IN001":
                 f.message += f" (set by [tool.skills-check] {key} or --{key})"
@@ -390,14 +399,14 @@ def _load(root: Path, config: dict[str, Any]) -> Project:
     run_py = find_installed(root, "torch", "distributed/run.py")
     if run_py is not None:
         helpers = [run_py.parent / "argparse_util.py"]
-        project.torchrun = load_installed_argspec(root, run_py, helpers)
+        project.torchrun = load_installed_argspec(root, run_py, helpers, cache)
     if project.torchrun is not None:
         _relocate(project.torchrun)
     else:
         project.notes.append("torch is not installed: torchrun options not checked")
     jax_py = find_installed(root, "skrl", "utils/distributed/jax/launcher.py")
     if jax_py is not None:
-        project.jax_launcher = load_installed_argspec(root, jax_py)
+        project.jax_launcher = load_installed_argspec(root, jax_py, cache=cache)
     if project.jax_launcher is not None:
         _relocate(project.jax_launcher)
     else:
@@ -414,7 +423,96 @@ def _load(root: Path, config: dict[str, Any]) -> Project:
     claude = root / ".claude" / "skills"
     if claude.exists() or claude.is_symlink():
         project.claude_skills = _link_target(claude)
+    by_folder: dict[str, list[str]] = {}
+    for path in project.files:
+        by_folder.setdefault(posixpath.dirname(path), []).append(path)
+    for skill in project.skills:
+        _entry_scripts(root, skill, project, by_folder)
+    _scripts_and_links(root, project, cache)
     return project
+
+
+MAX_INDEX = 200_000  # paths indexed; a tree past this is reported once and indexed no further
+PY_TOKEN_RE = re.compile(r"(?<![\w./-])((?:\./)?[\w.-]+(?:/[\w.-]+)*\.py)\b")
+
+
+def _index(root: Path, project: Project) -> None:
+    """Every path of the tree, without following folder links or leaving the root; in-root folder links
+    are kept in ``project.dir_links`` (link path -> target path)."""
+    real_root = os.path.realpath(root)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=lambda e: None):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        base = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        for name in [*dirnames, *filenames]:
+            rel_path = name if base == "." else f"{base}/{name}"
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full):
+                real = os.path.realpath(full)
+                if real != real_root and not real.startswith(real_root + os.sep):
+                    continue  # a link leaving the root: not a path of this tree
+                if not os.path.exists(full):
+                    continue
+                if os.path.isdir(full):
+                    project.dir_links[rel_path] = os.path.relpath(real, real_root).replace(os.sep, "/")
+            project.paths.add(rel_path)
+            if os.path.isfile(full):
+                project.files.add(rel_path)
+        if len(project.paths) > MAX_INDEX:
+            project.problems.append(problem("IN004", ".", 1, 1, f"the tree has more than {MAX_INDEX} paths; the "
+                                            "rest are not indexed"))
+            return
+
+
+def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[str, list[str]]) -> None:
+    """The skill's scripts/ files that are entry points (a shebang or a ``__main__`` guard)."""
+    prefix = f"{skill.dir}/scripts/"
+    for path in sorted(by_folder.get(f"{skill.dir}/scripts", [])):
+        name = path[len(prefix):]
+        if name.startswith((".", "_")):
+            continue
+        data = read_bytes_bounded(os.path.join(os.path.realpath(root), path), MAX_BYTES)
+        if isinstance(data, bytes) and (data.startswith(b"#!") or b"__main__" in data):
+            skill.entry_scripts.append(path)
+
+
+def _documents(project: Project) -> list:
+    docs = [d for s in project.skills for d in (s.skill_md, *s.files.values())]
+    return [d for d in [*docs, *project.rst.values()] if d.readable]
+
+
+def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
+    """Parse what the rules will ask about: every .py a skill or doc names in code (its argparse, read
+    statically) and every other .md/.rst file they link to. Nothing outside the root is read."""
+    docs = _documents(project)
+    doc_paths = {d.path for d in docs}
+    skill_dirs = {d.path: s.dir for s in project.skills for d in (s.skill_md, *s.files.values())}
+    for doc in docs:
+        texts = [c.text for c in doc.code] + [c.text for t in doc.tables for r in [t.header, *t.rows]
+                                               for cell in r for c in cell.code]
+        bases = ("", skill_dirs[doc.path]) if doc.path in skill_dirs else ("",)
+        for text in texts:
+            for token in PY_TOKEN_RE.findall(text):
+                token = token.removeprefix("./")
+                for base in bases:
+                    path = posixpath.normpath(posixpath.join(base, token)) if base else posixpath.normpath(token)
+                    if path in project.files and path not in project.scripts and path not in (
+                            project.config.get("launcher"), project.config.get("trainer")):
+                        project.scripts[path] = load_argspec(root, path, cache)
+        for link in doc.links:
+            target = link.target.split("#", 1)[0]
+            if not target or "://" in target or target.startswith(("mailto:", "//")):
+                continue
+            if link.kind == "doc":
+                continue
+            path = posixpath.normpath(target.lstrip("/") if target.startswith("/") else
+                                      posixpath.join(posixpath.dirname(doc.path), unquote(target)))
+            known = path in project.rst or path in doc_paths
+            if known or path in project.linked or path not in project.files:
+                continue
+            if path.endswith(".md"):
+                project.linked[path] = load_markdown(root, path, cache)
+            elif path.endswith(".rst"):
+                project.linked[path] = load_rst(root, path, cache)
 
 
 def _relocate(spec: ArgSpec) -> None:
@@ -432,7 +530,10 @@ def all_problems(project: Project) -> list:
             out += doc.problems
     for doc in project.rst.values():
         out += doc.problems
-    for spec in (project.launcher, project.trainer):
+    for spec in (project.launcher, project.trainer, *project.scripts.values()):
         if spec is not None:
-            out += spec.problems
+            out += [p for p in spec.problems if p.code != "IN031"] if spec in project.scripts.values() else \
+                spec.problems
+    for doc in project.linked.values():
+        out += [p for p in doc.problems if p.code not in ("IN020",)]
     return out

@@ -179,6 +179,7 @@ class Skill:
     evals_json: str | None = None  # path of evals/evals.json when present
     evals: Any = None  # its parsed JSON (None when absent or unparsable; a problem then says why)
     evals_text: str = ""  # its text (for locations)
+    entry_scripts: list[str] = field(default_factory=list)  # scripts/ files with a shebang or __main__ guard
 
     @property
     def name(self) -> str | None:
@@ -201,5 +202,12 @@ class Project:
     # ("" when the entry is a real directory, not a link; a Windows checkout's one-line file gives its text)
     claude_skills: str | None = None  # target of the .claude/skills link ("" real dir, None absent)
     orphan_dirs: list[str] = field(default_factory=list)  # folders under skills/<audience>/ without SKILL.md
+    # Every file and folder of the tree (repository-relative; links leaving the root, .git, .venv,
+    # node_modules, _build and __pycache__ left out): what rules ask "does this path exist?".
+    paths: set[str] = field(default_factory=set)
+    files: set[str] = field(default_factory=set)  # the regular files among ``paths``
+    dir_links: dict[str, str] = field(default_factory=dict)  # in-root folder links: link path -> target path
+    scripts: dict[str, ArgSpec] = field(default_factory=dict)  # .py files a skill or doc names, by path
+    linked: dict[str, Any] = field(default_factory=dict)  # other .md/.rst files the skills and docs link to
     notes: list[str] = field(default_factory=list)  # informational lines for the summary
     problems: list[Finding] = field(default_factory=list)  # loader-level findings

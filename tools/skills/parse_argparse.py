@@ -135,18 +135,25 @@ def _scope_nodes(scope: ast.AST):  # noqa: ANN202
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _handed_parsers(tree: ast.Module) -> list[tuple[str, str, int]]:
-    """(callee, name, line) where a parser made in a scope is passed to a call in that same scope."""
+def _handed_parsers(tree: ast.Module, functions: list[ast.AST], made_at: list[int]) -> list[tuple[str, str, int]]:
+    """(callee, name, line) where a parser made in a scope is passed to a call in that same scope.
+
+    Only the scopes that make a parser (the innermost function around each ``made_at`` line, or the
+    module) are walked.
+    """
+    scopes: list[ast.AST] = []
+    for line in made_at:
+        around = [f for f in functions if f.lineno <= line <= (getattr(f, "end_lineno", None) or f.lineno)]
+        scope = max(around, key=lambda f: f.lineno) if around else tree
+        if scope not in scopes:
+            scopes.append(scope)
     out = []
-    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
     for scope in scopes:
         nodes = list(_scope_nodes(scope))
         made = {t.id for n in nodes if isinstance(n, ast.Assign) and _is_parser_call(n.value)
                 for t in n.targets if isinstance(t, ast.Name)}
-        if not made:
-            continue
         for n in nodes:
-            if isinstance(n, ast.Call) and _attr_name(n.func) not in ("add_argument", "set_defaults"):
+            if isinstance(n, ast.Call) and made and _attr_name(n.func) not in ("add_argument", "set_defaults"):
                 for arg in [*n.args, *(kw.value for kw in n.keywords)]:
                     if isinstance(arg, ast.Name) and arg.id in made:
                         out.append((_attr_name(n.func) or "a function", arg.id, n.lineno))
@@ -174,7 +181,11 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
     main_parsers: list[ast.Call] = []
     calls: list[ast.Call] = []
     classes: list[ast.ClassDef] = []
+    made_at: list[int] = []
+    functions: list[ast.AST] = []
     for node in _walk_relevant(tree, source):  # one pass over the statements that can matter
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.append(node)
         if isinstance(node, ast.Call):
             name = _attr_name(node.func)
             if name == "ArgumentParser":
@@ -184,6 +195,7 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
 
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             if node.value is not None and _is_parser_call(node.value):
+                made_at.append(node.lineno)
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:
                     if isinstance(t, ast.Name):
@@ -225,8 +237,9 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
             return recv.attr in parsers
         return _is_parser_call(recv)
 
-    local = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    for callee, arg, line in _handed_parsers(tree):
+    local = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} \
+        if made_at else set()
+    for callee, arg, line in _handed_parsers(tree, functions, made_at):
         if callee not in local and spec.incomplete is None:  # a local helper's add_argument calls are read too
             spec.incomplete = f"its parser is passed to {callee}() at line {line}, which may add options"
     calls.sort(key=lambda n: (n.lineno, n.col_offset))

@@ -7,6 +7,7 @@ the line of every frontmatter key (nested keys as ``metadata.author``).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 from urllib.parse import unquote
@@ -18,15 +19,13 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 from inputs import problem
 from model import Cell, Code, Heading, Link, MarkdownDoc, Table
 
-_MD: MarkdownIt | None = None
 _SLUG_DROP = re.compile(r"[^\w\- ]", re.UNICODE)
 
 
+@functools.cache
 def _parser() -> MarkdownIt:
-    global _MD
-    if _MD is None:
-        _MD = MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
-    return _MD
+    """The markdown-it parser (stateless between documents: each parse builds its own state)."""
+    return MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
 
 
 def github_slug(text: str) -> str:

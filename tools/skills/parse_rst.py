@@ -162,7 +162,6 @@ _LITERAL_ROLES = ("envvar", "option", "command", "program", "file", "samp", "kbd
                   "external", "issue", "pr", "user", "commit", "pypi", "confval", "std:envvar",
                   "std:option", "cmd", "c:func", "cpp:func", "c:type", "cpp:class")
 _TITLE_TARGET = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.DOTALL)
-_registered = False
 
 
 def _xref_role(kind: str | None):
@@ -190,10 +189,11 @@ def _literal_role(name, rawtext, text, lineno, inliner, options=None, content=No
 
 
 def register() -> None:
-    """Register the Sphinx stand-ins with docutils (once per process)."""
-    global _registered
-    if _registered:
-        return
+    """Register the Sphinx stand-ins with docutils' process-global registries.
+
+    Called before every document (a few dict stores), so each file is parsed with exactly these
+    stand-ins whatever else ran in the process; the checker keeps no state of its own here.
+    """
     for name in _NESTED:
         directives.register_directive(name, _Nested)
     for name in _LITERAL_ARG:
@@ -207,7 +207,6 @@ def register() -> None:
         roles.register_local_role(name, _xref_role(kind))
     for name in _LITERAL_ROLES:
         roles.register_local_role(name, _literal_role)
-    _registered = True
 
 
 

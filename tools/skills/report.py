@@ -29,7 +29,9 @@ def summary_line(findings: list[Finding], summary: Summary) -> str:
     if not findings:
         return f"clean: no findings in {scope}"
     files = len({f.loc.path for f in findings})
-    return f"{errors} error(s), {warnings} warning(s) in {files} file(s); checked {scope}"
+    fixable = sum(1 for f in findings if f.fix is not None)
+    hint = f"; {fixable} fixable with --fix" if fixable else ""
+    return f"{errors} error(s), {warnings} warning(s) in {files} file(s); checked {scope}{hint}"
 
 
 def _message(f: Finding) -> str:

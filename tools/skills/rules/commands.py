@@ -17,7 +17,7 @@ from typing import Iterator
 
 from model import ArgSpec, Option, Project
 
-from .common import cached, is_file
+from .common import is_file
 from .shell import Word
 
 ENV_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -53,17 +53,7 @@ def script_spec(project: Project, path: str) -> ArgSpec | None:
         if spec is not None and spec.path == path:
             return spec
 
-    def make() -> ArgSpec | None:
-        if not path.endswith(".py") or not is_file(project, path):
-            return None
-        scripts = getattr(project, "scripts", None)
-        if isinstance(scripts, dict) and path in scripts:
-            return scripts[path]
-        from loader import load_argspec  # the core's reader: text in, ArgSpec out (no import of the script)
-
-        return load_argspec(project.root, path)
-
-    return cached(project, f"script-spec:{path}", make)
+    return project.scripts.get(path)  # every .py a skill or doc names, parsed by the loader
 
 
 def usable(spec: ArgSpec | None) -> bool:

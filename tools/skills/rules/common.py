@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 from typing import Any, Callable, Iterator
@@ -113,23 +112,27 @@ def resolve(from_path: str, target: str) -> str:
     return posixpath.normpath(posixpath.join(posixpath.dirname(from_path), target))
 
 
+def _in_tree(project: Project, relpath: str, index: set[str]) -> bool:
+    """Whether ``relpath`` is in the loader's index of the tree (through in-root folder links too)."""
+    relpath = posixpath.normpath(relpath)
+    if relpath in ("", ".") or relpath.startswith("../") or relpath == ".." or relpath.startswith("/"):
+        return relpath in ("", ".") and index is project.paths
+    if relpath in index:
+        return True
+    for link, target in project.dir_links.items():  # a path through a link such as .agents/skills/<name>
+        if relpath.startswith(link + "/"):
+            return _in_tree(project, target + relpath[len(link):], index) if target != link else False
+    return False
+
+
 def exists(project: Project, relpath: str) -> bool:
-    """Whether ``relpath`` names a file or directory inside the checked tree."""
-    if relpath.startswith("../") or relpath == "..":
-        return False
-    try:
-        return os.path.exists(project.root / relpath)
-    except (OSError, ValueError):
-        return False
+    """Whether ``relpath`` names a file or directory inside the checked tree (from the loader's index)."""
+    return _in_tree(project, relpath, project.paths)
 
 
 def is_file(project: Project, relpath: str) -> bool:
-    if relpath.startswith("../") or relpath == "..":
-        return False
-    try:
-        return os.path.isfile(project.root / relpath)
-    except (OSError, ValueError):
-        return False
+    """Whether ``relpath`` names a regular file inside the checked tree (from the loader's index)."""
+    return _in_tree(project, relpath, project.files)
 
 
 def line_col_of(text: str, needle: str, line_hint: int, span: int = 40) -> tuple[int, int]:
@@ -181,19 +184,7 @@ def find_doc(project: Project, path: str) -> MarkdownDoc | RstDoc | None:
             return skill.skill_md
         if path in skill.files:
             return skill.files[path]
-    extra = getattr(project, "markdown", None)  # other markdown the loader parsed (when it does)
-    if isinstance(extra, dict) and path in extra:
-        return extra[path]
-    if path.endswith((".md", ".rst")) and is_file(project, path):
-        # a file outside the skills and docs (README.md, CONTRIBUTING.md ...): read it once, by the core's reader
-
-        def load() -> MarkdownDoc | RstDoc:
-            from loader import load_markdown, load_rst
-
-            return (load_markdown if path.endswith(".md") else load_rst)(project.root, path)
-
-        return cached(project, f"doc:{path}", load)
-    return None
+    return project.linked.get(path)  # README.md, CONTRIBUTING.md ...: parsed by the loader
 
 
 # --- NCCL/CUDA settings ----------------------------------------------------------------------

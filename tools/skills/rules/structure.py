@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 from typing import Iterator
@@ -344,24 +343,6 @@ def run_script_exists(project: Project) -> Iterator[Finding]:
                 yield finding("SK208", f"\"Run `{token}`\" names a script that does not exist", doc.path, line, col)
 
 
-def _entry_scripts(project: Project, skill: Skill) -> Iterator[str]:
-    folder = project.root / skill.dir / "scripts"
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        if entry.name.startswith((".", "_")) or not entry.is_file():
-            continue
-        try:
-            with open(entry.path, "rb") as fh:
-                head = fh.read(200_000)
-        except OSError:
-            continue
-        if head.startswith(b"#!") or b"__main__" in head:
-            yield f"{skill.dir}/scripts/{entry.name}"
-
-
 @rule("SK209", "script-documented", profile="isaaclab",
       cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): every script in a skill's scripts/ folder is documented")
 def script_documented(project: Project) -> Iterator[Finding]:
@@ -373,7 +354,7 @@ def script_documented(project: Project) -> Iterator[Finding]:
     """
     for skill in project.skills:
         named = {_script_path(skill, token) for _, _, _, token in _script_mentions(skill)}
-        for script in _entry_scripts(project, skill):
+        for script in skill.entry_scripts:
             if script not in named:
                 rel = script[len(skill.dir) + 1:]
                 yield finding("SK209", f"{rel} is never named as \"Run `{rel}`\" in the skill's markdown "
