@@ -4,7 +4,12 @@ Runs train.py once as a single process and once as 2 CPU ranks through the launc
 `[INFO] throughput: N env-steps/s over W rank(s)` lines and prints the ratio (ideal: 2.0; the
 target is >= 1.7 on a machine with at least 2 free cores). Not a test.
 
+With ``--supervision`` it instead measures what the launcher's supervision costs a rank: the same
+single-process run without and with ``MGPU_LAB_SUPERVISE_DIR`` (a heartbeat file per iteration, the
+stack-dump handler), plus the cost of one heartbeat in-process, as a ratio to one training iteration.
+
     uv run python benchmarks/bench_trainer.py [--rl_library rsl_rl] [--num_envs 256] [--max_iterations 10]
+    uv run python benchmarks/bench_trainer.py --supervision [--num_envs 256] [--max_iterations 20]
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,9 +36,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def measure(cmd: list[str], timeout: float) -> float:
+def measure(cmd: list[str], timeout: float, **extra_env: str) -> float:
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
-               CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+               CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", **extra_env)
     for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE"):
         env.pop(name, None)
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
@@ -40,6 +46,41 @@ def measure(cmd: list[str], timeout: float) -> float:
     if proc.returncode != 0 or not match:
         sys.exit(f"run failed (exit {proc.returncode}): {' '.join(cmd)}\n{(proc.stdout + proc.stderr)[-3000:]}")
     return float(match.group(1))
+
+
+def beat_cost(iterations: int = 2000) -> float:
+    """Seconds one per-iteration hook takes in-process with a supervision folder (heartbeat file replace)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from mgpu_lab import rank_progress
+
+    with tempfile.TemporaryDirectory(prefix="bench_beats_") as folder:
+        progress = rank_progress.from_env(0, 0, 1, (), environ={"MGPU_LAB_SUPERVISE_DIR": folder})
+        start = time.perf_counter()
+        for it in range(iterations):
+            progress.on_iteration(it)
+        return (time.perf_counter() - start) / iterations
+
+
+def supervision(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench_trainer_") as log_root:
+        common = [sys.executable, str(TRAIN), "--rl_library", args.rl_library, "--task", args.task, "--device", "cpu",
+                  "--num_envs", str(args.num_envs), "--max_iterations", str(args.max_iterations),
+                  "--log_root", log_root]
+        rates = {"without": [], "with": []}
+        for _ in range(args.repeats):  # alternate, so a load change hits both sides alike
+            rates["without"].append(measure(common, args.timeout))
+            folder = tempfile.mkdtemp(prefix="supervise_", dir=log_root)
+            rates["with"].append(measure(common, args.timeout, MGPU_LAB_SUPERVISE_DIR=folder))
+    best = {k: max(v) for k, v in rates.items()}
+    per_beat = beat_cost()
+    steps_per_iteration = {"rsl_rl": 24, "rl_games": 16, "skrl": 16}[args.rl_library]
+    iteration_s = steps_per_iteration * args.num_envs / best["without"]
+    print(f"{args.rl_library} on {args.task}, {args.num_envs} envs, {args.max_iterations} iterations, "
+          f"best of {args.repeats} each")
+    print(f"without supervision: {best['without']:,.0f} env-steps/s")
+    print(f"with supervision:    {best['with']:,.0f} env-steps/s")
+    print(f"ratio (with / without): {best['with'] / best['without']:.3f}  (1.0 = free)")
+    print(f"one heartbeat: {per_beat * 1e6:.0f} us = {per_beat / iteration_s:.5f} of one iteration ({iteration_s * 1e3:.1f} ms)")
 
 
 def main() -> None:
@@ -50,7 +91,13 @@ def main() -> None:
                         help="per rank, the same at both world sizes (small batches measure gloo latency, not scaling)")
     parser.add_argument("--max_iterations", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--supervision", action="store_true",
+                        help="measure the supervision overhead (one process, with vs. without the folder) instead")
+    parser.add_argument("--repeats", type=int, default=2, help="--supervision: runs per side (default: 2)")
     args = parser.parse_args()
+    if args.supervision:
+        supervision(args)
+        return
     with tempfile.TemporaryDirectory(prefix="bench_trainer_") as log_root:
         common = ["--rl_library", args.rl_library, "--task", args.task, "--device", "cpu",
                   "--num_envs", str(args.num_envs), "--max_iterations", str(args.max_iterations),

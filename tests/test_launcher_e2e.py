@@ -155,3 +155,4 @@ def test_real_trainer_two_cpu_ranks(tmp_path: Path) -> None:
     assert "[INFO] throughput:" in text and "over 2 rank(s)" in text
     digests = set(re.findall(r"\[INFO\] rank [01]/2: parameter digest ([0-9a-f]+)", text))
     assert len(digests) == 1, text[-3000:]  # both ranks ended with the same policy
+

@@ -82,6 +82,14 @@ def test_frozen_rank_is_reported_not_responding(tmp_path: Path) -> None:
     assert "did not answer" in (tmp_path / "run" / "watchdog" / "stack_rank1.txt").read_text()
 
 
+@linux_only
+def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
+    """While torchrun restarts the group, every beat belongs to a dead worker: no hang, however long that takes."""
+    rc, out, err, _ = run_fault(tmp_path, "kill:1:2", "--hang_timeout", "1", "--max_restarts", "1")
+    assert "watchdog" not in err, err[-3000:]
+    assert "attempt 1" in out or rc == 1, (rc, err[-3000:])  # the restarted group ran (see the report on gloo)
+
+
 # ---------------------------------------------------------------------------------------------- failures
 
 @linux_only

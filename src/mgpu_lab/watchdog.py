@@ -159,6 +159,9 @@ class Watchdog:
             return False
         if not beats or self.last_progress is None or self.timeout_s <= 0:
             return False
+        if not any(_alive(b.pid) for b in beats.values()):  # a restart (or the end) is under way: not a hang
+            self.last_progress = now
+            return False
         if all(b.phase == "done" for b in beats.values()):
             return False
         return now - self.last_progress >= self.timeout_s
@@ -244,6 +247,21 @@ def write_report(report: Report, run_dir: Path | None) -> Path:
     report.files.append(summary)
     report.folder = folder
     return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped by torchrun) is not alive
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        return data[data.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+    except OSError:
+        return True
 
 
 def _size(path: Path) -> int:
