@@ -5,20 +5,28 @@ The examples are collected from the files themselves (markdown fences and inline
 example is tested without anyone listing it. Launcher examples run with ``--dry_run`` (exit 0);
 trainer examples are parsed by ``train.py``'s own ``build_parser()``.
 
+Then every example trains for real in its CPU form, derived here (see :func:`cpu_form`): ``--device
+cpu``, few environments and iterations, CPU ranks on gloo, every address rewritten to a free port on
+127.0.0.1, and each node of a multi-node example started as its own launcher on this machine. One run
+per distinct command *shape* (see :class:`Shape`) keeps the suite's time bounded.
+
 The code is read with the checker's own parsers (``tools/skills``), so both see the same snippets.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
-from dataclasses import dataclass
+import subprocess
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from mgpu_testing import PYTHON, REPO, loopback_env, run
+from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env, run
 from mgpu_testing.docs import LAUNCHER, PROBE, TRAINER, load_script, rel
+from mgpu_testing.training import DIGEST_ANYWHERE, SYNC_ANYWHERE, THROUGHPUT, TIME, single_env
 
 
 #: enough visible devices for every GPU-count check in the examples (the launcher never touches them)
@@ -252,3 +260,300 @@ def test_probe_example_parses(cmd: Command, probe_module: ModuleType, capsys) ->
     except (SystemExit, probe_module.UsageError) as exc:
         pytest.fail(f"{cmd.where}: `{cmd.source}` is rejected by the probe's parser: {exc} "
                     f"{capsys.readouterr().err.strip()}")
+
+
+# --------------------------------------------------------------------------- CPU forms, run for real
+#
+# A command's *shape* is what decides which code paths its run exercises: the entry point; for the
+# launcher the RL library and framework and the rendezvous (one node; two nodes with the static, c10d
+# or JAX-coordinator rendezvous); and whether it resumes from a checkpoint. Values (task, counts, ports,
+# seeds, names), console options (--tee, --log_all_ranks, ...) and --max_restarts without a failure do
+# not change the path, so commands of one shape train once, as the first of them written in the docs.
+# Commands that only print (--dry_run, --help) are the dry-run test's. Covered without a run of their own:
+# - a plain shape, by its resume shape (the resumed run trains the same way, after loading);
+# - a one-node launcher shape, by a two-node shape of the same library and framework (the two-node CPU
+#   form is a world of 2 as well, with the node options on top);
+# - the library of `isaaclab train`: single-process training per library is each library's own test
+#   (tests/test_rsl_rl.py, test_rl_games.py, test_skrl.py, test_skrl_jax.py); here one single-process
+#   example runs, and every library's distributed path runs through the launcher.
+# Cost, measured with the docs of issue 11 (7 shapes, 9 training runs): about 350 CPU-seconds,
+# nearly all of it importing torch and the RL libraries (rl_games.torch_runner alone pulls in
+# torch._dynamo); on 2 idle cores that is a little over 3 minutes of wall time.
+
+#: options whose value the CPU form replaces or drops (launcher and trainer); multi-node ones are re-added
+_REWRITTEN = {
+    "--device", "--num_envs", "--max_iterations", "--log_root", "--log_dir", "--num_gpus", "--nproc_per_node",
+    "--master_addr", "--master_port", "--rdzv_endpoint", "--coordinator_address", "--node_rank",
+    "--local_ranks_filter", "--checkpoint",
+}
+_SWITCHES = {"--distributed", "--log_all_ranks", "--dry_run", "--no_slurm", "--virtual_local_rank", "-h", "--help"}
+CPU_ENVS = "8"
+CPU_ITERATIONS = "2"
+RESUMED = re.compile(r"resumed from \S+ at iteration \d+")
+CHECKPOINT_LINE = re.compile(r"^\[INFO\] checkpoint: (\S+)$", re.M)
+
+
+def option(args: tuple[str, ...] | list[str], name: str) -> str | None:
+    """The value of ``name`` (``--x v`` or ``--x=v``) in ``args``; the last one wins, None when absent."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def without(args: tuple[str, ...] | list[str], names: set[str]) -> list[str]:
+    """``args`` with every option in ``names`` (and its value, unless it is a switch) removed."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in names:
+            skip = "=" not in arg and name not in _SWITCHES
+            continue
+        out.append(arg)
+    return out
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a command exercises (see the comment above): equal shapes train once."""
+
+    sub: str  # "train_multigpu" | "train"
+    library: str  # "*" for `isaaclab train` (see above)
+    framework: str
+    rendezvous: str  # "process" (train), "node", "2 nodes static", "2 nodes c10d", "2 nodes jax"
+    resume: bool
+
+    def __str__(self) -> str:
+        return f"{self.sub}-{self.library}-{self.framework}-{self.rendezvous.replace(' ', '-')}" + \
+            ("-resume" if self.resume else "")
+
+
+def shape_of(cmd: Command) -> Shape | None:
+    """The shape of a training command, or None for one that only prints (``--dry_run``, ``--help``)."""
+    if cmd.sub not in ("train", "train_multigpu") or {"--dry_run", "-h", "--help"} & set(cmd.args):
+        return None
+    library = option(cmd.args, "--rl_library") or "rsl_rl"
+    framework = option(cmd.args, "--ml_framework") or "torch"
+    if cmd.sub == "train":
+        library = framework = "*"
+        rendezvous = "process"
+    else:
+        nnodes = option(cmd.args, "--nnodes") or "1"
+        several = nnodes != "1"
+        if framework == "jax":
+            kind = "jax"
+        elif option(cmd.args, "--rdzv_backend") == "c10d":
+            kind = "c10d"
+        else:
+            kind = "static"
+        rendezvous = f"2 nodes {kind}" if several else "node"
+    return Shape(cmd.sub, library, framework, rendezvous, option(cmd.args, "--checkpoint") is not None)
+
+
+def cpu_form(cmd: Command, log_root: Path, checkpoint: str | None = None) -> list[list[str]]:
+    """The CPU form of ``cmd``: one argv per node, every node on this machine.
+
+    ``--device cpu``, ``--num_envs 8``, ``--max_iterations 2`` (one more when resuming, since it counts
+    from 0), logs under ``log_root``; launcher: 2 ranks on one node, 1 rank per node on two nodes (so two
+    nodes are one world of 2), addresses on 127.0.0.1 with a free port, every rank's lines on the console
+    (torchrun only: skrl's JAX launcher prints every rank anyway and rejects the option). ``checkpoint``
+    replaces a documented ``--checkpoint`` path (a placeholder such as ``RUN/model_N.pt``); ``latest``
+    stays, and finds the run ``log_root`` already holds.
+    """
+    shape = shape_of(cmd)
+    assert shape is not None, cmd
+    args = without(cmd.args, _REWRITTEN)
+    iterations = str(2 * int(CPU_ITERATIONS)) if shape.resume else CPU_ITERATIONS  # a total, counted from 0
+    common = ["--device", "cpu", "--num_envs", CPU_ENVS, "--max_iterations", iterations, "--log_root", str(log_root)]
+    if shape.resume:
+        written = option(cmd.args, "--checkpoint")
+        common += ["--checkpoint", written if written == "latest" or checkpoint is None else checkpoint]
+    if shape.sub == "train":
+        return [[PYTHON, str(TRAINER), *args, *common]]
+    if option(cmd.args, "--log_dir") is not None:
+        common += ["--log_dir", str(log_root / "torchrun")]
+    if shape.framework != "jax" and "--log_all_ranks" not in args:
+        common.append("--log_all_ranks")
+    port = str(free_port())
+    if shape.rendezvous == "node":
+        if shape.framework == "jax":
+            place = ["--coordinator_address", f"127.0.0.1:{port}"]
+        elif option(cmd.args, "--rdzv_backend") == "c10d":
+            place = ["--rdzv_endpoint", f"127.0.0.1:{port}"]
+        else:
+            place = ["--master_addr", "127.0.0.1", "--master_port", port]
+        return [[PYTHON, str(LAUNCHER), *args, "--num_gpus", "2", *place, *common]]
+    args = without(args, {"--nnodes"})
+    nodes = []
+    for node in range(2):
+        if shape.rendezvous == "2 nodes jax":
+            place = ["--node_rank", str(node), "--coordinator_address", f"127.0.0.1:{port}"]
+        elif shape.rendezvous == "2 nodes c10d":
+            place = ["--rdzv_endpoint", f"127.0.0.1:{port}"]  # c10d assigns node ranks itself
+        else:
+            place = ["--node_rank", str(node), "--master_addr", "127.0.0.1", "--master_port", port]
+        nodes.append([PYTHON, str(LAUNCHER), *args, "--nnodes", "2", "--num_gpus", "1", *place, *common])
+    return nodes
+
+
+def covered(shape: Shape, picked: set[Shape]) -> bool:
+    """Whether a run of some shape in ``picked`` exercises ``shape`` (the rules above)."""
+    if shape in picked or replace(shape, resume=True) in picked:
+        return True
+    return shape.rendezvous == "node" and any(
+        p.sub == shape.sub and p.library == shape.library and p.framework == shape.framework
+        and p.rendezvous.startswith("2 nodes") and (p.resume or not shape.resume) for p in picked)
+
+
+def first_of_each_shape(commands: list[Command]) -> list[tuple[Shape, Command]]:
+    """One command per shape, the first written, less the shapes another chosen shape covers."""
+    chosen: dict[Shape, Command] = {}
+    for cmd in commands:
+        shape = shape_of(cmd)
+        if shape is not None and shape not in chosen:
+            chosen[shape] = cmd
+    for shape in list(chosen):
+        if covered(shape, set(chosen) - {shape}):
+            del chosen[shape]
+    return list(chosen.items())
+
+
+CPU_RUNS = first_of_each_shape(LAUNCHER_CMDS + TRAINER_CMDS)
+#: hard limit for one node of one CPU run (torch, the RL library and torchrun start in every process)
+RUN_TIMEOUT = 240
+
+
+def run_nodes(argvs: list[list[str]], *, timeout: float) -> list[subprocess.CompletedProcess]:
+    """Start every node's command at once (each in its own session), wait for all with one deadline, and
+    leave no process behind."""
+    env = single_env()
+    procs = [subprocess.Popen(argv, cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+             for argv in argvs]
+    results = []
+    try:
+        for argv, proc in zip(argvs, procs):
+            try:
+                out, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                for other in procs:
+                    kill_group(other)
+                out, _ = proc.communicate()
+                pytest.fail(f"timed out after {timeout}s: {shlex.join(argv)}\n{out[-4000:]}")
+            results.append(subprocess.CompletedProcess(argv, proc.returncode, out, ""))
+    finally:
+        for proc in procs:
+            kill_group(proc)
+    return results
+
+
+def assert_trained(cmd: Command, shape: Shape, results: list[subprocess.CompletedProcess]) -> str:
+    """Every node exited 0 without a traceback; every rank synchronized and ended with the same
+    parameters; rank 0 timed the run and counted every rank; one new run folder."""
+    out = "".join(r.stdout for r in results)
+    where = f"{cmd.where}: `{cmd.source}` in its CPU form"
+    for r in results:
+        assert r.returncode == 0, f"{where} exited {r.returncode}: {shlex.join(r.args)}\n{r.stdout[-4000:]}"
+        assert "Traceback" not in r.stdout, f"{where}:\n{r.stdout[-4000:]}"
+    world = 1 if shape.sub == "train" else 2
+    ranks = [(str(r), str(world)) for r in range(world)]
+    assert sorted(SYNC_ANYWHERE.findall(out)) == ranks, f"{where}: not every rank synchronized\n{out[-4000:]}"
+    assert len(TIME.findall(out)) == 1, f"{where}:\n{out[-4000:]}"
+    assert [w for _, w in THROUGHPUT.findall(out)] == [str(world)], f"{where}:\n{out[-4000:]}"
+    digests = {rank: value for rank, _, value in DIGEST_ANYWHERE.findall(out)}
+    assert set(digests) == {r for r, _ in ranks}, f"{where}: a rank gave no parameter digest\n{out[-4000:]}"
+    assert len(set(digests.values())) == 1, f"{where}: the ranks ended with different parameters"
+    return out
+
+
+def prepare_checkpoint(cmd: Command, log_root: Path) -> str:
+    """Train ``cmd``'s library and task for CPU_ITERATIONS in one process under ``log_root``; its last
+    checkpoint (a checkpoint from another world size is fine to resume from)."""
+    keep = [a for name in ("--rl_library", "--ml_framework", "--task") if (v := option(cmd.args, name))
+            for a in (name, v)]
+    argv = [PYTHON, str(TRAINER), *keep, "--device", "cpu", "--num_envs", CPU_ENVS,
+            "--max_iterations", CPU_ITERATIONS, "--log_root", str(log_root)]
+    (proc,) = run_nodes([argv], timeout=RUN_TIMEOUT)
+    assert proc.returncode == 0, f"{cmd.where}: preparing a checkpoint failed\n{proc.stdout[-3000:]}"
+    written = CHECKPOINT_LINE.findall(proc.stdout)
+    assert written, f"{cmd.where}: the preparing run named no checkpoint\n{proc.stdout[-3000:]}"
+    return written[-1]
+
+
+@pytest.mark.parametrize(("shape", "cmd"), CPU_RUNS, ids=[f"{s}@{c.where}" for s, c in CPU_RUNS])
+def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Path) -> None:
+    log_root = tmp_path / "logs"
+    task_root = log_root / (option(cmd.args, "--rl_library") or "rsl_rl") / (option(cmd.args, "--task") or "Toy-Cartpole-v0")
+    checkpoint = prepare_checkpoint(cmd, log_root) if shape.resume else None
+    before = set(task_root.iterdir()) if task_root.is_dir() else set()
+    out = assert_trained(cmd, shape, run_nodes(cpu_form(cmd, log_root, checkpoint), timeout=RUN_TIMEOUT))
+    new_runs = set(task_root.iterdir()) - before
+    assert len(new_runs) == 1, f"{cmd.where}: expected one new run folder (only rank 0 writes), got {new_runs}"
+    if shape.resume:
+        assert RESUMED.search(out), f"{cmd.where}: `{cmd.source}` did not say where it resumed from\n{out[-3000:]}"
+
+
+def test_cpu_form_of_each_shape() -> None:
+    """The derivation itself: GPU counts, devices, addresses and placeholders never survive into a CPU form."""
+    root = Path("/tmp/x")
+    two_nodes = Command("train_multigpu", tuple(shlex.split(
+        "--nnodes 2 --node_rank 1 --master_addr 10.0.0.1 --master_port 29500 --num_gpus 8 --task Toy-Cartpole-v0 "
+        "--max_iterations 300 --log_root /shared/logs")), "x.md:1", "")
+    assert shape_of(two_nodes) == Shape("train_multigpu", "rsl_rl", "torch", "2 nodes static", False)
+    nodes = cpu_form(two_nodes, root)
+    assert len(nodes) == 2
+    for rank, argv in enumerate(nodes):
+        assert option(argv, "--node_rank") == str(rank) and option(argv, "--master_addr") == "127.0.0.1"
+        assert option(argv, "--num_gpus") == "1" and option(argv, "--device") == "cpu"
+        assert option(argv, "--max_iterations") == CPU_ITERATIONS and option(argv, "--log_root") == str(root)
+        assert "10.0.0.1" not in argv and "/shared/logs" not in argv and argv.count("--nnodes") == 1
+    assert option(nodes[0], "--master_port") == option(nodes[1], "--master_port") != "29500"
+
+    jax = Command("train_multigpu", tuple(shlex.split(
+        "--rl_library skrl --ml_framework jax --nnodes 2 --node_rank 0 --num_gpus 8 "
+        "--coordinator_address 10.0.0.1:5000 --task Toy-Cartpole-v0")), "x.md:2", "")
+    assert shape_of(jax).rendezvous == "2 nodes jax"
+    for argv in cpu_form(jax, root):
+        assert option(argv, "--coordinator_address").startswith("127.0.0.1:") and "--log_all_ranks" not in argv
+
+    c10d = Command("train_multigpu", tuple(shlex.split(
+        "--nnodes 2 --rdzv_backend c10d --rdzv_endpoint 10.0.0.1:29400 --rdzv_id x --num_gpus 8")), "x.md:3", "")
+    nodes = cpu_form(c10d, root)
+    assert shape_of(c10d).rendezvous == "2 nodes c10d" and nodes[0] == nodes[1]
+    assert option(nodes[0], "--rdzv_endpoint").startswith("127.0.0.1:") and "--node_rank" not in nodes[0]
+
+    resume = Command("train", tuple(shlex.split(
+        "--rl_library rsl_rl --task Toy-Pendulum-SwingUp-v0 --checkpoint logs/rsl_rl/T/RUN/model_N.pt "
+        "--max_iterations 100")), "x.md:4", "")
+    (argv,) = cpu_form(resume, root, "/tmp/x/real.pt")
+    assert option(argv, "--checkpoint") == "/tmp/x/real.pt" and option(argv, "--max_iterations") == "4"
+    latest = replace(resume, args=tuple(without(resume.args, {"--checkpoint"})) + ("--checkpoint", "latest"))
+    assert option(cpu_form(latest, root, "/tmp/x/real.pt")[0], "--checkpoint") == "latest"
+
+    # shapes: the dry-run-only forms do not train; a resume shape covers its plain shape; two nodes cover one
+    assert shape_of(replace(resume, args=resume.args + ("--help",))) is None
+    plain = replace(resume, args=tuple(without(resume.args, {"--checkpoint"})))
+    assert [s for s, _ in first_of_each_shape([plain, resume, plain])] == [shape_of(resume)]
+    one_jax = replace(jax, args=tuple(without(jax.args, {"--nnodes", "--node_rank"})))
+    assert shape_of(one_jax).rendezvous == "node"
+    assert [c for _, c in first_of_each_shape([one_jax, jax, two_nodes])] == [jax, two_nodes]
+    one_node_resume = replace(two_nodes, args=("--checkpoint", "latest"))
+    assert [c for _, c in first_of_each_shape([one_node_resume, two_nodes])] == [one_node_resume, two_nodes]
+    rl_games = replace(one_jax, args=("--rl_library", "rl_games"))
+    assert [c for _, c in first_of_each_shape([rl_games, jax])] == [rl_games, jax]
+
+
+def test_every_documented_shape_is_run() -> None:
+    """The shapes picked for a real run cover every training command written in the docs."""
+    assert CPU_RUNS, "no training command found to run in its CPU form"
+    picked = {s for s, _ in CPU_RUNS}
+    for cmd in LAUNCHER_CMDS + TRAINER_CMDS:
+        shape = shape_of(cmd)
+        assert shape is None or covered(shape, picked), cmd
