@@ -187,3 +187,43 @@ def test_a_planted_cache_cannot_run_code(tree: Path, tmp_path: Path) -> None:
     files[0].write_text(json.dumps({"stamp": "x", "entries": [["md", SKILL, "0", {"$": "os.system", "v": {}}]]}))
     _, findings, _ = bounded(tree, env=env)
     assert findings == [] and not marker.exists()
+
+
+def test_literalinclude_never_opens_outside_the_root_or_special_files(tree: Path, outside: Path) -> None:
+    """Each include that leaves the root, is a link leaving it, is not a regular file or is too big is a
+    finding at its directive; the file is never opened (a FIFO would block, /dev/zero never ends)."""
+    docs = tree / "docs"
+    os.mkfifo(docs / "pipe.sh")
+    os.symlink(outside / "secret.md", docs / "leak.sh")
+    os.symlink("/dev/zero", docs / "zero.sh")
+    with open(docs / "huge.sh", "wb") as fh:
+        fh.truncate(50 * 1024 * 1024)  # sparse: refused by size before any byte is read
+    cases = [("../../etc/passwd", "IN006"), ("../../outside/secret.md", "IN006"), ("leak.sh", "IN006"),
+             ("zero.sh", "IN006"), ("pipe.sh", "IN007"), ("huge.sh", "IN004")]
+    page = "Hostile\n=======\n\n" + "".join(f".. literalinclude:: {target}\n   :language: bash\n\n"
+                                            for target, _ in cases)
+    (docs / "hostile.rst").write_text(page, encoding="utf-8")
+    rc, findings, _ = bounded(tree, mem_mb=512, cpu_s=20, wall_s=60)
+    assert rc == 1
+    for i, (target, code) in enumerate(cases):
+        hit = assert_finding(findings, code, "docs/hostile.rst", 4 + 3 * i)
+        assert hit["message"].startswith(f"literalinclude {target}: ") and hit["col"] == 1
+    assert {f["path"] for f in findings} == {"docs/hostile.rst"}, findings
+    assert "root:x:0" not in json.dumps(findings)
+
+
+def test_literalinclude_work_is_bounded(tree: Path) -> None:
+    """A page with 150 includes reads the first 100; one showing a 1 MB file again and again stops at
+    1 MB of included code (all of it would take minutes of rules' work). One finding each."""
+    (tree / "docs/b").write_text(("echo x\n" * 150_000)[:1024 * 1024 - 1], encoding="utf-8")
+    (tree / "docs/many.rst").write_text("Many\n====\n\n" + "".join(f".. literalinclude:: b\n   :lines: {i + 1}\n\n"
+                                                                    for i in range(150)), encoding="utf-8")
+    (tree / "docs/again.rst").write_text("Again\n=====\n\n" + "".join(
+        f".. literalinclude:: b\n   :lines: {i + 1}-\n\n" for i in range(150)), encoding="utf-8")
+    _, findings, _ = bounded(tree, mem_mb=768, cpu_s=30)
+    hit = assert_finding(findings, "IN022", "docs/many.rst", 4 + 3 * 100)
+    assert "more than 100 literalinclude" in hit["message"]
+    hit = assert_finding(findings, "IN022", "docs/again.rst", 4 + 3 * 1)
+    assert "included code passes 1024 KB" in hit["message"]
+    assert sorted((f["path"], f["line"]) for f in findings) == [("docs/again.rst", 7), ("docs/again.rst", 304),
+                                                                ("docs/many.rst", 304)], findings

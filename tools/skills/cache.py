@@ -1,7 +1,9 @@
 """A parse cache: parsed documents keyed by path and content digest, so unchanged files skip the
 parsers (and their imports). One JSON file per checked root under ``$SKILLS_CHECK_CACHE_DIR`` or
 ``$XDG_CACHE_HOME/skills-check`` (default ``~/.cache/skills-check``). The cache is invalidated as a
-whole when the checker's parser sources, the parser libraries or Python change. Any problem with
+whole when the checker's parser sources, the parser libraries or Python change. Files an RST page
+shows with ``literalinclude`` are not cached: the page's parse holds only the directive, and the loader
+reads the included file on every run, so an edit to it is always seen. Any problem with
 it (unreadable, corrupt, unwritable) silently means "no cache"; ``--no-cache`` turns it off.
 
 The format cannot carry code: plain JSON, decoded into the model's own dataclasses by name from a

@@ -64,6 +64,13 @@ INPUT_CODES: dict[str, tuple[str, str]] = {
               "A line of an RST file is nested (indented, or list markers in a row) more than 128 columns deep. "
               "docutils keeps a copy of its state per level, so such a file could take gigabytes; it is not "
               "parsed."),
+    "IN022": ("literalinclude cannot be shown",
+              "A `literalinclude` option selects no lines of the file (a `:start-after:`/`:end-before:` text that "
+              "is not there, a `:lines:` list outside the file); Sphinx fails on it too, and nothing of the file "
+              "is checked. A page with more than 100 literalinclude directives, or whose included code passes "
+              f"{MAX_BYTES // 1024} KB in all, gets one finding; the rest is not read or checked (a bound on the "
+              "check's work). A missing included file is IN001, one leaving the root IN006, a FIFO or device IN007, "
+              "one past the size cap IN004: each reported at the directive, the file never opened."),
     "IN030": ("Python source does not parse",
               "A launcher/trainer/tool script read for its argparse options has a syntax error. The "
               "checker reads it with ast; it never imports or runs it."),

@@ -18,7 +18,7 @@ from typing import Any
 
 from cache import ParseCache
 from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_installed, read_text, rel
-from model import ArgSpec, MarkdownDoc, Project, RstDoc, Skill
+from model import ArgSpec, Code, MarkdownDoc, Project, RstDoc, Skill
 from parse_argparse import find_installed, parse_argparse
 
 
@@ -196,6 +196,84 @@ def load_rst(root: Path, relpath: str, cache: ParseCache | None = None) -> RstDo
         cache.put("rst", relpath, text, doc)
     doc.problems = problems + doc.problems
     return doc
+
+
+MAX_INCLUDES = 100  # literalinclude directives read per page (each may read a file up to the size cap)
+MAX_SHOWN = MAX_BYTES  # characters of included code per page: the rules' work stays that of a page at its cap
+
+
+def _source_dir(root: Path, page: str) -> str:
+    """The Sphinx source folder of ``page``: its nearest folder holding conf.py (the root when none)."""
+    folder = posixpath.dirname(page)
+    while folder:
+        if (root / folder / "conf.py").is_file():
+            return folder
+        folder = posixpath.dirname(folder)
+    return ""
+
+
+def resolve_includes(root: Path, page: RstDoc, included: dict[str, RstDoc], skip: set[str] = frozenset()) -> None:
+    """Read the files ``page``'s literalinclude directives show (through ``read_text``'s guards: inside
+    the root, regular files, size caps) into ``included``: per file an RstDoc with the file's text and
+    one code block per shown run of lines, located in that file. A file that cannot be shown becomes a
+    finding at the directive, and is never opened when it leaves the root or is not a regular file.
+    Files in ``skip`` (pages and skill files checked as documents themselves) are not added again.
+    """
+    from includes import IncludeError, runs, shown_lines
+
+    if len(page.includes) > MAX_INCLUDES:
+        extra = page.includes[MAX_INCLUDES]
+        page.problems.append(problem("IN022", page.path, extra.line, extra.col, f"more than {MAX_INCLUDES} "
+                                     "literalinclude directives in one page; the rest are not read"))
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    shown_chars = 0
+    for inc in page.includes[:MAX_INCLUDES]:
+        if "pyobject" in inc.options:
+            continue  # a Python object's lines: not selected here, and no commands to check
+        target = inc.target.replace("\\", "/")
+        base = _source_dir(root, page.path) if target.startswith("/") else posixpath.dirname(page.path)
+        path = posixpath.normpath(posixpath.join(base, target.lstrip("/"))) if target else ""
+        key = (path, tuple(sorted(inc.options.items())))
+        if path in skip or key in seen:
+            continue  # a document checked itself, or the same lines shown again
+        seen.add(key)
+        doc = included.get(path)
+        if doc is None:
+            text, problems = read_text(root, path)
+            if text is None:
+                page.problems.extend(problem(p.code, page.path, inc.line, inc.col, f"literalinclude {inc.target}: "
+                                             f"{p.message}") for p in problems)
+                continue
+            doc = RstDoc(path=path, text=text, n_lines=len(text.split("\n")) - (1 if text.endswith("\n") else 0),
+                         problems=problems)
+        try:
+            shown = shown_lines(doc.text, inc.options)
+        except IncludeError as exc:
+            page.problems.append(problem("IN022", page.path, inc.line, inc.col, f"literalinclude {inc.target}: "
+                                         f"{exc}; nothing checked"))
+            continue
+        shown_chars += sum(len(t) + 1 for _, t in shown)
+        if shown_chars > MAX_SHOWN:
+            page.problems.append(problem("IN022", page.path, inc.line, inc.col, f"literalinclude {inc.target}: the "
+                                         f"page's included code passes {MAX_SHOWN // 1024} KB; this and the rest "
+                                         "are not checked"))
+            break
+        included[path] = doc
+        for first, text in runs(shown):
+            code = Code(text=text, line=first, col=1, kind="block", lang=inc.options.get("language") or None)
+            if code not in doc.code:
+                doc.code.append(code)
+
+
+def load_rst_documents(root: Path, relpath: str, cache: ParseCache | None = None,
+                       skip: set[str] | frozenset[str] = frozenset()) -> list[RstDoc]:
+    """The RST page at ``relpath`` and, after it, one document per file it shows with literalinclude
+    (files in ``skip``, e.g. the other pages a caller reads itself, are left out, as in ``load_project``)."""
+    page = load_rst(root, relpath, cache)
+    included: dict[str, RstDoc] = {}
+    if page.readable:
+        resolve_includes(Path(root).resolve(), page, included, {relpath, *skip})
+    return [page, *included.values()]
 
 
 def load_argspec(root: Path, relpath: str, cache: ParseCache | None = None) -> ArgSpec:
@@ -376,6 +454,10 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
             project.rst[relpath] = load_rst(root, relpath, cache)
     else:
         project.notes.append(f"no docs folder at {config['docs']}")
+    shown_elsewhere = set(project.rst) | {d.path for s in project.skills for d in (s.skill_md, *s.files.values())}
+    for page in list(project.rst.values()):
+        if page.readable:
+            resolve_includes(root, page, project.included, shown_elsewhere)
     for key in ("launcher", "trainer"):
         if not _config_path_ok(root, config, key, project):
             setattr(project, key, ArgSpec(path=str(config[key])))
@@ -477,7 +559,7 @@ def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[s
 
 def _documents(project: Project) -> list:
     docs = [d for s in project.skills for d in (s.skill_md, *s.files.values())]
-    return [d for d in [*docs, *project.rst.values()] if d.readable]
+    return [d for d in [*docs, *project.rst.values(), *project.included.values()] if d.readable]
 
 
 def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
@@ -528,7 +610,7 @@ def all_problems(project: Project) -> list:
         out += skill.skill_md.problems
         for doc in skill.files.values():
             out += doc.problems
-    for doc in project.rst.values():
+    for doc in [*project.rst.values(), *project.included.values()]:
         out += doc.problems
     for spec in (project.launcher, project.trainer, *project.scripts.values()):
         if spec is not None:

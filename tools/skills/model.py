@@ -80,6 +80,16 @@ class Code:
 
 
 @dataclass
+class Include:
+    """A ``literalinclude`` directive as written: the parser records it, the loader reads the file."""
+
+    target: str  # the directive's argument (relative to the page; ``/x`` from the Sphinx source folder)
+    line: int  # the directive's line in the page
+    col: int = 1
+    options: dict[str, str] = field(default_factory=dict)  # :language:, :lines:, :start-after: ... as text
+
+
+@dataclass
 class Cell:
     text: str
     line: int
@@ -122,6 +132,7 @@ class RstDoc:
     links: list[Link] = field(default_factory=list)  # :ref:/:doc: targets and external refs
     code: list[Code] = field(default_factory=list)  # inline literals and literal/code blocks
     tables: list[Table] = field(default_factory=list)  # list-tables and plain tables
+    includes: list[Include] = field(default_factory=list)  # literalinclude directives (resolved by the loader)
     problems: list[Finding] = field(default_factory=list)
     readable: bool = True  # False: the file could not be read/decoded (a problem says why); rules skip it
 
@@ -209,5 +220,8 @@ class Project:
     dir_links: dict[str, str] = field(default_factory=dict)  # in-root folder links: link path -> target path
     scripts: dict[str, ArgSpec] = field(default_factory=dict)  # .py files a skill or doc names, by path
     linked: dict[str, Any] = field(default_factory=dict)  # other .md/.rst files the skills and docs link to
+    # Files the RST pages show with ``literalinclude``, by path: an RstDoc holding the file's text and one
+    # code block per shown run of lines, located in that file (rules read them like any RST page's code)
+    included: dict[str, RstDoc] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # informational lines for the summary
     problems: list[Finding] = field(default_factory=list)  # loader-level findings

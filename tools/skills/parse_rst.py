@@ -2,7 +2,8 @@
 
 Sphinx directives and roles are registered as stand-ins so their content is parsed (tab-set,
 dropdown, code-block with Sphinx options, toctree, ...) and ``:ref:``/``:doc:`` targets are kept with
-their lines. The registries are process-global; registration happens once, on first use.
+their lines. ``literalinclude`` is recorded (argument, options, line) and never read here: the loader
+reads the file with its guards. The registries are process-global; registration happens once, on first use.
 Lines come from docutils where it knows them, else from searching the source text.
 """
 
@@ -17,7 +18,7 @@ from docutils import nodes
 from docutils.parsers.rst import Directive, Parser, directives, roles
 
 from inputs import problem
-from model import Cell, Code, Heading, Link, RstDoc, Table
+from model import Cell, Code, Heading, Include, Link, RstDoc, Table
 
 
 class _AnyOptions(dict):
@@ -77,8 +78,29 @@ class _LiteralArg(_Nested):
         return [node]
 
 
+class include_stub(nodes.General, nodes.Element):
+    """A ``literalinclude`` as written: its argument, options and line (the loader reads the file)."""
+
+
+class _LiteralInclude(Directive):
+    """Stand-in for Sphinx ``literalinclude``: recorded, never read here (the loader reads the file
+    with its guards and turns the shown lines into code blocks located in that file)."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    option_spec = _AnyOptions()
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        node = include_stub()
+        node.source, node.line = self.state_machine.get_source_and_line(self.lineno)
+        node["target"] = self.arguments[0].strip()
+        node["options"] = {str(k): "" if v is None else str(v) for k, v in self.options.items()}
+        return [node]
+
+
 class _Ignored(Directive):
-    """Stand-in for directives with nothing to check (autodoc, highlight, literalinclude, ...)."""
+    """Stand-in for directives with nothing to check (autodoc, highlight, ...)."""
 
     optional_arguments = 10
     final_argument_whitespace = True
@@ -145,7 +167,7 @@ _NESTED = ("tab-set", "tab-item", "tab-set-code", "dropdown", "card", "grid", "g
 _LITERAL_ARG = ("envvar", "option", "program", "describe", "object", "confval", "cmdoption",
                 "py:function", "py:class", "py:method", "py:attribute", "py:data", "py:module", "function",
                 "class", "method", "attribute", "data", "module", "py:exception", "exception")
-_IGNORED = ("highlight", "literalinclude", "automodule", "autoclass", "autofunction", "automethod",
+_IGNORED = ("highlight", "automodule", "autoclass", "autofunction", "automethod",
             "autoattribute", "autodata", "autoexception", "autosummary", "currentmodule", "py:currentmodule",
             "index", "sectionauthor", "codeauthor", "moduleauthor", "tabularcolumns", "productionlist",
             "argparse", "click", "graphviz", "mermaid", "plot", "include-markdown", "mdinclude",
@@ -203,6 +225,7 @@ def register() -> None:
     for name in _CODE:
         directives.register_directive(name, _CodeBlock)
     directives.register_directive("toctree", _TocTree)
+    directives.register_directive("literalinclude", _LiteralInclude)
     for name, kind in _XREF_ROLES.items():
         roles.register_local_role(name, _xref_role(kind))
     for name in _LITERAL_ROLES:
@@ -429,6 +452,11 @@ def _walk(doc: RstDoc, finder: _LineFinder, document: nodes.document) -> None:
             line, col = hit if hit else (hint, 1)
             doc.links.append(Link(target=node["xref_target"], text=node.astext(), line=line, col=col,
                                   kind=node["xref_kind"]))
+        elif isinstance(node, include_stub):
+            line = _line(node) or 1
+            hit = finder.find(".. literalinclude::", max(1, line - 1), span=3)
+            line, col = hit if hit else (line, 1)
+            doc.includes.append(Include(target=node["target"], line=line, col=col, options=dict(node["options"])))
         elif isinstance(node, toctree_stub):
             for target, line in node["entries"]:
                 doc.links.append(Link(target=target, text=target, line=line, col=1, kind="doc"))

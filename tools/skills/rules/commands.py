@@ -4,8 +4,8 @@ Known tools: ``isaaclab train_multigpu`` (launcher, unknown flags forwarded to t
 ``isaaclab train`` (trainer), ``torchrun`` / ``python -m torch.distributed.run`` (torchrun's own
 options, then the script's), ``python -m skrl.utils.distributed.jax`` (skrl's JAX launcher, then the
 script's), and ``python <repo script>.py`` (that script's argparse, read statically). Wrappers
-``uv run``, ``env``, ``sudo``, ``time``, ``nohup``, ``exec``, ``timeout`` and ``VAR=x`` prefixes are
-looked through. Any other program (``nvidia-smi``, ``git``, ``pip`` ...) is not checked.
+``uv run``, ``env``, ``sudo``, ``time``, ``nohup``, ``exec``, ``timeout``, ``srun`` (SLURM) and ``VAR=x``
+prefixes are looked through. Any other program (``nvidia-smi``, ``git``, ``pip`` ...) is not checked.
 """
 
 from __future__ import annotations
@@ -29,6 +29,19 @@ UV_VALUE_OPTS = frozenset({
     "--config-file", "--cache-dir", "--no-extra", "--python-preference", "--link-mode",
 })
 PYTHON_VALUE_OPTS = frozenset({"-W", "-X", "-Q"})
+# srun options written with their value as the next word; any other option without ``=`` makes the
+# rest of the line unknown (the program is not judged rather than mistaken)
+SRUN_VALUE_OPTS = frozenset({
+    "-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", "-c", "--cpus-per-task", "-p", "--partition",
+    "-t", "--time", "-J", "--job-name", "-A", "--account", "-G", "--gpus", "--gpus-per-node", "--gpus-per-task",
+    "--gres", "-w", "--nodelist", "-x", "--exclude", "-o", "--output", "-e", "--error", "--mem",
+    "--mem-per-cpu", "--mem-per-gpu", "--export", "--mpi", "--cpu-bind", "--gpu-bind", "--distribution", "-m",
+    "--container-image", "--container-mounts", "--container-workdir", "--container-name", "-D", "--chdir",
+    "-q", "--qos", "--reservation", "-C", "--constraint",
+})
+SRUN_FLAG_OPTS = frozenset({"-l", "--label", "-u", "--unbuffered", "--exclusive", "--overlap", "-v", "--verbose",
+                            "-Q", "--quiet", "--no-container-mount-home", "--container-remap-root",
+                            "-K", "--kill-on-bad-exit"})
 WRAPPERS = frozenset({"sudo", "time", "nohup", "exec", "command", "stdbuf", "nice"})
 TORCHRUN_MODULES = frozenset({"torch.distributed.run"})
 JAX_MODULES = frozenset({"skrl.utils.distributed.jax"})
@@ -89,6 +102,19 @@ def _strip_prefixes(ws: list[Word]) -> list[Word]:
             i += 1
             while i < len(ws) and ws[i].text.startswith("-"):
                 i += 1
+        elif text == "srun":
+            i += 1
+            while i < len(ws) and ws[i].text.startswith("-"):
+                opt = ws[i].text
+                i += 1
+                if opt == "--":
+                    break
+                if "=" in opt or opt in SRUN_FLAG_OPTS:
+                    continue
+                if opt in SRUN_VALUE_OPTS:
+                    i += 1
+                    continue
+                return []  # an option not known here: its value could be mistaken for the program
         elif text == "timeout":
             i += 1
             while i < len(ws) and ws[i].text.startswith("-"):

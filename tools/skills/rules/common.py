@@ -60,7 +60,8 @@ def all_skill_docs(project: Project) -> Iterator[tuple[Skill, MarkdownDoc]]:
 
 
 def rst_docs(project: Project) -> Iterator[RstDoc]:
-    for doc in project.rst.values():
+    """The RST pages, then the files they show with literalinclude (their code located in those files)."""
+    for doc in [*project.rst.values(), *project.included.values()]:
         if doc.readable:
             yield doc
 

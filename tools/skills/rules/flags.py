@@ -33,6 +33,8 @@ from .shell import Word, command_lines
 
 NOT_SHELL = frozenset({"python", "py", "python3", "pycon", "yaml", "yml", "json", "jsonc", "toml", "ini", "cfg",
                        "rst", "md", "markdown", "diff", "c", "cpp", "cuda", "xml", "html", "javascript", "js"})
+YAML = frozenset({"yaml", "yml"})
+YAML_ITEM_RE = re.compile(r"^\s*-\s+(?=[^\s\[{\"'#])")  # a plain list item (a Kubernetes ``args:`` entry)
 PLACEHOLDER_VALUE_RE = re.compile(r"^(?:<[^<>]+>|\$\{?\w+\}?|[A-Z][A-Z0-9_]*|\.\.\.|…|\{[^{}]*\}|\[[^\[\]]*\])$")
 NUMBER_RE = re.compile(r"^-\d+(?:\.\d+)?$")
 # words on a line that tie a bare `--flag` to a tool whose options the checker knows
@@ -81,11 +83,14 @@ def written_commands(project: Project) -> list[Written]:
         for doc, skill in _documents(project):
             negative = negative_lines_of(project, doc)
             for code in code_items(doc):
-                if code.kind == "block" and (code.lang or "").lower() in NOT_SHELL:
+                lang = (code.lang or "").lower() if code.kind == "block" else ""
+                if lang in NOT_SHELL and lang not in YAML:
                     continue
                 if code.line in negative:
                     continue  # a known failure mode: wrong on purpose
                 text = code.text.rstrip("\n")
+                if lang in YAML:
+                    text = _yaml_items(text)
                 inline = code.kind == "inline"
                 if inline:
                     text = text.replace("\n", " ")
@@ -95,6 +100,15 @@ def written_commands(project: Project) -> list[Written]:
         return out
 
     return cached(project, "written-commands", make)
+
+
+def _yaml_items(text: str) -> str:
+    """A YAML block's plain list items as command lines (marker blanked, columns kept); other lines empty."""
+    out = []
+    for line in text.split("\n"):
+        m = YAML_ITEM_RE.match(line)
+        out.append(" " * m.end() + line[m.end():] if m else "")
+    return "\n".join(out)
 
 
 def _base_dirs(w: Written) -> tuple[str, ...]:
