@@ -60,7 +60,7 @@ def doc_rst_files() -> list[Path]:
 # The checker's own parsers (markdown-it-py; docutils with Sphinx stand-ins; tools/skills is on pytest's
 # pythonpath) find the code: one reading of the documents for the checker and for these tests.
 from parse_markdown import parse_markdown
-from parse_rst import parse_rst
+from loader import load_rst_documents
 
 
 def _snippets(doc) -> list[Snippet]:
@@ -73,7 +73,8 @@ def markdown_snippets(path: Path) -> list[Snippet]:
 
 
 def rst_snippets(path: Path) -> list[Snippet]:
-    return _snippets(parse_rst(rel(path), path.read_text(encoding="utf-8")))
+    """The page's code and the code of every file it shows with ``literalinclude`` (read by the checker's loader)."""
+    return [s for doc in load_rst_documents(REPO, rel(path)) for s in _snippets(doc)]
 
 
 def all_snippets() -> list[Snippet]:
