@@ -82,14 +82,20 @@ def create(log_root: str, library: str, task: str, run_name: str | None) -> Path
     run owns that name, and the next suffix is tried.
     """
     base = Path(log_root) / library / task
-    base.mkdir(parents=True, exist_ok=True)
     name = folder_name(run_name)
     for n in range(MAX_TRIES):
         path = base / (name if n == 0 else f"{name}_{n}")
+        base.mkdir(parents=True, exist_ok=True)  # again on every try: a refused run may remove empty parents
         try:
             path.mkdir()
         except FileExistsError:
             continue
+        except FileNotFoundError:  # the parent went away between the two mkdirs: try this name again
+            base.mkdir(parents=True, exist_ok=True)
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
         return path.resolve()
     raise FileExistsError(17, f"{MAX_TRIES} run folders named {name}[_N] exist already", str(base))
 
@@ -100,5 +106,11 @@ def planned(log_root: str, library: str, task: str, run_name: str | None) -> Pat
 
 
 def discard(path: str | os.PathLike) -> None:
-    """Remove a run folder this process created, when the run was refused before it trained."""
+    """Remove a run folder this process created, when the run was refused before it trained, and the
+    ``<library>/<task>`` folders above it when that leaves them empty (a refusal leaves nothing behind)."""
     shutil.rmtree(path, ignore_errors=True)
+    for parent in list(Path(path).parents)[:2]:  # <task>, then <library>; never the log root itself
+        try:
+            parent.rmdir()  # only succeeds when empty
+        except OSError:
+            break
