@@ -1,7 +1,7 @@
 """Reading checkpoints without running code from them.
 
-A pickle can name any importable callable and have the unpickler call it, so ``torch.load(...,
-weights_only=False)`` and ``pickle.load`` run whatever a crafted file asks for. Users load
+A pickle can name any importable callable and have the unpickler call it, so a full unpickle (torch's
+loader with its weights-only guard turned off, or the pickle module) runs whatever a crafted file asks for. Users load
 checkpoints from colleagues and model hubs, so every checkpoint here is read in one of two ways:
 
 - torch checkpoints (rsl_rl, rl_games, skrl torch): ``torch.load(..., weights_only=True)``, whose

@@ -211,7 +211,7 @@ def _classes(ctx: DistContext, manual_dist: bool, clock: StepClock) -> tuple[typ
             self.last_checkpoint = path
 
         def restore(self, fn, set_epoch=True):
-            # rl_games' own restore reads the file with weights_only=False: read it without running code
+            # rl_games' own restore unpickles the file in full (code and all): read it as plain tensors instead
             self.set_full_state_weights(load_checkpoint(fn), set_epoch=set_epoch)
 
         def cleanup(self) -> None:

@@ -208,7 +208,7 @@ class DistributedRunner(OnPolicyRunner):
 
     def load(self, path: str, load_cfg: dict | None = None, strict: bool = True,
              map_location: str | None = None) -> dict:
-        """OnPolicyRunner.load, reading the file without running code from it (rsl_rl itself uses weights_only=False)."""
+        """OnPolicyRunner.load, reading the file without running code from it (rsl_rl's own load unpickles it in full)."""
         loaded = _check_checkpoint(path)
         if self.alg.load(loaded, load_cfg, strict):
             self.current_learning_iteration = loaded["iter"]

@@ -266,7 +266,7 @@ def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
             write_agent_checkpoint(self, timestep + self.timestep_offset, ".pt", mdist.atomic_torch_save)
 
         def load(self, path: str) -> None:
-            """skrl's Agent.load, reading the file without running code from it (skrl uses weights_only=False)."""
+            """skrl's Agent.load, reading the file without running code from it (skrl's own load unpickles it in full)."""
             for name, data in load_torch_checkpoint(path).items():
                 module = self.checkpoint_modules.get(name)
                 if module is None:
