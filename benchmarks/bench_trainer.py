@@ -17,23 +17,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _bench import LAUNCHER, REPO, free_port
+
 TRAIN = REPO / "scripts" / "reinforcement_learning" / "train.py"
-LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
 THROUGHPUT = re.compile(r"\[INFO\] throughput: (\d+) env-steps/s over (\d+) rank\(s\)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def measure(cmd: list[str], timeout: float, **extra_env: str) -> float:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,15 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
+from _bench import LAUNCHER, REPO, free_port
+
 FIXTURE = REPO / "tests" / "fixtures" / "launcher" / "beat_rank.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(args: list[str], env: dict[str, str]) -> subprocess.Popen:
