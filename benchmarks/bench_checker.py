@@ -1,27 +1,34 @@
-"""Benchmark the skill/doc checker (prints figures; never asserted in tests).
+"""Benchmark the skill/doc checker against two floors measured in the same run (prints figures; never
+asserted in tests).
 
-1. A full check of this repository vs the floor ``python -c "import docutils.core, markdown_it, yaml"``:
-   cold (``--no-cache``, target <= 1.5x the floor) and warm (parse cache filled, target < 1x: a warm
-   check imports no parser). Each is run N times as a fresh process; the minimum wall time and the
-   minimum CPU time (user+sys) are reported, since the machine may be shared.
-2. Copies of this repository plus 10, 100 and 400 generated skills (clean trees): the marginal time
-   per skill should stay flat (linear growth).
-3. With ``--baseline OTHER/cli.py`` (e.g. the checker of another commit: ``git worktree add /tmp/old
-   <rev>``), the same cold and warm checks by that checker, and ours/baseline ratios.
+- *import floor*: a fresh process that imports the parser libraries the check uses (docutils with its
+  RST parser, markdown-it-py, mdit-py-plugins' front-matter plugin, PyYAML) and nothing else.
+- *parse floor*: the same imports, then every file the check reads parsed once with them (markdown with
+  markdown-it and its front matter with PyYAML, RST with docutils), nothing else.
+- *cold*: ``cli.py check --no-cache`` (target: at most 1.2x the parse floor).
+- *warm*: ``cli.py check`` with the parse cache filled and nothing changed (target: at most 0.7x the
+  import floor: a warm check imports no parser).
+
+Each figure is the median of ``--repeat`` fresh processes (wall and CPU time, user+sys, separately),
+since the machine may be shared. With ``--sizes``, copies of this repository plus generated skills
+show the marginal time per skill (linear growth: flat). With ``--baseline OTHER/cli.py`` (the checker
+of another commit: ``git worktree add /tmp/old <rev>``) the same cold and warm checks by that checker.
 
 The cache goes to a temporary folder (never the user's home). Bytecode caching is on for the children
 (``PYTHONDONTWRITEBYTECODE`` dropped, ``PYTHONPYCACHEPREFIX`` in a temporary folder), as on a user's
 machine: with it off, every run recompiles docutils and the ratios measure the compiler instead.
 
-    uv run python benchmarks/bench_checker.py [--repeat 5] [--sizes 10,100,400] [--baseline PATH]
+    uv run --frozen python benchmarks/bench_checker.py [--repeat 9] [--sizes 10,100] [--baseline PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +37,40 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = REPO / "tools" / "skills" / "cli.py"
+
+IMPORTS = ("import docutils.core, docutils.parsers.rst, docutils.utils, docutils.frontend, markdown_it, "
+           "mdit_py_plugins.front_matter, yaml\n")
+PARSE = IMPORTS + """
+import json, sys
+from docutils.parsers.rst import Parser
+files = json.load(open(sys.argv[1]))
+md = markdown_it.MarkdownIt("commonmark").enable("table").use(mdit_py_plugins.front_matter.front_matter_plugin)
+parser = Parser()
+for path in files:
+    text = open(path, encoding="utf-8").read()
+    if path.endswith(".rst"):
+        settings = docutils.frontend.get_default_settings(Parser)
+        settings.report_level = 5
+        settings.halt_level = 5
+        settings.warning_stream = False
+        document = docutils.utils.new_document(path, settings)
+        parser.parse(text, document)
+    else:
+        for token in md.parse(text):
+            if token.type == "front_matter":
+                yaml.safe_load(token.content)
+"""
+
+
+def checked_files() -> list[str]:
+    """The markdown and RST files a check of this repository parses (the loader's own list)."""
+    sys.path.insert(0, str(CLI.parent))
+    from loader import load_project
+
+    project = load_project(REPO)
+    docs = [d.path for s in project.skills for d in (s.skill_md, *s.files.values())]
+    docs += list(project.rst) + [p for p in project.linked if p.endswith((".md", ".rst"))]
+    return [str(REPO / p) for p in docs]
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, float, int]:
@@ -43,9 +84,14 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, float, int]:
     return wall, cpu, proc.returncode
 
 
-def best(cmd: list[str], cwd: Path, repeat: int) -> tuple[float, float, int]:
-    runs = [timed(cmd, cwd) for _ in range(repeat)]
-    return min(r[0] for r in runs), min(r[1] for r in runs), runs[-1][2]
+def median(cmds: dict[str, list[str]], cwd: Path, repeat: int) -> dict[str, tuple[float, float, int]]:
+    """Median wall and CPU of each command, the commands interleaved so load changes hit them alike."""
+    runs: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cmds}
+    for _ in range(repeat):
+        for key, cmd in cmds.items():
+            runs[key].append(timed(cmd, cwd))
+    return {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), v[-1][2])
+            for k, v in runs.items()}
 
 
 SKILL = """---
@@ -109,7 +155,6 @@ def make_tree(base: Path, n: int) -> Path:
                             ignore=shutil.ignore_patterns("_build", "__pycache__"))
     if (REPO / ".claude").exists():
         shutil.copytree(REPO / ".claude", root / ".claude", symlinks=True)
-    (root / ".venv").symlink_to(REPO / ".venv")  # the installed torch/skrl, as in the repo
     shutil.copytree(REPO / "tools", root / "tools", ignore=shutil.ignore_patterns("__pycache__"))
     (root / ".agents" / "skills").mkdir(parents=True, exist_ok=True)
     for i in range(n):
@@ -124,55 +169,53 @@ def make_tree(base: Path, n: int) -> Path:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--sizes", default="10,100,400")
+    ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument("--sizes", default="", help="comma-separated generated-skill counts, e.g. 10,100,400")
     ap.add_argument("--baseline", type=Path, default=None, help="another checker's cli.py to compare with")
     args = ap.parse_args()
     py = sys.executable
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench_checker_pyc_")
-    os.environ["SKILLS_CHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_checker_cache_")
-    floor_w, floor_c, _ = best([py, "-c", "import docutils.core, markdown_it, yaml"], REPO, args.repeat)
-    print(f"floor  (import docutils.core, markdown_it, yaml): wall {floor_w:.3f} s  cpu {floor_c:.3f} s")
-    full = ("import docutils.core, docutils.parsers.rst, docutils.parsers.rst.directives.misc, "
-            "docutils.parsers.rst.directives.tables, markdown_it, mdit_py_plugins.front_matter, yaml")
-    full_w, full_c, _ = best([py, "-c", full], REPO, args.repeat)
-    print(f"floor+ (every parser module the check imports):   wall {full_w:.3f} s  cpu {full_c:.3f} s")
-    results = {}
-    for label, cli in (("ours", CLI), ("baseline", args.baseline)):
-        if cli is None:
-            continue
-        os.environ["SKILLS_CHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"bench_checker_{label}_")
-        cold_w, cold_c, rc = best([py, str(cli), "check", "--no-cache"], REPO, args.repeat)
-        timed([py, str(cli), "check"], REPO)  # fill the parse cache
-        warm_w, warm_c, _ = best([py, str(cli), "check"], REPO, args.repeat)
-        results[label] = (cold_w, cold_c, warm_w, warm_c)
-        print(f"{label:8s} cold --no-cache (exit {rc}): wall {cold_w:.3f} s  cpu {cold_c:.3f} s  ratio to floor "
-              f"wall {cold_w / floor_w:.2f}x cpu {cold_c / floor_c:.2f}x  (target <= 1.5x); to floor+ "
-              f"cpu {cold_c / full_c:.2f}x")
-        print(f"{label:8s} warm parse cache:         wall {warm_w:.3f} s  cpu {warm_c:.3f} s  ratio to floor "
-              f"wall {warm_w / floor_w:.2f}x cpu {warm_c / floor_c:.2f}x  (target < 1x)")
-    if "baseline" in results:
-        o, b = results["ours"], results["baseline"]
-        print(f"ours/baseline: cold cpu {o[1] / b[1]:.2f}x wall {o[0] / b[0]:.2f}x; "
-              f"warm cpu {o[3] / b[3]:.2f}x wall {o[2] / b[2]:.2f}x")
-    os.environ["SKILLS_CHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_checker_sizes_")
-    with tempfile.TemporaryDirectory() as tmp:
+    tmp = Path(tempfile.mkdtemp(prefix="bench_checker_"))
+    files = tmp / "files.json"
+    files.write_text(json.dumps(checked_files()))
+    cmds = {"import floor": [py, "-c", IMPORTS], "parse floor": [py, "-c", PARSE, str(files)]}
+    clis = {"ours": CLI, **({"baseline": args.baseline} if args.baseline else {})}
+    for label, cli in clis.items():
+        cmds[f"{label} cold"] = [py, str(cli), "check", "--no-cache"]
+        cmds[f"{label} warm"] = ["env", f"SKILLS_CHECK_CACHE_DIR={tmp / label}", py, str(cli), "check"]
+        timed(cmds[f"{label} warm"], REPO)  # fill this checker's parse cache
+    # every check here runs with its cache in the temporary folder
+    os.environ["SKILLS_CHECK_CACHE_DIR"] = str(tmp / "cold")
+    for key in [k for k in cmds if k.endswith(("floor", "cold"))]:
+        timed(cmds[key], REPO)  # warm the bytecode cache
+    res = median(cmds, REPO, args.repeat)
+    print(f"{len(json.loads(files.read_text()))} files parsed by the parse floor; median of {args.repeat}")
+    for key, (w, c, rc) in res.items():
+        print(f"{key:14s} wall {w:.3f} s  cpu {c:.3f} s  exit {rc}")
+    pw, pc, _ = res["parse floor"]
+    iw, ic, _ = res["import floor"]
+    for label in clis:
+        cw, cc, _ = res[f"{label} cold"]
+        ww, wc, _ = res[f"{label} warm"]
+        print(f"{label}: cold / parse floor  wall {cw / pw:.2f}x  cpu {cc / pc:.2f}x  (target <= 1.2x)")
+        print(f"{label}: warm / import floor wall {ww / iw:.2f}x  cpu {wc / ic:.2f}x  (target <= 0.7x)")
+    if args.baseline:
+        o, b = res, res
+        print(f"ours/baseline: cold cpu {o['ours cold'][1] / b['baseline cold'][1]:.2f}x; "
+              f"warm cpu {o['ours warm'][1] / b['baseline warm'][1]:.2f}x")
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    if sizes:
         rows = []
-        for n in [int(x) for x in args.sizes.split(",") if x]:
-            root = make_tree(Path(tmp), n)
-            w, c, rc = best([py, str(CLI), "check", "--no-cache", "--root", str(root)], REPO,
-                            max(1, min(args.repeat, 3)))
+        for n in sizes:
+            root = make_tree(tmp, n)
+            w, c, rc = median({"c": [py, str(CLI), "check", "--no-cache", "--root", str(root)]}, REPO,
+                              max(1, min(args.repeat, 3)))["c"]
             rows.append((n, w, c, rc))
-        for n, w, c, rc in rows:
             print(f"{n:4d} skills (--no-cache): wall {w:7.3f} s  cpu {c:7.3f} s  exit {rc}")
         for (n0, w0, c0, _), (n1, w1, c1, _) in zip(rows, rows[1:]):
-            print(f"marginal per skill {n0}->{n1}: cpu {1000 * (c1 - c0) / (n1 - n0):6.2f} ms  "
-                  f"wall {1000 * (w1 - w0) / (n1 - n0):6.2f} ms")
-        if len(rows) > 2:
-            first = (rows[1][2] - rows[0][2]) / (rows[1][0] - rows[0][0])
-            last = (rows[-1][2] - rows[-2][2]) / (rows[-1][0] - rows[-2][0])
-            print(f"marginal cpu per skill, last/first step: {last / first:.2f}x (flat, i.e. linear growth: ~1x)")
+            print(f"marginal cpu per skill {n0}->{n1}: {1000 * (c1 - c0) / (n1 - n0):6.2f} ms")
+    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -16,10 +16,11 @@ from urllib.parse import unquote
 from pathlib import Path
 from typing import Any
 
+import known_tools
 from cache import ParseCache
-from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_installed, read_text, rel
+from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_text, rel
 from model import ArgSpec, Code, MarkdownDoc, Project, RstDoc, Skill
-from parse_argparse import find_installed, parse_argparse
+from parse_argparse import parse_argparse
 
 
 DEFAULTS: dict[str, str] = {
@@ -284,18 +285,6 @@ def load_argspec(root: Path, relpath: str, cache: ParseCache | None = None) -> A
     return _argspec(relpath, text, [], cache)
 
 
-def load_installed_argspec(root: Path, path: Path, helpers: list[Path] | None = None,
-                           cache: ParseCache | None = None) -> ArgSpec | None:
-    """An installed tool's options (torch's run.py): its own file outside the root, read by a trusted
-    location the checker found itself, never by a path written in the checked tree."""
-    text = read_installed(path)
-    if text is None:
-        return None
-    helper_texts = [t for t in (read_installed(h) for h in helpers or []) if t is not None]
-    spec = _argspec(rel(root, path), text, helper_texts, cache)
-    return spec
-
-
 def _argspec(relpath: str, text: str, helper_texts: list[str], cache: ParseCache | None) -> ArgSpec:
     cache = cache or _no_cache()
     key_text = "\0".join([text, *helper_texts])
@@ -478,21 +467,11 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
             project.notes.append(f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
                                  "flags written for it are not judged")
         setattr(project, key, spec)
-    run_py = find_installed(root, "torch", "distributed/run.py")
-    if run_py is not None:
-        helpers = [run_py.parent / "argparse_util.py"]
-        project.torchrun = load_installed_argspec(root, run_py, helpers, cache)
-    if project.torchrun is not None:
-        _relocate(project.torchrun)
-    else:
-        project.notes.append("torch is not installed: torchrun options not checked")
-    jax_py = find_installed(root, "skrl", "utils/distributed/jax/launcher.py")
-    if jax_py is not None:
-        project.jax_launcher = load_installed_argspec(root, jax_py, cache=cache)
-    if project.jax_launcher is not None:
-        _relocate(project.jax_launcher)
-    else:
-        project.notes.append("skrl is not installed: skrl JAX launcher options not checked")
+    known = known_tools.load()  # kept with the checker: the same findings with or without a .venv
+    project.torchrun, project.jax_launcher = known.get("torchrun"), known.get("jax")
+    if not known:
+        project.notes.append(f"{known_tools.SPEC_FILE.name} is missing beside the checker: torchrun and skrl's "
+                             "JAX launcher options not checked")
     agents = root / ".agents" / "skills"
     if agents.is_dir():
         for entry in sorted(agents.iterdir(), key=lambda p: p.name):
@@ -595,12 +574,6 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
                 project.linked[path] = load_markdown(root, path, cache)
             elif path.endswith(".rst"):
                 project.linked[path] = load_rst(root, path, cache)
-
-
-def _relocate(spec: ArgSpec) -> None:
-    """Give an installed tool's findings the spec's (relative) path."""
-    for f in spec.problems:
-        f.loc = type(f.loc)(spec.path, f.loc.line, f.loc.col)
 
 
 def all_problems(project: Project) -> list:

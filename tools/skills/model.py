@@ -207,8 +207,8 @@ class Project:
     rst: dict[str, RstDoc] = field(default_factory=dict)  # by path
     launcher: ArgSpec | None = None
     trainer: ArgSpec | None = None
-    torchrun: ArgSpec | None = None  # None when torch is not installed (see notes)
-    jax_launcher: ArgSpec | None = None  # skrl's JAX launcher, when skrl is installed
+    torchrun: ArgSpec | None = None  # kept beside the checker (known_tools.json), never read from a .venv
+    jax_launcher: ArgSpec | None = None  # skrl's JAX launcher (known_tools.json)
     aliases: dict[str, str] = field(default_factory=dict)  # .agents/skills/<name> -> link target
     # ("" when the entry is a real directory, not a link; a Windows checkout's one-line file gives its text)
     claude_skills: str | None = None  # target of the .claude/skills link ("" real dir, None absent)

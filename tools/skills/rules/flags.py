@@ -323,7 +323,7 @@ def bare_flag(project: Project) -> Iterator[Finding]:
     An inline code span starting with `--` names options of the launcher, the trainer, torchrun or
     skrl's JAX launcher, or of a tool that the same file runs in a command line (e.g. the probe's
     `--bisect` next to a probe command; `--no-project` next to `uv run --no-project ...`). `--rdzv_*`
-    matches a family. Skipped when torch is not installed (torchrun's options unknown). Flags in the
+    matches a family. torchrun's and skrl's options come from the spec kept with the checker. Flags in the
     options table's first column are DR2xx's.
     """
     if project.torchrun is None:
