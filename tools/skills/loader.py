@@ -1,7 +1,16 @@
 """The checked tree -> ``Project``: skills, RST docs, argparse specs, discovery aliases, config.
 
 Paths come from ``pyproject.toml`` ``[tool.skills-check]`` (keys ``skills``, ``docs``, ``launcher``,
-``trainer``), overridden by command-line flags. Files that cannot be read become findings; only a
+``trainer``), overridden by command-line flags. The tools whose command lines are checked come from its
+``tools`` table: command words -> the script or module whose argparse defines them, e.g.
+
+    [tool.skills-check.tools]
+    "isaaclab train" = "scripts/reinforcement_learning/train.py"
+    "isaaclab train_multigpu" = { script = "scripts/reinforcement_learning/train_multigpu.py",
+                                  forwards = "isaaclab train", also = ["python -m mgpu_lab.cli train_multigpu"] }
+
+``module = "pkg.cli.train"`` names a module instead of a script (found at ``pkg/cli/train.py``, under
+``src/`` or ``source/*/`` too); ``forwards`` names the tool that gets the flags this one does not know. Files that cannot be read become findings; only a
 missing root or an unreadable ``pyproject.toml`` stops the check (``SetupError``, exit 2).
 """
 
@@ -19,7 +28,7 @@ from typing import Any
 import known_tools
 from cache import ParseCache
 from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_text, rel
-from model import ArgSpec, Code, MarkdownDoc, Project, RstDoc, Skill
+from model import ArgSpec, Code, MarkdownDoc, Project, RstDoc, Skill, Tool
 from parse_argparse import parse_argparse
 
 
@@ -39,7 +48,7 @@ class SetupError(Exception):
 def _key_line(text: str, key: str) -> int:
     """The line of ``key = ...`` in pyproject.toml's text (1 when not found)."""
     for i, line in enumerate(text.split("\n"), start=1):
-        if line.strip().startswith((f"{key} ", f"{key}=", f'"{key}"')):
+        if line.strip().startswith((f"{key} ", f"{key}=", f'"{key}"', f"[tool.skills-check.{key}")):
             return i
     return 1
 
@@ -67,6 +76,8 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
         if not isinstance(table, dict):
             raise SetupError(f"pyproject.toml:{_key_line(text, 'skills-check')}: [tool.skills-check] must be a table")
         for key, value in table.items():
+            if key == "tools":
+                _check_tools(value, text)
             if key in DEFAULTS and not isinstance(value, str):
                 raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] {key} must be a "
                                  "string path")
@@ -81,6 +92,70 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
     config["_lines"] = lines
     config["_given"] = given  # keys set in pyproject.toml or by a flag (the others are defaults)
     return config
+
+
+def _check_tools(value: Any, text: str) -> None:
+    """``[tool.skills-check.tools]``: command words -> a path, or a table (script/module, forwards, also)."""
+    line = _key_line(text, "tools") if "tools" in text else 1
+
+    def bad(why: str) -> SetupError:
+        return SetupError(f"pyproject.toml:{line}: [tool.skills-check.tools] {why}")
+
+    if not isinstance(value, dict):
+        raise bad("must be a table: command words = script path, or a table with script or module")
+    for words, entry in value.items():
+        if not words.split():
+            raise bad("has an empty command")
+        if isinstance(entry, str):
+            continue
+        if not isinstance(entry, dict):
+            raise bad(f"{words!r} must be a script path or a table")
+        unknown = set(entry) - {"script", "module", "forwards", "also"}
+        if unknown:
+            raise bad(f"{words!r} has unknown key(s) {', '.join(sorted(unknown))} (script, module, forwards, also)")
+        if sum(isinstance(entry.get(k), str) for k in ("script", "module")) != 1 or any(
+                k in entry and not isinstance(entry[k], str) for k in ("script", "module", "forwards")):
+            raise bad(f"{words!r} needs one of script (a path) or module (a dotted name), as a string")
+        if entry.get("forwards") is not None and entry["forwards"] not in value:
+            raise bad(f"{words!r} forwards to {entry['forwards']!r}, which is not a tool of this table")
+        also = entry.get("also", [])
+        if not isinstance(also, list) or not all(isinstance(a, str) and a.split() for a in also):
+            raise bad(f"{words!r}: also must be a list of command lines")
+
+
+def _module_path(root: Path, project: Project, module: str) -> str:
+    """The file of a dotted module name in the tree (``a/b.py``, ``a/b/__init__.py``, under src/ or source/*/)."""
+    rel_path = module.replace(".", "/")
+    bases = ["", "src/"] + sorted(f"{p}/" for p in project.paths if p.startswith("source/") and p.count("/") == 1)
+    for base in bases:
+        for cand in (f"{base}{rel_path}.py", f"{base}{rel_path}/__init__.py"):
+            if cand in project.files:
+                return cand
+    return f"{rel_path}.py"
+
+
+def _load_tools(root: Path, config: dict[str, Any], project: Project, cache: ParseCache) -> None:
+    """The configured tools, each with its argparse read statically (the launcher's and trainer's shared)."""
+    table = config.get("tools") or {}
+    line = config.get("_lines", {}).get("tools", 1)
+    for words, entry in table.items():
+        entry = {"script": entry} if isinstance(entry, str) else entry
+        path = entry.get("script") or _module_path(root, project, entry["module"])
+        path = posixpath.normpath(path)
+        spec = next((s for s in (project.launcher, project.trainer) if s is not None and s.path == path), None)
+        if spec is None:
+            why = inside(root, path)
+            if why:
+                project.problems.append(problem("IN006", "pyproject.toml", line, 1, f"[tool.skills-check.tools] "
+                                                f"{words!r}: {path} {why}; not read"))
+                spec = ArgSpec(path=path)
+            else:
+                spec = load_argspec(root, path, cache)
+                for f in spec.problems:
+                    if f.code == "IN001":
+                        f.message += f" (the script of {words!r} in [tool.skills-check.tools])"
+        project.tools[words] = Tool(tuple(words.split()), spec, entry.get("forwards"),
+                                    tuple(tuple(a.split()) for a in entry.get("also", [])))
 
 
 def _config_path_ok(root: Path, config: dict[str, Any], key: str, project: Project) -> bool:
@@ -467,6 +542,7 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
             project.notes.append(f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
                                  "flags written for it are not judged")
         setattr(project, key, spec)
+    _load_tools(root, config, project, cache)
     known = known_tools.load()  # kept with the checker: the same findings with or without a .venv
     project.torchrun, project.jax_launcher = known.get("torchrun"), known.get("jax")
     if not known:
@@ -546,6 +622,8 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
     statically) and every other .md/.rst file they link to. Nothing outside the root is read."""
     docs = _documents(project)
     doc_paths = {d.path for d in docs}
+    tool_paths = {project.config.get("launcher"), project.config.get("trainer")} | {
+        t.spec.path for t in project.tools.values()}
     skill_dirs = {d.path: s.dir for s in project.skills for d in (s.skill_md, *s.files.values())}
     for doc in docs:
         texts = [c.text for c in doc.code] + [c.text for t in doc.tables for r in [t.header, *t.rows]
@@ -556,8 +634,7 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
                 token = token.removeprefix("./")
                 for base in bases:
                     path = posixpath.normpath(posixpath.join(base, token)) if base else posixpath.normpath(token)
-                    if path in project.files and path not in project.scripts and path not in (
-                            project.config.get("launcher"), project.config.get("trainer")):
+                    if path in project.files and path not in project.scripts and path not in tool_paths:
                         project.scripts[path] = load_argspec(root, path, cache)
         for link in doc.links:
             target = link.target.split("#", 1)[0]
@@ -589,6 +666,9 @@ def all_problems(project: Project) -> list:
         if spec is not None:
             out += [p for p in spec.problems if p.code != "IN031"] if spec in project.scripts.values() else \
                 spec.problems
+    for tool in project.tools.values():
+        if tool.spec not in (project.launcher, project.trainer):
+            out += tool.spec.problems
     for doc in project.linked.values():
         out += [p for p in doc.problems if p.code not in ("IN020",)]
     return out

@@ -182,6 +182,20 @@ class ArgSpec:
 
 
 @dataclass
+class Tool:
+    """A command the configuration names (``[tool.skills-check.tools]``) and the argparse that defines it."""
+
+    words: tuple[str, ...]  # its command words, e.g. ("isaaclab", "train_multigpu")
+    spec: ArgSpec
+    forwards: str | None = None  # the tool (its command words) that gets the flags this one does not know
+    also: tuple[tuple[str, ...], ...] = ()  # other spellings, e.g. ("python", "-m", "mgpu_lab.cli", "train")
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.words)
+
+
+@dataclass
 class Skill:
     dir: str  # e.g. "skills/user/train-multi-gpu"
     audience: str  # folder under skills/ ("user" or "developer")
@@ -208,6 +222,7 @@ class Project:
     launcher: ArgSpec | None = None
     trainer: ArgSpec | None = None
     torchrun: ArgSpec | None = None  # kept beside the checker (known_tools.json), never read from a .venv
+    tools: dict[str, Tool] = field(default_factory=dict)  # configured command words -> tool (see loader)
     jax_launcher: ArgSpec | None = None  # skrl's JAX launcher (known_tools.json)
     aliases: dict[str, str] = field(default_factory=dict)  # .agents/skills/<name> -> link target
     # ("" when the entry is a real directory, not a link; a Windows checkout's one-line file gives its text)

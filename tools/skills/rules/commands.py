@@ -1,7 +1,7 @@
 """Which tool a written command line runs, and which argparse spec its flags must satisfy.
 
-Known tools: ``isaaclab train_multigpu`` (launcher, unknown flags forwarded to the trainer),
-``isaaclab train`` (trainer), ``torchrun`` / ``python -m torch.distributed.run`` (torchrun's own
+Known tools: those ``[tool.skills-check.tools]`` names (this repository's ``isaaclab train_multigpu``,
+whose unknown flags are forwarded to ``isaaclab train``; see loader.py), ``torchrun`` / ``python -m torch.distributed.run`` (torchrun's own
 options, then the script's), ``python -m skrl.utils.distributed.jax`` (skrl's JAX launcher, then the
 script's), and ``python <repo script>.py`` (that script's argparse, read statically). Wrappers
 ``uv run``, ``env``, ``sudo``, ``time``, ``nohup``, ``exec``, ``timeout``, ``srun`` (SLURM) and ``VAR=x``
@@ -45,15 +45,14 @@ SRUN_FLAG_OPTS = frozenset({"-l", "--label", "-u", "--unbuffered", "--exclusive"
 WRAPPERS = frozenset({"sudo", "time", "nohup", "exec", "command", "stdbuf", "nice"})
 TORCHRUN_MODULES = frozenset({"torch.distributed.run"})
 JAX_MODULES = frozenset({"skrl.utils.distributed.jax"})
-ISAACLAB_MODULES = frozenset({"mgpu_lab.cli", "mgpu_lab"})
-REPO_SCRIPT_RE = re.compile(r"^(?:docs|scripts|skills|tools)/[A-Za-z0-9_./-]+\.py$")
+REPO_SCRIPT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*/[A-Za-z0-9_./-]+\.py$")
 
 
 @dataclass
 class Invocation:
     """One tool run in a command line, and the words its spec(s) must accept."""
 
-    tool: str  # "launcher", "trainer", "torchrun", "jax", "script:<path>", or "missing-script" (no such file)
+    tool: str  # a configured tool's command words, "torchrun", "jax", "script:<path>", or "missing-script"
     specs: list[ArgSpec]  # looked up in order (launcher, then trainer for forwarded flags)
     args: list[Word]
     after_dashdash: list[ArgSpec] = field(default_factory=list)  # specs for words after a bare "--"
@@ -134,26 +133,40 @@ def _strip_prefixes(ws: list[Word]) -> list[Word]:
     return ws[i:]
 
 
-def _isaaclab(project: Project, sub: Word | None, rest: list[Word], program: Word) -> Invocation | None:
-    if sub is None:
+def _tool(project: Project, key: str, args: list[Word], program: Word) -> Invocation:
+    """The run of a configured tool: its own spec, then (for flags it lacks) the spec it forwards to."""
+    tool = project.tools[key]
+    specs, after = [tool.spec], []
+    target = project.tools.get(tool.forwards or "")
+    if target is not None and target is not tool:
+        specs.append(target.spec)
+        after = [target.spec]
+    return Invocation(key, specs, args, after_dashdash=after, program=program)
+
+
+def _configured(project: Project, ws: list[Word]) -> Invocation | None:
+    """A configured tool whose command words (or another spelling of them) start ``ws``; the longest wins."""
+    if not project.tools:
         return None
-    if sub.text == "train_multigpu" and project.launcher is not None:
-        specs = [s for s in (project.launcher, project.trainer) if s is not None]
-        after = [project.trainer] if project.trainer is not None else []
-        return Invocation("launcher", specs, rest, after_dashdash=after, program=program)
-    if sub.text == "train" and project.trainer is not None:
-        return Invocation("trainer", [project.trainer], rest, program=program)
-    return None
+    first = posixpath.basename(ws[0].text)
+    first = "python" if PYTHON_RE.match(first) else first
+    texts = [first, *(w.text for w in ws[1:])]
+    best: tuple[int, str] | None = None
+    for key, tool in project.tools.items():
+        for words in (tool.words, *tool.also):
+            n = len(words)
+            if tuple(texts[:n]) == words and (best is None or n > best[0]):
+                best = (n, key)
+    if best is None:
+        return None
+    return _tool(project, best[1], ws[best[0]:], ws[0])
 
 
 def _for_script(project: Project, path: str, args: list[Word], program: Word) -> Invocation | None:
+    for key, tool in project.tools.items():
+        if tool.spec.path == path:
+            return _tool(project, key, args, program)
     spec = script_spec(project, path)
-    if project.launcher is not None and path == project.launcher.path:
-        specs = [s for s in (project.launcher, project.trainer) if s is not None]
-        after = [project.trainer] if project.trainer is not None else []
-        return Invocation("launcher", specs, args, after_dashdash=after, program=program)
-    if project.trainer is not None and path == project.trainer.path:
-        return Invocation("trainer", [project.trainer], args, program=program)
     if spec is None:
         return None
     return Invocation(f"script:{path}", [spec], args, program=program)
@@ -166,10 +179,9 @@ def invocations(project: Project, ws: list[Word], base_dirs: tuple[str, ...] = (
         return
     program = ws[0]
     name = posixpath.basename(program.text)
-    if name == "isaaclab":
-        inv = _isaaclab(project, ws[1] if len(ws) > 1 else None, ws[2:], program)
-        if inv:
-            yield inv
+    configured = _configured(project, ws)
+    if configured is not None:
+        yield configured
         return
     if name == "torchrun":
         if project.torchrun is not None:
@@ -193,10 +205,6 @@ def invocations(project: Project, ws: list[Word], base_dirs: tuple[str, ...] = (
             yield from _launcher_then_script(project, "torchrun", project.torchrun, rest, base_dirs, ws[i + 1])
         elif module in JAX_MODULES and project.jax_launcher is not None:
             yield from _launcher_then_script(project, "jax", project.jax_launcher, rest, base_dirs, ws[i + 1])
-        elif module in ISAACLAB_MODULES:
-            inv = _isaaclab(project, rest[0] if rest else None, rest[1:], ws[i + 1])
-            if inv:
-                yield inv
         return
     yield from _script(project, ws[i], ws[i + 1:], base_dirs)
 
@@ -254,5 +262,6 @@ def _script(project: Project, word: Word, args: list[Word], base_dirs: tuple[str
         inv = _for_script(project, path, args, word)
         if inv:
             yield inv
-    elif REPO_SCRIPT_RE.match(word.text.removeprefix("./")):
+    elif REPO_SCRIPT_RE.match(word.text.removeprefix("./")) and \
+            word.text.removeprefix("./").split("/", 1)[0] in project.paths:  # a path of this tree's layout
         yield Invocation("missing-script", [], [], program=word)

@@ -155,8 +155,7 @@ class Problem:
 def _tool_name(inv: Invocation) -> str:
     if inv.tool.startswith("script:"):
         return inv.tool.split(":", 1)[1]
-    return {"launcher": "isaaclab train_multigpu", "trainer": "isaaclab train", "torchrun": "torchrun",
-            "jax": "skrl's JAX launcher"}.get(inv.tool, inv.tool)
+    return {"torchrun": "torchrun", "jax": "skrl's JAX launcher"}.get(inv.tool, inv.tool)
 
 
 def check_invocation(inv: Invocation) -> Iterator[Problem]:
@@ -286,8 +285,9 @@ def _bare_scope(project: Project) -> dict[str, set[str]]:
 
     def make() -> dict[str, set[str]]:
         base: set[str] = set()
-        for spec in (project.launcher, project.trainer, project.torchrun, project.jax_launcher):
-            if spec is not None:
+        for spec in (project.launcher, project.trainer, project.torchrun, project.jax_launcher,
+                     *(t.spec for t in project.tools.values())):
+            if spec is not None and usable(spec):
                 base |= set(spec.by_flag())
         per_doc: dict[str, set[str]] = {}
         known = {id(w) for w, _ in all_invocations(project)}
