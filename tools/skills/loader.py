@@ -48,7 +48,7 @@ class SetupError(Exception):
 def _key_line(text: str, key: str) -> int:
     """The line of ``key = ...`` in pyproject.toml's text (1 when not found)."""
     for i, line in enumerate(text.split("\n"), start=1):
-        if line.strip().startswith((f"{key} ", f"{key}=", f'"{key}"', f"[tool.skills-check.{key}")):
+        if line.strip().startswith((f"{key} ", f"{key}=", f'"{key}"', f"{key}.", f"[tool.skills-check.{key}")):
             return i
     return 1
 

@@ -19,7 +19,7 @@ MAX_BODY_LINES = 500
 CONTENTS_AFTER = 100  # reference files longer than this need a contents list near the top
 CONTENTS_WITHIN = 40  # "near the top": within this many lines of the body start
 PATH_PREFIXES = ("docs", "scripts", "skills", "tools")
-REPO_PATH_RE = re.compile(r"^(?:\./)?(?:docs|scripts|skills|tools)/[A-Za-z0-9_./@+-]*(?:#[A-Za-z0-9_.-]+)?$")
+REPO_PATH_RE = re.compile(r"^(?:\./)?[A-Za-z0-9_.][A-Za-z0-9_.@+-]*/[A-Za-z0-9_./@+-]*(?:#[A-Za-z0-9_.-]+)?$")
 RUN_SCRIPT_RE = re.compile(r"\bRun\s+`([^`\n]+)`", re.IGNORECASE)
 SKILL_NAME_RE = re.compile(r"^isaaclab-[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -253,6 +253,14 @@ def reference_depth(project: Project) -> Iterator[Finding]:
                                   "or fold it into this file", doc.path, line, col)
 
 
+def is_repo_path(project: Project, path: str, skill: Skill | None) -> bool:
+    """Whether a path-like span belongs to this tree: its first component is at the root or in the skill."""
+    first = path.split("/", 1)[0]
+    if first in (".", "..") or not first:
+        return False
+    return exists(project, first) or (skill is not None and exists(project, f"{skill.dir}/{first}"))
+
+
 def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, Skill | None, int, int, str]]:
     for skill, doc in all_skill_docs(project):
         negative = negative_lines_of(project, doc)
@@ -266,13 +274,15 @@ def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, S
 
 
 @rule("SK206", "repo-path", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): backticked paths under docs/, scripts/, skills/, tools/ exist")
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): backticked repository paths exist")
 def repo_path(project: Project) -> Iterator[Finding]:
-    """A backticked path under docs/, scripts/, skills/ or tools/ exists (in the repository or, for scripts/, in the skill).
+    """A backticked path whose first folder exists at the root (or in the skill) exists.
 
-    An inline code span that is a path under `docs/`, `scripts/`, `skills/` or `tools/` exists, in the
-    repository or (for `scripts/...` in a skill) in the skill folder; a `#anchor` on it is checked by
-    SK204. Spans with placeholders or globs (`<dir>`, `*`) are not paths.
+    An inline code span that looks like a path (`a/b...`) and whose first component is a top-level
+    entry of the checked tree (`docs/`, `source/`, any folder) or, in a skill, an entry of the skill
+    folder (`scripts/...`), exists there; a `#anchor` on it is checked by SK204. Spans whose first
+    component is nowhere in the tree (`cuda/12.1`, `owner/repo`) are not taken for paths, and spans with
+    placeholders or globs (`<dir>`, `*`) are not paths.
     """
     run_named = {(doc.path, line, token) for skill in project.skills for doc, line, _, token in _script_mentions(skill)}
     for doc, skill, line, col, text in _repo_path_codes(project):
@@ -282,6 +292,8 @@ def repo_path(project: Project) -> Iterator[Finding]:
             continue  # "Run `scripts/...`": SK208 reports a missing script
         path, _, _ = text.partition("#")
         path = posixpath.normpath(path.removeprefix("./"))
+        if not is_repo_path(project, path, skill):
+            continue
         if exists(project, path):
             continue
         if skill is not None and exists(project, f"{skill.dir}/{path}"):
