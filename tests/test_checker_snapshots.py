@@ -104,3 +104,27 @@ def test_foreign_layout_is_judged_only_where_it_can_be(tmp_path: Path) -> None:
         fh.write("\nThe launcher takes `--headless`.\n")
     _, findings = check(base)
     assert [f["code"] for f in findings] == ["DR304"]
+
+
+def test_foreign_command_table_catches_invented_flags_and_no_conventions(tmp_path: Path) -> None:
+    """A layout whose launcher is a subcommand module (tests/fixtures/checker/foreign_cli/README.md), checked
+    through its own [tool.skills-check] tools table: its invented flags and its stale path are caught; the
+    conventions it never adopted (options table, audience/status/owners) are not asked of it."""
+    tree = tmp_path / "repo"
+    shutil.copytree(RULE_FIXTURES.parent / "foreign_cli", tree)
+    rc, findings = check(tree)
+    got = sorted((f["path"], f["line"], f["code"], f["message"].split(" (")[0]) for f in findings)
+    assert got == [
+        ("docs/source/features/multi_gpu.rst", 8, "DR301", "--gpus_per_node is not an option of isaaclab train-multigpu"),
+        ("skills/user/train-many/SKILL.md", 11, "DR301",
+         "--num_gpu is not an option of isaaclab train-multigpu; did you mean --num_gpus?"),
+        ("skills/user/train-many/SKILL.md", 15, "SK206",
+         "`source/isaaclab/isaaclab/cli/launch.py` names a path that does not exist"),
+    ], findings
+    assert rc == 1
+    # the same tree adopting the conventions is asked for them
+    with open(tree / "pyproject.toml", "a", encoding="utf-8") as fh:
+        fh.write('adopt = ["options-table", "skill-metadata"]\nlauncher = "source/isaaclab/isaaclab/cli/train_multigpu.py"\n'
+                 'trainer = "source/isaaclab/isaaclab/cli/train_multigpu.py"\n')
+    codes = {f["code"] for f in check(tree, "--profile", "spec,drift,isaaclab")[1]}
+    assert {"DR200", "SK107", "SK108", "SK109"} <= codes

@@ -38,6 +38,9 @@ DEFAULTS: dict[str, str] = {
     "launcher": "scripts/reinforcement_learning/train_multigpu.py",
     "trainer": "scripts/reinforcement_learning/train.py",
 }
+# This repository's conventions a tree can adopt (``adopt = [...]``); the rules that encode them
+# (rules/common.py ``adopted``) report only where adopted.
+CONVENTIONS = ("options-table", "nccl-list", "skill-metadata")
 _SKIP_DIRS = {"_build", ".git", "__pycache__", "node_modules", ".venv"}
 
 
@@ -78,6 +81,9 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
         for key, value in table.items():
             if key == "tools":
                 _check_tools(value, text)
+            if key == "adopt" and (not isinstance(value, list) or not all(v in CONVENTIONS for v in value)):
+                raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] adopt must be a list "
+                                 f"of {', '.join(CONVENTIONS)}")
             if key in DEFAULTS and not isinstance(value, str):
                 raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] {key} must be a "
                                  "string path")

@@ -66,6 +66,22 @@ def rst_docs(project: Project) -> Iterator[RstDoc]:
             yield doc
 
 
+# This repository's conventions (loader.CONVENTIONS), which a tree adopts in [tool.skills-check]
+# ``adopt = [...]`` (or, for skill-metadata, by writing the keys in any skill): options-table (DR200),
+# nccl-list (DR100), skill-metadata (SK107-SK109). Rules that encode them report only where adopted.
+METADATA_KEYS = ("audience", "status", "owners")
+
+
+def adopted(project: Project, convention: str) -> bool:
+    """Whether the configuration adopts ``convention`` (skill-metadata: or any skill writes one of its keys)."""
+    if convention in (project.config.get("adopt") or ()):
+        return True
+    if convention == "skill-metadata":
+        return any(isinstance(s.skill_md.frontmatter, dict) and any(k in s.skill_md.frontmatter for k in METADATA_KEYS)
+                   for s in project.skills)
+    return False
+
+
 def docs_dir(project: Project) -> str:
     return str(project.config.get("docs", "docs")).strip("/") or "docs"
 

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 from model import Finding, Project, Skill
 
-from .common import finding
+from .common import adopted, finding
 from .registry import rule
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -21,6 +21,12 @@ KNOWN_KEYS = frozenset({
     "audience", "status", "owners",
 })
 FIRST_PERSON_RE = re.compile(r"(?:^|[.!?]\s+)(I|I'm|I've|I'll|[Yy]ou|[Yy]our|[Yy]ou're|[Yy]ou'll)\b")
+
+
+def _metadata_skills(project: Project) -> Iterator[tuple[Skill, dict[str, Any]]]:
+    """Skills whose audience/status/owners are judged: only where the tree or config adopts them."""
+    if adopted(project, "skill-metadata"):
+        yield from _skills_with_frontmatter(project)
 
 
 def _skills_with_frontmatter(project: Project) -> Iterator[tuple[Skill, dict[str, Any]]]:
@@ -147,8 +153,10 @@ def audience(project: Project) -> Iterator[Finding]:
     """`audience` is `user` or `developer` and equals the folder under skills/ that holds the skill.
 
     `audience` is `user` or `developer` and equals the folder under `skills/` holding the skill.
+    Like SK108 and SK109, it reports only where the tree adopts this metadata: `adopt = ["skill-metadata"]`
+    in [tool.skills-check], or any skill writing `audience`, `status` or `owners`.
     """
-    for skill, fm in _skills_with_frontmatter(project):
+    for skill, fm in _metadata_skills(project):
         value = fm.get("audience")
         if "audience" not in fm:
             yield _at("SK107", skill, "audience", f"frontmatter has no `audience` (expected {skill.audience!r})")
@@ -166,7 +174,7 @@ def status(project: Project) -> Iterator[Finding]:
 
     `status` is `experimental`, `stable` or `deprecated`.
     """
-    for skill, fm in _skills_with_frontmatter(project):
+    for skill, fm in _metadata_skills(project):
         if "status" not in fm:
             yield _at("SK108", skill, "status", "frontmatter has no `status`")
         elif fm["status"] not in STATUSES:
@@ -178,7 +186,7 @@ def status(project: Project) -> Iterator[Finding]:
       cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `owners` is a non-empty list")
 def owners(project: Project) -> Iterator[Finding]:
     """`owners` is a non-empty list of non-empty strings."""
-    for skill, fm in _skills_with_frontmatter(project):
+    for skill, fm in _metadata_skills(project):
         value = fm.get("owners")
         if "owners" not in fm:
             yield _at("SK109", skill, "owners", "frontmatter has no `owners`")

@@ -18,7 +18,7 @@ from typing import Iterator
 from model import Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Table
 
 from .common import (
-    DIAGNOSTIC_VARS, all_skill_docs, cached, finding, line_col_of, multi_gpu_doc, multi_gpu_path, negative_lines_of,
+    DIAGNOSTIC_VARS, adopted, all_skill_docs, cached, finding, line_col_of, multi_gpu_doc, multi_gpu_path, negative_lines_of,
     offset_to_line_col, rst_docs,
     settings_in,
 )
@@ -153,8 +153,12 @@ def _compare(project: Project) -> list[Finding]:
 def nccl_list_present(project: Project) -> Iterator[Finding]:
     """When a skill mirrors an NCCL workaround table, the multi-GPU page holds the list it mirrors.
 
-    When a skill mirrors a workaround table, the multi-GPU page exists and holds the list it mirrors.
+    When a skill mirrors a workaround table, the multi-GPU page exists and holds the list it mirrors. A
+    convention of this repository: reported only where [tool.skills-check] `adopt` lists "nccl-list" (a
+    tree that has the list gets DR101-DR105 either way).
     """
+    if not adopted(project, "nccl-list"):
+        return
     doc = multi_gpu_doc(project)
     if doc is None:
         if project.rst:  # a docs tree without the page the mirror copies

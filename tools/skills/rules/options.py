@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from model import MISSING, Cell, Finding, Fix, Loc, Option, Project, RstDoc, Table, TextEdit
 
-from .common import cached, finding, multi_gpu_doc, multi_gpu_path
+from .common import adopted, cached, finding, multi_gpu_doc, multi_gpu_path
 from .registry import rule
 
 FLAG_RE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
@@ -100,10 +100,12 @@ def _truth(project: Project, opt: Option | None) -> Loc:
 def options_table_present(project: Project) -> Iterator[Finding]:
     """The multi-GPU page has a table of the launcher's options (a column of --flags).
 
-    The multi-GPU page exists (when there is a docs tree) and has a launcher options table.
+    The multi-GPU page exists (when there is a docs tree) and has a launcher options table. A convention
+    of this repository: reported only where [tool.skills-check] `adopt` lists "options-table" (a tree
+    that has the table gets DR201-DR205 either way).
     """
     doc = multi_gpu_doc(project)
-    if not _options(project):
+    if not _options(project) or not adopted(project, "options-table"):
         return
     if doc is None:
         if project.rst:  # a docs tree without the page that documents the launcher

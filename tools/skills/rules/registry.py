@@ -16,7 +16,7 @@ PROFILES: dict[str, str] = {
     "spec": "the Agent Skills specification (agentskills.io): frontmatter fields, size, references",
     "claude": "what Claude's platforms (claude.ai, the API, Claude Code) add: reserved words, no XML in "
               "descriptions, third-person descriptions",
-    "links": "links and #anchors in the skills and docs resolve in the checked tree",
+    "links": "links, #anchors and backticked repository paths in the skills and docs resolve in the checked tree",
     "isaaclab": "Isaac Lab's skill policy: audience/status/owners, \"Use when\", required sections, "
                 "evaluations, discovery aliases, repository paths",
     "drift": "this repository's sources of truth: the NCCL list, the launcher options table and every flag "

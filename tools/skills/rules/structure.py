@@ -273,7 +273,7 @@ def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, S
                 yield doc, None, code.line, code.col, code.text.strip()
 
 
-@rule("SK206", "repo-path", profile="isaaclab",
+@rule("SK206", "repo-path", profile="links",
       cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): backticked repository paths exist")
 def repo_path(project: Project) -> Iterator[Finding]:
     """A backticked path whose first folder exists at the root (or in the skill) exists.
