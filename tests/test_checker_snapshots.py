@@ -128,3 +128,29 @@ def test_foreign_command_table_catches_invented_flags_and_no_conventions(tmp_pat
                  'trainer = "source/isaaclab/isaaclab/cli/train_multigpu.py"\n')
     codes = {f["code"] for f in check(tree, "--profile", "spec,drift,isaaclab")[1]}
     assert {"DR200", "SK107", "SK108", "SK109"} <= codes
+
+
+def test_readme_renders_its_sections() -> None:
+    """The README's fences all close (IN015 would say where one swallows the sections after it)."""
+    from parse_markdown import parse_markdown
+
+    text = (TOOLS.parents[1] / "README.md").read_text(encoding="utf-8")
+    doc = parse_markdown("README.md", text)
+    assert [p for p in doc.problems if p.code == "IN015"] == []
+    assert {"Set-up", "Try it", "Layout"} <= {h.text for h in doc.headings}
+
+
+@pytest.mark.e2e
+def test_github_actions_snippet_works_in_another_repository(tmp_path: Path) -> None:
+    """The README's job for other repositories: this checker fetched into .skills-check/ of a foreign tree
+    with no environment, run as a script from that tree's root, annotates its findings."""
+    from mgpu_testing import PYTHON, run
+
+    tree = tmp_path / "repo"
+    shutil.copytree(RULE_FIXTURES.parent / "foreign_cli", tree)
+    shutil.copytree(TOOLS, tree / ".skills-check/tools/skills", ignore=shutil.ignore_patterns("__pycache__"))
+    proc = run([PYTHON, ".skills-check/tools/skills/cli.py", "check", "--format", "github"], timeout=120, cwd=tree)
+    annotations = [line for line in proc.stdout.splitlines() if line.startswith("::error file=")]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert len(annotations) == 3 and "Traceback" not in proc.stderr
+    assert any("file=skills/user/train-many/SKILL.md,line=11" in a and "--num_gpu" in a for a in annotations)

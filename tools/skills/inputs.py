@@ -57,6 +57,10 @@ INPUT_CODES: dict[str, tuple[str, str]] = {
     "IN014": ("duplicate frontmatter key",
               "A key appears twice in one frontmatter mapping. PyYAML keeps the last value silently; the Isaac "
               "Lab reference validator and strict YAML loaders reject the file."),
+    "IN015": ("markdown code fence unclosed or malformed",
+              "A fenced code block in markdown is never closed (the rest of the file becomes code), or a line inside "
+              "it looks like its closing fence but has text after it (```` ``` more text ````): a closing fence takes "
+              "no text, so the block runs on and swallows the sections after it. The location is the fence's line."),
     "IN020": ("RST markup problem",
               "docutils reported a problem (error level: an error; warning level: a warning) while "
               "parsing the RST file. Sphinx-only directives and roles are understood by stand-ins."),

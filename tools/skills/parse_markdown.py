@@ -237,6 +237,30 @@ def _inline(doc: MarkdownDoc, lines: list[str], tok: Any, cell: Cell | None = No
     return "".join(plain)
 
 
+def _is_fence(line: str, markup: str) -> tuple[bool, str]:
+    """Whether ``line`` starts with a fence of ``markup``'s character at least as long; the text after it."""
+    stripped = line.strip()
+    run = len(stripped) - len(stripped.lstrip(markup[0]))
+    return run >= len(markup), stripped[run:].strip()
+
+
+def _fence_problems(doc: MarkdownDoc, lines: list[str], start: int, end: int, markup: str) -> None:
+    """IN015: a fence never closed, or a would-be closing fence with text after it (it closes nothing)."""
+    if not markup:
+        return
+    for n in range(start + 1, end):
+        is_fence, rest = _is_fence(lines[n], markup)
+        if is_fence and rest:
+            doc.problems.append(problem("IN015", doc.path, n + 1, 1, f'"{lines[n].strip()[:40]}" inside the code '
+                                        f"block opened at line {start + 1} closes nothing: a closing fence takes no "
+                                        "text after it, so the block runs on; put the text on its own line"))
+    last = lines[end - 1] if end - 1 > start and end - 1 < len(lines) else ""
+    closed = _is_fence(last, markup) == (True, "")
+    if not closed:
+        doc.problems.append(problem("IN015", doc.path, start + 1, 1, f'code fence "{markup}" opened here is never '
+                                    "closed: the rest of the file is read as code"))
+
+
 def parse_markdown(path: str, text: str) -> MarkdownDoc:
     """Parse markdown ``text`` (already decoded, ``\\n`` newlines) of the file at ``path``."""
     lines = text.split("\n")
@@ -270,6 +294,8 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             doc.headings.append(Heading(level=int(tok.tag[1:]), text=last_heading,
                                         anchor=slugger.slug(title), line=(tok.map[0] + 1) if tok.map else 1))
         elif t in ("fence", "code_block"):
+            if t == "fence" and tok.map:
+                _fence_problems(doc, lines, tok.map[0], tok.map[1], tok.markup)
             first = (tok.map[0] + (2 if t == "fence" else 1)) if tok.map else 1
             lang = tok.info.split()[0] if t == "fence" and tok.info.strip() else None
             doc.code.append(Code(text=tok.content, line=first, col=1, kind="block", lang=lang))
