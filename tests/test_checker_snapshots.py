@@ -154,3 +154,13 @@ def test_github_actions_snippet_works_in_another_repository(tmp_path: Path) -> N
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert len(annotations) == 3 and "Traceback" not in proc.stderr
     assert any("file=skills/user/train-many/SKILL.md,line=11" in a and "--num_gpu" in a for a in annotations)
+
+
+def test_a_copied_skill_folder_is_blamed_not_the_right_link(tmp_path: Path) -> None:
+    """A skill folder copied under a new slug keeps its name: SK114 blames the copy (the folder the
+    discovery alias does not link to) and DR402 leaves the correct .agents link alone."""
+    tree = make_tree(tmp_path / "repo")
+    shutil.copytree(tree / "skills/user/demo", tree / "skills/user/zz-demo-copy")
+    rc, findings = check(tree, "--select", "SK114,DR402")
+    assert [(f["code"], f["path"]) for f in findings] == [("SK114", "skills/user/zz-demo-copy/SKILL.md")], findings
+    assert "links to it" in findings[0]["message"] and rc == 1

@@ -42,7 +42,8 @@ INPUT_CODES: dict[str, tuple[str, str]] = {
               "regular files are read (a FIFO would block the check; /dev/zero never ends)."),
     "IN008": ("byte-order mark",
               "(warning) A text file starts with a UTF-8 byte-order mark. The checker strips it, but some skill "
-              "loaders then do not see the `---` line and miss the frontmatter. Save the file without a BOM."),
+              "loaders then do not see the `---` line and miss the frontmatter, and in a file without frontmatter "
+              "tools that compare bytes or read the first line see it. Save the file without a BOM."),
     "IN010": ("frontmatter YAML does not parse",
               "The YAML between the --- lines does not parse; the location is where the YAML parser "
               "stopped."),
@@ -208,8 +209,10 @@ def decode(relpath: str, data: bytes) -> tuple[str | None, list[Finding]]:
         return None, [problem("IN002", relpath, line, 1, "binary file (NUL bytes); not parsed")]
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-        found.append(problem("IN008", relpath, 1, 1, "file starts with a UTF-8 byte-order mark; some skill loaders "
-                             "then miss the frontmatter: save it without the BOM", "warning"))
+        why = ("some skill loaders then miss the frontmatter" if data.startswith(b"---") else
+               "tools that compare bytes or read the first line see it (a shebang, a heading, a table)")
+        found.append(problem("IN008", relpath, 1, 1, f"file starts with a UTF-8 byte-order mark; {why}: save it "
+                             "without the BOM", "warning"))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -8,6 +8,7 @@ from typing import Iterator
 from model import Finding, Loc, Project
 
 from .common import finding, names_known
+from .frontmatter import alias_points_to
 from .registry import rule
 
 CLAUDE_TARGET = "../.agents/skills"
@@ -45,11 +46,17 @@ def alias_target(project: Project) -> Iterator[Finding]:
     `.agents/skills/<name>` is a relative link to `../../skills/<audience>/<slug>` of the skill with
     that name (a Windows checkout's one-line file holding the target counts).
     """
-    by_name = {s.name: s for s in project.skills if s.name}
+    by_name: dict[str, list] = {}
+    for s in project.skills:
+        if s.name:
+            by_name.setdefault(s.name, []).append(s)
     for name, target in sorted(project.aliases.items()):
-        skill = by_name.get(name)
-        if skill is None:
+        group = by_name.get(name)
+        if not group:
             continue
+        if target and any(alias_points_to(project, name, s) for s in group):
+            continue  # it links to a skill of that name; a second folder with the name is SK114's (the copy)
+        skill = group[0]
         want = _expected(skill.dir)
         if target == "":
             yield finding("DR402", f"is a real folder, not a link to {want}", f".agents/skills/{name}", 1,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any, Iterator
 
@@ -21,6 +22,14 @@ KNOWN_KEYS = frozenset({
     "audience", "status", "owners",
 })
 FIRST_PERSON_RE = re.compile(r"(?:^|[.!?]\s+)(I|I'm|I've|I'll|[Yy]ou|[Yy]our|[Yy]ou're|[Yy]ou'll)\b")
+
+
+def alias_points_to(project: Project, name: str, skill: Skill) -> bool:
+    """Whether the discovery alias ``.agents/skills/<name>`` is a link to ``skill``'s folder."""
+    target = project.aliases.get(name)
+    if not target:
+        return False
+    return posixpath.normpath(posixpath.join(".agents/skills", target.replace("\\", "/").strip())) == skill.dir
 
 
 def _metadata_skills(project: Project) -> Iterator[tuple[Skill, dict[str, Any]]]:
@@ -264,16 +273,20 @@ def name_unique(project: Project) -> Iterator[Finding]:
 
     No two skills share a `name`.
     """
-    seen: dict[str, Skill] = {}
+    by_name: dict[str, list[Skill]] = {}
     for skill, fm in _skills_with_frontmatter(project):
-        name = fm.get("name")
-        if not isinstance(name, str):
+        if isinstance(fm.get("name"), str):
+            by_name.setdefault(fm["name"], []).append(skill)
+    for name, group in by_name.items():
+        if len(group) < 2:
             continue
-        if name in seen:
-            first = seen[name].skill_md.path
-            yield _at("SK114", skill, "name", f"`name` {name!r} is also the name of {first}")
-        else:
-            seen[name] = skill
+        linked = [s for s in group if alias_points_to(project, name, s)]
+        original = linked[0] if linked else group[0]
+        why = f" (.agents/skills/{name} links to it)" if linked else ""
+        for skill in group:
+            if skill is not original:
+                yield _at("SK114", skill, "name", f"`name` {name!r} is also the name of {original.skill_md.path}{why}: "
+                      "this folder looks like a copy; rename or remove it")
 
 
 XML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9_.:-]*(?:\s[^<>]*)?/?>")
