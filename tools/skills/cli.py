@@ -14,6 +14,7 @@
     uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github]
         [--select CODES] [--ignore CODES] [--fix] [--strict] [--no-cache] [--explain CODE]
     uv run --no-project python tools/skills/cli.py explain [CODE]
+    uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
 
 Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup.
 Parsed files are cached by content digest (see cache.py); ``--no-cache`` parses everything afresh.
@@ -101,10 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     for key in ("skills", "docs", "launcher", "trainer"):
         check.add_argument(f"--{key}", default=None, help=f"path of the {key} (overrides [tool.skills-check])")
     check.add_argument("--profile", default=None, metavar="NAMES",
-                       help="comma-separated rule profiles to run (spec, claude, links, isaaclab, drift; default: "
+                       help="comma-separated rule profiles to run (spec, claude, links, isaaclab, routing, drift; default: "
                             "[tool.skills-check] profiles, else all)")
     explain = sub.add_parser("explain", help="print what a rule checks (all rules without CODE)")
     explain.add_argument("code", nargs="?")
+    route = sub.add_parser("route", help="rank the skills for a prompt (the routing profile's lexical model) and "
+                           "show the words that decided it", allow_abbrev=False)
+    route.error = parser.error  # type: ignore[method-assign]
+    route.add_argument("prompt", help="what a user might ask")
+    route.add_argument("--root", default=".", help="checkout whose skills are ranked (default: current directory)")
+    route.add_argument("--skills", default=None, help="skills folder (overrides [tool.skills-check])")
+    route.add_argument("--no-cache", action="store_true", help="parse every file afresh")
     rules_cmd = sub.add_parser("rules", help="print RULES.md as generated from the rule registry")
     rules_cmd.add_argument("--write", action="store_true", help="rewrite tools/skills/RULES.md when it differs")
     return parser
@@ -206,6 +214,38 @@ def _check(args: argparse.Namespace) -> int:
     return exit_code(findings, args.strict)
 
 
+def _route(args: argparse.Namespace) -> int:
+    """Print every skill's score for the prompt, best first, with the terms that decided it."""
+    from loader import SetupError, load_project
+    from routing import THRESHOLD, terms
+    from rules.routing import index_of, threshold
+
+    if not args.prompt.strip():
+        print("error: the prompt is empty: give the text a user might ask (see --help)", file=sys.stderr)
+        return 2
+    try:
+        project = load_project(Path(args.root), {"skills": args.skills}, use_cache=not args.no_cache)
+    except (SetupError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    index = index_of(project)
+    if not index.docs:
+        print(f"error: no skill with a name and a description under {project.config['skills']}", file=sys.stderr)
+        return 2
+    limit = threshold(project) if project else THRESHOLD
+    print(f"prompt terms: {' '.join(terms(args.prompt)) or '(none)'}")
+    ranking = index.rank(args.prompt)
+    width = max(len(s.name) for s in ranking)
+    for i, s in enumerate(ranking, start=1):
+        why = ", ".join(f"{t} {v:.2f}" for t, v in s.deciding(6)) or "no shared term"
+        print(f"{i:2d}. {s.name:<{width}}  {s.score:6.2f}  {why}")
+    top = ranking[0]
+    if top.score < limit:
+        print(f"(the top score is under the routing threshold {limit:g}: a should-not case scoring this low passes)")
+    print("a lexical stand-in for an agent's choice (BM25 over name and description; see tools/skills/routing.py)")
+    return 0
+
+
 def _guarded(argv: list[str], func, *args) -> int:  # noqa: ANN001
     """Run a command; a broken rules package is exit 2, an unusable parser library re-runs under uv."""
     try:
@@ -234,9 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         return _guarded(argv, _explain, code or getattr(args, "code", None))
     if args.command == "rules":
         return _guarded(argv, _rules_md, args.write)
+    if args.command == "route":
+        return _guarded(argv, _route, args)
     if args.command != "check":
         parser.print_usage(sys.stderr)
-        print("error: give a command: check, explain or rules", file=sys.stderr)
+        print("error: give a command: check, route, explain or rules", file=sys.stderr)
         return 2
     return _guarded(argv, _check, args)
 

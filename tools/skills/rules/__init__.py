@@ -1,6 +1,6 @@
 """The checker's rules: one small function per stable code, registered in ``RULES``.
 
-Codes: SK1xx frontmatter, SK2xx structure/links/paths, SK3xx evaluations, DR1xx NCCL list,
+Codes: SK1xx frontmatter, SK2xx structure/links/paths, SK3xx evaluations, SK4xx routing, DR1xx NCCL list,
 DR2xx launcher options table, DR3xx flags in command lines, DR4xx discovery aliases. A rule reads
 the model (``model.Project``) and yields ``model.Finding``s; the core's runner calls them, and
 ``cli.py explain CODE`` prints a rule's docstring. tools/skills/RULES.md lists every code.
@@ -8,7 +8,7 @@ the model (``model.Project``) and yields ``model.Finding``s; the core's runner c
 
 from __future__ import annotations
 
-from . import aliases, evaluations, flags, frontmatter, nccl, options, structure  # noqa: F401  (registers)
+from . import aliases, evaluations, flags, frontmatter, nccl, options, routing, structure  # noqa: F401  (registers)
 from .registry import RULES, Rule, get, rule
 
 __all__ = ["RULES", "Rule", "get", "rule"]

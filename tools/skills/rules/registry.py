@@ -19,6 +19,8 @@ PROFILES: dict[str, str] = {
     "links": "links, #anchors and backticked repository paths in the skills and docs resolve in the checked tree",
     "isaaclab": "Isaac Lab's skill policy: audience/status/owners, \"Use when\", required sections, "
                 "evaluations, discovery aliases, repository paths",
+    "routing": "every evals.json case ranks its expected skill first among the tree's skills (a lexical "
+               "stand-in for an agent's choice: BM25 over each skill's name and description)",
     "drift": "this repository's sources of truth: the NCCL list, the launcher options table and every flag "
              "written in a command",
 }
