@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -56,6 +54,9 @@ def _bootstrap(argv: list[str], missing: list[str] | None = None) -> int | None:
     missing = missing or _missing_parsers()
     if not missing:
         return None
+    import shutil
+    import subprocess
+
     script = str(Path(__file__).resolve())
     hint = f"uv run --no-project --script {script} {' '.join(argv)}".rstrip()
     uv = shutil.which("uv")
@@ -152,6 +153,22 @@ def _rules_md(write: bool) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    if not args.root.strip():
+        print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
+        return 2
+    overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
+    root = Path(args.root)
+    results = None
+    if not args.fix and not args.no_cache and root.is_dir():
+        from result_cache import ResultCache  # a warm check: replay the last report when nothing changed
+
+        results = ResultCache(root, {"format": args.format, "select": args.select, "ignore": args.ignore,
+                                     "profile": args.profile, "strict": args.strict, **overrides})
+        hit = results.lookup()
+        if hit is not None:
+            sys.stdout.write(hit["stdout"])
+            sys.stderr.write(hit["stderr"])
+            return hit["rc"]
     from loader import SetupError, load_config, load_project
     from report import Summary, exit_code, render
     from runner import in_profiles, load_rules, profile_names, run_rules, unknown_patterns
@@ -162,11 +179,6 @@ def _check(args: argparse.Namespace) -> int:
     if bad:
         print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
         return 2
-    overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
-    if not args.root.strip():
-        print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
-        return 2
-    root = Path(args.root)
     try:
         chosen = _split(args.profile) if args.profile is not None else None
         if chosen is None and root.is_dir():
@@ -207,11 +219,14 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     summary.skills, summary.rst = len(project.skills), len(project.rst)
     summary.notes = project.notes + summary.notes
-    sys.stdout.write(render(args.format, findings, summary))
-    if args.format != "json":
-        for note in summary.notes:
-            print(f"note: {note}", file=sys.stderr)
-    return exit_code(findings, args.strict)
+    out = render(args.format, findings, summary)
+    err = "".join(f"note: {note}\n" for note in summary.notes) if args.format != "json" else ""
+    rc = exit_code(findings, args.strict)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    if results is not None:
+        results.store(project, out, err, rc)
+    return rc
 
 
 def _route(args: argparse.Namespace) -> int:
@@ -249,15 +264,15 @@ def _route(args: argparse.Namespace) -> int:
 def _guarded(argv: list[str], func, *args) -> int:  # noqa: ANN001
     """Run a command; a broken rules package is exit 2, an unusable parser library re-runs under uv."""
     try:
-        from runner import RulesError
-
-        try:
-            return func(*args)
-        except RulesError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        return func(*args)
     except ImportError as exc:  # a parser present but unusable (e.g. too old): re-run under uv once
         return _bootstrap(argv, [f"import failed: {exc}"]) or 2
+    except Exception as exc:
+        runner = sys.modules.get("runner")  # imported only when rules ran: a warm check never imports it
+        if runner is not None and isinstance(exc, runner.RulesError):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:

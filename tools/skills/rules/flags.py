@@ -52,9 +52,8 @@ class Written:
     inline: bool
 
 
-def _content_cols(doc: MarkdownDoc | RstDoc, code: Code) -> list[int]:
-    """Per physical line of ``code``, the 1-based file column where its text starts."""
-    lines = doc.text.split("\n")
+def _content_cols(doc: MarkdownDoc | RstDoc, code: Code, lines: list[str]) -> list[int]:
+    """Per physical line of ``code``, the 1-based file column where its text starts (``lines``: the doc's)."""
     out = []
     for i, part in enumerate(code.text.split("\n")):
         n = code.line - 1 + i
@@ -82,6 +81,7 @@ def written_commands(project: Project) -> list[Written]:
         out: list[Written] = []
         for doc, skill in _documents(project):
             negative = negative_lines_of(project, doc)
+            lines = doc.text.split("\n")
             for code in code_items(doc):
                 lang = (code.lang or "").lower() if code.kind == "block" else ""
                 if lang in NOT_SHELL and lang not in YAML:
@@ -94,7 +94,7 @@ def written_commands(project: Project) -> list[Written]:
                 inline = code.kind == "inline"
                 if inline:
                     text = text.replace("\n", " ")
-                cols = _content_cols(doc, code)
+                cols = _content_cols(doc, code, lines)
                 for ws in command_lines(text, code.line, cols, prompts_only=False if inline else None):
                     out.append(Written(doc, skill, ws, inline))
         return out

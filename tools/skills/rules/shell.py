@@ -47,8 +47,16 @@ def logical_lines(text: str, first_line: int, cols: list[int] | None = None) -> 
     return out
 
 
+_SPECIAL = frozenset("'\"\\$<>|&;()#")
+_PLAIN_WORD_RE = re.compile(r"\S+")
+
+
 def words(segments: list[tuple[str, int, int]]) -> list[Word]:
     """Split one logical line into words and operators, with their file positions."""
+    if not any(ch in _SPECIAL for text, _, _ in segments for ch in text):
+        # no quotes, escapes, operators or comments: words are the runs of non-space characters
+        return [Word(m.group(0), line, col0 + m.start()) for text, line, col0 in segments
+                for m in _PLAIN_WORD_RE.finditer(text)]
     chars: list[tuple[str, int, int]] = []
     for text, line, col0 in segments:
         for j, ch in enumerate(text):
