@@ -172,19 +172,22 @@ def test_a_planted_cache_cannot_run_code(tree: Path, tmp_path: Path) -> None:
     env = dict(os.environ, SKILLS_CHECK_CACHE_DIR=str(cache))
     marker = tmp_path / "PWNED"
     bounded(tree, env=env)
-    files = list(cache.glob("*.json"))
-    assert len(files) == 1
+    bounded(tree, env=env)  # the second check of a settled tree keeps its report too
+    files = sorted(cache.glob("*.json"))
+    assert [f.name.endswith(".results.json") for f in files] == [False, True]  # the parse cache, the results
 
     class Payload:
         def __reduce__(self):  # noqa: ANN204
             return (open, (str(marker), "w"))
 
     planted = pickle.dumps(Payload())
-    files[0].write_bytes(planted)
+    for f in files:
+        f.write_bytes(planted)
     files[0].with_suffix(".pickle").write_bytes(planted)  # the old cache name too
     _, findings, _ = bounded(tree, env=env)
     assert findings == [] and not marker.exists()
     files[0].write_text(json.dumps({"stamp": "x", "entries": [["md", SKILL, "0", {"$": "os.system", "v": {}}]]}))
+    files[1].write_text(json.dumps({"root": "x", "entries": {"k": {"$": "os.system", "stdout": 1}}}))
     _, findings, _ = bounded(tree, env=env)
     assert findings == [] and not marker.exists()
 
