@@ -164,3 +164,62 @@ def test_a_copied_skill_folder_is_blamed_not_the_right_link(tmp_path: Path) -> N
     rc, findings = check(tree, "--select", "SK114,DR402")
     assert [(f["code"], f["path"]) for f in findings] == [("SK114", "skills/user/zz-demo-copy/SKILL.md")], findings
     assert "links to it" in findings[0]["message"] and rc == 1
+
+
+FIXABLE = sorted(r.code for r in rules.RULES if r.fixable)
+
+
+def _tree_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+@pytest.mark.parametrize("code", FIXABLE)
+def test_fix_snapshot(tmp_path: Path, code: str) -> None:
+    """Every fixable rule's fixture, fixed with `--fix --select CODE`: the rewritten files are a snapshot
+    (``fixed/`` beside ``expected.txt``) and ``fixes.txt`` says what each fix does and whether it is safe
+    to apply unattended. The fixed tree is clean for that code."""
+    import contextlib
+    import io
+
+    import cli
+
+    case = RULE_FIXTURES / code
+    tree = build(case, tmp_path / "repo")
+    rc, findings = check(tree, "--select", code)
+    assert rc == 1 and findings and all(f["fix"] for f in findings), f"{code}: every finding carries a fix"
+    fixes = sorted({f"{'safe' if f['fix']['safe'] else 'review'}: {f['fix']['description']}" for f in findings})
+    before = _tree_files(tree)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert cli.main(["check", "--root", str(tree), "--fix", "--no-cache", "--select", code]) == 0
+    changed = {p: data for p, data in _tree_files(tree).items() if before.get(p) != data}
+    snap = case / "fixed"
+    if os.environ.get("SKILLS_CHECK_UPDATE_SNAPSHOTS"):
+        shutil.rmtree(snap, ignore_errors=True)
+        for rel, data in changed.items():
+            (snap / rel).parent.mkdir(parents=True, exist_ok=True)
+            (snap / rel).write_bytes(data)
+        (case / "fixes.txt").write_text("".join(line + "\n" for line in fixes), encoding="utf-8")
+    assert changed and changed == _tree_files(snap)
+    assert fixes == (case / "fixes.txt").read_text(encoding="utf-8").splitlines()
+    assert check(tree, "--select", code) == (0, [])
+
+
+def test_only_safe_fixes_leave_the_ones_to_review(tmp_path: Path) -> None:
+    """`--fix --only-safe` applies the safe fixes (a default from argparse) and leaves those that need a
+    person (a row whose description is a placeholder)."""
+    import contextlib
+    import io
+
+    import cli
+
+    tree = make_tree(tmp_path / "repo")
+    mgpu = "docs/source/features/multi_gpu.rst"
+    text = (tree / mgpu).read_text(encoding="utf-8")
+    row = next(r for r in text.split("   * - ")[1:] if "``--log_dir``" in r)
+    (tree / mgpu).write_text(text.replace("   * - " + row, "", 1).replace(
+        "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``"), encoding="utf-8")
+    _, findings = check(tree)
+    assert {(f["code"], f["fix"]["safe"]) for f in findings} == {("DR201", False), ("DR204", True)}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        cli.main(["check", "--root", str(tree), "--fix", "--only-safe", "--no-cache"])
+    assert [f["code"] for f in check(tree)[1]] == ["DR201"]

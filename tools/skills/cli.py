@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--fix", action="store_true",
                        help="apply the fixes the selected rules' findings carry (the NCCL mirror table from the RST "
                             "list, the launcher options table from argparse), then check again")
+    check.add_argument("--only-safe", action="store_true",
+                       help="with --fix: apply only the fixes marked safe to apply unattended (they copy a source "
+                            "of truth and drop nothing a person wrote)")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
@@ -201,11 +204,14 @@ def _check(args: argparse.Namespace) -> int:
             from fix import FixError, apply_fixes
 
             try:
-                summary.fixes, notes = apply_fixes(project, findings)
+                chosen_fixes = [f for f in findings if f.fix is not None and (f.fix.safe or not args.only_safe)]
+                summary.fixes, notes = apply_fixes(project, chosen_fixes)
             except FixError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
             summary.notes += notes
+            if args.only_safe and len(chosen_fixes) < sum(1 for f in findings if f.fix is not None):
+                summary.notes.append("--only-safe: fixes that need review were left (see the findings)")
             if not summary.fixes and not notes:
                 summary.notes.append("--fix: nothing to fix")
             if summary.fixes:  # check again: what is left after the fixes

@@ -35,10 +35,13 @@ class TextEdit:
 
 @dataclass(frozen=True)
 class Fix:
-    """What applying a finding's edits does, and the edits (all in one file or several)."""
+    """What applying a finding's edits does, and the edits (all in one file or several). ``safe``: the
+    edits only copy a source of truth and drop nothing a person wrote, so a bot may apply them unattended
+    (``check --fix --only-safe``); otherwise a person reviews them (a placeholder to fill, a row removed)."""
 
     description: str
     edits: tuple[TextEdit, ...]
+    safe: bool = False
 
 
 @dataclass

@@ -30,7 +30,8 @@ def summary_line(findings: list[Finding], summary: Summary) -> str:
         return f"clean: no findings in {scope}"
     files = len({f.loc.path for f in findings})
     fixable = sum(1 for f in findings if f.fix is not None)
-    hint = f"; {fixable} fixable with --fix" if fixable else ""
+    safe = sum(1 for f in findings if f.fix is not None and f.fix.safe)
+    hint = f"; {fixable} fixable with --fix ({safe} safe unattended)" if fixable else ""
     return f"{errors} error(s), {warnings} warning(s) in {files} file(s); checked {scope}{hint}"
 
 
@@ -60,7 +61,7 @@ def format_json(findings: list[Finding], summary: Summary) -> str:
                 "truth": None if f.truth is None else
                 {"path": f.truth.path, "line": f.truth.line, "col": f.truth.col},
                 "fix": None if f.fix is None else {
-                    "description": f.fix.description,
+                    "description": f.fix.description, "safe": f.fix.safe,
                     "edits": [{"path": e.path, "start": e.start, "end": e.end, "lines": list(e.lines)}
                               for e in f.fix.edits]},
             }

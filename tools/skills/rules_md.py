@@ -62,7 +62,7 @@ def render() -> str:
             summary, _, detail = text.partition("\n")
             rule_text = _one_line(summary + (" " + detail if detail.strip() else ""))
             marks = [m for m in (("warning" if r.severity == "warning" else ""),
-                                 ("fix" if getattr(r.func, "fixable", False) else "")) if m]
+                                 ("fix" if r.fixable else "")) if m]
             if marks:
                 rule_text = f"({', '.join(marks)}) {rule_text}"
             out.append(f"| {r.code} | {r.name} | `{r.profile}` | {rule_text} | {_one_line(r.cites)} |")

@@ -21,7 +21,7 @@ def finding(code: str, message: str, path: str, line: int = 1, col: int = 1,
                    severity=severity, truth=truth, fix=fix)
 
 
-def edit_between(path: str, old: list[str], new: list[str], description: str) -> Fix | None:
+def edit_between(path: str, old: list[str], new: list[str], description: str, safe: bool = False) -> Fix | None:
     """One TextEdit turning the lines ``old`` of ``path`` into ``new`` (the smallest differing span)."""
     if old == new:
         return None
@@ -31,7 +31,7 @@ def edit_between(path: str, old: list[str], new: list[str], description: str) ->
     b = 0
     while b < min(len(old), len(new)) - a and old[-1 - b] == new[-1 - b]:
         b += 1
-    return Fix(description, (TextEdit(path, a + 1, len(old) - b, tuple(new[a:len(new) - b])),))
+    return Fix(description, (TextEdit(path, a + 1, len(old) - b, tuple(new[a:len(new) - b])),), safe)
 
 
 def cached(project: Project, key: str, make: Callable[[], Any]) -> Any:

@@ -174,7 +174,7 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
 
 
 @rule("DR101", "nccl-missing", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list")
+      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list", fixable=True)
 def nccl_missing(project: Project) -> Iterator[Finding]:
     """Every setting of the RST NCCL list appears in a skill's mirrored workaround table.
 
@@ -185,7 +185,7 @@ def nccl_missing(project: Project) -> Iterator[Finding]:
 
 
 @rule("DR102", "nccl-value", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): settings compared as exact VAR=value pairs")
+      cites="this repository's design (DESIGN.md, Sources of truth): settings compared as exact VAR=value pairs", fixable=True)
 def nccl_value(project: Project) -> Iterator[Finding]:
     """A mirrored setting has the value the RST NCCL list gives its variable.
 
@@ -196,7 +196,7 @@ def nccl_value(project: Project) -> Iterator[Finding]:
 
 
 @rule("DR103", "nccl-extra", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list")
+      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list", fixable=True)
 def nccl_extra(project: Project) -> Iterator[Finding]:
     """A mirrored workaround table holds no setting the RST NCCL list lacks.
 
@@ -252,7 +252,7 @@ def _describe(row: list[Setting]) -> str:
 
 
 @rule("DR105", "nccl-rows", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list row by row")
+      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list row by row", fixable=True)
 def nccl_rows(project: Project) -> Iterator[Finding]:
     """A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting included.
 

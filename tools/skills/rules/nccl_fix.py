@@ -207,4 +207,7 @@ def mirror_fix(md: MarkdownDoc, md_table: Table, rst: RstDoc, rst_table: Table) 
     new, changes = plan_fix(md, md_table, rst, rst_table)
     if not changes:
         return None
-    return edit_between(md.path, old, new, "; ".join(c.removeprefix(f"{md.path}: ") for c in changes))
+    # safe unattended when the rewrite keeps every setting the table held (it only adds, fixes or reorders
+    # rows from the list); dropping a setting the list lacks needs a person (maybe it belongs in the list)
+    safe = settings("\n".join(old)) <= settings("\n".join(new))
+    return edit_between(md.path, old, new, "; ".join(c.removeprefix(f"{md.path}: ") for c in changes), safe)

@@ -120,7 +120,7 @@ def options_table_present(project: Project) -> Iterator[Finding]:
 
 
 @rule("DR201", "option-undocumented", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)", fixable=True)
 def option_undocumented(project: Project) -> Iterator[Finding]:
     """Every launcher option has a row in the options table.
 
@@ -219,7 +219,7 @@ def _default_fix(doc: RstDoc, cell: Cell, opt: Option, launcher: str) -> Fix | N
             return None
         fixed = m.group(1) + f"``{new}``"
     return Fix(f"{opt.canonical}: default -> {new} (from {launcher}:{opt.line})",
-               (TextEdit(doc.path, idx + 1, idx + 1, (fixed,)),))
+               (TextEdit(doc.path, idx + 1, idx + 1, (fixed,)),), safe=True)
 
 
 def _row_fix(project: Project, doc: RstDoc, table: Table, col: int, opt: Option) -> Fix | None:
@@ -264,7 +264,7 @@ def _row_fix(project: Project, doc: RstDoc, table: Table, col: int, opt: Option)
             cells.append("")
     new = [f"{bullet}* - {cells[0]}".rstrip()] + [f"{cell_indent}- {c}".rstrip() for c in cells[1:]]
     return Fix(f"added a row for {opt.canonical} (from {project.launcher.path}:{opt.line})",
-               (TextEdit(doc.path, before, before - 1, tuple(new)),))
+               (TextEdit(doc.path, before, before - 1, tuple(new)),), safe=opt.help is not None)
 
 
 def _written_default(cell: Cell) -> str | None:
@@ -294,7 +294,7 @@ def _same_default(actual: Any, written: str | None, opt: Option) -> bool:
 
 
 @rule("DR204", "option-default", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
+      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)", fixable=True)
 def option_default(project: Project) -> Iterator[Finding]:
     """The Default column states the launcher's argparse default (None, or False for a switch, when unset).
 

@@ -34,6 +34,7 @@ class Rule:
     severity: str = "error"  # the default severity of its findings
     profile: str = "isaaclab"  # one of PROFILES
     cites: str = ""  # the spec or policy line it enforces
+    fixable: bool = False  # its findings carry a Fix (each says whether it is safe unattended)
 
     @property
     def summary(self) -> str:
@@ -57,7 +58,8 @@ RULES: list[Rule] = []
 _BY_CODE: dict[str, Rule] = {}
 
 
-def rule(code: str, name: str, severity: str = "error", *, profile: str, cites: str) -> Callable[[RuleFunc], RuleFunc]:
+def rule(code: str, name: str, severity: str = "error", *, profile: str, cites: str,
+         fixable: bool = False) -> Callable[[RuleFunc], RuleFunc]:
     """Register ``func`` as the rule ``code``; codes are unique and never reused."""
     if profile not in PROFILES:
         raise ValueError(f"rule {code}: unknown profile {profile!r}")
@@ -65,7 +67,7 @@ def rule(code: str, name: str, severity: str = "error", *, profile: str, cites: 
     def register(func: RuleFunc) -> RuleFunc:
         if code in _BY_CODE:
             raise ValueError(f"duplicate rule code {code}")
-        entry = Rule(code, name, func, severity, profile, cites)
+        entry = Rule(code, name, func, severity, profile, cites, fixable)
         RULES.append(entry)
         _BY_CODE[code] = entry
         return func
