@@ -21,3 +21,11 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def repo_check():  # noqa: ANN201
+    """The checker run once on this repository (project, findings), shared by the checker tests."""
+    from mgpu_testing.checker import self_check
+
+    return self_check()

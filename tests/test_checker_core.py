@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,9 +27,27 @@ from parse_rst import parse_rst  # noqa: E402
 from report import Summary, escape_data, escape_property, exit_code, format_github  # noqa: E402
 
 
-def check(root: Path, *args: str, env: dict | None = None) -> "subprocess.CompletedProcess":  # noqa: F821
-    return run([PYTHON, str(CLI), "check", "--root", str(root), "--no-cache", *args], timeout=120,
-               env=env or dict(os.environ))
+def check(root: Path, *args: str) -> SimpleNamespace:
+    """The real CLI, in-process (``cli.main``): exit status, stdout and stderr, as a process would give them."""
+    import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = cli.main(["check", "--root", str(root), "--no-cache", *args])
+        except SystemExit as exc:  # argparse's usage errors
+            rc = exc.code if isinstance(exc.code, int) else 2
+    return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def check_with_cache(root: Path, *args: str) -> SimpleNamespace:
+    """``check`` with the caches on (as a user runs it)."""
+    import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(["check", "--root", str(root), *args])
+    return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def write(root: Path, rel: str, text: str | bytes) -> Path:
@@ -283,6 +304,7 @@ def test_argparse_syntax_error_is_a_finding() -> None:
     assert [p.code for p in spec.problems] == ["IN030"] and spec.problems[0].loc.line >= 2
 
 
+@pytest.mark.e2e
 def test_torchrun_and_skrl_options_found_without_importing_them() -> None:
     code = (
         "import sys; sys.path.insert(0, %r)\n"
@@ -337,7 +359,7 @@ def test_exit_codes_and_select_ignore(tmp_path: Path) -> None:
         res = check(root, *args)
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert "Traceback" not in res.stderr
-    missing = run([PYTHON, str(CLI), "check", "--root", str(tmp_path / "nope")], timeout=60, env=dict(os.environ))
+    missing = check(tmp_path / "nope")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     write(root, "pyproject.toml", "[tool.skills-check\n")
     assert check(root).returncode == 2
@@ -380,11 +402,12 @@ def test_github_escaping() -> None:
     assert exit_code([Finding("X", "w", Loc("a"), severity="warning")], strict=True) == 1
 
 
-def test_explain(tmp_path: Path) -> None:
-    res = run([PYTHON, str(CLI), "--explain", "IN005"], timeout=60, env=dict(os.environ))
-    assert res.returncode == 0 and "symlink" in res.stdout
-    res = run([PYTHON, str(CLI), "check", "--explain", "NOPE1"], timeout=60, env=dict(os.environ))
-    assert res.returncode == 2 and "Traceback" not in res.stderr
+def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    import cli
+
+    assert cli.main(["--explain", "IN005"]) == 0 and "symlink" in capsys.readouterr().out
+    assert cli.main(["check", "--explain", "NOPE1"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -458,6 +481,7 @@ def _fake_uv(bin_dir: Path, log: Path, drop_force: bool) -> None:
     script.chmod(0o755)
 
 
+@pytest.mark.e2e
 def test_missing_parsers_without_uv_prints_one_line(tmp_path: Path) -> None:
     env = dict(os.environ, SKILLS_CHECK_FORCE_MISSING="1", PATH=str(tmp_path))
     res = run([PYTHON, str(CLI), "check"], timeout=60, env=env)
@@ -475,6 +499,7 @@ def test_missing_parsers_without_uv_prints_one_line(tmp_path: Path) -> None:
     assert res.returncode == 2 and "ImportError" not in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.e2e
 def test_missing_parsers_reexecs_once_through_uv(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path / "tree")
     log = tmp_path / "uv.log"
@@ -495,19 +520,22 @@ def test_missing_parsers_reexecs_once_through_uv(tmp_path: Path) -> None:
     assert len(log2.read_text().splitlines()) == 2  # uv was called exactly once
 
 
-def test_parse_cache_gives_the_same_findings_and_sees_changes(tmp_path: Path) -> None:
+def test_parse_cache_gives_the_same_findings_and_sees_changes(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     root = tiny_tree(tmp_path / "tree")
     write(root, "skills/user/demo/a.md", "---\nname: [x\n---\n")
-    env = dict(os.environ, SKILLS_CHECK_CACHE_DIR=str(tmp_path / "cache"))
-    cmd = [PYTHON, str(CLI), "check", "--root", str(root), "--select", "IN", "--format", "json"]
-    cold = run(cmd, timeout=120, env=env)
+    monkeypatch.setenv("SKILLS_CHECK_CACHE_DIR", str(tmp_path / "cache"))
+    args = ("--select", "IN", "--format", "json")
+
+    cold = check_with_cache(root, *args)
     assert list((tmp_path / "cache").glob("*.json"))
-    warm = run(cmd, timeout=120, env=env)
+    warm = check_with_cache(root, *args)
     assert cold.stdout == warm.stdout and cold.returncode == warm.returncode == 1
     write(root, "skills/user/demo/a.md", "---\nname: x\n---\n")
-    assert run(cmd, timeout=120, env=env).returncode == 0
-    (tmp_path / "cache").joinpath(next((tmp_path / "cache").glob("*.json")).name).write_bytes(b"junk")
-    assert run(cmd, timeout=120, env=env).returncode == 0  # a corrupt cache is ignored
+    assert check_with_cache(root, *args).returncode == 0
+    for f in (tmp_path / "cache").glob("*.json"):
+        f.write_bytes(b"junk")
+    assert check_with_cache(root, *args).returncode == 0  # a corrupt cache is ignored
 
 
 def test_loader_reads_repo_config_and_aliases(tmp_path: Path) -> None:
@@ -526,10 +554,8 @@ def test_loader_reads_repo_config_and_aliases(tmp_path: Path) -> None:
     assert list(project.rst) == ["docs/index.rst"]
 
 
-def test_repository_passes_its_own_checker() -> None:
+def test_repository_passes_its_own_checker(repo_check) -> None:  # noqa: ANN001
     """The project eats its own cooking: links, anchors, aliases, tables and commands all agree."""
-    res = run([PYTHON, str(CLI), "check", "--format", "json", "--no-cache"], timeout=120, env=dict(os.environ))
-    report = json.loads(res.stdout)
-    assert report["findings"] == [], res.stdout
-    assert res.returncode == 0 and "Traceback" not in res.stderr
-    assert report["summary"]["skills"] == 3
+    project, findings = repo_check
+    assert [f"{f.loc}: {f.code} {f.message}" for f in findings] == []
+    assert len(project.skills) == 3 and project.torchrun is not None and project.tools

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import difflib
-import os
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
-from mgpu_testing import PYTHON, REPO, run
 
-CLI = REPO / "tools" / "skills" / "cli.py"
 
 RST = """\
 Multi-GPU training
@@ -82,9 +80,17 @@ def tree(root: Path, reference: str) -> Path:
     return root
 
 
-def fix(root: Path) -> "subprocess.CompletedProcess":  # noqa: F821
-    return run([PYTHON, str(CLI), "check", "--root", str(root), "--fix", "--no-cache", "--select", "DR1"],
-               timeout=120, env=dict(os.environ))
+def fix(root: Path) -> SimpleNamespace:
+    """``check --fix --select DR1`` in-process: exit status, stdout and stderr."""
+    import contextlib
+    import io
+
+    import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(["check", "--root", str(root), "--fix", "--no-cache", "--select", "DR1"])
+    return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_fix_rewrites_only_the_drifted_rows_and_is_idempotent(tmp_path: Path) -> None:

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# every check here runs in a child under kernel memory and CPU limits: the process is what is tested
+pytestmark = pytest.mark.e2e
+
 from mgpu_testing.checker import (
     DEMO, EVALS_JSON, HELPER, MGPU, REF, SKILL, assert_finding, check_bounded, edit, make_tree,
 )

@@ -203,6 +203,7 @@ def test_explain_prints_the_docstring(capsys: pytest.CaptureFixture[str]) -> Non
     assert "NCCL_*/CUDA_*" in capsys.readouterr().out
 
 
+@pytest.mark.e2e
 def test_cli_subprocess_reports_text_lines(tree: Path) -> None:
     edit(tree, SKILL, "--rl_library skrl", "--rl_library foo")
     proc = run([PYTHON, str(TOOLS / "cli.py"), "check", "--root", str(tree)], timeout=120)

@@ -96,3 +96,15 @@ def check_bounded(root: Path | str, *extra: str, mem_mb: int = 1024, cpu_s: int 
            "--format", "json", *extra]
     cwd = Path(root).parent if str(root) else REPO
     return run(cmd, timeout=wall_s, env=dict(os.environ) if env is None else env, cwd=cwd)
+
+
+def self_check():  # noqa: ANN201
+    """(project, findings) of the checker on this repository, in-process and without caches, with the
+    profiles its pyproject chooses (what ``cli.py check`` runs). Tests share one run through the
+    session-scoped ``repo_check`` fixture (tests/conftest.py)."""
+    from loader import load_config, load_project
+    from runner import in_profiles, load_rules, run_rules
+
+    profiles = load_config(REPO).get("profiles")
+    project = load_project(REPO, use_cache=False)
+    return project, run_rules(project, in_profiles(load_rules(), profiles))
