@@ -11,6 +11,7 @@ them.
 from __future__ import annotations
 
 import ast
+import re
 import glob
 import importlib.util
 import sys
@@ -98,6 +99,7 @@ class _Source:
         return first + "".join(self.lines[l0 + 1:l1]) + last
 
 
+_DEF_RE = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
 _KEYS = ("add_argument", "ArgumentParser", "set_defaults", "add_parser", "_group")
 
 
@@ -112,10 +114,14 @@ def _walk_relevant(tree: ast.Module, source: _Source):  # noqa: ANN202
         yield from ast.walk(stmt)
 
 
-def _flag_action_classes(classes: list[ast.ClassDef]) -> set[str]:
+def _flag_action_classes(classes: list[ast.ClassDef], source: _Source | None = None) -> set[str]:
     """Names of Action subclasses that take no value (``nargs=0`` in their source)."""
     out: set[str] = set()
     for node in classes:
+        if source is not None:
+            end = getattr(node, "end_lineno", None) or node.lineno
+            if "nargs" not in "".join(source.lines[node.lineno - 1:end]):
+                continue  # no nargs in its text: not walked
         for sub in ast.walk(node):
             if isinstance(sub, ast.keyword) and sub.arg == "nargs" and isinstance(sub.value, ast.Constant) \
                     and sub.value.value == 0:
@@ -207,7 +213,7 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
                 parsers.add(node.optional_vars.id)
         elif isinstance(node, ast.ClassDef):
             classes.append(node)
-    flag_actions = _flag_action_classes(classes)
+    flag_actions = _flag_action_classes(classes, source)
     for src in helper_sources or []:
         try:
             flag_actions |= _flag_action_classes(
@@ -237,8 +243,7 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
             return recv.attr in parsers
         return _is_parser_call(recv)
 
-    local = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} \
-        if made_at else set()
+    local = set(_DEF_RE.findall(text)) if made_at else set()  # every function the file defines
     for callee, arg, line in _handed_parsers(tree, functions, made_at):
         if callee not in local and spec.incomplete is None:  # a local helper's add_argument calls are read too
             spec.incomplete = f"its parser is passed to {callee}() at line {line}, which may add options"
