@@ -14,7 +14,6 @@ file under a size cap.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import json
@@ -55,10 +54,14 @@ def _stamp() -> str:
             parts.append(f"{lib}:{origin}:{st.st_mtime_ns if st else '?'}")
         except (ImportError, ValueError, OSError):
             parts.append(f"{lib}:?")
+    import hashlib
+
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def digest(text: str) -> str:
+    import hashlib
+
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
@@ -72,7 +75,7 @@ class ParseCache:
         self.entries: dict[tuple[str, str], tuple[str, Any]] = {}
         self.used: set[tuple[str, str]] = set()
         self.dirty = False
-        self.file = cache_dir() / f"{hashlib.sha256(str(root).encode()).hexdigest()[:24]}.json"
+        self.root = root
         if not enabled:
             return
         self.stamp = _stamp()
@@ -87,6 +90,13 @@ class ParseCache:
                     self.entries[(str(kind), str(path))] = (str(dig), value)
         except Exception:  # absent, corrupt, from another version: start empty
             self.entries = {}
+
+    @property
+    def file(self) -> Path:
+        """This root's cache file (hashing is imported only when a cache is used)."""
+        import hashlib
+
+        return cache_dir() / f"{hashlib.sha256(str(self.root).encode()).hexdigest()[:24]}.json"
 
     def get(self, kind: str, path: str, text: str) -> Any | None:
         if not self.enabled:

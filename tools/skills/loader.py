@@ -204,18 +204,22 @@ def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Pa
 def import_parse_rst():  # noqa: ANN201
     """Import the RST parser module without what it never uses.
 
-    docutils imports ``urllib.request`` at module level (for ``include``/``csv-table`` URLs, disabled
-    here) and ``pygments`` (highlighting, off here): about a quarter of a second. While docutils loads,
-    ``pygments`` is hidden and ``urllib.request`` is a stand-in whose ``urlopen`` imports the real
-    module on first call; both are restored afterwards, so later imports see the real modules.
+    docutils imports ``urllib.request`` and ``urllib.error`` at module level (for ``include``/``csv-table``
+    URLs, disabled here) and ``pygments`` (highlighting, off here): about a quarter of a second. While
+    docutils loads, ``pygments`` is hidden, ``urllib.request`` is a stand-in whose ``urlopen`` imports the
+    real module on first call and ``urllib.error`` one whose errors are ``OSError`` (the real ones derive
+    from it, so docutils' ``except URLError`` still catches them); all are restored afterwards, so later
+    imports see the real modules.
     """
     import sys
     import types
 
     if "parse_rst" in sys.modules:
         return sys.modules["parse_rst"]
-    saved = {name: sys.modules.get(name) for name in ("pygments", "urllib.request")}
+    saved = {name: sys.modules.get(name) for name in ("pygments", "urllib.request", "urllib.error")}
     stub = types.ModuleType("urllib.request")
+    errors = types.ModuleType("urllib.error")
+    errors.URLError = errors.HTTPError = errors.ContentTooShortError = OSError  # type: ignore[attr-defined]
 
     def urlopen(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         if sys.modules.get("urllib.request") is stub:
@@ -230,6 +234,8 @@ def import_parse_rst():  # noqa: ANN201
             sys.modules["pygments"] = None  # type: ignore[assignment]
         if saved["urllib.request"] is None:
             sys.modules["urllib.request"] = stub
+        if saved["urllib.error"] is None:
+            sys.modules["urllib.error"] = errors
         try:
             import docutils.parsers.rst.directives.misc  # noqa: F401
             import docutils.parsers.rst.directives.tables  # noqa: F401
@@ -239,7 +245,7 @@ def import_parse_rst():  # noqa: ANN201
     finally:
         for name, module in saved.items():
             if module is None:
-                if name in sys.modules and sys.modules[name] in (None, stub):
+                if name in sys.modules and sys.modules[name] in (None, stub, errors):
                     del sys.modules[name]
             else:
                 sys.modules[name] = module

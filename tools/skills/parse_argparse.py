@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import re
-import glob
 import importlib.util
 import sys
 from pathlib import Path
@@ -343,6 +342,8 @@ def site_packages(root: Path) -> list[Path]:
     """Candidate site-packages folders: the checked tree's .venv first, then the running interpreter's."""
     out: list[Path] = []
     for pattern in (".venv/lib/python3*/site-packages", ".venv/Lib/site-packages"):
+        import glob
+
         out += [Path(p) for p in sorted(glob.glob(str(root / pattern)))]
     for entry in sys.path:
         if entry and entry.endswith(("site-packages", "dist-packages")):

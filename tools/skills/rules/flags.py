@@ -19,7 +19,6 @@ skill markdown are wrong on purpose and are skipped. Placeholders (``<dir>``, ``
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from typing import Iterator
@@ -132,6 +131,8 @@ def _truth(spec: ArgSpec, opt: Option | None = None) -> Loc:
 
 def _suggest(flag: str, specs: list[ArgSpec]) -> str:
     names = [f for s in specs for f in s.by_flag() if f.startswith("-")]
+    import difflib
+
     close = difflib.get_close_matches(flag, names, n=1, cutoff=0.75)
     return f"; did you mean {close[0]}?" if close else ""
 
@@ -350,6 +351,8 @@ def bare_flag(project: Project) -> Iterator[Finding]:
                     continue
             elif flag in allowed:
                 continue
+            import difflib
+
             close = difflib.get_close_matches(flag, names, n=1, cutoff=0.75)
             src = lines_of.setdefault(w.doc.path, w.doc.text.split("\n"))
             line_text = src[word.line - 1] if 0 < word.line <= len(src) else ""
