@@ -14,10 +14,11 @@ import re
 import tomllib
 from urllib.parse import unquote
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from cache import ParseCache
-from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_installed, read_text, rel
+from inputs import MAX_BYTES, inside, link_problem, overlaid, problem, read_bytes_bounded, read_installed, read_text, rel
 from model import ArgSpec, Code, MarkdownDoc, Project, RstDoc, Skill
 from parse_argparse import find_installed, parse_argparse
 
@@ -423,8 +424,18 @@ def _skill_files(root: Path, skills_dir: Path, project: Project) -> list[Path]:
     return out
 
 
-def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False) -> Project:
-    """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py)."""
+def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False,
+                 overlay: Mapping[str, str] | None = None) -> Project:
+    """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
+
+    ``overlay`` (repository-relative path -> text, e.g. an editor's unsaved buffers) is read in place of
+    those files on disk, under the same guards; the rest of the tree comes from disk.
+    """
+    with overlaid(overlay or {}):
+        return _load_project(root, overrides, use_cache)
+
+
+def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache: bool) -> Project:
     if not str(root).strip():
         raise SetupError("--root is empty: give the folder to check")
     root = Path(root)

@@ -1,0 +1,445 @@
+"""The checker's language server (``cli.py lsp``), driven over stdio by a real LSP client (pytest-lsp):
+diagnostics from the same findings as ``check``, cleared when the drift is edited away; code actions with
+the edits ``check --fix`` applies; ``explain`` text on hover; a crash in a request answered with an error;
+the demo transcript in tools/skills/LSP_DEMO.md generated here.
+
+The server under test is a subprocess (the process is what is tested); one serves the module, on a copy
+of the checker's base fixture tree, and each test opens, edits and closes its own documents. The editor
+text is never saved: the server checks it as an overlay over the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.protocol import default_converter
+from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+
+from mgpu_testing import PYTHON, REPO, run
+from mgpu_testing.checker import BASE, CLI, LAUNCHER, MGPU, REF, SKILL, check, make_tree
+
+import cli  # noqa: E402  (tools/skills is on pytest's pythonpath)
+
+DEMO_MD = REPO / "tools" / "skills" / "LSP_DEMO.md"
+WRITE_DEMO = "LSP_DEMO_WRITE"  # set to 1 to rewrite LSP_DEMO.md from this run
+DEADLINE_S = 30.0  # every wait for the server has this visible deadline
+ASYNC = pytest.mark.asyncio(loop_scope="module")
+DRIFT = ("--num_gpus 2 --dry_run", "--num_gpu 2 --dry_run")  # a flag the launcher does not have
+NNODES = ("   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``")  # a default drifted (fixable)
+
+
+def _client() -> LanguageClient:
+    """pytest-lsp's client, also keeping every publishDiagnostics in arrival order (with its version)."""
+    client = LanguageClient(converter_factory=default_converter)
+    client.published: list[types.PublishDiagnosticsParams] = []  # type: ignore[misc]
+    client.arrived = asyncio.Event()  # type: ignore[attr-defined]
+    base = DEFAULT_CLIENT_FEATURES[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+
+    def publish(client: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
+        base(client, params)
+        client.published.append(params)  # type: ignore[attr-defined]
+        client.arrived.set()  # type: ignore[attr-defined]
+
+    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish})
+    return client
+
+
+def _config(**env: str) -> ClientServerConfig:
+    return ClientServerConfig(server_command=[PYTHON, str(CLI), "lsp"], client_factory=_client,
+                              server_env={**os.environ, **env} if env else None)
+
+
+async def _initialize(client: LanguageClient, root: Path) -> None:
+    await client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(), root_uri=root.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="repo")]))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tree(tmp_path_factory.mktemp("lsp") / "repo")
+
+
+@pytest_lsp.fixture(scope="module", config=_config())
+async def client(lsp_client: LanguageClient, tree: Path):
+    await _initialize(lsp_client, tree)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def published(client: LanguageClient, uri: str, version: int | None, since: int = 0
+                    ) -> types.PublishDiagnosticsParams:
+    """The first publishDiagnostics for ``uri`` at ``version`` received after the ``since``-th one."""
+    async with asyncio.timeout(DEADLINE_S):
+        while True:
+            client.arrived.clear()  # type: ignore[attr-defined]
+            for params in client.published[since:]:  # type: ignore[attr-defined]
+                if params.uri == uri and params.version == version:
+                    return params
+            await client.arrived.wait()  # type: ignore[attr-defined]
+
+
+class Editor:
+    """Open, change and close one document as an editor does (full-text changes), and wait for the
+    diagnostics of each version."""
+
+    def __init__(self, client: LanguageClient, root: Path, rel: str, language: str) -> None:
+        self.client, self.root, self.rel, self.language = client, root, rel, language
+        self.uri = (root / rel).as_uri()
+        self.version = 0
+        self.text = (root / rel).read_text(encoding="utf-8")
+
+    async def open(self, text: str) -> list[types.Diagnostic]:
+        self.version, self.text = 1, text
+        since = len(self.client.published)  # type: ignore[attr-defined]
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+            uri=self.uri, language_id=self.language, version=1, text=text)))
+        return list((await published(self.client, self.uri, 1, since)).diagnostics)
+
+    async def change(self, text: str) -> list[types.Diagnostic]:
+        self.version += 1
+        self.text = text
+        since = len(self.client.published)  # type: ignore[attr-defined]
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+        return list((await published(self.client, self.uri, self.version, since)).diagnostics)
+
+    async def close(self) -> None:
+        since = len(self.client.published)  # type: ignore[attr-defined]
+        self.client.text_document_did_close(types.DidCloseTextDocumentParams(
+            types.TextDocumentIdentifier(uri=self.uri)))
+        await published(self.client, self.uri, None, since)  # back to the disk's text
+
+    @contextlib.asynccontextmanager
+    async def opened(self, text: str):  # noqa: ANN201
+        diags = await self.open(text)
+        try:
+            yield diags
+        finally:
+            await self.close()
+
+
+def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """``text`` with LSP text edits applied as a client does (ASCII text: UTF-16 units are characters)."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+
+    def offset(pos: types.Position) -> int:
+        return starts[pos.line] + pos.character if pos.line < len(starts) else len(text)
+
+    for e in sorted(edits, key=lambda e: offset(e.range.start), reverse=True):
+        text = text[:offset(e.range.start)] + e.new_text + text[offset(e.range.end):]
+    return text
+
+
+def _drifted(root: Path, rel: str, old_new: tuple[str, str]) -> str:
+    text = (root / rel).read_text(encoding="utf-8")
+    assert old_new[0] in text, f"fixture text not found in {rel}: {old_new[0]!r}"
+    return text.replace(*old_new, 1)
+
+
+def _pos(text: str, needle: str) -> types.Position:
+    before = text[:text.index(needle)]
+    return types.Position(before.count("\n"), len(before) - (before.rfind("\n") + 1))
+
+
+# -- diagnostics ------------------------------------------------------------------------------------------
+
+
+@ASYNC
+async def test_a_drifted_flag_is_marked_at_its_range_and_cleared_when_edited_away(client: LanguageClient,
+                                                                                    tree: Path) -> None:
+    ref = Editor(client, tree, REF, "markdown")
+    clean = ref.text
+    drifted = _drifted(tree, REF, DRIFT)
+    async with ref.opened(drifted) as diags:
+        assert [d.code for d in diags] == ["DR301"]
+        d = diags[0]
+        start = _pos(drifted, "--num_gpu 2")
+        assert d.range == types.Range(start, types.Position(start.line, start.character + len("--num_gpu")))
+        assert d.severity == types.DiagnosticSeverity.Error and d.source == "skills-check"
+        assert "--num_gpu is not an option" in d.message and "did you mean --num_gpus" in d.message
+        (related,) = d.related_information
+        assert related.location.uri == (tree / LAUNCHER).as_uri()
+        launcher = (tree / LAUNCHER).read_text(encoding="utf-8").split("\n")
+        assert "ArgumentParser" in launcher[related.location.range.start.line]  # the truth: the parser
+        assert await ref.change(clean) == []  # edited away: cleared
+        assert [d.code for d in await ref.change(drifted)] == ["DR301"]  # and back
+    assert (tree / REF).read_text(encoding="utf-8") == clean  # the editor's text was never written
+
+
+@ASYNC
+async def test_the_diagnostics_are_check_s_findings(client: LanguageClient, tree: Path, tmp_path: Path) -> None:
+    """Every finding ``check`` reports on the tree with the edits saved, at the same place, and no other."""
+    texts = {REF: _drifted(tree, REF, DRIFT), MGPU: _drifted(tree, MGPU, NNODES)}
+    saved = make_tree(tmp_path / "saved")
+    for rel, text in texts.items():
+        (saved / rel).write_text(text, encoding="utf-8")
+    _, findings = check(saved, "--no-cache")
+    expected = sorted((f["path"], f["line"], f["col"], f["code"], f["message"]) for f in findings)
+    assert {f["code"] for f in findings} == {"DR301", "DR204"}
+    ref, mgpu = Editor(client, tree, REF, "markdown"), Editor(client, tree, MGPU, "restructuredtext")
+    async with ref.opened(texts[REF]):
+        since = len(client.published)  # type: ignore[attr-defined]
+        async with mgpu.opened(texts[MGPU]):  # this check sees both documents' text
+            got = []
+            for ed in (ref, mgpu):
+                for d in (await published(client, ed.uri, 1, since)).diagnostics:
+                    got.append((ed.rel, d.range.start.line + 1, d.range.start.character + 1, d.code, d.message))
+            assert sorted(got) == expected
+
+
+@ASYNC
+async def test_a_document_outside_the_root_gets_nothing(client: LanguageClient, tree: Path,
+                                                        tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere" / "SKILL.md"
+    outside.parent.mkdir()
+    outside.write_text(_drifted(tree, REF, DRIFT), encoding="utf-8")
+    since = len(client.published)  # type: ignore[attr-defined]
+    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+        uri=outside.as_uri(), language_id="markdown", version=1, text=outside.read_text(encoding="utf-8"))))
+    ref = Editor(client, tree, REF, "markdown")
+    async with ref.opened(ref.text) as diags:  # checks run in order: the outside one has been handled
+        assert diags == []
+        assert not [p for p in client.published[since:] if p.uri == outside.as_uri()]  # type: ignore[attr-defined]
+        hover = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(outside.as_uri()), types.Position(0, 0)))
+        assert hover is None
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(outside.as_uri())))
+
+
+# -- code actions ---------------------------------------------------------------------------------------------
+
+
+@ASYNC
+async def test_a_code_action_applies_the_edits_of_check_fix(client: LanguageClient, tree: Path,
+                                                           tmp_path: Path) -> None:
+    mgpu = Editor(client, tree, MGPU, "restructuredtext")
+    clean = mgpu.text
+    drifted = _drifted(tree, MGPU, NNODES)
+    saved = make_tree(tmp_path / "saved")
+    (saved / MGPU).write_text(drifted, encoding="utf-8")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert cli.main(["check", "--root", str(saved), "--fix", "--no-cache"]) == 0
+    by_fix = (saved / MGPU).read_text(encoding="utf-8")
+    async with mgpu.opened(drifted) as diags:
+        (d,) = diags
+        assert d.code == "DR204"
+        actions = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(mgpu.uri), range=d.range,
+            context=types.CodeActionContext(diagnostics=[d])))
+        (action,) = actions
+        assert action.kind == types.CodeActionKind.QuickFix and "--nnodes: default -> 1" in action.title
+        assert [x.code for x in action.diagnostics] == ["DR204"]
+        assert set(action.edit.changes) == {mgpu.uri}
+        fixed = apply_edits(drifted, action.edit.changes[mgpu.uri])
+        assert fixed == by_fix == clean
+        assert await mgpu.change(fixed) == []
+        elsewhere = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(mgpu.uri), range=types.Range(types.Position(0, 0),
+                                                                                    types.Position(0, 1)),
+            context=types.CodeActionContext(diagnostics=[])))
+        assert list(elsewhere) == []
+
+
+# -- hover ---------------------------------------------------------------------------------------------
+
+
+def _explain(code: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["explain", code]) == 0
+    return out.getvalue()
+
+
+@ASYNC
+async def test_hover_on_a_finding_gives_its_explain_text(client: LanguageClient, tree: Path) -> None:
+    ref = Editor(client, tree, REF, "markdown")
+    drifted = _drifted(tree, REF, DRIFT)
+    async with ref.opened(drifted) as diags:
+        (d,) = diags
+        hover = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(ref.uri), types.Position(d.range.start.line, d.range.start.character + 3)))
+        assert hover.contents.kind == types.MarkupKind.Markdown
+        explained = _explain("DR301").split("\n\n", 1)[1].strip()  # what `cli.py explain DR301` prints
+        assert hover.contents.value.startswith("**DR301**") and explained in hover.contents.value
+        assert await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(ref.uri), types.Position(0, 0))) is None
+
+
+@ASYNC
+async def test_hover_on_a_frontmatter_key_gives_its_rules(client: LanguageClient, tree: Path) -> None:
+    skill = Editor(client, tree, SKILL, "markdown")
+    async with skill.opened(skill.text) as diags:
+        assert diags == []
+        at = _pos(skill.text, "name:")
+        hover = await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(skill.uri), types.Position(at.line, at.character + 2)))
+        value = hover.contents.value
+        assert value.startswith("Frontmatter `name`")
+        assert all(code in value for code in ("SK101", "SK102", "SK103", "SK114"))
+        assert "SK104" not in value  # a `description` rule
+        value_pos = types.Position(at.line, at.character + len("name: ") + 2)  # on the value, not the key
+        assert await client.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(skill.uri), value_pos)) is None
+
+
+# -- faults --------------------------------------------------------------------------------------------
+
+
+@pytest_lsp.fixture(config=_config(SKILLS_LSP_FAULT="textDocument/hover"), loop_scope="module")
+async def faulty(lsp_client: LanguageClient, tree: Path):
+    await _initialize(lsp_client, tree)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@ASYNC
+async def test_a_crash_in_a_request_is_an_error_response_not_a_dead_server(faulty: LanguageClient,
+                                                                            tree: Path) -> None:
+    ref = Editor(faulty, tree, REF, "markdown")
+    async with ref.opened(_drifted(tree, REF, DRIFT)) as diags:
+        with pytest.raises(JsonRpcException, match="injected fault"):
+            await faulty.text_document_hover_async(types.HoverParams(
+                types.TextDocumentIdentifier(ref.uri), diags[0].range.start))
+        actions = await faulty.text_document_code_action_async(types.CodeActionParams(  # still serving
+            text_document=types.TextDocumentIdentifier(ref.uri), range=diags[0].range,
+            context=types.CodeActionContext(diagnostics=diags)))
+        assert list(actions) == []  # DR301 carries no fix
+        assert [d.code for d in await ref.change(ref.text.replace(*DRIFT[::-1]))] == []
+
+
+# -- the subcommand -------------------------------------------------------------------------------------
+
+
+def test_lsp_without_pygls_says_what_to_run(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "pygls", None)  # an import of pygls now fails, as when absent
+    monkeypatch.delitem(sys.modules, "lsp", raising=False)
+    assert cli.main(["lsp"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs pygls" in err and "uv run python tools/skills/cli.py lsp" in err
+
+
+@pytest.mark.parametrize("argv, message", [(["lsp", "--debounce", "-1"], "--debounce -1.0 is out of range"),
+                                           (["lsp", "--root", "/nonexistent/tree"], "not a directory")])
+def test_lsp_bad_arguments_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_check_never_imports_the_language_server() -> None:
+    """``check``'s start-up cost: its process imports neither pygls nor lsprotocol (``-X importtime``)."""
+    proc = run([PYTHON, "-X", "importtime", str(CLI), "check", "--root", str(BASE), "--no-cache"], timeout=120,
+               env=dict(os.environ))
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]  # findings or none: the check ran
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "import time:" in line]
+    assert "yaml" in imported  # the listing is real
+    assert not [m for m in imported if m.split(".")[0] in ("pygls", "lsprotocol", "lsp", "lsp_convert")]
+
+
+# -- the demo transcript -----------------------------------------------------------------------------------
+
+
+def _compact(value: Any, indent: str = "", width: int = 100) -> str:
+    """JSON with every object or array that fits in ``width`` columns on one line."""
+    flat = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if len(indent) + len(flat) <= width or not isinstance(value, (dict, list)) or not value:
+        return flat
+    inner = indent + "  "
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k)}: {_compact(v, inner, width).lstrip()}" for k, v in sorted(value.items())]
+        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
+    items = [f"{inner}{_compact(v, inner, width)}" for v in value]
+    return "[\n" + ",\n".join(items) + f"\n{indent}]"
+
+
+class Transcript:
+    """What a client sent and what came back, as JSON, with the tree's location written ``file:///repo``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root_uri = root.as_uri()
+        self.converter = default_converter()
+        self.parts: list[str] = []
+
+    def _json(self, value: Any) -> str:
+        data = json.loads(json.dumps(self.converter.unstructure(value)).replace(self.root_uri, "file:///repo"))
+        return _compact(data)
+
+    def note(self, text: str) -> None:
+        self.parts.append(text)
+
+    def sent(self, method: str, params: Any) -> None:
+        self.parts.append(f"Client sends `{method}`:\n\n```json\n{self._json(params)}\n```")
+
+    def got(self, method: str, value: Any) -> None:
+        self.parts.append(f"Server {method}:\n\n```json\n{self._json(value)}\n```")
+
+    def render(self) -> str:
+        head = ("# The checker's language server: a recorded session\n\n"
+                "<!-- Generated by tests/test_lsp.py::test_demo_transcript (LSP_DEMO_WRITE=1 rewrites it); "
+                "do not edit. -->\n\n"
+                "A client opens `reference.md` of the checker's base fixture tree with an unsaved edit that "
+                "drifts a flag, hovers the diagnostic, edits the flag back, then opens `multi_gpu.rst` with a "
+                "drifted default and asks for the fix. See [LSP.md](LSP.md) for editor set-up.\n\n")
+        return head + "\n\n".join(self.parts) + "\n"
+
+
+@ASYNC
+async def test_demo_transcript(client: LanguageClient, tree: Path) -> None:
+    """The session in tools/skills/LSP_DEMO.md is what this server answers today."""
+    t = Transcript(tree)
+    ref = Editor(client, tree, REF, "markdown")
+    clean = ref.text
+    drifted = clean.replace(*DRIFT, 1)
+    t.note("## 1. Open a document with a drifted flag")
+    t.sent("textDocument/didOpen", types.DidOpenTextDocumentParams(types.TextDocumentItem(
+        uri=ref.uri, language_id="markdown", version=1, text="…(reference.md, with `--num_gpu 2`)…")))
+    diags = await ref.open(drifted)
+    t.got("publishes `textDocument/publishDiagnostics`", types.PublishDiagnosticsParams(ref.uri, diags, 1))
+    t.note("## 2. Hover the diagnostic")
+    hover_params = types.HoverParams(types.TextDocumentIdentifier(ref.uri), diags[0].range.start)
+    t.sent("textDocument/hover", hover_params)
+    hover = await client.text_document_hover_async(hover_params)
+    summary = hover.contents.value.split("\n\n")[:2]
+    t.got("answers (the first two paragraphs of `cli.py explain DR301`)",
+          types.Hover(types.MarkupContent(types.MarkupKind.Markdown, "\n\n".join(summary))))
+    t.note("## 3. Edit the flag back")
+    t.sent("textDocument/didChange", types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(uri=ref.uri, version=2),
+        [types.TextDocumentContentChangeWholeDocument(text="…(reference.md as on disk)…")]))
+    t.got("publishes `textDocument/publishDiagnostics`",
+          types.PublishDiagnosticsParams(ref.uri, await ref.change(clean), 2))
+    await ref.close()
+    mgpu = Editor(client, tree, MGPU, "restructuredtext")
+    async with mgpu.opened(_drifted(tree, MGPU, NNODES)) as mdiags:
+        t.note("## 4. A drifted default in the options table, and its fix")
+        t.got("publishes `textDocument/publishDiagnostics` (after `didOpen` of multi_gpu.rst, version 1)",
+              types.PublishDiagnosticsParams(mgpu.uri, mdiags, 1))
+        params = types.CodeActionParams(types.TextDocumentIdentifier(mgpu.uri), mdiags[0].range,
+                                        types.CodeActionContext(diagnostics=mdiags))
+        t.sent("textDocument/codeAction", params)
+        t.got("answers", await client.text_document_code_action_async(params))
+    text = t.render()
+    if os.environ.get(WRITE_DEMO) == "1":
+        DEMO_MD.write_text(text, encoding="utf-8")
+    assert DEMO_MD.is_file(), f"{DEMO_MD} is missing: run this test with {WRITE_DEMO}=1"
+    assert DEMO_MD.read_text(encoding="utf-8") == text, (
+        f"{DEMO_MD.name} differs from this session: rerun with {WRITE_DEMO}=1 and review the diff")
