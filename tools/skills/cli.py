@@ -111,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                          allow_abbrev=False)
     lsp.error = parser.error  # type: ignore[method-assign]
     lsp.add_argument("--root", default=None, help="tree to check (default: the editor's workspace folder)")
-    lsp.add_argument("--debounce", type=float, default=0.15, metavar="SECONDS",
-                     help="quiet time after an edit before checking (default 0.15; open and save check at once)")
+    lsp.add_argument("--debounce", type=float, default=0.1, metavar="SECONDS",
+                     help="quiet time after an edit before checking (default 0.1; open and save check at once)")
     return parser
 
 

@@ -425,17 +425,20 @@ def _skill_files(root: Path, skills_dir: Path, project: Project) -> list[Path]:
 
 
 def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False,
-                 overlay: Mapping[str, str] | None = None) -> Project:
+                 overlay: Mapping[str, str] | None = None, cache: ParseCache | None = None) -> Project:
     """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
 
-    ``overlay`` (repository-relative path -> text, e.g. an editor's unsaved buffers) is read in place of
-    those files on disk, under the same guards; the rest of the tree comes from disk.
+    For a long-running caller (the language server): ``overlay`` (repository-relative path -> text, e.g.
+    an editor's unsaved buffers) is read in place of those files on disk, under the same guards, the rest
+    of the tree from disk; ``cache`` is a ParseCache kept across loads (the caller saves it), used instead
+    of reading and writing the cache file on each load.
     """
     with overlaid(overlay or {}):
-        return _load_project(root, overrides, use_cache)
+        return _load_project(root, overrides, use_cache, cache)
 
 
-def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache: bool) -> Project:
+def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache: bool,
+                  kept: ParseCache | None) -> Project:
     if not str(root).strip():
         raise SetupError("--root is empty: give the folder to check")
     root = Path(root)
@@ -443,11 +446,12 @@ def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache
         raise SetupError(f"{root}: not a directory")
     root = root.resolve()
     config = load_config(root, overrides)
-    cache = ParseCache(root, enabled=use_cache)
+    cache = kept or ParseCache(root, enabled=use_cache)
     try:
         return _load(root, config, cache)
     finally:
-        cache.save()
+        if kept is None:
+            cache.save()
 
 
 def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:

@@ -6,8 +6,8 @@ findings are published for every file of the tree that has some, so drift caused
 shows in the file that drifted, with a related location at the truth. Code actions carry the text edits
 ``check --fix`` applies; hover gives a finding's ``explain`` text, or the rules a frontmatter key answers to.
 
-Checks run one at a time in a worker thread: on open and save at once, on change after a pause
-(``--debounce``). A check that fails is logged to the client and the server goes on; a request that
+Checks run one at a time in a worker thread: on open and save at once; on change at once after a quiet
+spell, and during a burst of edits once it pauses (``--debounce``). A check that fails is logged to the client and the server goes on; a request that
 fails gets an error response (pygls). Only the workspace root is read; documents outside it get nothing.
 """
 
@@ -28,6 +28,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import PositionCodec
 
 import lsp_convert as conv
+from cache import ParseCache
 from inputs import overlaid, read_text
 from loader import SetupError, load_project
 from model import Finding, Project
@@ -35,7 +36,7 @@ from runner import RuleInfo, in_profiles, load_rules, profile_names, run_rules
 
 NAME = "skills-check"
 VERSION = "0.1.0"
-DEBOUNCE_S = 0.15  # quiet time after the last keystroke before a check (open and save check at once)
+DEBOUNCE_S = 0.1  # quiet time after the last keystroke before a check (open and save check at once)
 FAULT = "SKILLS_LSP_FAULT"  # tests: a method name ("textDocument/hover", "check") that raises when handled
 
 
@@ -81,7 +82,10 @@ class CheckerServer(LanguageServer):
         self.published: set[str] = set()
         self.generation = 0
         self.timer: asyncio.TimerHandle | None = None
+        self.last_edit = float("-inf")  # event-loop time of the last didChange
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skills-check")
+        self.cache: ParseCache | None = None  # kept across checks (used by the worker only); saved at shutdown
+        self.closing = False  # shutdown was asked: no more checks
 
     # -- the session ----------------------------------------------------------------------------------
 
@@ -95,6 +99,7 @@ class CheckerServer(LanguageServer):
             raise SetupError(f"{root}: the workspace root is not a folder")
         self.root = root.resolve()
         self.rules = load_rules()
+        self.cache = ParseCache(self.root)
 
     def codec(self) -> PositionCodec:
         return self.workspace.position_codec
@@ -128,7 +133,7 @@ class CheckerServer(LanguageServer):
         _fault("check")
         root = self.root
         assert root is not None
-        project = load_project(root, None, use_cache=True, overlay=snap.texts)
+        project = load_project(root, None, overlay=snap.texts, cache=self.cache)
         findings = run_rules(project, self.rules_for(project))
         codec = self.codec()
         cache: dict[str, list[str] | None] = {}
@@ -159,10 +164,25 @@ class CheckerServer(LanguageServer):
         if self.timer is not None:
             self.timer.cancel()
         loop = asyncio.get_running_loop()
-        self.timer = loop.call_later(delay, lambda: loop.create_task(self.run_check()))
+
+        def fire() -> None:
+            self.timer = None
+            loop.create_task(self.run_check())
+
+        self.timer = loop.call_later(delay, fire)
+
+    def edited(self) -> None:
+        """An edit: the first after a quiet spell is checked at once; the rest of a burst once it pauses for
+        ``debounce`` seconds. Checks queue one at a time, so a burst never piles up work."""
+        now = asyncio.get_running_loop().time()
+        quiet = now - self.last_edit >= self.debounce
+        self.last_edit = now
+        self.schedule(0 if quiet and self.timer is None else self.debounce)
 
     async def run_check(self) -> Result | None:
         """Check now (after the checks already queued) and publish, unless a newer check has started."""
+        if self.closing:
+            return None
         self.generation += 1
         generation = self.generation
         snap = self.snapshot()
@@ -274,7 +294,7 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(params: types.DidChangeTextDocumentParams) -> None:
-        server.schedule(server.debounce)
+        server.edited()
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(params: types.DidSaveTextDocumentParams) -> None:
@@ -299,9 +319,12 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
 
     @server.feature(types.SHUTDOWN)
     def shutdown(params: None) -> None:
+        server.closing = True
         if server.timer is not None:
             server.timer.cancel()
-        server.worker.shutdown(wait=True, cancel_futures=True)
+        if server.cache is not None:
+            server.worker.submit(server.cache.save)  # after the running check; what the next start reads
+        server.worker.shutdown(wait=True, cancel_futures=False)
 
     return server
 
