@@ -325,6 +325,90 @@ async def test_a_crash_in_a_request_is_an_error_response_not_a_dead_server(fault
         assert [d.code for d in await ref.change(ref.text.replace(*DRIFT[::-1]))] == []
 
 
+# -- the documented command, on this repository --------------------------------------------------------------
+
+UV = shutil.which("uv")
+DOCUMENTED = [UV or "uv", "run", "--frozen", "--directory", str(REPO), "python", "tools/skills/cli.py", "lsp",
+              "--root", "."]  # as in tools/skills/LSP.md, the checkout being this one
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=DOCUMENTED, client_factory=_client),
+                    loop_scope="module")
+async def documented(lsp_client: LanguageClient):
+    await _initialize(lsp_client, REPO)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.skipif(UV is None, reason="uv is not on PATH (the documented command runs through it)")
+@ASYNC
+async def test_the_documented_command_serves_check_s_findings_on_this_repository(documented: LanguageClient
+                                                                                 ) -> None:
+    rel = "skills/user/train-multi-gpu/SKILL.md"
+    _, findings = check(REPO, "--no-cache")
+    expected = sorted((f["line"], f["col"], f["code"]) for f in findings if f["path"] == rel)
+    skill = Editor(documented, REPO, rel, "markdown")
+    async with skill.opened(skill.text) as diags:
+        assert sorted((d.range.start.line + 1, d.range.start.character + 1, d.code) for d in diags) == expected
+        at = _pos(skill.text, "description:")
+        hover = await documented.text_document_hover_async(types.HoverParams(
+            types.TextDocumentIdentifier(skill.uri), types.Position(at.line, at.character + 1)))
+        assert hover.contents.value.startswith("Frontmatter `description`") and "SK104" in hover.contents.value
+
+
+# -- in process: the loader's overlay and the conversions ----------------------------------------------------
+
+
+def test_the_overlay_is_read_in_place_of_the_disk_under_the_same_guards(tmp_path: Path) -> None:
+    import inputs
+    from loader import all_problems, load_project
+    from runner import load_rules, run_rules
+
+    root = make_tree(tmp_path / "repo")
+    outside = tmp_path / "outside.md"
+    outside.write_text("# elsewhere\n", encoding="utf-8")
+    (root / "skills/user/demo/leaves.md").symlink_to(outside)
+    drifted = _drifted(root, REF, DRIFT)
+    overlay = {REF: drifted, "skills/user/demo/leaves.md": "# planted\n",
+               "skills/user/demo/evaluations.md": "x" * (inputs.MAX_MARKDOWN_BYTES + 1),
+               "skills/developer/helper/SKILL.md": "---\nname: a\0b\n---\n"}
+    project = load_project(root, None, overlay=overlay)
+    found = {(f.code, f.loc.path) for f in run_rules(project, load_rules())}
+    assert ("DR301", REF) in found  # the unsaved text is what was checked
+    assert ("IN006", "skills/user/demo/leaves.md") in found  # a link leaving the root: never read, overlay or not
+    assert ("IN004", "skills/user/demo/evaluations.md") in found  # the size cap holds for editor text
+    assert ("IN002", "skills/developer/helper/SKILL.md") in found  # and so does the binary check
+    assert (root / REF).read_text(encoding="utf-8") != drifted  # nothing written
+    assert inputs.read_text(root, REF)[0] != drifted  # the overlay ends with the load
+    assert not [f for f in all_problems(load_project(root)) if f.loc.path == REF]
+
+
+def test_conversions_of_ranges_and_edits() -> None:
+    import lsp_convert as conv
+    from model import Fix, Loc, TextEdit
+    from pygls.workspace import PositionCodec
+
+    assert conv.token_span("run `--num_gpu 2`", 6) == (5, 14)  # the flag, without the closing backtick
+    assert conv.token_span("     - ``2``", 8) == (7, 12)  # a quoted span whole
+    assert conv.token_span("    parser = x", 1) == (4, 14)  # at a blank: the line's text
+    assert conv.token_span("", 1) == (0, 0)
+    utf16 = PositionCodec()
+    rng = conv.loc_range(Loc("a.md", 1, 4), ["é😀 --x"], utf16)  # code points 3..6 -> UTF-16 units 4..7
+    assert (rng.start.line, rng.start.character, rng.end.character) == (0, 4, 7)
+    lines = ["a", "b", "c"]  # "a\nb\nc": no newline at the end
+    fix = Fix("d", (TextEdit("f", 3, 3, ("C",)), TextEdit("f", 2, 1, ("new",)), TextEdit("f", 1, 1, ())))
+    edits = conv.text_edits(fix, lambda p: lines, utf16, lambda p: "\n")["f"]
+    assert apply_edits("a\nb\nc", edits) == "new\nb\nC"
+    crlf = conv.text_edits(Fix("d", (TextEdit("f", 1, 1, ("A",)),)), lambda p: lines, utf16, lambda p: "\r\n")
+    assert crlf["f"][0].new_text == "A\r\n"
+    assert conv.text_edits(fix, lambda p: None, utf16, lambda p: "\n") == {}  # unreadable: no edits
+    root = Path("/srv/repo")
+    assert conv.rel_path(root, "file:///srv/repo/skills/a.md") == "skills/a.md"
+    assert conv.rel_path(root, "file:///srv/other/a.md") is None
+    assert conv.rel_path(root, "file:///srv/repo/../other/a.md") is None
+    assert conv.rel_path(root, "untitled:Untitled-1") is None
+
+
 # -- the subcommand -------------------------------------------------------------------------------------
 
 
