@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -42,19 +43,36 @@ NNODES = ("   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2`
 
 
 def _client() -> LanguageClient:
-    """pytest-lsp's client, also keeping every publishDiagnostics in arrival order (with its version)."""
+    """pytest-lsp's client, also keeping every publishDiagnostics in arrival order (with its version), and
+    setting ``arrived`` on each of those and each window/showMessage."""
     client = LanguageClient(converter_factory=default_converter)
     client.published: list[types.PublishDiagnosticsParams] = []  # type: ignore[misc]
     client.arrived = asyncio.Event()  # type: ignore[attr-defined]
-    base = DEFAULT_CLIENT_FEATURES[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+    base_publish = DEFAULT_CLIENT_FEATURES[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+    base_show = DEFAULT_CLIENT_FEATURES[types.WINDOW_SHOW_MESSAGE]
 
     def publish(client: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
-        base(client, params)
+        base_publish(client, params)
         client.published.append(params)  # type: ignore[attr-defined]
         client.arrived.set()  # type: ignore[attr-defined]
 
-    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish})
+    def show(client: LanguageClient, params: types.ShowMessageParams) -> None:
+        base_show(client, params)
+        client.arrived.set()  # type: ignore[attr-defined]
+
+    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish,
+                                   types.WINDOW_SHOW_MESSAGE: show})
     return client
+
+
+async def until(client: LanguageClient, ready: Callable[[], bool]) -> None:
+    """Wait (with the deadline) until ``ready()`` holds, re-testing after each notification."""
+    async with asyncio.timeout(DEADLINE_S):
+        while True:
+            client.arrived.clear()  # type: ignore[attr-defined]
+            if ready():
+                return
+            await client.arrived.wait()  # type: ignore[attr-defined]
 
 
 def _config(**env: str) -> ClientServerConfig:
@@ -407,6 +425,28 @@ def test_conversions_of_ranges_and_edits() -> None:
     assert conv.rel_path(root, "file:///srv/other/a.md") is None
     assert conv.rel_path(root, "file:///srv/repo/../other/a.md") is None
     assert conv.rel_path(root, "untitled:Untitled-1") is None
+
+
+@pytest_lsp.fixture(config=_config(SKILLS_LSP_FAULT="check"), loop_scope="module")
+async def failing(lsp_client: LanguageClient, tree: Path):
+    await _initialize(lsp_client, tree)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@ASYNC
+async def test_a_failing_check_is_reported_and_the_server_keeps_serving(failing: LanguageClient,
+                                                                        tree: Path) -> None:
+    await until(failing, lambda: bool(failing.messages))  # the check after `initialized` failed
+    (shown,) = failing.messages
+    assert shown.type == types.MessageType.Error and "the check failed: InjectedFault" in shown.message
+    uri = (tree / REF).as_uri()
+    failing.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+        uri=uri, language_id="markdown", version=1, text=_drifted(tree, REF, DRIFT))))
+    await until(failing, lambda: len(failing.messages) == 2)  # that check failed too, and said so
+    assert await failing.text_document_hover_async(types.HoverParams(  # and requests are still answered
+        types.TextDocumentIdentifier(uri), types.Position(0, 0))) is None
+    assert failing.published == []  # type: ignore[attr-defined]  # nothing half-done was published
 
 
 # -- the subcommand -------------------------------------------------------------------------------------
