@@ -321,26 +321,31 @@ async def test_hover_on_a_frontmatter_key_gives_its_rules(client: LanguageClient
 # -- faults --------------------------------------------------------------------------------------------
 
 
-@pytest_lsp.fixture(config=_config(SKILLS_LSP_FAULT="textDocument/hover"), loop_scope="module")
+@pytest_lsp.fixture(config=_config(SKILLS_LSP_FAULT="textDocument/hover,check"), loop_scope="module")
 async def faulty(lsp_client: LanguageClient, tree: Path):
+    """A server whose hover handler and whose every check raise."""
     await _initialize(lsp_client, tree)
     yield
     await lsp_client.shutdown_session()
 
 
 @ASYNC
-async def test_a_crash_in_a_request_is_an_error_response_not_a_dead_server(faulty: LanguageClient,
-                                                                            tree: Path) -> None:
-    ref = Editor(faulty, tree, REF, "markdown")
-    async with ref.opened(_drifted(tree, REF, DRIFT)) as diags:
-        with pytest.raises(JsonRpcException, match="injected fault"):
-            await faulty.text_document_hover_async(types.HoverParams(
-                types.TextDocumentIdentifier(ref.uri), diags[0].range.start))
-        actions = await faulty.text_document_code_action_async(types.CodeActionParams(  # still serving
-            text_document=types.TextDocumentIdentifier(ref.uri), range=diags[0].range,
-            context=types.CodeActionContext(diagnostics=diags)))
-        assert list(actions) == []  # DR301 carries no fix
-        assert [d.code for d in await ref.change(ref.text.replace(*DRIFT[::-1]))] == []
+async def test_failures_are_reported_and_the_server_keeps_serving(faulty: LanguageClient, tree: Path) -> None:
+    await until(faulty, lambda: bool(faulty.messages))  # the check after `initialized` failed, and said so
+    (shown,) = faulty.messages
+    assert shown.type == types.MessageType.Error and "the check failed: InjectedFault" in shown.message
+    uri = (tree / REF).as_uri()
+    faulty.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+        uri=uri, language_id="markdown", version=1, text=_drifted(tree, REF, DRIFT))))
+    await until(faulty, lambda: len(faulty.messages) == 2)  # that check failed too
+    with pytest.raises(JsonRpcException, match="injected fault"):  # a crash in a request: an error response
+        await faulty.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri),
+                                                                 types.Position(0, 0)))
+    actions = await faulty.text_document_code_action_async(types.CodeActionParams(  # still serving
+        text_document=types.TextDocumentIdentifier(uri), range=types.Range(types.Position(0, 0), types.Position(0, 1)),
+        context=types.CodeActionContext(diagnostics=[])))
+    assert actions is None  # no check result to act on
+    assert faulty.published == []  # type: ignore[attr-defined]  # nothing half-done was published
 
 
 # -- the documented command, on this repository --------------------------------------------------------------
@@ -425,28 +430,6 @@ def test_conversions_of_ranges_and_edits() -> None:
     assert conv.rel_path(root, "file:///srv/other/a.md") is None
     assert conv.rel_path(root, "file:///srv/repo/../other/a.md") is None
     assert conv.rel_path(root, "untitled:Untitled-1") is None
-
-
-@pytest_lsp.fixture(config=_config(SKILLS_LSP_FAULT="check"), loop_scope="module")
-async def failing(lsp_client: LanguageClient, tree: Path):
-    await _initialize(lsp_client, tree)
-    yield
-    await lsp_client.shutdown_session()
-
-
-@ASYNC
-async def test_a_failing_check_is_reported_and_the_server_keeps_serving(failing: LanguageClient,
-                                                                        tree: Path) -> None:
-    await until(failing, lambda: bool(failing.messages))  # the check after `initialized` failed
-    (shown,) = failing.messages
-    assert shown.type == types.MessageType.Error and "the check failed: InjectedFault" in shown.message
-    uri = (tree / REF).as_uri()
-    failing.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
-        uri=uri, language_id="markdown", version=1, text=_drifted(tree, REF, DRIFT))))
-    await until(failing, lambda: len(failing.messages) == 2)  # that check failed too, and said so
-    assert await failing.text_document_hover_async(types.HoverParams(  # and requests are still answered
-        types.TextDocumentIdentifier(uri), types.Position(0, 0))) is None
-    assert failing.published == []  # type: ignore[attr-defined]  # nothing half-done was published
 
 
 # -- the subcommand -------------------------------------------------------------------------------------

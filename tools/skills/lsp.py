@@ -37,7 +37,7 @@ from runner import RuleInfo, in_profiles, load_rules, profile_names, run_rules
 NAME = "skills-check"
 VERSION = "0.1.0"
 DEBOUNCE_S = 0.1  # quiet time after the last keystroke before a check (open and save check at once)
-FAULT = "SKILLS_LSP_FAULT"  # tests: a method name ("textDocument/hover", "check") that raises when handled
+FAULT = "SKILLS_LSP_FAULT"  # tests: comma-separated names ("textDocument/hover", "check") that raise when run
 
 
 class InjectedFault(RuntimeError):
@@ -45,7 +45,7 @@ class InjectedFault(RuntimeError):
 
 
 def _fault(where: str) -> None:
-    if os.environ.get(FAULT) == where:
+    if where in os.environ.get(FAULT, "").split(","):
         raise InjectedFault(f"injected fault in {where} ({FAULT})")
 
 
