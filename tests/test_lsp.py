@@ -44,12 +44,13 @@ NNODES = ("   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2`
 
 def _client() -> LanguageClient:
     """pytest-lsp's client, also keeping every publishDiagnostics in arrival order (with its version), and
-    setting ``arrived`` on each of those and each window/showMessage."""
+    setting ``arrived`` on each of those and each window/showMessage and window/logMessage."""
     client = LanguageClient(converter_factory=default_converter)
     client.published: list[types.PublishDiagnosticsParams] = []  # type: ignore[misc]
     client.arrived = asyncio.Event()  # type: ignore[attr-defined]
     base_publish = DEFAULT_CLIENT_FEATURES[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
     base_show = DEFAULT_CLIENT_FEATURES[types.WINDOW_SHOW_MESSAGE]
+    base_log = DEFAULT_CLIENT_FEATURES[types.WINDOW_LOG_MESSAGE]
 
     def publish(client: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
         base_publish(client, params)
@@ -60,8 +61,12 @@ def _client() -> LanguageClient:
         base_show(client, params)
         client.arrived.set()  # type: ignore[attr-defined]
 
+    def log(client: LanguageClient, params: types.LogMessageParams) -> None:
+        base_log(client, params)
+        client.arrived.set()  # type: ignore[attr-defined]
+
     register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish,
-                                   types.WINDOW_SHOW_MESSAGE: show})
+                                   types.WINDOW_SHOW_MESSAGE: show, types.WINDOW_LOG_MESSAGE: log})
     return client
 
 
@@ -106,6 +111,7 @@ async def published(client: LanguageClient, uri: str, version: int | None, since
             client.arrived.clear()  # type: ignore[attr-defined]
             for params in client.published[since:]:  # type: ignore[attr-defined]
                 if params.uri == uri and params.version == version:
+                    params.diagnostics = list(params.diagnostics)
                     return params
             await client.arrived.wait()  # type: ignore[attr-defined]
 
@@ -242,6 +248,35 @@ async def test_a_document_outside_the_root_gets_nothing(client: LanguageClient, 
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(outside.as_uri())))
 
 
+@ASYNC
+async def test_unsaved_pyproject_settings_apply_and_a_broken_one_is_reported(client: LanguageClient,
+                                                                              tree: Path) -> None:
+    """pyproject.toml is read from the editor too: a profile chosen there applies, a file that does not
+    parse is one error message (the check stops, as ``check`` exits 2), and fixing it recovers."""
+    pyproject = Editor(client, tree, "pyproject.toml", "toml")
+    ref = Editor(client, tree, REF, "markdown")
+    async with ref.opened(_drifted(tree, REF, DRIFT)) as diags:
+        assert [d.code for d in diags] == ["DR301"]
+        since = len(client.published)  # type: ignore[attr-defined]
+        spec_only = pyproject.text.replace("[tool.skills-check]\n", '[tool.skills-check]\nprofiles = ["spec"]\n')
+        assert spec_only != pyproject.text
+        await pyproject.open(spec_only)
+        assert (await published(client, ref.uri, 1, since)).diagnostics == []  # DR301 is in the drift profile
+        logged = len(client.log_messages)
+        shown = len(client.messages)
+        pyproject.version += 1
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=pyproject.uri, version=pyproject.version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text="[tool\n")]))
+        await until(client, lambda: len(client.messages) > shown)
+        assert "pyproject.toml: does not parse" in client.messages[-1].message
+        assert any("does not parse" in m.message for m in client.log_messages[logged:])
+        since = len(client.published)  # type: ignore[attr-defined]
+        assert await pyproject.change((tree / "pyproject.toml").read_text(encoding="utf-8")) == []
+        assert [d.code for d in (await published(client, ref.uri, 1, since)).diagnostics] == ["DR301"]
+        await pyproject.close()
+
+
 # -- code actions ---------------------------------------------------------------------------------------------
 
 
@@ -331,13 +366,16 @@ async def faulty(lsp_client: LanguageClient, tree: Path):
 
 @ASYNC
 async def test_failures_are_reported_and_the_server_keeps_serving(faulty: LanguageClient, tree: Path) -> None:
-    await until(faulty, lambda: bool(faulty.messages))  # the check after `initialized` failed, and said so
+    failed = lambda: [m for m in faulty.log_messages if "the check failed: InjectedFault" in m.message]  # noqa: E731
+    await until(faulty, lambda: bool(failed()))  # the check after `initialized` failed (shown, then logged)
     (shown,) = faulty.messages
     assert shown.type == types.MessageType.Error and "the check failed: InjectedFault" in shown.message
+    assert "Traceback" in failed()[0].message  # the log has the details
     uri = (tree / REF).as_uri()
     faulty.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
         uri=uri, language_id="markdown", version=1, text=_drifted(tree, REF, DRIFT))))
-    await until(faulty, lambda: len(faulty.messages) == 2)  # that check failed too
+    await until(faulty, lambda: len(failed()) == 2)  # that check failed too: logged,
+    assert len(faulty.messages) == 1  # but the same error is not shown again (it would come before the log)
     with pytest.raises(JsonRpcException, match="injected fault"):  # a crash in a request: an error response
         await faulty.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri),
                                                                  types.Position(0, 0)))

@@ -86,6 +86,7 @@ class CheckerServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skills-check")
         self.cache: ParseCache | None = None  # kept across checks (used by the worker only); saved at shutdown
         self.closing = False  # shutdown was asked: no more checks
+        self.shown: str | None = None  # the error last shown to the user (not shown again while it lasts)
 
     # -- the session ----------------------------------------------------------------------------------
 
@@ -195,14 +196,18 @@ class CheckerServer(LanguageServer):
             self.tell(types.MessageType.Error, f"{NAME}: the check failed: {type(exc).__name__}: {exc}",
                       "".join(traceback.format_exception(exc)))
             return None
+        self.shown = None
         if generation == self.generation:
             self.publish(result)
         return result
 
     def tell(self, kind: types.MessageType, message: str, detail: str = "") -> None:
-        self.window_log_message(types.LogMessageParams(type=kind, message=f"{message}\n{detail}".rstrip()))
-        if kind == types.MessageType.Error:
+        """Log a message; an error is also shown, once until the checks succeed again or it changes (a
+        broken pyproject.toml being edited must not pop up at every keystroke)."""
+        if kind == types.MessageType.Error and message != self.shown:
+            self.shown = message
             self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        self.window_log_message(types.LogMessageParams(type=kind, message=f"{message}\n{detail}".rstrip()))
 
     def publish(self, result: Result) -> None:
         """Diagnostics for every file with findings and every open document (empty lists too), and empty
