@@ -268,9 +268,9 @@ async def test_unsaved_pyproject_settings_apply_and_a_broken_one_is_reported(cli
         client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=pyproject.uri, version=pyproject.version),
             content_changes=[types.TextDocumentContentChangeWholeDocument(text="[tool\n")]))
-        await until(client, lambda: len(client.messages) > shown)
+        await until(client, lambda: any("does not parse" in m.message for m in client.log_messages[logged:]))
+        assert len(client.messages) == shown + 1  # shown (before it was logged)
         assert "pyproject.toml: does not parse" in client.messages[-1].message
-        assert any("does not parse" in m.message for m in client.log_messages[logged:])
         since = len(client.published)  # type: ignore[attr-defined]
         assert await pyproject.change((tree / "pyproject.toml").read_text(encoding="utf-8")) == []
         assert [d.code for d in (await published(client, ref.uri, 1, since)).diagnostics] == ["DR301"]
