@@ -97,7 +97,8 @@ class CheckerServer(LanguageServer):
             fs = to_fs_path(uri) if uri else (params.root_path or None)
             root = Path(fs) if fs else Path.cwd()
         if not root.is_dir():
-            raise SetupError(f"{root}: the workspace root is not a folder")
+            raise SetupError(f"{root}: the workspace root is not a folder: open a folder in the editor, or start "
+                             "the server with --root DIR")
         self.root = root.resolve()
         self.rules = load_rules()
         self.cache = ParseCache(self.root)
