@@ -445,6 +445,7 @@ def test_the_overlay_is_read_in_place_of_the_disk_under_the_same_guards(tmp_path
 
 
 def test_conversions_of_ranges_and_edits() -> None:
+    import fix
     import lsp_convert as conv
     from model import Fix, Loc, TextEdit
     from pygls.workspace import PositionCodec
@@ -456,13 +457,21 @@ def test_conversions_of_ranges_and_edits() -> None:
     utf16 = PositionCodec()
     rng = conv.loc_range(Loc("a.md", 1, 4), ["é😀 --x"], utf16)  # code points 3..6 -> UTF-16 units 4..7
     assert (rng.start.line, rng.start.character, rng.end.character) == (0, 4, 7)
-    lines = ["a", "b", "c"]  # "a\nb\nc": no newline at the end
-    fix = Fix("d", (TextEdit("f", 3, 3, ("C",)), TextEdit("f", 2, 1, ("new",)), TextEdit("f", 1, 1, ())))
-    edits = conv.text_edits(fix, lambda p: lines, utf16, lambda p: "\n")["f"]
-    assert apply_edits("a\nb\nc", edits) == "new\nb\nC"
+    for text in ("a\nb\nc", "a\nb\nc\n", "a"):  # every single-line-range edit: the text `check --fix` writes
+        lines = text.split("\n")
+        for start in range(1, len(lines) + 2):
+            for end in range(start - 1, len(lines) + 1):
+                for new in ((), ("X",), ("X", "Y")):
+                    edit = TextEdit("f", start, end, new)
+                    by_fix = "\n".join(fix._apply(lines, [edit])[0])
+                    edits = conv.text_edits(Fix("d", (edit,)), lambda p: lines, utf16, lambda p: "\n")["f"]
+                    assert apply_edits(text, edits) == by_fix, (text, edit)
+    lines = ["a", "b", "c"]
     crlf = conv.text_edits(Fix("d", (TextEdit("f", 1, 1, ("A",)),)), lambda p: lines, utf16, lambda p: "\r\n")
     assert crlf["f"][0].new_text == "A\r\n"
-    assert conv.text_edits(fix, lambda p: None, utf16, lambda p: "\n") == {}  # unreadable: no edits
+    both = Fix("d", (TextEdit("f", 3, 3, ("C",)), TextEdit("f", 1, 1, ())))  # one fix, two edits
+    assert apply_edits("a\nb\nc", conv.text_edits(both, lambda p: lines, utf16, lambda p: "\n")["f"]) == "b\nC"
+    assert conv.text_edits(both, lambda p: None, utf16, lambda p: "\n") == {}  # unreadable: no edits
     root = Path("/srv/repo")
     assert conv.rel_path(root, "file:///srv/repo/skills/a.md") == "skills/a.md"
     assert conv.rel_path(root, "file:///srv/other/a.md") is None

@@ -115,8 +115,10 @@ def text_edits(fix: Fix, lines_of: Callable[[str], Lines | None], codec: Positio
     """A fix's line edits (the ones ``check --fix`` applies) as LSP text edits, by repository path.
 
     A model edit replaces lines ``start``..``end`` (1-based, inclusive; ``end = start - 1`` inserts): here
-    the range from the start of line ``start`` to the start of the line after ``end`` (to the end of the
-    text when ``end`` is its last line). A path whose text cannot be read gets no edits.
+    the range from the start of line ``start`` to the start of the line after ``end``. When that line is
+    past the text (the edit reaches its end, which has no newline after it), the range runs from the end
+    of the line before ``start`` to the end of the text, and each new line comes after a newline. Either
+    way the result is the text ``check --fix`` writes. A path whose text cannot be read gets no edits.
     """
     out: dict[str, list[types.TextEdit]] = {}
     for e in fix.edits:
@@ -125,14 +127,19 @@ def text_edits(fix: Fix, lines_of: Callable[[str], Lines | None], codec: Positio
             continue
         nl = newline(e.path)
         first = e.start - 1
-        last = max(e.end, e.start - 1)  # the line after the replaced ones (0-based)
-        if last < len(lines):
-            rng = types.Range(types.Position(first, 0), types.Position(last, 0))
+        after = max(e.end, e.start - 1)  # the line after the replaced ones (0-based)
+        if after < len(lines):
+            rng = types.Range(types.Position(first, 0), types.Position(after, 0))
             new = "".join(f"{line}{nl}" for line in e.lines)
-        else:  # the replaced lines run to the end of the text: no newline after them to keep
-            end = codec.position_to_client_units(lines, types.Position(len(lines) - 1, len(lines[-1])))
-            rng = types.Range(types.Position(first, 0), end)
-            new = nl.join(e.lines)
+        else:
+            end = types.Position(len(lines) - 1, len(lines[-1]))
+            if first > 0:
+                start = types.Position(first - 1, len(lines[first - 1]))
+                new = "".join(f"{nl}{line}" for line in e.lines)
+            else:
+                start = types.Position(0, 0)
+                new = nl.join(e.lines)
+            rng = codec.range_to_client_units(lines, types.Range(start, end))
         out.setdefault(e.path, []).append(types.TextEdit(range=rng, new_text=new))
     return out
 
