@@ -230,6 +230,25 @@ async def test_the_diagnostics_are_check_s_findings(client: LanguageClient, tree
 
 
 @ASYNC
+async def test_an_edit_to_the_truth_shows_in_the_file_that_drifted(client: LanguageClient, tree: Path) -> None:
+    """Renaming an option in the (unsaved) launcher: the options table in multi_gpu.rst, not open, gets
+    the findings, related to the launcher; closing the launcher clears them."""
+    launcher = Editor(client, tree, LAUNCHER, "python")
+    page = (tree / MGPU).as_uri()
+    since = len(client.published)  # type: ignore[attr-defined]
+    assert await launcher.open(launcher.text.replace('"--log_dir"', '"--logs_dir"')) == []
+    diags = list((await published(client, page, None, since)).diagnostics)
+    assert sorted(d.code for d in diags) == ["DR201", "DR202"]
+    stale = next(d for d in diags if d.code == "DR202")
+    assert "--log_dir is in the options table" in stale.message
+    (related,) = stale.related_information
+    assert related.location.uri == launcher.uri
+    since = len(client.published)  # type: ignore[attr-defined]
+    await launcher.close()
+    assert list((await published(client, page, None, since)).diagnostics) == []
+
+
+@ASYNC
 async def test_a_document_outside_the_root_gets_nothing(client: LanguageClient, tree: Path,
                                                         tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere" / "SKILL.md"
