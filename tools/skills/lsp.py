@@ -6,8 +6,9 @@ findings are published for every file of the tree that has some, so drift caused
 shows in the file that drifted, with a related location at the truth. Code actions carry the text edits
 ``check --fix`` applies; hover gives a finding's ``explain`` text, or the rules a frontmatter key answers to.
 
-Checks run one at a time in a worker thread: on open and save at once; on change at once after a quiet
-spell, and during a burst of edits once it pauses (``--debounce``). A check that fails is logged to the client and the server goes on; a request that
+Checks run one at a time in a worker thread, and requests made during one share the next: on open and
+save at once; on change at once after a quiet spell, and during a burst of edits once it pauses
+(``--debounce``). However fast the edits come, at most one check runs and one waits. A check that fails is logged to the client and the server goes on; a request that
 fails gets an error response (pygls). Only the workspace root is read; documents outside it get nothing.
 """
 
@@ -80,7 +81,8 @@ class CheckerServer(LanguageServer):
         self.rules: list[RuleInfo] = []
         self.last: Result | None = None
         self.published: set[str] = set()
-        self.generation = 0
+        self.waiting: list[asyncio.Future[Result | None]] = []  # asked for the next check
+        self.runner: asyncio.Task[None] | None = None  # the task running checks while some are asked for
         self.timer: asyncio.TimerHandle | None = None
         self.last_edit = float("-inf")  # event-loop time of the last didChange
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skills-check")
@@ -162,31 +164,53 @@ class CheckerServer(LanguageServer):
     # -- scheduling (on the event loop) -----------------------------------------------------------------
 
     def schedule(self, delay: float) -> None:
-        """Check after ``delay`` seconds of quiet (a later call restarts the wait)."""
+        """Ask for a check after ``delay`` seconds of quiet (a later call restarts the wait)."""
         if self.timer is not None:
             self.timer.cancel()
-        loop = asyncio.get_running_loop()
 
         def fire() -> None:
             self.timer = None
-            loop.create_task(self.run_check())
+            self.request()
 
-        self.timer = loop.call_later(delay, fire)
+        self.timer = asyncio.get_running_loop().call_later(delay, fire)
 
     def edited(self) -> None:
         """An edit: the first after a quiet spell is checked at once; the rest of a burst once it pauses for
-        ``debounce`` seconds. Checks queue one at a time, so a burst never piles up work."""
+        ``debounce`` seconds."""
         now = asyncio.get_running_loop().time()
         quiet = now - self.last_edit >= self.debounce
         self.last_edit = now
         self.schedule(0 if quiet and self.timer is None else self.debounce)
 
-    async def run_check(self) -> Result | None:
-        """Check now (after the checks already queued) and publish, unless a newer check has started."""
-        if self.closing:
-            return None
-        self.generation += 1
-        generation = self.generation
+    def request(self) -> asyncio.Future[Result | None]:
+        """A check of the documents as they are now; the future gets its result (None when it failed).
+
+        One check runs at a time, and the requests made while it runs share the next one: however fast the
+        edits come, at most one check runs and one waits."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Result | None] = loop.create_future()
+        self.waiting.append(future)
+        if self.runner is None or self.runner.done():
+            self.runner = loop.create_task(self.checks())
+        return future
+
+    async def checks(self) -> None:
+        """Run checks while some are asked for; publish each result unless a newer check is already due."""
+        while self.waiting and not self.closing:
+            waiting, self.waiting = self.waiting, []
+            result = await self.check_now()
+            if result is not None and not self.waiting:
+                self.publish(result)
+            for future in waiting:
+                if not future.done():
+                    future.set_result(result)
+        for future in self.waiting:  # shutting down
+            if not future.done():
+                future.set_result(None)
+        self.waiting = []
+
+    async def check_now(self) -> Result | None:
+        """One check in the worker thread; a failure is told to the user and gives None."""
         snap = self.snapshot()
         try:
             result = await asyncio.get_running_loop().run_in_executor(self.worker, self.check, snap)
@@ -198,8 +222,6 @@ class CheckerServer(LanguageServer):
                       "".join(traceback.format_exception(exc)))
             return None
         self.shown = None
-        if generation == self.generation:
-            self.publish(result)
         return result
 
     def tell(self, kind: types.MessageType, message: str, detail: str = "") -> None:
@@ -226,7 +248,7 @@ class CheckerServer(LanguageServer):
         """A result for the documents as they are now: the last one, or a fresh check when they changed."""
         if self.last is not None and self.last.snapshot.versions == self.snapshot().versions:
             return self.last
-        return await self.run_check()
+        return await self.request()
 
     # -- requests -------------------------------------------------------------------------------------
 
@@ -292,7 +314,7 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
 
     @server.feature(types.INITIALIZED)
     async def initialized(params: types.InitializedParams) -> None:
-        await server.run_check()
+        await server.request()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:
