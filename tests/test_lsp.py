@@ -249,6 +249,24 @@ async def test_an_edit_to_the_truth_shows_in_the_file_that_drifted(client: Langu
 
 
 @ASYNC
+async def test_a_burst_of_edits_is_checked_once_it_settles(client: LanguageClient, tree: Path) -> None:
+    """Ten edits sent at once: the last version's diagnostics come, from a handful of checks, not ten."""
+    ref = Editor(client, tree, REF, "markdown")
+    clean, drifted = ref.text, _drifted(tree, REF, DRIFT)
+    async with ref.opened(clean):
+        since = len(client.published)  # type: ignore[attr-defined]
+        for version in range(2, 12):
+            client.text_document_did_change(types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=ref.uri, version=version),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=drifted if version == 11 else
+                                                                              clean + " " * version)]))
+        assert [d.code for d in (await published(client, ref.uri, 11, since)).diagnostics] == ["DR301"]
+        versions = [p.version for p in client.published[since:] if p.uri == ref.uri]  # type: ignore[attr-defined]
+        assert versions == sorted(versions) and len(versions) <= 3, versions
+        ref.version = 11
+
+
+@ASYNC
 async def test_a_document_outside_the_root_gets_nothing(client: LanguageClient, tree: Path,
                                                         tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere" / "SKILL.md"
