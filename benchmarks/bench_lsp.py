@@ -157,7 +157,8 @@ def main() -> int:
             for rel, times in runs.items():
                 if rel.startswith("burst:"):
                     print(f"  a burst of {BURST} edits {KEYSTROKE_S * 1000:.0f} ms apart in {Path(rel).name}: "
-                          f"{int(times[1])} publish(es) for its versions, the last {times[0]:.3f} s after the last edit")
+                          f"{int(times[1])} publish(es) for its versions, the last {times[0]:.3f} s after the last "
+                          "edit")
                     continue
                 med = statistics.median(times)
                 print(f"didChange -> publishDiagnostics, --debounce {debounce}, {Path(rel).name}: median {med:.3f} s "

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from cache import ParseCache
-from inputs import MAX_BYTES, inside, link_problem, overlaid, problem, read_bytes_bounded, read_installed, read_text, rel
+from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_installed, read_text, rel
+from inputs import overlaid  # the language server's unsaved buffers (load_project(overlay=...))
 from model import ArgSpec, Code, MarkdownDoc, Project, RstDoc, Skill
 from parse_argparse import find_installed, parse_argparse
 

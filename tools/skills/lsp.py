@@ -8,8 +8,9 @@ shows in the file that drifted, with a related location at the truth. Code actio
 
 Checks run one at a time in a worker thread, and requests made during one share the next: on open and
 save at once; on change at once after a quiet spell, and during a burst of edits once it pauses
-(``--debounce``). However fast the edits come, at most one check runs and one waits. A check that fails is logged to the client and the server goes on; a request that
-fails gets an error response (pygls). Only the workspace root is read; documents outside it get nothing.
+(``--debounce``). However fast the edits come, at most one check runs and one waits. A check that fails
+is logged to the client and the server goes on; a request that fails gets an error response (pygls).
+Only the workspace root is read; documents outside it get nothing.
 """
 
 from __future__ import annotations
