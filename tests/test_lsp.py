@@ -489,7 +489,7 @@ def test_conversions_of_ranges_and_edits() -> None:
 
     assert conv.token_span("run `--num_gpu 2`", 6) == (5, 14)  # the flag, without the closing backtick
     assert conv.token_span("     - ``2``", 8) == (7, 12)  # a quoted span whole
-    assert conv.token_span("    parser = x", 1) == (4, 14)  # at a blank: the line's text
+    assert conv.token_span("    parser = x", 1) == (0, 14)  # at a blank: the rest of the line's text
     assert conv.token_span("", 1) == (0, 0)
     utf16 = PositionCodec()
     rng = conv.loc_range(Loc("a.md", 1, 4), ["é😀 --x"], utf16)  # code points 3..6 -> UTF-16 units 4..7
@@ -514,6 +514,31 @@ def test_conversions_of_ranges_and_edits() -> None:
     assert conv.rel_path(root, "file:///srv/other/a.md") is None
     assert conv.rel_path(root, "file:///srv/repo/../other/a.md") is None
     assert conv.rel_path(root, "untitled:Untitled-1") is None
+
+
+def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) -> None:
+    """On each rule's fixture tree, the server's check (in process, no editor text) gives one diagnostic
+    per finding of ``check --format json``, at its line and column (code points here), with its code,
+    message and severity: on files, folders and missing paths alike."""
+    import lsp
+    from pygls.workspace import PositionCodec
+    from test_checker_snapshots import CASES, build
+
+    from mgpu_testing.checker import RULE_FIXTURES
+
+    server = lsp.CheckerServer()
+    server.codec = lambda: PositionCodec(types.PositionEncodingKind.Utf32)  # type: ignore[method-assign]
+    for code in CASES:
+        tree = build(RULE_FIXTURES / code, tmp_path / code)
+        server.start(types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=tree.as_uri()))
+        _, findings = check(tree)
+        expected = sorted((f["path"], f["line"], f["col"], f["code"], f["message"], f["severity"]) for f in findings)
+        result = server.check(lsp.Snapshot())
+        got = sorted((path, d.range.start.line + 1, d.range.start.character + 1, d.code, d.message,
+                      "error" if d.severity == types.DiagnosticSeverity.Error else "warning")
+                     for path, diags in result.diagnostics.items() for d in diags)
+        assert got == expected, code
+        assert any(f[3] == code for f in expected), code  # the fixture fails as it should
 
 
 # -- the subcommand -------------------------------------------------------------------------------------

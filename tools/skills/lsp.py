@@ -66,7 +66,7 @@ class Result:
     snapshot: Snapshot
     project: Project
     findings: list[Finding]
-    diagnostics: dict[str, list[types.Diagnostic]]  # by path, every file with findings
+    diagnostics: dict[str, list[types.Diagnostic]]  # by path, every path with findings
     pairs: dict[str, list[tuple[Finding, types.Diagnostic]]]  # the same, with the findings
     lines_of: Callable[[str], list[str] | None]  # a file's lines as this check read them
 
@@ -151,15 +151,14 @@ class CheckerServer(LanguageServer):
             return cache[path]
 
         pairs: dict[str, list[tuple[Finding, types.Diagnostic]]] = {}
-        for f in findings:
-            if self.is_file(project, snap, f.loc.path):
-                pairs.setdefault(f.loc.path, []).append((f, conv.diagnostic(root, f, lines_of, codec)))
+        for f in findings:  # every finding, on its path (a folder, a missing file: at its line, text unread)
+            pairs.setdefault(f.loc.path, []).append((f, conv.diagnostic(root, f, lines_of, codec)))
         diagnostics = {path: [d for _, d in items] for path, items in pairs.items()}
         return Result(snap, project, findings, diagnostics, pairs, lines_of)
 
     @staticmethod
     def is_file(project: Project, snap: Snapshot, path: str) -> bool:
-        """A path of the tree that can carry diagnostics: a file inside the root, or an open document."""
+        """A path whose text may be read for ranges: a file of the tree, or an open document."""
         return path in project.files or path in snap.texts
 
     # -- scheduling (on the event loop) -----------------------------------------------------------------

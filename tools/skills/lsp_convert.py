@@ -55,8 +55,9 @@ def split_lines(text: str) -> list[str]:
 
 
 def token_span(line: str, col: int) -> tuple[int, int]:
-    """The code-point span (0-based, end exclusive) a finding at 1-based ``col`` of ``line`` marks: the
-    word that starts there (a quoted or backticked span whole), or the rest of the line when none."""
+    """The code-point span (0-based, end exclusive) a finding at 1-based ``col`` of ``line`` marks: it starts
+    at ``col`` and covers the word there (a quoted or backticked span whole), or, at a blank, the rest of
+    the line's text."""
     start = min(max(col - 1, 0), len(line))
     end = start
     while end < len(line) and not line[end].isspace():
@@ -64,12 +65,8 @@ def token_span(line: str, col: int) -> tuple[int, int]:
     if end > start and line[start] not in _QUOTES:
         while end > start + 1 and line[end - 1] in _TRAILING:
             end -= 1
-    if end == start:  # at a blank or past the end: the line's text
-        stripped = line.strip()
-        if not stripped:
-            return start, start
-        start = len(line) - len(line.lstrip())
-        end = len(line.rstrip())
+    if end == start:  # at a blank or past the end: the rest of the line's text
+        end = max(start, len(line.rstrip()))
     return start, end
 
 
