@@ -546,8 +546,10 @@ def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) ->
 
 def test_lsp_without_pygls_says_what_to_run(monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(sys.modules, "pygls", None)  # an import of pygls now fails, as when absent
-    monkeypatch.delitem(sys.modules, "lsp", raising=False)
+    for name in [m for m in sys.modules if m.split(".")[0] == "pygls"] + ["pygls"]:
+        monkeypatch.setitem(sys.modules, name, None)  # an import of pygls now fails, as when absent
+    for name in ("lsp", "lsp_convert"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
     assert cli.main(["lsp"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs pygls" in err and "uv run python tools/skills/cli.py lsp" in err
