@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     route.add_argument("--no-cache", action="store_true", help="parse every file afresh")
     rules_cmd = sub.add_parser("rules", help="print RULES.md as generated from the rule registry")
     rules_cmd.add_argument("--write", action="store_true", help="rewrite tools/skills/RULES.md when it differs")
+    lsp = sub.add_parser("lsp", help="serve the checker's findings, fixes and rule docs to an editor (LSP on stdio)",
+                         allow_abbrev=False)
+    lsp.error = parser.error  # type: ignore[method-assign]
+    lsp.add_argument("--root", default=None, help="tree to check (default: the editor's workspace folder)")
+    lsp.add_argument("--debounce", type=float, default=0.1, metavar="SECONDS",
+                     help="quiet time after an edit before checking (default 0.1; open and save check at once)")
     return parser
 
 
@@ -267,6 +273,26 @@ def _route(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lsp(args: argparse.Namespace) -> int:
+    """The language server (lsp.py); pygls is imported here only, so ``check`` never pays for it."""
+    if not 0 <= args.debounce <= 10:
+        print(f"error: --debounce {args.debounce} is out of range: give 0 to 10 seconds", file=sys.stderr)
+        return 2
+    if args.root is not None and not Path(args.root).is_dir():
+        print(f"error: --root {args.root}: not a directory", file=sys.stderr)
+        return 2
+    try:
+        import lsp
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        print(f"error: the language server needs pygls ({exc.name} is not importable): run it in the project "
+              "environment, `uv run python tools/skills/cli.py lsp` (the `lsp` extra), or `pip install 'pygls>=2'`",
+              file=sys.stderr)
+        return 2
+    return lsp.main(args.root, args.debounce)
+
+
 def _guarded(argv: list[str], func, *args) -> int:  # noqa: ANN001
     """Run a command; a broken rules package is exit 2, an unusable parser library re-runs under uv."""
     try:
@@ -297,9 +323,11 @@ def main(argv: list[str] | None = None) -> int:
         return _guarded(argv, _rules_md, args.write)
     if args.command == "route":
         return _guarded(argv, _route, args)
+    if args.command == "lsp":
+        return _lsp(args)
     if args.command != "check":
         parser.print_usage(sys.stderr)
-        print("error: give a command: check, route, explain or rules", file=sys.stderr)
+        print("error: give a command: check, route, explain, rules or lsp", file=sys.stderr)
         return 2
     return _guarded(argv, _check, args)
 

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import stat
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from types import MappingProxyType
 
 from model import Finding, Loc
 
@@ -225,9 +230,25 @@ def decode(relpath: str, data: bytes) -> tuple[str | None, list[Finding]]:
     return text, found
 
 
+# Unsaved editor text (the language server's open buffers): repository-relative POSIX path -> text.
+# Set only for the duration of one ``load_project(..., overlay=...)`` call, in that call's context.
+_OVERLAY: ContextVar[Mapping[str, str]] = ContextVar("skills_check_overlay", default=MappingProxyType({}))
+
+
+@contextmanager
+def overlaid(texts: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, ``read_text`` takes a file's text from ``texts`` (path -> text) instead of the disk;
+    the other guards (inside the root, not a link loop, the size cap, decoding) apply to it as to a file."""
+    token = _OVERLAY.set(MappingProxyType(dict(texts)))
+    try:
+        yield
+    finally:
+        _OVERLAY.reset(token)
+
+
 def read_text(root: Path, relpath: str, *, max_bytes: int | None = None) -> tuple[str | None, list[Finding]]:
     """Read ``root/relpath`` as UTF-8 text, never outside ``root`` and only a regular file within the cap;
-    on failure (None, [finding])."""
+    on failure (None, [finding]). Within ``overlaid(...)``, an overlaid path's text replaces the file's."""
     cap = cap_for(relpath) if max_bytes is None else max_bytes
     shown = relpath or "."
     loop = link_problem(root / relpath) if relpath else None
@@ -236,6 +257,12 @@ def read_text(root: Path, relpath: str, *, max_bytes: int | None = None) -> tupl
     leaves = inside(root, relpath)
     if leaves:
         return None, [problem("IN006", shown, 1, 1, f"{leaves}; not read")]
+    unsaved = _OVERLAY.get().get(posixpath.normpath(relpath)) if relpath else None
+    if unsaved is not None:
+        data = unsaved.encode("utf-8", "surrogatepass")
+        if len(data) > cap:
+            return None, [_why(shown, f"too large: {len(data)} bytes", cap)]
+        return decode(shown, data)
     data = read_bytes_bounded(os.path.realpath(os.path.join(os.path.realpath(root), relpath)), cap)
     if isinstance(data, str):
         return None, [_why(shown, data, cap)]

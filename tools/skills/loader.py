@@ -23,6 +23,7 @@ import re
 import tomllib
 from urllib.parse import unquote
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import known_tools
@@ -30,6 +31,7 @@ from cache import ParseCache
 from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_text, rel
 from model import ArgSpec, Code, MarkdownDoc, Project, RstDoc, Skill, Tool
 from parse_argparse import parse_argparse
+from inputs import overlaid  # the language server's unsaved buffers (load_project(overlay=...))
 
 
 DEFAULTS: dict[str, str] = {
@@ -499,8 +501,21 @@ def _skill_files(root: Path, skills_dir: Path, project: Project) -> list[Path]:
     return out
 
 
-def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False) -> Project:
-    """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py)."""
+def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False,
+                 overlay: Mapping[str, str] | None = None, cache: ParseCache | None = None) -> Project:
+    """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
+
+    For a long-running caller (the language server): ``overlay`` (repository-relative path -> text, e.g.
+    an editor's unsaved buffers) is read in place of those files on disk, under the same guards, the rest
+    of the tree from disk; ``cache`` is a ParseCache kept across loads (the caller saves it), used instead
+    of reading and writing the cache file on each load.
+    """
+    with overlaid(overlay or {}):
+        return _load_project(root, overrides, use_cache, cache)
+
+
+def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache: bool,
+                  kept: ParseCache | None) -> Project:
     if not str(root).strip():
         raise SetupError("--root is empty: give the folder to check")
     root = Path(root)
@@ -508,11 +523,12 @@ def load_project(root: Path, overrides: dict[str, str | None] | None = None, use
         raise SetupError(f"{root}: not a directory")
     root = root.resolve()
     config = load_config(root, overrides)
-    cache = ParseCache(root, enabled=use_cache)
+    cache = kept or ParseCache(root, enabled=use_cache)
     try:
         return _load(root, config, cache)
     finally:
-        cache.save()
+        if kept is None:
+            cache.save()
 
 
 def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
