@@ -14,7 +14,6 @@ from mgpu_testing import PYTHON, REPO, kill_group, run
 from mgpu_testing.probe import PROBE, assert_nothing_left, leftovers, probe_module, tagged_env
 from mgpu_testing.training import wait_for
 
-pytestmark = pytest.mark.e2e  # every test here starts torchrun runs
 
 FAST = ["--backend", "gloo", "-b", "8", "-e", "64", "--iters", "1", "--warmup", "0", "--timeout", "60",
         "--run_limit", "240"]
@@ -24,6 +23,7 @@ def verdicts(out: str) -> dict[int, str]:
     return {int(w): v for w, v in re.findall(r"^\[bisect\]   world size (\d+): (.+)$", out, re.M)}
 
 
+@pytest.mark.e2e
 def test_confirmed_and_not_the_cause(tmp_path: Path) -> None:
     # the stand-in defect corrupts rank 1's contribution unless PROBE_DEFECT_FIXED=1 is set:
     # world size 1 has no rank 1 (passes either way), world size 2 fails without the setting
@@ -50,6 +50,7 @@ def test_confirmed_and_not_the_cause(tmp_path: Path) -> None:
     assert_nothing_left(tag)
 
 
+@pytest.mark.e2e
 def test_not_a_fix(tmp_path: Path) -> None:
     # the candidate is the wrong setting: the defect stays (one rank keeps this test cheap)
     env, tag = tagged_env(NCCL_P2P_DISABLE="1")  # set in the shell: "without" runs must drop it
@@ -70,6 +71,7 @@ def test_not_a_fix(tmp_path: Path) -> None:
     assert_nothing_left(tag)
 
 
+@pytest.mark.e2e
 def test_on_gloo_without_fault_unless_the_verdict_cannot_apply_to_nccl(tmp_path: Path) -> None:
     env, tag = tagged_env(NCCL_DEBUG="INFO")
     cmd = [PYTHON, str(PROBE), "--bisect", "--world_sizes", "1", "--candidate", "NCCL_SHM_DISABLE=1",
@@ -88,6 +90,7 @@ def test_on_gloo_without_fault_unless_the_verdict_cannot_apply_to_nccl(tmp_path:
     assert_nothing_left(tag)
 
 
+@pytest.mark.e2e
 def test_sigterm_during_a_world_size_4_bisection_leaves_nothing_and_exits_143(tmp_path: Path) -> None:
     """SIGTERM reaches the probe while its world-size-4 run hangs in a collective (rank 1 skips it and the
     deadline is 600 s away): the probe stops the run (SIGTERM, SIGKILL after its documented grace), and by
