@@ -29,6 +29,8 @@ from mgpu_testing.cluster import (EXAMPLES, example_commands, free_job_id, optio
 from mgpu_testing.probe import assert_nothing_left, tagged_env
 from mgpu_testing.training import LAUNCHER, SYNC_ANYWHERE, TASK, THROUGHPUT
 
+pytestmark = pytest.mark.e2e
+
 LOOPBACK_NODES = "127.0.0.[1-2]"
 TINY = ["--task", TASK, "--device", "cpu", "--num_gpus", "1", "--num_envs", "8", "--max_iterations", "2",
         "--log_all_ranks"]

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
+import pytest
 import torch
 
 from mgpu_lab.checkpoint import load_torch
 from mgpu_testing import run
-from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, run_two_ranks,
-                               sigkill_while_saving, single_env, train_cmd)
+from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, assert_two_rank_output,
+                                   sigkill_while_saving, single_env, train_cmd)
 
-import rl_games  # noqa: F401  (a dev dependency: a missing one must fail, not skip)
+# a dev dependency: a missing one must fail, not skip (found without importing it: collection stays cheap)
+assert importlib.util.find_spec("rl_games") is not None, "rl_games is not installed: uv sync --locked"
+
+pytestmark = pytest.mark.e2e
 
 
 def rl_games_checkpoints(run_dir: Path) -> list[Path]:
@@ -49,10 +54,12 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert max(assert_rl_games_checkpoint(p)["epoch"] for p in rl_games_checkpoints(resumed)) == 3
 
 
-def test_two_gloo_ranks_through_the_launcher(tmp_path):
-    run_dir = run_two_ranks("rl_games", tmp_path, ["--num_envs", "8", "--max_iterations", "2", "--seed", "5"],
-                            timeout=500)
-    assert max(assert_rl_games_checkpoint(p)["epoch"] for p in rl_games_checkpoints(run_dir)) == 2
+def test_two_gloo_ranks_through_the_launcher(healthy_run):
+    """The session's healthy 2-rank job: both ranks synchronized and ended equal, rank 0 alone wrote, and
+    its checkpoints load, the last at the last epoch."""
+    run = healthy_run("rl_games")
+    run_dir = assert_two_rank_output(run.out, run.task_root, anchored=False)
+    assert max(assert_rl_games_checkpoint(p)["epoch"] for p in rl_games_checkpoints(run_dir)) == run.iterations
 
 
 def test_checkpoint_of_another_library_is_one_line(tmp_path):

@@ -34,6 +34,8 @@ from mgpu_lab.checkpoint import load_torch
 from mgpu_testing import PYTHON, REPO, kill_group
 from mgpu_testing.training import LAUNCHER, TASK, single_env, torchrun_rendezvous, train_cmd
 
+pytestmark = pytest.mark.e2e
+
 TIMEOUT = 300
 
 

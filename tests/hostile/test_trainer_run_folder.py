@@ -22,6 +22,8 @@ from mgpu_lab.run_dir import STAMP_ENV
 from mgpu_testing import REPO, kill_group, run
 from mgpu_testing.training import TASK, assert_one_line_error, single_env, train_cmd
 
+pytestmark = pytest.mark.e2e
+
 STAMP = "2030-01-01_00-00-00"
 
 

@@ -116,13 +116,9 @@ def train_two_ranks(library: str, log_root: Path) -> HealthyRun:
                       "".join(r.stdout for r in results), log_root)
 
 
-def copy_run(run: HealthyRun, log_root: Path, *, job_key: str | None = None) -> Path:
-    """Copy the run folder of ``run`` under ``log_root`` (same library/task layout); write ``job_key`` into it
-    (the file a restarted group finds its run by, see mgpu_lab.resume) when given. The copy's path."""
-    from mgpu_lab import resume
-
+def copy_run(run: HealthyRun, log_root: Path) -> Path:
+    """Copy the run folder of ``run`` (checkpoints, the ``job_key`` its rank 0 recorded) under ``log_root``, in
+    the same library/task layout; the copy's path. For tests that resume or restart from a real run."""
     target = log_root / run.rl_library / TASK / run.run_dir.name
     shutil.copytree(run.run_dir, target)
-    if job_key is not None:
-        resume.record_job_key(target, job_key)
     return target
