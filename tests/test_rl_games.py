@@ -1,4 +1,4 @@
-"""rl_games (continuous A2C/PPO) through train.py: one process with resume, 2 gloo ranks through the launcher."""
+"""rl_games (continuous A2C/PPO) through train.py: one process, 2 gloo ranks through the launcher, bad input."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def assert_rl_games_checkpoint(path: Path) -> dict:
     return data
 
 
-def test_one_process_trains_saves_and_resumes(tmp_path):
+def test_one_process_trains_and_saves(tmp_path):
+    """Resuming an rl_games checkpoint in one process is tests/test_resume.py's (on the healthy run's)."""
     common = train_cmd("rl_games", tmp_path, "--task", TASK, "--num_envs", "8", "--seed", "3")
     assert_one_rank_output(run([*common, "--max_iterations", "2", "--save_interval", "1", "--run_name", "first"],
                                timeout=400, env=single_env()))
@@ -42,16 +43,6 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert max(epochs) == 2 and 1 in epochs  # --save_interval 1 saves every epoch; the last is always saved
     assert not list(run_dirs[0].rglob(".*.tmp")), "temp files left behind"
     assert list(run_dirs[0].glob("summaries/events.out.tfevents.*")), "no TensorBoard log on rank 0"
-    last = max(saved, key=lambda p: assert_rl_games_checkpoint(p)["epoch"])
-
-    # --max_iterations counts from 0 over the whole run: 3 from a checkpoint at 2 trains one more
-    proc = run([*common, "--max_iterations", "3", "--checkpoint", str(last), "--run_name", "again"],
-               timeout=400, env=single_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[INFO] resumed from {last} at iteration 2" in proc.stdout
-    resumed = next(d for d in (tmp_path / "rl_games" / TASK).iterdir() if d.name.endswith("_again"))
-    # one more epoch after epoch 2
-    assert max(assert_rl_games_checkpoint(p)["epoch"] for p in rl_games_checkpoints(resumed)) == 3
 
 
 def test_two_gloo_ranks_through_the_launcher(healthy_run):

@@ -17,7 +17,6 @@ The code is read with the checker's own parsers (``tools/skills``), so both see 
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess

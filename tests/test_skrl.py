@@ -1,4 +1,4 @@
-"""skrl (torch PPO) through train.py: one process with resume, 2 gloo ranks through the launcher, bad input."""
+"""skrl (torch PPO) through train.py: one process, 2 gloo ranks through the launcher, bad input."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def assert_skrl_checkpoint(path: Path) -> dict:
     return data
 
 
-def test_one_process_trains_saves_and_resumes(tmp_path):
+def test_one_process_trains_and_saves(tmp_path):
+    """Resuming a skrl checkpoint in one process is tests/test_resume.py's (on the healthy run's)."""
     common = train_cmd("skrl", tmp_path, "--task", TASK, "--num_envs", "8", "--seed", "3")
     assert_one_rank_output(run([*common, "--max_iterations", "2", "--save_interval", "1", "--run_name", "first"],
                                timeout=400, env=single_env()))
@@ -43,15 +44,6 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
         assert_skrl_checkpoint(path)
     assert not list(run_dirs[0].rglob(".*.tmp")), "temp files left behind"
     assert list(run_dirs[0].glob("events.out.tfevents.*")), "no TensorBoard log on rank 0"
-
-    # --max_iterations counts from 0 over the whole run: 3 from a checkpoint at 2 trains one more
-    proc = run([*common, "--max_iterations", "3", "--checkpoint", str(saved[-1]), "--run_name", "again"],
-               timeout=400, env=single_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[INFO] resumed from {saved[-1]} at iteration 2" in proc.stdout
-    resumed = next(d for d in (tmp_path / "skrl" / TASK).iterdir() if d.name.endswith("_again"))
-    assert [p.name for p in skrl_checkpoints(resumed)] == ["agent_48.pt"]  # named by the whole run's timestep
-    assert_skrl_checkpoint(skrl_checkpoints(resumed)[0])
 
 
 def test_two_gloo_ranks_through_the_launcher(healthy_run):

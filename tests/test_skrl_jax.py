@@ -1,4 +1,4 @@
-"""skrl's JAX PPO through train.py: one process with resume, and 2 CPU processes through skrl's JAX launcher.
+"""skrl's JAX PPO through train.py: one process, and 2 CPU processes through skrl's JAX launcher.
 
 jax 0.10 runs cross-process collectives on CPU over gloo, so skrl's own broadcast and gradient
 all-reduce work between two CPU processes here. JIT compilation makes these the slowest trainer
@@ -40,7 +40,8 @@ def assert_jax_checkpoint(path: Path) -> dict:
     return data
 
 
-def test_one_process_trains_saves_and_resumes(tmp_path):
+def test_one_process_trains_and_saves(tmp_path):
+    """Resuming a JAX checkpoint in one process is tests/test_resume.py's (on the healthy run's)."""
     common = train_cmd("skrl", tmp_path, "--ml_framework", "jax", "--task", TASK, "--num_envs", "8", "--seed", "3")
     assert_one_rank_output(run([*common, "--max_iterations", "1", "--run_name", "first"], timeout=500, env=jax_env()))
     run_dir = next((tmp_path / "skrl" / TASK).iterdir())
@@ -48,12 +49,6 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert [p.name for p in saved] == ["agent_16.msgpack"]
     assert_jax_checkpoint(saved[0])
     assert not list(run_dir.rglob(".*.tmp")), "temp files left behind"
-
-    # --max_iterations counts from 0 over the whole run: 2 from a checkpoint at 1 trains one more
-    proc = run([*common, "--max_iterations", "2", "--checkpoint", str(saved[0]), "--run_name", "again"],
-               timeout=500, env=jax_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[INFO] resumed from {saved[0]} at iteration 1" in proc.stdout
 
 
 def test_two_cpu_processes_through_the_jax_launcher(healthy_run):
