@@ -22,7 +22,7 @@ import pytest
 from mgpu_lab import heartbeat
 from mgpu_lab.resume import JOB_KEY_ENV, JOB_KEY_FILE
 from mgpu_testing import run
-from mgpu_testing.runs import NUM_ENVS, copy_run
+from mgpu_testing.runs import NUM_ENVS, WITH_HEALTHY_RUN, copy_run
 from mgpu_testing.training import (DIGEST_ANYWHERE, TASK, assert_one_line_error, single_env, supervised_env,
                                    torchrun_train, train_cmd)
 
@@ -83,6 +83,7 @@ RESTARTS = [
 ]
 
 
+@pytest.mark.timeout(WITH_HEALTHY_RUN)
 @pytest.mark.parametrize("library,final,steps_per_iteration,args,extra_env", RESTARTS, ids=[r[0] for r in RESTARTS])
 def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
         tmp_path, healthy_run, library, final, steps_per_iteration, args, extra_env):
@@ -106,6 +107,7 @@ def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
     assert list(run_dir.glob(final)), sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
 
 
+@pytest.mark.timeout(WITH_HEALTHY_RUN)
 def test_checkpoint_latest(tmp_path, healthy_run):
     logs = tmp_path / "logs"
     common = train_cmd("rsl_rl", logs, "--num_envs", "8")

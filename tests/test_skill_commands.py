@@ -27,7 +27,7 @@ from types import ModuleType
 import pytest
 from mgpu_testing import PYTHON, REPO, free_port, loopback_env, run
 from mgpu_testing.docs import LAUNCHER, PROBE, TRAINER, load_script, rel
-from mgpu_testing.runs import HealthyRun, copy_run
+from mgpu_testing.runs import WITH_HEALTHY_RUN, HealthyRun, copy_run
 from mgpu_testing.runs import run_nodes as run_nodes_together
 from mgpu_testing.training import DIGEST_ANYWHERE, SYNC_ANYWHERE, TASK, THROUGHPUT, TIME, single_env
 
@@ -281,9 +281,10 @@ def test_probe_example_parses(cmd: Command, probe_module: ModuleType, capsys) ->
 # - the library of `isaaclab train`: single-process training per library is each library's own test
 #   (tests/test_rsl_rl.py, test_rl_games.py, test_skrl.py, test_skrl_jax.py); here one single-process
 #   example runs, and every library's distributed path runs through the launcher.
-# Cost, measured with the docs of issue 11 (7 shapes, 9 training runs): about 350 CPU-seconds,
-# nearly all of it importing torch and the RL libraries (rl_games.torch_runner alone pulls in
-# torch._dynamo); on 2 idle cores that is a little over 3 minutes of wall time.
+# Cost: nearly all of it is importing torch and the RL libraries (rl_games.torch_runner alone pulls in
+# torch._dynamo). With the docs of issue 11 (7 shapes) three shapes are healthy runs the library tests
+# share (rl_games and skrl on one node, skrl's JAX on two), and the one-node rsl_rl resume starts from a
+# copy of the healthy rsl_rl run: 5 training runs of this module's own (4 shapes, 1 preparing run) instead of 9.
 
 #: options whose value the CPU form replaces or drops (launcher and trainer); multi-node ones are re-added
 _REWRITTEN = {
@@ -498,6 +499,7 @@ def resume_from_healthy(run: HealthyRun, log_root: Path) -> str:
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(WITH_HEALTHY_RUN)
 @pytest.mark.parametrize(("shape", "cmd"), CPU_RUNS, ids=[f"{s}@{c.where}" for s, c in CPU_RUNS])
 def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Path, healthy_run) -> None:
     key = healthy_key(cmd)
