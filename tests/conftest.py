@@ -16,25 +16,29 @@ import pytest
 
 from mgpu_testing import REPO
 
-_CACHE = pytest.StashKey[Path]()
+_SCRATCH = pytest.StashKey[Path]()
 _SAVED_ENV = pytest.StashKey[dict[str, str | None]]()
-_CACHE_VARIABLES = ("SKILLS_CHECK_CACHE_DIR", "XDG_CACHE_HOME")
+_SCRATCH_VARIABLES = ("SKILLS_CHECK_CACHE_DIR", "XDG_CACHE_HOME", "TMPDIR")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Keep every cache the suite (and its subprocesses) would write out of the user's home."""
-    cache = Path(tempfile.mkdtemp(prefix="mgpu_lab_test_cache_"))
-    config.stash[_CACHE] = cache
-    config.stash[_SAVED_ENV] = {name: os.environ.get(name) for name in _CACHE_VARIABLES}
-    os.environ["SKILLS_CHECK_CACHE_DIR"] = str(cache / "skills-check")
-    os.environ["XDG_CACHE_HOME"] = str(cache)
+    """One scratch folder for what the suite's subprocesses leave: every cache they would write (never in
+    the user's home) and their temp files (TMPDIR: a launcher killed by a test cannot remove its
+    supervision folder). pytest's own tmp_path folders are pytest's."""
+    scratch = Path(tempfile.mkdtemp(prefix="mgpu_lab_test_"))  # fixes this process's temp folder (cached)
+    (scratch / "tmp").mkdir()
+    config.stash[_SCRATCH] = scratch
+    config.stash[_SAVED_ENV] = {name: os.environ.get(name) for name in _SCRATCH_VARIABLES}
+    os.environ["SKILLS_CHECK_CACHE_DIR"] = str(scratch / "cache" / "skills-check")
+    os.environ["XDG_CACHE_HOME"] = str(scratch / "cache")
+    os.environ["TMPDIR"] = str(scratch / "tmp")  # subprocesses only: tempfile cached this process's folder above
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Remove the cache folder and restore the environment: the suite leaves no temp folder behind."""
-    cache = config.stash.get(_CACHE, None)
-    if cache is not None:
-        shutil.rmtree(cache, ignore_errors=True)
+    """Remove the scratch folder and restore the environment: the suite leaves no temp folder behind."""
+    scratch = config.stash.get(_SCRATCH, None)
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
     for name, value in config.stash.get(_SAVED_ENV, {}).items():
         if value is None:
             os.environ.pop(name, None)
