@@ -57,6 +57,7 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert assert_rsl_rl_checkpoint(checkpoints(resumed[0])[-1])["iter"] == 4
 
 
+@pytest.mark.e2e  # in this process, but a real library's training: tens of seconds, not the inner loop's
 def test_rsl_rl_learns_cartpole():
     """Fixed seed, 15 PPO iterations in this process: late episodes clearly outlast the first ones."""
     from mgpu_lab.adapters import rsl_rl as adapter
