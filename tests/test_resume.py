@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 
 from mgpu_lab import heartbeat
+from mgpu_lab.checkpoint import load_torch, read_msgpack
 from mgpu_lab.resume import JOB_KEY_ENV, JOB_KEY_FILE
 from mgpu_testing import run
 from mgpu_testing.runs import NUM_ENVS, WITH_HEALTHY_RUN, copy_run
-from mgpu_testing.training import (DIGEST_ANYWHERE, TASK, assert_one_line_error, single_env, supervised_env,
-                                   torchrun_train, train_cmd)
+from mgpu_testing.training import (DIGEST_ANYWHERE, TASK, assert_one_line_error, assert_one_rank_output, single_env,
+                                   supervised_env, torchrun_train, train_cmd)
 
 pytestmark = pytest.mark.e2e
 
@@ -73,20 +74,23 @@ def test_a_restarted_group_resumes_its_own_run(tmp_path):
     assert 1 not in heartbeat.read_failures(supervise)
 
 
-# library (healthy run), the final checkpoint (glob, relative to the run folder) of MAX_ITERATIONS, steps
-# per iteration, extra trainer arguments, extra environment
+# library (healthy run), the final checkpoint (glob, relative to the run folder) of MAX_ITERATIONS and how
+# to load it, steps per iteration, extra trainer arguments, extra environment
 RESTARTS = [
-    ("rl_games", f"nn/last_*_ep_{MAX_ITERATIONS}_rew_*.pth", 16, (), {}),
-    ("skrl", f"checkpoints/agent_{16 * MAX_ITERATIONS}.pt", 16, (), {}),
-    ("skrl-jax", f"checkpoints/agent_{16 * MAX_ITERATIONS}.msgpack", 16, ("--ml_framework", "jax"),
+    ("rl_games", f"nn/last_*_ep_{MAX_ITERATIONS}_rew_*.pth", lambda p: load_torch(p, "rl_games"), 16, (), {}),
+    ("skrl", f"checkpoints/agent_{16 * MAX_ITERATIONS}.pt", lambda p: load_torch(p, "skrl"), 16, (), {}),
+    ("skrl-jax", f"checkpoints/agent_{16 * MAX_ITERATIONS}.msgpack", read_msgpack, 16, ("--ml_framework", "jax"),
      {"JAX_PLATFORMS": "cpu"}),
 ]
 
 
 @pytest.mark.timeout(WITH_HEALTHY_RUN)
-@pytest.mark.parametrize("library,final,steps_per_iteration,args,extra_env", RESTARTS, ids=[r[0] for r in RESTARTS])
+@pytest.mark.parametrize("library,final,load,steps_per_iteration,args,extra_env", RESTARTS,
+                         ids=[r[0] for r in RESTARTS])
 def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
-        tmp_path, healthy_run, library, final, steps_per_iteration, args, extra_env):
+        tmp_path, healthy_run, library, final, load, steps_per_iteration, args, extra_env):
+    """Also the library's training in one process (world size 1): its lines, a loadable last checkpoint, no
+    temp file left (a fresh start is the healthy run's)."""
     healthy = healthy_run(library)
     logs = tmp_path / "logs"
     run_dir = copy_run(healthy, logs)
@@ -96,7 +100,7 @@ def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
                     "--max_iterations", str(MAX_ITERATIONS), "--save_interval", "2")
     proc = run(cmd, timeout=500, env=single_env(TORCHELASTIC_RESTART_COUNT="1", **{JOB_KEY_ENV: key}, **extra_env))
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
+    assert_one_rank_output(proc, anchored=False)  # exit 0; synchronized, timed, counted over 1 rank, a digest
     assert [p.name for p in (logs / healthy.rl_library / TASK).iterdir()] == [run_dir.name], \
         "a restart must reuse its run folder"
     (resumed,) = RESUMED.findall(out)
@@ -104,11 +108,16 @@ def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
     assert Path(path).parent.is_relative_to(run_dir) and int(iteration) == healthy.iterations  # the newest
     left = (MAX_ITERATIONS - healthy.iterations) * steps_per_iteration * NUM_ENVS
     assert STEPPED.findall(out) == [("0", "1", str(left))]
-    assert list(run_dir.glob(final)), sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
+    found = list(run_dir.glob(final))
+    assert len(found) == 1, sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
+    load(found[0])
+    assert not list(run_dir.rglob(".*.tmp")), "temp files left behind"
 
 
 @pytest.mark.timeout(WITH_HEALTHY_RUN)
-def test_checkpoint_latest(tmp_path, healthy_run):
+def test_checkpoint_latest_refusals(tmp_path, healthy_run):
+    """Nothing to resume, or nothing left to train: one line, nothing written. A resume from ``latest`` (path
+    and iteration exact) is tests/test_skill_commands.py's, in the CPU forms of the documented commands."""
     logs = tmp_path / "logs"
     common = train_cmd("rsl_rl", logs, "--num_envs", "8")
     assert_one_line_error(run([*common, "--checkpoint", "latest"], timeout=300, env=single_env()),
@@ -121,8 +130,3 @@ def test_checkpoint_latest(tmp_path, healthy_run):
     proc = run([*common, "--checkpoint", "latest", "--max_iterations", str(done)], timeout=300, env=single_env())
     assert_one_line_error(proc, f"already at iteration {done} and --max_iterations {done} counts from iteration 0")
     assert list((logs / "rsl_rl" / TASK).iterdir()) == [first], "a refused run writes nothing"
-
-    proc = run([*common, "--checkpoint", "latest", "--max_iterations", str(done + 1)], timeout=300, env=single_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[INFO] resumed from {first / f'model_{done - 1}.pt'} at iteration {done}" in proc.stdout
-    assert "[INFO] rank 0/1: stepped 192 env-steps" in proc.stdout  # 1 iteration x 24 steps x 8 envs

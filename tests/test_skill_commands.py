@@ -510,10 +510,13 @@ def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Pa
         return
     log_root = tmp_path / "logs"
     task_root = log_root / (option(cmd.args, "--rl_library") or "rsl_rl") / (option(cmd.args, "--task") or TASK)
-    checkpoint = None
+    checkpoint, resumed_at = None, None
     if shape.resume:  # a checkpoint of the library and task to resume from: the healthy run's where there is one
-        checkpoint = resume_from_healthy(healthy_run(key), log_root) if key is not None else \
-            prepare_checkpoint(cmd, log_root)
+        if key is not None:
+            healthy = healthy_run(key)
+            checkpoint, resumed_at = resume_from_healthy(healthy, log_root), healthy.iterations
+        else:
+            checkpoint = prepare_checkpoint(cmd, log_root)
     before = set(task_root.iterdir()) if task_root.is_dir() else set()
     results = run_nodes(cpu_form(cmd, log_root, checkpoint), timeout=RUN_TIMEOUT)
     out = assert_trained(cmd, shape, [(r.args, r.returncode) for r in results], "".join(r.stdout for r in results))
@@ -521,6 +524,8 @@ def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Pa
     assert len(new_runs) == 1, f"{cmd.where}: expected one new run folder (only rank 0 writes), got {new_runs}"
     if shape.resume:
         assert RESUMED.search(out), f"{cmd.where}: `{cmd.source}` did not say where it resumed from\n{out[-3000:]}"
+    if resumed_at is not None:  # from the healthy run's newest checkpoint (``latest`` finds that one too)
+        assert f"resumed from {Path(checkpoint).resolve()} at iteration {resumed_at}" in out, out[-3000:]
 
 
 def test_cpu_form_of_each_shape() -> None:

@@ -1,4 +1,5 @@
-"""skrl's JAX PPO through train.py: one process, and 2 CPU processes through skrl's JAX launcher.
+"""skrl's JAX PPO through train.py: 2 CPU processes through skrl's JAX launcher (the session's healthy JAX run),
+and bad input. One process training and resuming: tests/test_resume.py (the skrl-jax restart).
 
 jax 0.10 runs cross-process collectives on CPU over gloo, so skrl's own broadcast and gradient
 all-reduce work between two CPU processes here. JIT compilation makes these the slowest trainer
@@ -15,8 +16,7 @@ import pytest
 
 from mgpu_lab.checkpoint import read_msgpack
 from mgpu_testing import free_port, run
-from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, assert_two_rank_output,
-                                   single_env, train_cmd)
+from mgpu_testing.training import assert_one_line_error, assert_two_rank_output, single_env, train_cmd
 
 # dev dependencies: a missing one must fail, not skip (found without importing them: collection stays cheap)
 for _name in ("skrl", "jax", "flax"):
@@ -38,17 +38,6 @@ def assert_jax_checkpoint(path: Path) -> dict:
     data = read_msgpack(path)
     assert {"policy", "value"} <= set(data) and all(isinstance(v, bytes) for v in data.values())
     return data
-
-
-def test_one_process_trains_and_saves(tmp_path):
-    """Resuming a JAX checkpoint in one process is tests/test_resume.py's (on the healthy run's)."""
-    common = train_cmd("skrl", tmp_path, "--ml_framework", "jax", "--task", TASK, "--num_envs", "8", "--seed", "3")
-    assert_one_rank_output(run([*common, "--max_iterations", "1", "--run_name", "first"], timeout=500, env=jax_env()))
-    run_dir = next((tmp_path / "skrl" / TASK).iterdir())
-    saved = jax_checkpoints(run_dir)
-    assert [p.name for p in saved] == ["agent_16.msgpack"]
-    assert_jax_checkpoint(saved[0])
-    assert not list(run_dir.rglob(".*.tmp")), "temp files left behind"
 
 
 def test_two_cpu_processes_through_the_jax_launcher(healthy_run):
