@@ -1,21 +1,49 @@
-"""Suite-wide fixtures. Shared helpers live in ``tests/mgpu_testing`` (on pytest's ``pythonpath``)."""
+"""Suite-wide fixtures. Shared helpers live in ``tests/mgpu_testing`` (on pytest's ``pythonpath``).
+
+The expensive real runs (one healthy 2-rank job per library, one Sphinx build) are session-scoped
+fixtures here, so every test that needs one shares it: see :mod:`mgpu_testing.runs`.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from mgpu_testing import REPO
 
+_SCRATCH = pytest.StashKey[Path]()
+_SAVED_ENV = pytest.StashKey[dict[str, str | None]]()
+_SCRATCH_VARIABLES = ("SKILLS_CHECK_CACHE_DIR", "XDG_CACHE_HOME", "TMPDIR")
+
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Keep every cache the suite (and its subprocesses) would write out of the user's home."""
-    cache = Path(tempfile.mkdtemp(prefix="mgpu_lab_test_cache_"))
-    os.environ["SKILLS_CHECK_CACHE_DIR"] = str(cache / "skills-check")
-    os.environ["XDG_CACHE_HOME"] = str(cache)
+    """One scratch folder for what the suite's subprocesses leave: every cache they would write (never in
+    the user's home) and their temp files (TMPDIR: a launcher killed by a test cannot remove its
+    supervision folder). pytest's own tmp_path folders are pytest's."""
+    scratch = Path(tempfile.mkdtemp(prefix="mgpu_lab_test_"))  # fixes this process's temp folder (cached)
+    (scratch / "tmp").mkdir()
+    config.stash[_SCRATCH] = scratch
+    config.stash[_SAVED_ENV] = {name: os.environ.get(name) for name in _SCRATCH_VARIABLES}
+    os.environ["SKILLS_CHECK_CACHE_DIR"] = str(scratch / "cache" / "skills-check")
+    os.environ["XDG_CACHE_HOME"] = str(scratch / "cache")
+    os.environ["TMPDIR"] = str(scratch / "tmp")  # subprocesses only: tempfile cached this process's folder above
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the scratch folder and restore the environment: the suite leaves no temp folder behind."""
+    scratch = config.stash.get(_SCRATCH, None)
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for name, value in config.stash.get(_SAVED_ENV, {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture
@@ -29,3 +57,32 @@ def repo_check():  # noqa: ANN201
     from mgpu_testing.checker import self_check
 
     return self_check()
+
+
+@pytest.fixture(scope="session")
+def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], object]]:
+    """``healthy_run(library)``: the one real, healthy 2-rank CPU job of ``library`` this session (see
+    :func:`mgpu_testing.runs.train_two_ranks`), run the first time a test asks for it. ``library`` is
+    ``rsl_rl``, ``rl_games``, ``skrl`` or ``skrl-jax``. Tests read its output and files; they never write
+    into its folders (copy what you change)."""
+    from mgpu_testing.runs import train_two_ranks
+
+    done: dict[str, object] = {}
+
+    def get(library: str) -> object:
+        if library not in done:
+            done[library] = train_two_ranks(library, tmp_path_factory.mktemp(f"healthy-{library}"))
+        return done[library].assert_ok()  # a failed run fails each test that needs it, and runs once
+
+    yield get
+
+
+@pytest.fixture(scope="session")
+def sphinx_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one strict (``-W``) Sphinx build of ``docs/`` this session; its HTML folder."""
+    from mgpu_testing.docs import build_sphinx
+
+    root = tmp_path_factory.mktemp("sphinx")
+    proc = build_sphinx(REPO / "docs", root / "html", root / "doctrees")
+    assert proc.returncode == 0, f"sphinx-build -W failed:\n{proc.stderr[-4000:]}"
+    return root / "html"

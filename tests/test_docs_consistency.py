@@ -1,30 +1,31 @@
-"""The docs agree with the code and with each other.
+"""The docs agree with the code and with each other, where no checker rule says so.
 
-- The launcher options list-table in ``multi_gpu.rst`` matches the launcher's ``build_parser()``
-  exactly: every option with all its aliases, its default and its choices.
-- The NCCL workaround table in the skill's ``reference.md`` mirrors the maintained list-table in
-  ``multi_gpu.rst`` row by row (rows whose fix is not a setting included), every row cites a public
-  report, the failures users report are keyed on the text they see, and every ``NCCL_*=``/``CUDA_*=``
-  setting written in the skills or in ``troubleshooting.rst`` is in that list (diagnostics such as
-  ``NCCL_DEBUG=INFO`` excepted).
-- Every default the docs state for a task (``--max_iterations``, ``--num_envs``) is the code's
+What the checker's rules enforce is theirs (each rule has fixtures in tests/fixtures/checker/rules/<CODE>/,
+run by tests/test_checker_snapshots.py; the repository passes them all in
+tests/test_checker_core.py::test_repository_passes_its_own_checker; tests/test_checker_mutation.py injects
+the drift): the launcher options table against ``build_parser()`` (DR201-DR205), the skill's NCCL table
+mirroring the RST list row by row (DR101-DR103, DR105) and every ``NCCL_*=``/``CUDA_*=`` setting written in
+a skill's markdown or an RST page being on the list (DR104). Here:
+
+- the NCCL list holds the rows users need, keyed on the text they see; a row without a setting says what
+  the fix is; every row of both tables cites a public report;
+- the settings written in the skills' evaluations (``evals/evals.json``, which DR104 does not read) are on
+  the list;
+- every default the docs state for a task (``--max_iterations``, ``--num_envs``) is the code's
   (``mgpu_lab.tasks.catalog.TASK_DEFAULTS``), in the skills, the RST pages and ``train.py``'s help.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
-import pytest
 from mgpu_testing import REPO
-from mgpu_testing.docs import LAUNCHER, TRAINER, load_script, rel
+from mgpu_testing.docs import TRAINER, load_script, rel
 from parse_markdown import parse_markdown
 from parse_rst import parse_rst
 
 MULTI_GPU_RST = REPO / "docs" / "source" / "features" / "multi_gpu.rst"
-TROUBLESHOOTING_RST = REPO / "docs" / "source" / "refs" / "troubleshooting.rst"
 REFERENCE_MD = REPO / "skills" / "user" / "train-multi-gpu" / "reference.md"
 
 SETTING = re.compile(r"(?<![A-Za-z0-9_])((?:NCCL|CUDA)_[A-Z0-9_]+)=([^\s`'\",;)]+)")
@@ -57,45 +58,6 @@ def settings_of(literals: list[str]) -> set[str]:
     return {lit for lit in literals if SETTING.fullmatch(lit)}
 
 
-# --------------------------------------------------------------------------- launcher options
-
-
-@pytest.fixture(scope="module")
-def launcher_actions() -> list[argparse.Action]:
-    parser = load_script(LAUNCHER, "_mgpu_docs_launcher_script").build_parser()
-    return [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
-
-
-def default_text(value: object) -> str:
-    return str(value)  # None -> "None", False -> "False", "gpu" -> "gpu", 0 -> "0"
-
-
-def test_options_table_matches_launcher_argparse(launcher_actions) -> None:
-    rows = rst_table(MULTI_GPU_RST, "Launcher options")
-    header, body = rows[0], rows[1:]
-    assert [cell[0] for cell in header] == ["Option", "Default", "Meaning"]
-    documented: dict[frozenset[str], tuple[str, list[str], str, list[str]]] = {}
-    for (opt_text, opt_lits), (def_text, def_lits), (meaning, meaning_lits) in body:
-        flags = frozenset(lit for lit in opt_lits if lit.startswith("--"))
-        assert flags, f"row without an option: {opt_text}"
-        assert flags not in documented, f"option documented twice: {sorted(flags)}"
-        documented[flags] = (def_text, def_lits, meaning, meaning_lits)
-
-    expected = {frozenset(a.option_strings): a for a in launcher_actions}
-    assert set(documented) == set(expected), (
-        f"missing in the docs: {sorted(map(sorted, set(expected) - set(documented)))}; "
-        f"not in the launcher: {sorted(map(sorted, set(documented) - set(expected)))}"
-    )
-    for flags, action in expected.items():
-        def_text, def_lits, _meaning, meaning_lits = documented[flags]
-        assert def_lits == [default_text(action.default)], (
-            f"{action.option_strings[0]}: docs say default {def_text!r}, argparse has {action.default!r}"
-        )
-        if action.choices:
-            missing = [str(c) for c in action.choices if str(c) not in meaning_lits]
-            assert not missing, f"{action.option_strings[0]}: choices {missing} not listed in the docs"
-
-
 # --------------------------------------------------------------------------- NCCL workarounds
 
 
@@ -113,10 +75,6 @@ def reference_workaround_rows() -> list[list[tuple[str, list[str]]]]:
 
 def rst_workarounds() -> list[set[str]]:
     return [settings_of(row[1][1]) for row in rst_workaround_rows()]
-
-
-def reference_workarounds() -> list[set[str]]:
-    return [settings_of(row[1][1]) for row in reference_workaround_rows()]
 
 
 def test_nccl_list_has_the_required_rows() -> None:
@@ -181,15 +139,11 @@ def test_every_row_cites_a_public_report() -> None:
             assert [u for line, u in urls if start <= line < end], f"{rel(path)}:{start}: a row without a cited report"
 
 
-def test_reference_table_mirrors_the_rst_list() -> None:
-    assert reference_workarounds() == rst_workarounds()
-
-
-def test_every_written_setting_is_in_the_list() -> None:
+def test_every_setting_in_the_evaluations_is_in_the_list() -> None:
+    """evals.json files (the markdown and RST pages are DR104's)."""
     allowed = set().union(*rst_workarounds())
-    files = [p for p in sorted((REPO / "skills").rglob("*")) if p.suffix in (".md", ".json") and p.is_file()]
-    files.append(TROUBLESHOOTING_RST)
-    assert len(files) > 5
+    files = sorted(p for p in (REPO / "skills").rglob("evals.json") if p.is_file())
+    assert files
     problems = []
     for path in files:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):

@@ -1,10 +1,16 @@
-"""Resuming: a restarted worker group (torchrun --max_restarts) resumes its own run from the newest checkpoint,
-for every library; ``--checkpoint latest``; --max_iterations counts from iteration 0 for every resume.
+"""Resuming: a restarted worker group (torchrun --max_restarts) resumes its own run from the newest checkpoint;
+``--checkpoint latest``; --max_iterations counts from iteration 0 for every resume.
 
-A restart is provoked deterministically: MGPU_LAB_FAULT=signal:1:K SIGKILLs rank 1 at the first step of
-iteration K, on the first attempt only. K is chosen so that rank 0 has certainly finished writing the
-checkpoint the restart must find (rank 1 can only reach iteration K after a collective that rank 0
-enters after that save), so the resume point is exact."""
+One real restart (rsl_rl): MGPU_LAB_FAULT=signal:1:K SIGKILLs rank 1 at the first step of iteration K, on the
+first attempt only, and torchrun starts a second worker group. K is chosen so that rank 0 has certainly finished
+writing the checkpoint the restart must find (rank 1 can only reach iteration K after a collective that rank 0
+enters after that save), so the resume point is exact.
+
+For rl_games, skrl and skrl's JAX, the restart's own part (find the job's run folder by the job key rank 0
+recorded, resume from its newest checkpoint) runs on the real checkpoints of the session's healthy 2-rank
+job (tests/mgpu_testing/runs.py), copied: one process told it is restart 1 of that job, as torchrun tells a
+restarted worker (TORCHELASTIC_RESTART_COUNT), without a second torchrun group.
+"""
 
 from __future__ import annotations
 
@@ -13,36 +19,35 @@ from pathlib import Path
 
 import pytest
 
+from mgpu_lab import heartbeat
+from mgpu_lab.checkpoint import load_torch, read_msgpack
+from mgpu_lab.resume import JOB_KEY_ENV, JOB_KEY_FILE
 from mgpu_testing import run
-from mgpu_testing.training import (DIGEST_ANYWHERE, TASK, assert_one_line_error, single_env, supervised_env,
-                                   torchrun_train, train_cmd)
+from mgpu_testing.runs import NUM_ENVS, WITH_HEALTHY_RUN, copy_run
+from mgpu_testing.training import (DIGEST_ANYWHERE, TASK, assert_one_line_error, assert_one_rank_output, single_env,
+                                   supervised_env, torchrun_train, train_cmd)
+
+pytestmark = pytest.mark.e2e
 
 RESUMED = re.compile(r"\[INFO\] restart 1: resumed from (\S+) at iteration (\d+)$", re.M)
 STEPPED = re.compile(r"\[INFO\] rank (\d+)/(\d+): stepped (\d+) env-steps$", re.M)
 MAX_ITERATIONS = 7
 
 
-# library, iteration at which rank 1 dies, iteration the restart resumes at, batched steps per iteration,
-# the final checkpoint (glob, relative to the run folder)
-CASES = [
-    ("rsl_rl", 4, 3, 24, "model_6.pt"),  # model_2.pt (iterations 0-2) is saved before iteration 3's update
-    ("rl_games", 5, 4, 16, f"nn/last_*_ep_{MAX_ITERATIONS}_rew_*.pth"),
-    ("skrl", 5, 4, 16, f"checkpoints/agent_{16 * MAX_ITERATIONS}.pt"),
-]
-
-
-@pytest.mark.parametrize("library,kill_at,resumed_at,steps_per_iteration,final", CASES)
-def test_a_restarted_group_resumes_its_own_run(tmp_path, library, kill_at, resumed_at, steps_per_iteration, final):
+@pytest.mark.timeout(960)  # longer than the suite's 600 s: the marker wins over the ini value (pytest-timeout)
+def test_a_restarted_group_resumes_its_own_run(tmp_path):
+    """rsl_rl: rank 1 dies at iteration 4; model_2.pt (iterations 0-2) is saved before iteration 3's update."""
+    kill_at, resumed_at, steps_per_iteration = 4, 3, 24
     logs = tmp_path / "logs"
-    env = supervised_env(tmp_path / "supervise", MGPU_LAB_FAULT=f"signal:1:{kill_at}",
-                         MGPU_LAB_JOB_KEY=f"test-{tmp_path.name}")
-    proc = run(torchrun_train(library, logs, 2, "--num_envs", "8", "--max_iterations", str(MAX_ITERATIONS),
+    supervise = tmp_path / "supervise"
+    env = supervised_env(supervise, MGPU_LAB_FAULT=f"signal:1:{kill_at}", MGPU_LAB_JOB_KEY=f"test-{tmp_path.name}")
+    proc = run(torchrun_train("rsl_rl", logs, 2, "--num_envs", "8", "--max_iterations", str(MAX_ITERATIONS),
                               "--save_interval", "2", "--seed", "5", max_restarts=1), timeout=900, env=env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert f"[FAULT] rank 1: sending itself SIGKILL at iteration {kill_at}" in out
 
-    runs = list((logs / library / TASK).iterdir())
+    runs = list((logs / "rsl_rl" / TASK).iterdir())
     assert len(runs) == 1, "a restart must reuse its run folder"
     run_dir = runs[0]
     assert (run_dir / "job_key").read_text() == f"test-{tmp_path.name}"
@@ -57,42 +62,71 @@ def test_a_restarted_group_resumes_its_own_run(tmp_path, library, kill_at, resum
     assert per_rank == {"0": left, "1": left}, out[-4000:]
     digests = {rank: value for rank, _, value in DIGEST_ANYWHERE.findall(out)}
     assert set(digests) == {"0", "1"} and digests["0"] == digests["1"]
-    assert list(run_dir.glob(final)), sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
+    assert (run_dir / f"model_{MAX_ITERATIONS - 1}.pt").is_file()
+
+    # the supervision files of the restarted group, to the end: every rank beat until done, can dump its
+    # stack, rank 0 named the run folder; the SIGKILLed rank 1 recorded no failure (it could not)
+    beats = heartbeat.read_beats(supervise)
+    assert {r: (b.phase, b.iteration, b.world_size) for r, b in beats.items()} == {
+        0: ("done", MAX_ITERATIONS - 1, 2), 1: ("done", MAX_ITERATIONS - 1, 2)}
+    assert heartbeat.stack_path(supervise, 0).exists() and heartbeat.stack_path(supervise, 1).exists()
+    assert heartbeat.read_run_dir(supervise) == run_dir.resolve()
+    assert 1 not in heartbeat.read_failures(supervise)
 
 
-def test_skrl_jax_restart_resumes_its_own_run(tmp_path):
-    """skrl's JAX launcher never restarts; a restart is what torchrun would do: the same job key, count 1."""
+# library (healthy run), the final checkpoint (glob, relative to the run folder) of MAX_ITERATIONS and how
+# to load it, steps per iteration, extra trainer arguments, extra environment
+RESTARTS = [
+    ("rl_games", f"nn/last_*_ep_{MAX_ITERATIONS}_rew_*.pth", lambda p: load_torch(p, "rl_games"), 16, (), {}),
+    ("skrl", f"checkpoints/agent_{16 * MAX_ITERATIONS}.pt", lambda p: load_torch(p, "skrl"), 16, (), {}),
+    ("skrl-jax", f"checkpoints/agent_{16 * MAX_ITERATIONS}.msgpack", read_msgpack, 16, ("--ml_framework", "jax"),
+     {"JAX_PLATFORMS": "cpu"}),
+]
+
+
+@pytest.mark.timeout(WITH_HEALTHY_RUN)
+@pytest.mark.parametrize("library,final,load,steps_per_iteration,args,extra_env", RESTARTS,
+                         ids=[r[0] for r in RESTARTS])
+def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
+        tmp_path, healthy_run, library, final, load, steps_per_iteration, args, extra_env):
+    """Also the library's training in one process (world size 1): its lines, a loadable last checkpoint, no
+    temp file left (a fresh start is the healthy run's)."""
+    healthy = healthy_run(library)
     logs = tmp_path / "logs"
-    common = train_cmd("skrl", logs, "--ml_framework", "jax", "--num_envs", "8", "--max_iterations", "3",
-                       "--save_interval", "1")
-    key = {"MGPU_LAB_JOB_KEY": f"jax-{tmp_path.name}", "JAX_PLATFORMS": "cpu"}
-    first = run(common, timeout=500, env=single_env(MGPU_LAB_FAULT="signal:0:2", **key))
-    assert first.returncode == -9, (first.stdout + first.stderr)[-3000:]
-    second = run(common, timeout=500, env=single_env(TORCHELASTIC_RESTART_COUNT="1", **key))
-    out = second.stdout + second.stderr
-    assert second.returncode == 0, out[-3000:]
-    (run_dir,) = (logs / "skrl" / TASK).iterdir()
-    path, iteration = RESUMED.findall(out)[0]
-    assert Path(path).parent == run_dir / "checkpoints" and Path(path).name.startswith("agent_32.")
-    assert int(iteration) == 2
-    assert STEPPED.findall(out) == [("0", "1", str(16 * 8))]  # one iteration left
-    assert list(run_dir.glob("checkpoints/agent_48.*"))
+    run_dir = copy_run(healthy, logs)
+    key = (run_dir / JOB_KEY_FILE).read_text(encoding="utf-8").strip()
+    assert key, "rank 0 of the launcher's job records the job key in its run folder"
+    cmd = train_cmd(healthy.rl_library, logs, *args, "--task", TASK, "--num_envs", str(NUM_ENVS),
+                    "--max_iterations", str(MAX_ITERATIONS), "--save_interval", "2")
+    proc = run(cmd, timeout=500, env=single_env(TORCHELASTIC_RESTART_COUNT="1", **{JOB_KEY_ENV: key}, **extra_env))
+    out = proc.stdout + proc.stderr
+    assert_one_rank_output(proc, anchored=False)  # exit 0; synchronized, timed, counted over 1 rank, a digest
+    assert [p.name for p in (logs / healthy.rl_library / TASK).iterdir()] == [run_dir.name], \
+        "a restart must reuse its run folder"
+    (resumed,) = RESUMED.findall(out)
+    path, iteration = resumed
+    assert Path(path).parent.is_relative_to(run_dir) and int(iteration) == healthy.iterations  # the newest
+    left = (MAX_ITERATIONS - healthy.iterations) * steps_per_iteration * NUM_ENVS
+    assert STEPPED.findall(out) == [("0", "1", str(left))]
+    found = list(run_dir.glob(final))
+    assert len(found) == 1, sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
+    load(found[0])
+    assert not list(run_dir.rglob(".*.tmp")), "temp files left behind"
 
 
-def test_checkpoint_latest(tmp_path):
+@pytest.mark.timeout(WITH_HEALTHY_RUN)
+def test_checkpoint_latest_refusals(tmp_path, healthy_run):
+    """Nothing to resume, or nothing left to train: one line, nothing written. A resume from ``latest`` (path
+    and iteration exact) is tests/test_skill_commands.py's, in the CPU forms of the documented commands."""
     logs = tmp_path / "logs"
     common = train_cmd("rsl_rl", logs, "--num_envs", "8")
     assert_one_line_error(run([*common, "--checkpoint", "latest"], timeout=300, env=single_env()),
                           "--checkpoint latest: no rsl_rl checkpoint of Toy-Cartpole-v0 under")
     assert not logs.exists(), "a refused run writes nothing"
 
-    assert run([*common, "--max_iterations", "1"], timeout=300, env=single_env()).returncode == 0
-    (first,) = (logs / "rsl_rl" / TASK).iterdir()
-    proc = run([*common, "--checkpoint", "latest", "--max_iterations", "1"], timeout=300, env=single_env())
-    assert_one_line_error(proc, "already at iteration 1 and --max_iterations 1 counts from iteration 0")
+    healthy = healthy_run("rsl_rl")  # its newest checkpoint holds iterations 0 .. N-1
+    done = healthy.iterations
+    first = copy_run(healthy, logs)
+    proc = run([*common, "--checkpoint", "latest", "--max_iterations", str(done)], timeout=300, env=single_env())
+    assert_one_line_error(proc, f"already at iteration {done} and --max_iterations {done} counts from iteration 0")
     assert list((logs / "rsl_rl" / TASK).iterdir()) == [first], "a refused run writes nothing"
-
-    proc = run([*common, "--checkpoint", "latest", "--max_iterations", "2"], timeout=300, env=single_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[INFO] resumed from {first / 'model_0.pt'} at iteration 1" in proc.stdout
-    assert "[INFO] rank 0/1: stepped 192 env-steps" in proc.stdout  # 1 iteration x 24 steps x 8 envs

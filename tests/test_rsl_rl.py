@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import math
 from pathlib import Path
 
+import pytest
 import torch
 
 from mgpu_testing import run
-from mgpu_testing.training import (TASK, THROUGHPUT, assert_one_rank_output, run_two_ranks, sigkill_while_saving,
-                               single_env, train_cmd)
+from mgpu_testing.training import (TASK, THROUGHPUT, assert_one_rank_output, assert_two_rank_output,
+                                   sigkill_while_saving, single_env, train_cmd)
 
-import rsl_rl  # noqa: F401  (a dev dependency: a missing one must fail, not skip)
+# a dev dependency: a missing one must fail, not skip (found without importing it: collection stays cheap)
+assert importlib.util.find_spec("rsl_rl") is not None, "rsl_rl is not installed: uv sync --locked"
 
 
 def checkpoints(root: Path) -> list[Path]:
@@ -26,6 +29,7 @@ def assert_rsl_rl_checkpoint(path: Path) -> dict:
     return loaded
 
 
+@pytest.mark.e2e
 def test_one_process_trains_saves_and_resumes(tmp_path):
     common = train_cmd("rsl_rl", tmp_path, "--task", TASK, "--num_envs", "16", "--seed", "3")
     out = assert_one_rank_output(run([*common, "--max_iterations", "3", "--save_interval", "1",
@@ -53,6 +57,7 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert assert_rsl_rl_checkpoint(checkpoints(resumed[0])[-1])["iter"] == 4
 
 
+@pytest.mark.e2e  # in this process, but a real library's training: tens of seconds, not the inner loop's
 def test_rsl_rl_learns_cartpole():
     """Fixed seed, 15 PPO iterations in this process: late episodes clearly outlast the first ones."""
     from mgpu_lab.adapters import rsl_rl as adapter
@@ -72,12 +77,18 @@ def test_rsl_rl_learns_cartpole():
     assert result.checkpoint is None  # no log_dir: nothing written
 
 
-def test_two_gloo_ranks_through_the_launcher(tmp_path):
-    run_dir = run_two_ranks("rsl_rl", tmp_path, ["--num_envs", "16", "--max_iterations", "3", "--seed", "5"],
-                            timeout=420, anchored=False)
-    for path in checkpoints(run_dir):
+@pytest.mark.e2e
+def test_two_gloo_ranks_through_the_launcher(healthy_run):
+    """The session's healthy 2-rank job: both ranks synchronized and ended equal, rank 0 alone wrote, and
+    every checkpoint of the run loads."""
+    run = healthy_run("rsl_rl")
+    run_dir = assert_two_rank_output(run.out, run.task_root, anchored=False)
+    saved = checkpoints(run_dir)
+    assert [p.name for p in saved] == [f"model_{i}.pt" for i in range(run.iterations)]  # --save_interval 1
+    for path in saved:
         assert_rsl_rl_checkpoint(path)
 
 
+@pytest.mark.e2e
 def test_sigkill_while_saving_every_iteration_leaves_loadable_checkpoints(tmp_path):
     sigkill_while_saving("rsl_rl", tmp_path, "model_*.pt", assert_rsl_rl_checkpoint, stop_at="model_3.pt", deadline=240)

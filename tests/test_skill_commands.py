@@ -8,14 +8,15 @@ trainer examples are parsed by ``train.py``'s own ``build_parser()``.
 Then every example trains for real in its CPU form, derived here (see :func:`cpu_form`): ``--device
 cpu``, few environments and iterations, CPU ranks on gloo, every address rewritten to a free port on
 127.0.0.1, and each node of a multi-node example started as its own launcher on this machine. One run
-per distinct command *shape* (see :class:`Shape`) keeps the suite's time bounded.
+per distinct command *shape* (see :class:`Shape`) keeps the suite's time bounded, and the shapes of the
+session's healthy runs (tests/mgpu_testing/runs.py: one node per torch library, two JAX nodes) are those
+runs, shared with the library tests rather than trained again.
 
 The code is read with the checker's own parsers (``tools/skills``), so both see the same snippets.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -24,9 +25,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env, run
+from mgpu_testing import PYTHON, REPO, free_port, loopback_env, run
 from mgpu_testing.docs import LAUNCHER, PROBE, TRAINER, load_script, rel
-from mgpu_testing.training import DIGEST_ANYWHERE, SYNC_ANYWHERE, THROUGHPUT, TIME, single_env
+from mgpu_testing.runs import WITH_HEALTHY_RUN, HealthyRun, copy_run
+from mgpu_testing.runs import run_nodes as run_nodes_together
+from mgpu_testing.training import DIGEST_ANYWHERE, SYNC_ANYWHERE, TASK, THROUGHPUT, TIME, single_env
 
 
 #: enough visible devices for every GPU-count check in the examples (the launcher never touches them)
@@ -223,6 +226,7 @@ def check_training_args(args: list[str], cmd: Command, parser, capsys) -> None:
     assert ns.task in TASKS, f"{cmd.where}: unknown task {ns.task!r}; built-in: {sorted(TASKS)}"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("cmd", LAUNCHER_CMDS, ids=lambda c: c.id)
 def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys) -> None:
     assert LAUNCHER.is_file(), f"{rel(LAUNCHER)} is missing"
@@ -277,9 +281,10 @@ def test_probe_example_parses(cmd: Command, probe_module: ModuleType, capsys) ->
 # - the library of `isaaclab train`: single-process training per library is each library's own test
 #   (tests/test_rsl_rl.py, test_rl_games.py, test_skrl.py, test_skrl_jax.py); here one single-process
 #   example runs, and every library's distributed path runs through the launcher.
-# Cost, measured with the docs of issue 11 (7 shapes, 9 training runs): about 350 CPU-seconds,
-# nearly all of it importing torch and the RL libraries (rl_games.torch_runner alone pulls in
-# torch._dynamo); on 2 idle cores that is a little over 3 minutes of wall time.
+# Cost: nearly all of it is importing torch and the RL libraries (rl_games.torch_runner alone pulls in
+# torch._dynamo). With the docs of issue 11 (7 shapes) three shapes are healthy runs the library tests
+# share (rl_games and skrl on one node, skrl's JAX on two), and the one-node rsl_rl resume starts from a
+# copy of the healthy rsl_rl run: 5 training runs of this module's own (4 shapes, 1 preparing run) instead of 9.
 
 #: options whose value the CPU form replaces or drops (launcher and trainer); multi-node ones are re-added
 _REWRITTEN = {
@@ -432,37 +437,18 @@ RUN_TIMEOUT = 240
 
 
 def run_nodes(argvs: list[list[str]], *, timeout: float) -> list[subprocess.CompletedProcess]:
-    """Start every node's command at once (each in its own session), wait for all with one deadline, and
-    leave no process behind."""
-    env = single_env()
-    procs = [subprocess.Popen(argv, cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-             for argv in argvs]
-    results = []
-    try:
-        for argv, proc in zip(argvs, procs):
-            try:
-                out, _ = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                for other in procs:
-                    kill_group(other)
-                out, _ = proc.communicate()
-                pytest.fail(f"timed out after {timeout}s: {shlex.join(argv)}\n{out[-4000:]}")
-            results.append(subprocess.CompletedProcess(argv, proc.returncode, out, ""))
-    finally:
-        for proc in procs:
-            kill_group(proc)
-    return results
+    """Start every node's command at once, wait for all with one deadline, and leave no process behind (a
+    node killed at the deadline exits -9, its output saying so)."""
+    return run_nodes_together(argvs, single_env(), timeout=timeout)
 
 
-def assert_trained(cmd: Command, shape: Shape, results: list[subprocess.CompletedProcess]) -> str:
-    """Every node exited 0 without a traceback; every rank synchronized and ended with the same
-    parameters; rank 0 timed the run and counted every rank; one new run folder."""
-    out = "".join(r.stdout for r in results)
+def assert_trained(cmd: Command, shape: Shape, nodes: list[tuple[list[str], int]], out: str) -> str:
+    """Every node (argv, exit status) exited 0; no traceback in ``out`` (every node's output); every rank
+    synchronized and ended with the same parameters; rank 0 timed the run and counted every rank."""
     where = f"{cmd.where}: `{cmd.source}` in its CPU form"
-    for r in results:
-        assert r.returncode == 0, f"{where} exited {r.returncode}: {shlex.join(r.args)}\n{r.stdout[-4000:]}"
-        assert "Traceback" not in r.stdout, f"{where}:\n{r.stdout[-4000:]}"
+    for argv, rc in nodes:
+        assert rc == 0, f"{where} exited {rc}: {shlex.join(argv)}\n{out[-4000:]}"
+    assert "Traceback" not in out, f"{where}:\n{out[-4000:]}"
     world = 1 if shape.sub == "train" else 2
     ranks = [(str(r), str(world)) for r in range(world)]
     assert sorted(SYNC_ANYWHERE.findall(out)) == ranks, f"{where}: not every rank synchronized\n{out[-4000:]}"
@@ -488,17 +474,58 @@ def prepare_checkpoint(cmd: Command, log_root: Path) -> str:
     return written[-1]
 
 
+def healthy_key(cmd: Command) -> str | None:
+    """The session's healthy run (tests/mgpu_testing/runs.py) of ``cmd``'s library, framework and task, if any."""
+    if (option(cmd.args, "--task") or TASK) != TASK:
+        return None
+    library = option(cmd.args, "--rl_library") or "rsl_rl"
+    return f"{library}-jax" if option(cmd.args, "--ml_framework") == "jax" else library
+
+
+def is_a_healthy_run(shape: Shape) -> bool:
+    """Whether a healthy run is a run of ``shape``: a torch library on one node, skrl's JAX on two nodes
+    (tests/mgpu_testing/runs.py), the launcher, no resume."""
+    return shape.sub == "train_multigpu" and not shape.resume and (
+        (shape.framework == "torch" and shape.rendezvous == "node")
+        or (shape.framework == "jax" and shape.rendezvous == "2 nodes jax"))
+
+
+def resume_from_healthy(run: HealthyRun, log_root: Path) -> str:
+    """Copy ``run``'s run folder under ``log_root``; the copy of its last checkpoint (the one its rank 0 named)."""
+    copy = copy_run(run, log_root)
+    written = CHECKPOINT_LINE.findall(run.out)
+    assert written, f"the healthy {run.library} run named no checkpoint\n{run.out[-3000:]}"
+    return str(copy / Path(written[-1]).resolve().relative_to(run.run_dir.resolve()))
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(WITH_HEALTHY_RUN)
 @pytest.mark.parametrize(("shape", "cmd"), CPU_RUNS, ids=[f"{s}@{c.where}" for s, c in CPU_RUNS])
-def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Path) -> None:
+def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Path, healthy_run) -> None:
+    key = healthy_key(cmd)
+    if key is not None and is_a_healthy_run(shape):  # this shape's CPU form is that run (values aside)
+        run = healthy_run(key)
+        assert_trained(cmd, shape, list(zip(map(list, run.argvs), run.returncodes)), run.out)
+        assert len(list(run.task_root.iterdir())) == 1, "only rank 0 writes"
+        return
     log_root = tmp_path / "logs"
-    task_root = log_root / (option(cmd.args, "--rl_library") or "rsl_rl") / (option(cmd.args, "--task") or "Toy-Cartpole-v0")
-    checkpoint = prepare_checkpoint(cmd, log_root) if shape.resume else None
+    task_root = log_root / (option(cmd.args, "--rl_library") or "rsl_rl") / (option(cmd.args, "--task") or TASK)
+    checkpoint, resumed_at = None, None
+    if shape.resume:  # a checkpoint of the library and task to resume from: the healthy run's where there is one
+        if key is not None:
+            healthy = healthy_run(key)
+            checkpoint, resumed_at = resume_from_healthy(healthy, log_root), healthy.iterations
+        else:
+            checkpoint = prepare_checkpoint(cmd, log_root)
     before = set(task_root.iterdir()) if task_root.is_dir() else set()
-    out = assert_trained(cmd, shape, run_nodes(cpu_form(cmd, log_root, checkpoint), timeout=RUN_TIMEOUT))
+    results = run_nodes(cpu_form(cmd, log_root, checkpoint), timeout=RUN_TIMEOUT)
+    out = assert_trained(cmd, shape, [(r.args, r.returncode) for r in results], "".join(r.stdout for r in results))
     new_runs = set(task_root.iterdir()) - before
     assert len(new_runs) == 1, f"{cmd.where}: expected one new run folder (only rank 0 writes), got {new_runs}"
     if shape.resume:
         assert RESUMED.search(out), f"{cmd.where}: `{cmd.source}` did not say where it resumed from\n{out[-3000:]}"
+    if resumed_at is not None:  # from the healthy run's newest checkpoint (``latest`` finds that one too)
+        assert f"resumed from {Path(checkpoint).resolve()} at iteration {resumed_at}" in out, out[-3000:]
 
 
 def test_cpu_form_of_each_shape() -> None:

@@ -1,4 +1,5 @@
-"""skrl's JAX PPO through train.py: one process with resume, and 2 CPU processes through skrl's JAX launcher.
+"""skrl's JAX PPO through train.py: 2 CPU processes through skrl's JAX launcher (the session's healthy JAX run),
+and bad input. One process training and resuming: tests/test_resume.py (the skrl-jax restart).
 
 jax 0.10 runs cross-process collectives on CPU over gloo, so skrl's own broadcast and gradient
 all-reduce work between two CPU processes here. JIT compilation makes these the slowest trainer
@@ -7,17 +8,21 @@ tests, so they run one or two iterations only.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
+import pytest
+
 from mgpu_lab.checkpoint import read_msgpack
 from mgpu_testing import free_port, run
-from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, run_two_ranks,
-                               single_env, train_cmd)
+from mgpu_testing.training import assert_one_line_error, assert_two_rank_output, single_env, train_cmd
 
-import skrl  # noqa: F401  (a dev dependency: a missing one must fail, not skip)
-import jax  # noqa: F401  (a dev dependency: a missing one must fail, not skip)
-import flax  # noqa: F401  (a dev dependency: a missing one must fail, not skip)
+# dev dependencies: a missing one must fail, not skip (found without importing them: collection stays cheap)
+for _name in ("skrl", "jax", "flax"):
+    assert importlib.util.find_spec(_name) is not None, f"{_name} is not installed: uv sync --locked"
+
+pytestmark = pytest.mark.e2e
 
 
 def jax_env() -> dict[str, str]:
@@ -35,28 +40,14 @@ def assert_jax_checkpoint(path: Path) -> dict:
     return data
 
 
-def test_one_process_trains_saves_and_resumes(tmp_path):
-    common = train_cmd("skrl", tmp_path, "--ml_framework", "jax", "--task", TASK, "--num_envs", "8", "--seed", "3")
-    assert_one_rank_output(run([*common, "--max_iterations", "1", "--run_name", "first"], timeout=500, env=jax_env()))
-    run_dir = next((tmp_path / "skrl" / TASK).iterdir())
+def test_two_cpu_processes_through_the_jax_launcher(healthy_run):
+    """The session's healthy JAX job: two launchers (--nnodes 2, one process each) through skrl's JAX
+    launcher; both processes synchronized and ended equal, rank 0 alone wrote a MessagePack checkpoint."""
+    run = healthy_run("skrl-jax")
+    run_dir = assert_two_rank_output(run.out, run.task_root, anchored=False)
     saved = jax_checkpoints(run_dir)
-    assert [p.name for p in saved] == ["agent_16.msgpack"]
-    assert_jax_checkpoint(saved[0])
-    assert not list(run_dir.rglob(".*.tmp")), "temp files left behind"
-
-    # --max_iterations counts from 0 over the whole run: 2 from a checkpoint at 1 trains one more
-    proc = run([*common, "--max_iterations", "2", "--checkpoint", str(saved[0]), "--run_name", "again"],
-               timeout=500, env=jax_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[INFO] resumed from {saved[0]} at iteration 1" in proc.stdout
-
-
-def test_two_cpu_processes_through_the_jax_launcher(tmp_path):
-    run_dir = run_two_ranks("skrl", tmp_path,
-                            ["--ml_framework", "jax", "--num_envs", "8", "--max_iterations", "1", "--seed", "5"],
-                            rendezvous=["--coordinator_address", f"127.0.0.1:{free_port()}"],
-                            timeout=600, env=jax_env())
-    assert_jax_checkpoint(jax_checkpoints(run_dir)[-1])
+    assert [p.name for p in saved] == [f"agent_{16 * (i + 1)}.msgpack" for i in range(run.iterations)]
+    assert_jax_checkpoint(saved[-1])
 
 
 def test_jax_under_torchrun_is_refused_in_one_line(tmp_path):

@@ -181,6 +181,7 @@ def test_unknown_task_lists_the_known_ones():
     assert "Toy-Cartpole-v0" in msg and "Toy-Pendulum-SwingUp-v0" in msg and "did you mean" in msg
 
 
+@pytest.mark.e2e
 def test_task_list_needs_no_torch():
     code = "import sys, mgpu_lab.tasks as t; assert t.TASKS; assert 'torch' not in sys.modules, 'torch imported'"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -57,6 +57,7 @@ def test_the_payload_runs_code_under_an_unsafe_load(tmp_path):
     assert marker.exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("library", ["rsl_rl", "rl_games", "skrl"])
 def test_crafted_torch_checkpoint_is_refused_by_the_trainer(tmp_path, library):
     marker = tmp_path / "pwned"
@@ -70,6 +71,7 @@ def test_crafted_torch_checkpoint_is_refused_by_the_trainer(tmp_path, library):
     assert not [p for p in logs.rglob("*") if p.is_file()]
 
 
+@pytest.mark.e2e
 def test_crafted_skrl_jax_pickle_is_refused_without_unpickling(tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / "agent_16.pickle"

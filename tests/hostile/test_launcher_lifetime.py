@@ -19,7 +19,8 @@ from mgpu_testing.launcher import (
     CPU2, alive, finish, fixture_env, launcher_cmd, process_tree, start, wait_for_pids, wait_until,
 )
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
 
 
 def gone_within(pids: list[int], seconds: float) -> list[int]:

@@ -22,11 +22,14 @@ from mgpu_lab.run_dir import STAMP_ENV
 from mgpu_testing import REPO, kill_group, run
 from mgpu_testing.training import TASK, assert_one_line_error, single_env, train_cmd
 
+pytestmark = pytest.mark.e2e
+
 STAMP = "2030-01-01_00-00-00"
 
 
 def test_two_trainers_started_together_never_share_a_run_folder(tmp_path):
-    cmd = train_cmd("rsl_rl", tmp_path, "--num_envs", "4", "--max_iterations", "1")
+    """skrl: the library with the cheapest start-up (the run folder is the trainer's, not the library's)."""
+    cmd = train_cmd("skrl", tmp_path, "--num_envs", "4", "--max_iterations", "1")
     env = single_env(**{STAMP_ENV: STAMP})
     procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True) for _ in range(2)]
@@ -36,13 +39,13 @@ def test_two_trainers_started_together_never_share_a_run_folder(tmp_path):
         for p in procs:
             kill_group(p)
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
-    runs = sorted(p.name for p in (tmp_path / "rsl_rl" / TASK).iterdir())
+    runs = sorted(p.name for p in (tmp_path / "skrl" / TASK).iterdir())
     assert runs == [STAMP, f"{STAMP}_1"]
     logged = sorted(line.split("logging to ")[1] for o in outputs for line in o.splitlines() if "logging to " in line)
     assert [Path(p).name for p in logged] == runs  # each trainer wrote where it said, to a folder of its own
     for name in runs:
-        folder = tmp_path / "rsl_rl" / TASK / name
-        assert [p.name for p in folder.glob("model_*.pt")] == ["model_0.pt"]
+        folder = tmp_path / "skrl" / TASK / name
+        assert [p.name for p in folder.glob("checkpoints/agent_*.pt")] == ["agent_16.pt"]
         assert len(list(folder.glob("events.out.tfevents.*"))) == 1
 
 

@@ -26,3 +26,11 @@ def load_script(path: Path, name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def build_sphinx(source: Path, html: Path, doctrees: Path, *, timeout: float = 300):
+    """``sphinx-build -W --keep-going -q -b html`` of ``source`` with this interpreter: warnings are errors."""
+    from mgpu_testing import run
+
+    return run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "-d", str(doctrees),
+                str(source), str(html)], timeout=timeout)

@@ -81,22 +81,6 @@ def torchrun_rendezvous() -> list[str]:
     return ["--log_all_ranks", "--master_addr", "127.0.0.1", "--master_port", str(free_port())]
 
 
-def run_two_ranks(library: str, tmp_path: Path, extra_args: list[str], *, timeout: float,
-                  rendezvous: list[str] | None = None, env: dict[str, str] | None = None,
-                  anchored: bool = True) -> Path:
-    """Train ``library`` on 2 CPU ranks through the launcher, check the output, return rank 0's run folder.
-
-    ``rendezvous`` defaults to :func:`torchrun_rendezvous`; ``extra_args`` go to the launcher as given.
-    """
-    cmd = [PYTHON, LAUNCHER, "--rl_library", library, "--num_gpus", "2",
-           *(torchrun_rendezvous() if rendezvous is None else rendezvous), *extra_args,
-           "--task", TASK, "--device", "cpu", "--log_root", str(tmp_path)]
-    proc = run(cmd, timeout=timeout, env=env if env is not None else single_env())
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    return assert_two_rank_output(out, tmp_path / library / TASK, anchored=anchored)
-
-
 def assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:
     """Exit 2 with a single stderr line containing ``expected`` and no traceback."""
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
