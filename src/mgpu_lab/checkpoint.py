@@ -65,12 +65,15 @@ def load_torch(path: str | os.PathLike, library: str) -> Any:
     A file that would import anything outside torch's weights-only set and ``EXTRA_GLOBALS[library]``
     is refused before any of it is built, naming what it would have imported.
     """
+    return _load_restricted(path, EXTRA_GLOBALS.get(library, list)())
+
+
+def _load_restricted(path: str | os.PathLike, extra: list[Any]) -> Any:
     import pickle
 
     import torch
 
     shown = str(path)
-    extra = EXTRA_GLOBALS.get(library, list)()
     try:
         with torch.serialization.safe_globals(extra):
             return torch.load(path, map_location="cpu", weights_only=True)
@@ -125,3 +128,53 @@ def read_msgpack(path: str | os.PathLike) -> dict[str, bytes]:
     if not isinstance(modules, dict) or not all(isinstance(v, bytes) for v in modules.values()):
         raise UsageError(f"--checkpoint {shown}: not a skrl JAX checkpoint (expected a {JAX_FORMAT} map)")
     return modules
+
+
+#: --rl_library -> (the entries its torch checkpoints hold, how to name such a checkpoint in a message)
+LIBRARY_KEYS: dict[str, tuple[tuple[str, ...], str]] = {
+    "rsl_rl": (("actor_state_dict", "critic_state_dict"), "an rsl_rl"),
+    "rl_games": (("model", "epoch"), "an rl_games"),
+    "skrl": (("policy", "value"), "a skrl PPO"),
+}
+
+
+def _load_any(path: str | os.PathLike) -> Any:
+    """:func:`load_torch` with every library's allow-list (all plain types), to tell who wrote a file."""
+    extra: list[Any] = []
+    for make in EXTRA_GLOBALS.values():
+        extra += [g for g in make() if g not in extra]
+    return _load_restricted(path, extra)
+
+
+def written_by(data: Any) -> str | None:
+    """The library whose checkpoint layout ``data`` has, or None."""
+    if not isinstance(data, dict):
+        return None
+    for library, (keys, _) in LIBRARY_KEYS.items():
+        if all(key in data for key in keys):
+            return library
+    return None
+
+
+def check_library(path: str | os.PathLike, library: str, ml_framework: str = "torch") -> None:
+    """UsageError (one line) unless ``path`` is a checkpoint of ``library`` in the format the trainer loads.
+
+    Read with the same restricted loading as training (weights-only torch, or MessagePack for skrl JAX);
+    needs torch (and flax for skrl JAX) but no RL library.
+    """
+    if library == "skrl" and ml_framework == "jax":
+        modules = read_msgpack(path)
+        if "policy" not in modules or "value" not in modules:
+            raise UsageError(f"--checkpoint {path}: not a skrl JAX PPO checkpoint (expected 'policy' and 'value' "
+                             "entries)")
+        return
+    data = _load_any(path)
+    found = written_by(data)
+    if found == library:
+        return
+    keys, kind = LIBRARY_KEYS[library]
+    if found is not None:
+        raise UsageError(f"--checkpoint {path}: written by {found}, not {library}; give --rl_library {found}, "
+                         f"or {kind} checkpoint")
+    wanted = " and ".join(repr(key) for key in keys)
+    raise UsageError(f"--checkpoint {path}: not {kind} checkpoint (expected {wanted} entries)")

@@ -44,9 +44,14 @@ class Beat:
     time: float
 
 
+#: Failure kinds: an exception (or a non-zero exit), and bad input the rank refused (exit 2).
+EXCEPTION, REFUSED = "exception", "refused"
+
+
 @dataclass(frozen=True)
 class Failure:
-    """The first failure a rank saw: an exception (``kind`` "exception") with a one-line summary."""
+    """The first failure a rank saw: an exception (``kind`` "exception") or a refusal of its input (``kind``
+    "refused"), with a one-line summary."""
 
     rank: int
     local_rank: int
