@@ -24,6 +24,8 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.real
 if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
+from mgpu_lab.help_format import HelpFormatter  # noqa: E402 - after the path set-up above
+
 
 def _usage_error(message: str) -> None:
     """argparse's error hook: one line on stderr, exit 2, no usage block (like the launcher's)."""
@@ -55,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Checkpoints are loaded without running code (torch.load with weights_only=True; skrl JAX checkpoints are "
         "MessagePack, agent_<timestep>.msgpack, and pickles are refused). Exit status: 0 done, 2 bad input "
         "(nothing written), 1 the run failed (a full disk or a failed write ends it with one line).",
+        formatter_class=HelpFormatter,
         allow_abbrev=False,
     )
     parser.error = _usage_error  # type: ignore[method-assign]  # one-line errors, exit 2

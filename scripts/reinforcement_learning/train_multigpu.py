@@ -22,6 +22,7 @@ if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
 from mgpu_lab.errors import EXIT_USAGE  # noqa: E402 - after the path set-up above
+from mgpu_lab.help_format import RawHelpFormatter  # noqa: E402
 from mgpu_lab.launcher import CPU_RANKS_PER_CORE, LAUNCHER_TORCHRUN_GROUP, TORCHRUN_GROUP  # noqa: E402
 
 TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
@@ -95,18 +96,6 @@ def _usage_error(message: str) -> NoReturn:
     sys.exit(EXIT_USAGE)
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """argparse's raw-description formatter, sized without importing shutil (a start-up cost)."""
-
-    def __init__(self, prog: str, **kwargs: object) -> None:
-        try:
-            width = os.get_terminal_size(sys.stdout.fileno()).columns
-        except (OSError, ValueError, AttributeError):
-            width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 100
-        kwargs.setdefault("width", max(width, 60) - 2)
-        super().__init__(prog, **kwargs)  # type: ignore[arg-type]
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The launcher's options. Every unknown argument is forwarded to train.py.
 
@@ -124,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--distributed is added for you."
         ),
         epilog=EPILOG,
-        formatter_class=_HelpFormatter,
+        formatter_class=RawHelpFormatter,
         allow_abbrev=False,
     )
     parser.error = _usage_error  # type: ignore[method-assign]  # one-line errors, exit 2

@@ -43,7 +43,7 @@ class Inventory:
         return f"Inventory({len(self.gpus)} GPU(s), {len(self.migs)} MIG, from {self.source})"
 
 
-def test_uuid(index: int) -> str:
+def made_up_uuid(index: int) -> str:
     return f"GPU-00000000-0000-0000-0000-{index:012x}"
 
 
@@ -98,7 +98,7 @@ def discover(environ: Mapping[str, str], *, need_migs: bool = False) -> Inventor
     """This machine's GPUs (the testing aid first, then the driver's folder, then ``nvidia-smi -L``)."""
     fake = environ.get(TEST_GPUS_ENV)
     if fake is not None and fake.strip().isdigit():
-        return Inventory([test_uuid(i) for i in range(int(fake))], [], f"{TEST_GPUS_ENV}={fake}")
+        return Inventory([made_up_uuid(i) for i in range(int(fake))], [], f"{TEST_GPUS_ENV}={fake}")
     found = None if need_migs else _from_driver()
     found = found or _from_smi() or _from_driver()
     return found or Inventory([], [], "no NVIDIA driver found")

@@ -204,23 +204,14 @@ def _check_port_free(port: int) -> None:
                                  "(node 0 hosts the rendezvous there)") from None
 
 
-def _load_source(name: str, path: str):  # noqa: ANN202 - a module
-    """Execute one Python file as a module of its own (no importlib.util, whose contextlib import costs
-    start-up time)."""
-    import types
-    from importlib.machinery import SourceFileLoader
-
-    module = types.ModuleType(name)
-    module.__file__ = path
-    SourceFileLoader(name, path).exec_module(module)
-    return module
-
-
 def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> argparse.Namespace:
     """The forwarded arguments parsed by train.py's own parser (UsageError for what it refuses)."""
     if any(a in ("-h", "--help") for a in forwarded):
         raise UsageError("--help after '--' goes to train.py: run isaaclab train --help for its options")
-    parser = _load_source("_mgpu_lab_train_entry", script).build_parser()  # train.py imports no torch up front
+    from mgpu_lab.source_loader import load_source
+
+    # train.py imports no torch up front
+    parser = load_source("_mgpu_lab_train_entry", script).build_parser()
 
     def error(message: str) -> None:
         raise UsageError(f"train.py: {message} (train.py's options: isaaclab train --help)")
@@ -414,7 +405,7 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
             )
     inferred = apply_cluster(args, environ, jax)
     _check_launcher_options(args, jax, torchrun_only)
-    from mgpu_lab.supervise import SuperviseError, grace_from_env
+    from mgpu_lab.kill_grace import SuperviseError, grace_from_env
 
     try:
         grace_from_env(environ)
@@ -510,10 +501,11 @@ def run(config: Config, launch: Launch) -> int:
     ))
 
 
-def main(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: str) -> int:
+def main(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: str,
+         environ: Mapping[str, str] | None = None, inventory: Inventory | None = None) -> int:
     """The launcher: validate, print what was inferred, then print the command (--dry_run) or run it."""
     try:
-        config = make_config(parser, argv, train_script=train_script)
+        config = make_config(parser, argv, train_script=train_script, environ=environ, inventory=inventory)
         launch = build_command(config)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -23,38 +23,18 @@ import signal
 import sys
 import time
 
+from mgpu_lab.kill_grace import DEFAULT_GRACE_S, GRACE_ENV, MAX_GRACE_S, SuperviseError, grace_from_env  # noqa: F401
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Sequence
 
-#: Environment variable holding the grace period, in seconds, between a stop signal and SIGKILL.
-GRACE_ENV = "MGPU_LAB_KILL_GRACE_S"
-DEFAULT_GRACE_S = 10.0
-MAX_GRACE_S = 3600.0
 #: Environment variable whose value tags every process of one job (unique per job).
 JOB_TAG_ENV = "MGPU_LAB_JOB_TAG"
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class SuperviseError(Exception):
-    """Bad supervision settings (reported by the launcher as a usage error)."""
-
-
-def grace_from_env(environ: dict[str, str] | os._Environ[str]) -> float:
-    """The kill grace period from :data:`GRACE_ENV`: a finite number of seconds, 0 to MAX_GRACE_S."""
-    raw = environ.get(GRACE_ENV)
-    if raw is None:
-        return DEFAULT_GRACE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SuperviseError(f"{GRACE_ENV}={raw!r}: give a number of seconds") from None
-    if not math.isfinite(value) or not 0 <= value <= MAX_GRACE_S:
-        raise SuperviseError(f"{GRACE_ENV}={raw!r}: give a number of seconds from 0 to {MAX_GRACE_S:g}")
-    return value
 
 
 # --------------------------------------------------------------------------------------------------

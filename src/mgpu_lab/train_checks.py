@@ -43,10 +43,11 @@ def check_checkpoint_path(checkpoint: str | None) -> None:
 def check_args(args: Namespace, ranks: int) -> None:
     """Every torch-free check of the trainer's parsed arguments; ``ranks`` is the job's world size (1 alone)."""
     from mgpu_lab import run_dir
-    from mgpu_lab.tasks.catalog import TASKS, unknown_task_message
+    from mgpu_lab.source_loader import task_catalog
 
-    if args.task not in TASKS:
-        raise UsageError(f"--task {args.task}: {unknown_task_message(args.task)}")
+    catalog = task_catalog()
+    if args.task not in catalog.TASKS:
+        raise UsageError(f"--task {args.task}: {catalog.unknown_task_message(args.task)}")
     for flag in ("num_envs", "max_iterations", "save_interval"):
         value = getattr(args, flag)
         if value is not None and value < 1:
