@@ -35,18 +35,6 @@ def refuse(message: str) -> int:
     return EXIT_USAGE
 
 
-#: How a collective reports that a peer rank is gone (gloo and NCCL wording), lower case.
-PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
-             "communicator was aborted")
-
-
-def _peer_detail(exc: BaseException) -> str:
-    """The short part of a lost-peer error: gloo's 'Connection closed by peer [ADDR]:PORT', else the first 120 chars."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    found = re.search(r"connection (closed|reset) by peer( \[[^\]]*\](:\d+)?)?", text, re.IGNORECASE)
-    return found.group(0) if found else text[:120]
-
-
 def _run_dir(log_root: str, library: str, task: str, run_name: str | None, create: bool = True) -> Path:
     """Rank 0 (``create``): make a new run folder atomically (never one another run has); others: its planned name."""
     from mgpu_lab import run_dir
@@ -88,6 +76,7 @@ def _train(args: Namespace, progress: RankProgress) -> int:
     """Everything after the torch-free checks: context, adapter, resume point, training, the contract's log lines."""
     from mgpu_lab import adapters, resume
     from mgpu_lab.checkpoint import check_library
+    from mgpu_lab.failures import lost_peer, peer_detail
     from mgpu_lab.dist import (context_from_env, destroy_process_group, device_warning, is_rank0, log_line,
                                param_digest, store_per_attempt, sum_over_ranks)
     from mgpu_lab.resources import check_num_envs, out_of_memory_message
@@ -194,9 +183,10 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         os._exit(1)  # the libraries' writers and process group may be mid-operation: leave at once
     except RuntimeError as exc:
         text = str(exc).lower()
-        if ctx.distributed and any(s in text for s in PEER_LOST):  # another rank died first (it says why)
+        if ctx.distributed and lost_peer(text):  # another rank died first (it says why)
             progress.failed(exc)
-            sys.stderr.write(f"error: rank {ctx.rank}: another rank left the job ({_peer_detail(exc)}); "
+            detail = peer_detail(str(exc) or type(exc).__name__)
+            sys.stderr.write(f"error: rank {ctx.rank}: another rank left the job ({detail}); "
                              "the first failure is reported by that rank and the launcher\n")
             sys.stderr.flush()
             raise SystemExit(1) from None
