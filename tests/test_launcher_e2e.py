@@ -18,7 +18,7 @@ import pytest
 
 from mgpu_testing import PYTHON, free_port, kill_group, loopback_env, run
 from mgpu_testing.launcher import (
-    CPU2, LAUNCHER, alive, finish, fixture_env, process_tree, start, wait_for_pids,
+    CPU2, LAUNCHER, alive, finish, fixture_env, kept_torchrun_text, process_tree, start, wait_for_pids,
 )
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")
@@ -100,7 +100,7 @@ def test_failing_rank_ends_the_job_and_is_named(tmp_path: Path) -> None:
         out, err = finish(proc, timeout=30)  # within 30 s of the ranks starting
     finally:
         kill_group(proc)
-    text = out + err
+    text = out + err + kept_torchrun_text(err)
     assert proc.returncode != 0
     assert "Root Cause" in text
     assert re.search(r"rank\s*:\s*1 \(local_rank: 1\)", text), text[-3000:]

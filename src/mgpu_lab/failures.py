@@ -105,6 +105,7 @@ def first_failure(records: dict[int, heartbeat.Failure], exits: dict[int, Exit],
 #: How a collective reports that a peer rank is gone (gloo and NCCL wording), lower case.
 PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
              "communicator was aborted")
+FIRST_FAILURE = "[ERROR] launcher: first failure:"
 STOPPED_BY_TORCHRUN = "stopped by torchrun (SIGTERM) after another rank failed"
 
 
@@ -186,7 +187,7 @@ def report(records: dict[int, heartbeat.Failure], exits: dict[int, Exit], beats:
 def report_lines(event: Event, world: int | None, torchrun_root: int | None,
                  records: dict[int, heartbeat.Failure] | None = None) -> list[str]:
     where = f"rank {event.rank}" + (f"/{world}" if world else "")
-    lines = [f"[ERROR] launcher: first failure: {where} on node {event.node} (pid {event.pid}): {event.what}"]
+    lines = [f"{FIRST_FAILURE} {where} on node {event.node} (pid {event.pid}): {event.what}"]
     if torchrun_root is not None and torchrun_root != event.rank:
         blamed = (records or {}).get(torchrun_root)
         why = " (a consequence, not the cause)" if blamed is None or lost_peer(blamed.detail) else ""

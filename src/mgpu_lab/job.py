@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 #: Environment variable naming the job across restarts and nodes (launcher -> ranks).
 JOB_KEY_ENV = "MGPU_LAB_JOB_KEY"
-#: File name of torchrun's own failure text in the run folder.
+#: File name of torchrun's own failure text in the run folder, and the report line that says where it is.
 TORCHRUN_TEXT = "torchrun_failure.txt"
+TORCHRUN_KEPT = "[ERROR] launcher: torchrun's own report, with each failed rank's traceback:"
 _TRACEBACK = b"Traceback (most recent call last):"
 
 
@@ -382,13 +383,15 @@ def run_job(spec: JobSpec) -> int:
             return monitor.outcome
         if supervisor.interrupted is not None or rc == 0:
             return rc
+        from mgpu_lab import failures
+
         report = monitor.failure_report()
         lines = report.lines if report is not None else []
         if report is None or not report.refused:
             kept = monitor.keep_launcher_text(env[JOB_KEY_ENV])
-            if kept is not None:
-                lines.insert(len(lines) - 1 if len(lines) > 1 else len(lines),
-                             f"[ERROR] launcher: torchrun's own report, with each failed rank's traceback: {kept}")
+            if kept is not None:  # just before the "first failure" line, which stays among the last
+                at = next((i for i, line in enumerate(lines) if line.startswith(failures.FIRST_FAILURE)), len(lines))
+                lines.insert(at, f"{TORCHRUN_KEPT} {kept}")
         if error_file is not None:
             failure = _jax_failure(error_file)
             if failure is not None:

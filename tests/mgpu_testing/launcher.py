@@ -129,3 +129,12 @@ def beats(folder: Path) -> dict[int, dict]:
         except (OSError, ValueError):
             continue
     return out
+
+
+def kept_torchrun_text(err: str) -> str:
+    """torchrun's own failure text, read from the file the launcher's report names (never on the terminal)."""
+    from mgpu_lab.job import TORCHRUN_KEPT
+
+    assert "ChildFailedError" not in err, err[-3000:]
+    (line,) = [line for line in err.splitlines() if line.startswith(TORCHRUN_KEPT)]
+    return Path(line[len(TORCHRUN_KEPT):].strip()).read_text(encoding="utf-8")
