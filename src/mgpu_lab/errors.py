@@ -15,14 +15,14 @@ EXIT_RDZV = 4
 #: 128 + N after the launcher got signal N (130 after Ctrl-C, 143 after SIGTERM, 129 after SIGHUP)
 EXIT_SIGNAL_BASE = 128
 
-#: status -> what it means (the documented table, in words)
+#: status -> what it means: each row of the documented tables starts with these words
 EXIT_STATUSES: dict[str, str] = {
     str(EXIT_OK): "done",
     str(EXIT_FAILED): "training failed",
-    str(EXIT_USAGE): "refused input (by the launcher, or by every rank)",
-    str(EXIT_HANG): "hang watchdog stopped the job",
+    str(EXIT_USAGE): "refused input",
+    str(EXIT_HANG): "hang",
     str(EXIT_RDZV): "rendezvous deadline passed",
-    f"{EXIT_SIGNAL_BASE}+N": "the launcher got signal N",
+    f"{EXIT_SIGNAL_BASE} + N": "signal N",
 }
 
 
