@@ -209,19 +209,12 @@ class JobMonitor:
 
     def _workers_started(self, pid: int | None) -> bool:
         """torchrun starts the workers (processes running the training script) only after its rendezvous."""
-        from mgpu_lab import supervise
+        from mgpu_lab import procs, supervise
 
         if pid is None:
             return False
         needle = self.spec.train_script.encode()
-        for child in supervise.descendants(pid):
-            try:
-                with open(f"/proc/{child}/cmdline", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        return True
-            except OSError:
-                continue
-        return False
+        return any(needle in procs.cmdline(child) for child in supervise.descendants(pid))
 
     def _on_hang(self, supervisor, now: float) -> None:  # noqa: ANN001
         import signal

@@ -117,8 +117,9 @@ def wait_for_file(path: Path, proc: subprocess.Popen, deadline: float, log: Path
 
 def is_stopped(pid: int) -> bool:
     """True when the process is stopped by a signal (state T in /proc/PID/stat)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2] == "T"
+    from mgpu_lab import procs
+
+    return procs.stopped(pid)
 
 
 def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Callable[[Path], Any], *,
@@ -184,18 +185,9 @@ def supervised_env(supervise_dir: Path, **extra: str) -> dict[str, str]:
 
 def job_processes(supervise_dir: Path) -> list[int]:
     """Live processes whose environment names ``supervise_dir`` as their supervision folder."""
-    needle = f"\0MGPU_LAB_SUPERVISE_DIR={supervise_dir}\0".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                environ = b"\0" + Path(f"/proc/{entry}/environ").read_bytes() + b"\0"
-                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if needle in environ and state != "Z":
-                found.append(int(entry))
-    return found
+    from mgpu_lab import procs
+
+    return procs.with_env("MGPU_LAB_SUPERVISE_DIR", str(supervise_dir))
 
 
 def wait_for(condition: Callable[[], Any], deadline: float, what: str, proc: subprocess.Popen | None = None,
