@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgpu_lab.train_config import UsageError
+from mgpu_lab.errors import UsageError
 
 #: Suffix of the skrl JAX checkpoints mgpu-lab writes (MessagePack; skrl's own default is a pickle).
 JAX_SUFFIX = ".msgpack"
@@ -146,6 +146,16 @@ def _load_any(path: str | os.PathLike) -> Any:
     return _load_restricted(path, extra)
 
 
+def read_skrl_jax(path: str | os.PathLike) -> dict[str, bytes]:
+    """The modules of a skrl JAX PPO checkpoint (MessagePack), or a one-line UsageError; pickles are refused."""
+    modules = read_msgpack(path)
+    keys, kind = LIBRARY_KEYS["skrl"]
+    if any(key not in modules for key in keys):
+        wanted = " and ".join(repr(key) for key in keys)
+        raise UsageError(f"--checkpoint {path}: not {kind} checkpoint for JAX (expected {wanted} entries)")
+    return modules
+
+
 def written_by(data: Any) -> str | None:
     """The library whose checkpoint layout ``data`` has, or None."""
     if not isinstance(data, dict):
@@ -163,10 +173,7 @@ def check_library(path: str | os.PathLike, library: str, ml_framework: str = "to
     needs torch (and flax for skrl JAX) but no RL library.
     """
     if library == "skrl" and ml_framework == "jax":
-        modules = read_msgpack(path)
-        if "policy" not in modules or "value" not in modules:
-            raise UsageError(f"--checkpoint {path}: not a skrl JAX PPO checkpoint (expected 'policy' and 'value' "
-                             "entries)")
+        read_skrl_jax(path)
         return
     data = _load_any(path)
     found = written_by(data)
@@ -174,7 +181,7 @@ def check_library(path: str | os.PathLike, library: str, ml_framework: str = "to
         return
     keys, kind = LIBRARY_KEYS[library]
     if found is not None:
-        raise UsageError(f"--checkpoint {path}: written by {found}, not {library}; give --rl_library {found}, "
-                         f"or {kind} checkpoint")
+        raise UsageError(f"--checkpoint {path}: not {kind} checkpoint: {found} wrote it; give --rl_library "
+                         f"{found}, or {kind} checkpoint")
     wanted = " and ".join(repr(key) for key in keys)
     raise UsageError(f"--checkpoint {path}: not {kind} checkpoint (expected {wanted} entries)")

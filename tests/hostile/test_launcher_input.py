@@ -175,9 +175,9 @@ def _checkpoint(path: Path, data: object) -> Path:
 @pytest.mark.parametrize(
     ("library", "written", "names"),
     [
-        ("rsl_rl", {"model": {"w": [1.0]}, "epoch": 3}, "written by rl_games, not rsl_rl; give --rl_library rl_games"),
-        ("rl_games", {"policy": {}, "value": {}}, "written by skrl, not rl_games"),
-        ("skrl", {"actor_state_dict": {}, "critic_state_dict": {}, "iter": 4}, "written by rsl_rl, not skrl"),
+        ("rsl_rl", {"model": {"w": [1.0]}, "epoch": 3}, "not an rsl_rl checkpoint: rl_games wrote it; give --rl_library rl_games"),
+        ("rl_games", {"policy": {}, "value": {}}, "not an rl_games checkpoint: skrl wrote it"),
+        ("skrl", {"actor_state_dict": {}, "critic_state_dict": {}, "iter": 4}, "not a skrl PPO checkpoint: rsl_rl wrote it"),
         ("rsl_rl", {"weights": [1, 2]}, "not an rsl_rl checkpoint (expected 'actor_state_dict' and"),
     ],
 )
