@@ -104,6 +104,7 @@ def _train(args: Namespace, progress: RankProgress) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     key = resume.job_key()
+    check_num_envs(args.num_envs or defaults.get("num_envs", 256), ctx.device)  # before the library import
     adapter = adapters.load(args.rl_library)
     cfg = TrainConfig(
         rl_library=args.rl_library,
@@ -120,7 +121,6 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         restart=restart,
         on_iteration=progress.on_iteration,
     )
-    check_num_envs(cfg.num_envs, ctx.device)
     reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
     if cfg.checkpoint is not None:
         if cfg.checkpoint != args.checkpoint:  # found here (latest, or a restart's own run): check it too

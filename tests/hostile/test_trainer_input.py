@@ -1,4 +1,5 @@
 """Hostile command lines for train.py: every bad input is one line on stderr, exit 2, and nothing written.
+In-process: train.py's parser and the trainer's ``main`` (the refusals all come before training).
 
 Threats covered here:
 
@@ -14,21 +15,45 @@ Threats covered here:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from mgpu_testing import run
-from mgpu_testing.training import assert_one_line_error, single_env, train_cmd
+from mgpu_lab import trainer
+from mgpu_testing import REPO
+from mgpu_testing.docs import load_script
+from mgpu_testing.training import RANK_VARIABLES, assert_one_line_error, single_env
+
+
+PARSER = load_script(REPO / "scripts" / "reinforcement_learning" / "train.py", "_mgpu_train_hostile").build_parser()
 
 
 def train(tmp_path: Path, library: str, *args: str, env: dict[str, str] | None = None,
           log_root: Path | None = None) -> subprocess.CompletedProcess:
+    """train.py's own parser and :func:`mgpu_lab.trainer.main`, in-process: every case here is refused before
+    training, so no process is needed. ``env`` supplies the launcher's rank variables, if any."""
     root = log_root if log_root is not None else tmp_path / "logs"
-    return run(train_cmd(library, root, "--num_envs", "4", "--max_iterations", "1", *args), timeout=300,
-               env=env or single_env())
+    argv = ["--rl_library", library, "--device", "cpu", "--num_envs", "4", "--max_iterations", "1", *args,
+            "--log_root", str(root)]
+    saved = {name: os.environ.pop(name, None) for name in RANK_VARIABLES}
+    os.environ.update({k: v for k, v in (env or {}).items() if k in RANK_VARIABLES})
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = trainer.main(PARSER.parse_args(argv))
+            except SystemExit as exc:  # argparse's own errors, through train.py's one-line hook
+                code = exc.code
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def nothing_written(tmp_path: Path) -> bool:
@@ -52,8 +77,7 @@ def test_seed_plus_rank_offset_must_stay_in_range(tmp_path):
 
 
 def test_huge_num_envs_is_refused_up_front_with_what_fits(tmp_path):
-    proc = run(train_cmd("rsl_rl", tmp_path / "logs", "--num_envs", str(10**9), "--max_iterations", "1"),
-               timeout=300, env=single_env())
+    proc = train(tmp_path, "rsl_rl", "--num_envs", str(10**9))
     assert_one_line_error(proc, "--num_envs 1000000000 needs at least")
     assert "use at most" in proc.stderr
     assert nothing_written(tmp_path)
