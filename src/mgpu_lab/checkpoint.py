@@ -166,8 +166,35 @@ def written_by(data: Any) -> str | None:
     return None
 
 
-def check_library(path: str | os.PathLike, library: str, ml_framework: str = "torch") -> None:
-    """UsageError (one line) unless ``path`` is a checkpoint of ``library`` in the format the trainer loads.
+#: --rl_library -> the entry of its torch checkpoints that holds the policy's state dict
+POLICY_KEY = {"rsl_rl": "actor_state_dict", "rl_games": "model", "skrl": "policy"}
+
+
+def observation_width(data: dict[str, Any], library: str) -> int | None:
+    """How many observations the checkpoint's policy takes: the input width of its first weight matrix."""
+    policy = data.get(POLICY_KEY[library])
+    if not isinstance(policy, dict):
+        return None
+    for value in policy.values():
+        shape = getattr(value, "shape", ())
+        if len(shape) == 2:
+            return int(shape[1])
+    return None
+
+
+def _check_task(path: str | os.PathLike, data: dict[str, Any], library: str, task: str) -> None:
+    from mgpu_lab.tasks import ENTRY_POINTS, env_class
+
+    expected = env_class(task).num_obs if task in ENTRY_POINTS else None
+    width = observation_width(data, library)
+    if expected is not None and width is not None and width != expected:
+        raise UsageError(f"--checkpoint {path}: its policy takes {width} observations and {task} gives {expected}: "
+                         f"a checkpoint of another task; give the --task it was trained on")
+
+
+def check_library(path: str | os.PathLike, library: str, ml_framework: str = "torch", task: str | None = None) -> None:
+    """UsageError (one line) unless ``path`` is a checkpoint of ``library`` in the format the trainer loads, and
+    (given ``task``) its policy takes that task's observations.
 
     Read with the same restricted loading as training (weights-only torch, or MessagePack for skrl JAX);
     needs torch (and flax for skrl JAX) but no RL library.
@@ -178,6 +205,8 @@ def check_library(path: str | os.PathLike, library: str, ml_framework: str = "to
     data = _load_any(path)
     found = written_by(data)
     if found == library:
+        if task is not None:
+            _check_task(path, data, library, task)
         return
     keys, kind = LIBRARY_KEYS[library]
     if found is not None:

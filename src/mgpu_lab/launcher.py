@@ -231,7 +231,7 @@ def check_training_args(targs: argparse.Namespace, ranks: int) -> None:
     if targs.checkpoint is not None and targs.checkpoint != train_checks.LATEST:
         from mgpu_lab.checkpoint import check_library  # torch, no RL library: only when a checkpoint is given
 
-        check_library(targs.checkpoint, targs.rl_library, targs.ml_framework)
+        check_library(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
 
 
 def resolve_ranks(value: str, device: str | None, devices: Devices, *, jax: bool) -> str:

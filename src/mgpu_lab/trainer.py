@@ -88,7 +88,7 @@ def _train(args: Namespace, progress: RankProgress) -> int:
     defaults = TASK_DEFAULTS.get(args.task, {})
     if args.checkpoint is not None and args.checkpoint != resume.LATEST:
         # the file's library and format first: a refused checkpoint pays no RL library import
-        check_library(args.checkpoint, args.rl_library, args.ml_framework)
+        check_library(args.checkpoint, args.rl_library, args.ml_framework, args.task)
     if args.device is None:
         from mgpu_lab.dist import cuda_available
 
@@ -124,7 +124,7 @@ def _train(args: Namespace, progress: RankProgress) -> int:
     reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
     if cfg.checkpoint is not None:
         if cfg.checkpoint != args.checkpoint:  # found here (latest, or a restart's own run): check it too
-            check_library(cfg.checkpoint, args.rl_library, args.ml_framework)
+            check_library(cfg.checkpoint, args.rl_library, args.ml_framework, args.task)
         cfg.start_iteration = adapter.checkpoint_iteration(cfg.checkpoint, cfg)
 
 

@@ -200,3 +200,33 @@ def test_a_file_that_is_no_checkpoint_is_refused(tmp_path: Path, make, names: st
     make(tmp_path / "ck")
     line = reject([*CPU2, "--checkpoint", "ck"], tmp_path, monkeypatch, capsys)
     assert f"--checkpoint ck: {names}" in line, line
+
+
+@pytest.mark.parametrize(("library", "policy"), [
+    ("rsl_rl", {"actor_state_dict": {"obs_normalizer._mean": [[0.0] * 3], "mlp.0.weight": [[0.0] * 3] * 32},
+                "critic_state_dict": {}, "iter": 4}),
+    ("rl_games", {"model": {"running_mean_std.running_mean": [0.0] * 3,
+                            "a2c_network.actor_mlp.0.weight": [[0.0] * 3] * 64}, "epoch": 3}),
+    ("skrl", {"policy": {"log_std_parameter": [0.0], "net_container.0.weight": [[0.0] * 3] * 64}, "value": {}}),
+])
+def test_a_checkpoint_of_another_task_is_refused(tmp_path: Path, library: str, policy: dict, monkeypatch,
+                                                 capsys) -> None:
+    """The libraries' own layouts (the policy's first weight matrix) of a 3-observation task (the pendulum),
+    given for the 4-observation cart-pole."""
+    import torch
+
+    def tensors(value):
+        if isinstance(value, dict):
+            return {k: tensors(v) for k, v in value.items()}
+        return torch.tensor(value) if isinstance(value, list) else value
+
+    _checkpoint(tmp_path / "ck.pt", tensors(policy))
+    line = reject([*CPU2, "--rl_library", library, "--task", "Toy-Cartpole-v0", "--checkpoint", "ck.pt"], tmp_path,
+                  monkeypatch, capsys)
+    assert ("--checkpoint ck.pt: its policy takes 3 observations and Toy-Cartpole-v0 gives 4: a checkpoint of "
+            "another task") in line, line
+    # the same file fits the pendulum: no refusal there (a dry run, so nothing starts)
+    cfg = launcher.make_config(SCRIPT.build_parser(), ["--dry_run", *CPU2, "--rl_library", library, "--task",
+                                                       "Toy-Pendulum-SwingUp-v0", "--checkpoint", "ck.pt"],
+                               train_script=TRAIN, environ={"CUDA_VISIBLE_DEVICES": ""})
+    assert cfg.args.dry_run
