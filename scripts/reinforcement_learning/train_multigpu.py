@@ -75,6 +75,9 @@ input (by the launcher, nothing started; or by every rank: "all N ranks refused:
 (watchdog); 4 rendezvous deadline passed (--rdzv_timeout); 128+N after the launcher got signal N
 (130 after Ctrl-C, 143 after SIGTERM, 129 after SIGHUP).
 
+devices: CUDA_VISIBLE_DEVICES is checked against the GPUs that exist (the driver's list, or
+nvidia-smi -L): a missing, malformed or repeated entry is refused in one line, --dry_run included.
+
 signals: the job runs in its own process group. The first Ctrl-C (SIGINT), SIGTERM or SIGHUP is
 forwarded to it; if the job has not stopped after a grace period (MGPU_LAB_KILL_GRACE_S, default
 10 s), every process of the job is killed. A second Ctrl-C kills at once. Whatever ends the launcher
@@ -86,7 +89,8 @@ entry point is wrapped in torch's elastic `record`) still makes the launcher exi
 exits non-zero without an exception is not detected there.
 
 testing: MGPU_LAB_TRAIN_SCRIPT=PATH launches PATH instead of train.py (for the test suite; the
-forwarded arguments are then not checked against train.py).
+forwarded arguments are then not checked against train.py). MGPU_LAB_TEST_GPUS=N makes the launcher
+count N made-up GPUs instead of the driver's (GPU launches rehearsed with --dry_run on any machine).
 """
 
 
