@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from mgpu_testing import PYTHON, REPO, loopback_env, run
+from mgpu_testing.training import train_in_process
 from mgpu_lab import dist
 from mgpu_lab.train_config import UsageError
 
@@ -37,14 +38,15 @@ def assert_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     return err
 
 
-def train(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    return run([PYTHON, TRAIN, *args], timeout=timeout, env=env or clean_env())
+def train(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """train.py in-process (its parser and mgpu_lab.trainer.main): these cases end before any training."""
+    return train_in_process(list(args), env)
 
 
 # --- bad input --------------------------------------------------------------------------------------
 
 def test_help_is_quick_and_lists_the_contract_flags():
-    proc = train("--help", timeout=60)
+    proc = train("--help")
     assert proc.returncode == 0
     for flag in ("--rl_library", "--task", "--num_envs", "--max_iterations", "--seed", "--device", "--distributed",
                  "--ml_framework", "--checkpoint", "--run_name", "--log_root"):

@@ -15,45 +15,21 @@ Threats covered here:
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from mgpu_lab import trainer
-from mgpu_testing import REPO
-from mgpu_testing.docs import load_script
-from mgpu_testing.training import RANK_VARIABLES, assert_one_line_error, single_env
-
-
-PARSER = load_script(REPO / "scripts" / "reinforcement_learning" / "train.py", "_mgpu_train_hostile").build_parser()
+from mgpu_testing.training import assert_one_line_error, single_env, train_in_process
 
 
 def train(tmp_path: Path, library: str, *args: str, env: dict[str, str] | None = None,
           log_root: Path | None = None) -> subprocess.CompletedProcess:
-    """train.py's own parser and :func:`mgpu_lab.trainer.main`, in-process: every case here is refused before
-    training, so no process is needed. ``env`` supplies the launcher's rank variables, if any."""
+    """In-process (every case here is refused before training); ``env`` supplies rank variables, if any."""
     root = log_root if log_root is not None else tmp_path / "logs"
-    argv = ["--rl_library", library, "--device", "cpu", "--num_envs", "4", "--max_iterations", "1", *args,
-            "--log_root", str(root)]
-    saved = {name: os.environ.pop(name, None) for name in RANK_VARIABLES}
-    os.environ.update({k: v for k, v in (env or {}).items() if k in RANK_VARIABLES})
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = trainer.main(PARSER.parse_args(argv))
-            except SystemExit as exc:  # argparse's own errors, through train.py's one-line hook
-                code = exc.code
-    finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None)
-            if value is not None:
-                os.environ[name] = value
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+    return train_in_process(["--rl_library", library, "--device", "cpu", "--num_envs", "4", "--max_iterations", "1",
+                             *args, "--log_root", str(root)], env)
 
 
 def nothing_written(tmp_path: Path) -> bool:
