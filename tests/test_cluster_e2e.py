@@ -227,7 +227,7 @@ FIX = ("docker run --shm-size=1g (or --ipc=host), or on Kubernetes mount an empt
 
 def shm_env(folder: Path, **extra: str) -> dict[str, str]:
     """Four visible GPUs (the launcher only counts them) and the /dev/shm testing aids."""
-    return node_env(tagged_env()[0], CUDA_VISIBLE_DEVICES="0,1,2,3", MGPU_LAB_SHM_PATH=str(folder), **extra)
+    return node_env(tagged_env()[0], CUDA_VISIBLE_DEVICES="0,1,2,3", MGPU_LAB_TEST_GPUS="4", MGPU_LAB_SHM_PATH=str(folder), **extra)
 
 
 def test_a_small_shm_warns_before_a_cuda_launch(tmp_path: Path) -> None:
@@ -271,7 +271,8 @@ def test_sbatch_example_commands_dry_run_on_every_node(name: str) -> None:
     (args,) = example_commands(EXAMPLES / name)
     for node in range(nodes):
         env = node_env(tagged_env()[0], **srun_env(node, job_id=job_id, nodelist=f"gpu[01-{nodes:02d}]", nodes=nodes),
-                       CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(gpus)), SLURM_CPUS_PER_TASK="32")
+                       CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(gpus)), MGPU_LAB_TEST_GPUS=str(gpus),
+                       SLURM_CPUS_PER_TASK="32")
         proc = run([PYTHON, LAUNCHER, "--dry_run", *args], timeout=60, env=env)
         assert proc.returncode == 0, f"{name}: {proc.stderr}"
         command = proc.stdout.strip()
@@ -292,7 +293,7 @@ def test_pytorchjob_example_command_dry_runs_in_each_pod() -> None:
     for node_rank, args in enumerate(commands):
         env = node_env(tagged_env()[0], PET_NNODES="2", PET_NODE_RANK=str(node_rank), PET_NPROC_PER_NODE=nprocs,
                        PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT="23456",
-                       CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(int(nprocs))))
+                       CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(int(nprocs))), MGPU_LAB_TEST_GPUS=nprocs)
         proc = run([PYTHON, LAUNCHER, "--dry_run", *args], timeout=60, env=env)
         assert proc.returncode == 0, proc.stderr
         command = proc.stdout.strip()

@@ -1,49 +1,68 @@
-"""The launcher's resolved commands (``--dry_run``), its rejections, and its import-lightness.
+"""The launcher's resolved commands (``--dry_run``), its rejections and its device counting, in-process.
 
-Every case runs the real script in a subprocess; no torch is imported on these paths, so they are quick.
+Each case calls :mod:`mgpu_lab.launcher` with the entry script's own parser, a clean environment and a
+made-up GPU inventory (so GPU launches are rehearsed without a GPU). Only what needs a process runs one:
+import-lightness, and the ``isaaclab`` CLI passing its arguments through.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
 
 import pytest
 
+from mgpu_lab import launcher
+from mgpu_lab.devices import Inventory, made_up_uuid
 from mgpu_testing import PYTHON, REPO, loopback_env, run
+from mgpu_testing.docs import load_script
 
 LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 TORCHRUN = [PYTHON, "-m", "torch.distributed.run"]
 JAX = [PYTHON, "-m", "skrl.utils.distributed.jax"]
+SCRIPT = load_script(LAUNCHER, "_mgpu_launcher_under_test")
+#: the machine these tests pretend to be on: eight GPUs
+EIGHT = Inventory([made_up_uuid(i) for i in range(8)], ["MIG-aaaa-1111", "MIG-bbbb-2222"], "test inventory")
 
 
-def env_with(gpus: str = "", **extra: str) -> dict[str, str]:
-    """Loopback env with ``CUDA_VISIBLE_DEVICES=gpus`` (the launcher counts GPUs from it) and no script override."""
-    env = loopback_env(CUDA_VISIBLE_DEVICES=gpus, **extra)
-    env.pop("MGPU_LAB_TRAIN_SCRIPT", None)
+def env_with(gpus: str | None = "", **extra: str) -> dict[str, str]:
+    """A clean environment: ``CUDA_VISIBLE_DEVICES=gpus`` (unset for None) and ``extra``, nothing inherited."""
+    env = {"CUDA_VISIBLE_DEVICES": gpus} if gpus is not None else {}
+    env.update(extra)
     return env
 
 
-def dry(*args: str, gpus: str = "") -> list[str]:
-    """The command the launcher resolves for ``args``, split back into its words."""
-    proc = run([PYTHON, str(LAUNCHER), "--dry_run", *args], timeout=60, env=env_with(gpus))
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""
-    lines = proc.stdout.splitlines()
-    assert len(lines) == 1, proc.stdout
-    return shlex.split(lines[0])
+def config(*args: str, gpus: str | None = "", inventory: Inventory = EIGHT, **extra: str) -> launcher.Config:
+    return launcher.make_config(SCRIPT.build_parser(), list(args), train_script=TRAIN,
+                                environ=env_with(gpus, **extra), inventory=inventory)
 
 
-def reject(*args: str, gpus: str = "") -> str:
-    """Run a bad command line; check exit 2, one line on stderr, no traceback; return that line."""
-    proc = run([PYTHON, str(LAUNCHER), *args], timeout=60, env=env_with(gpus))
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr + proc.stdout
-    assert proc.stdout == ""
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, proc.stderr
+def dry(*args: str, gpus: str | None = "", **extra: str) -> list[str]:
+    """The command the launcher resolves for ``args`` (nothing inferred from a scheduler)."""
+    cfg = config("--dry_run", *args, gpus=gpus, **extra)
+    assert cfg.inferred == []
+    launch = launcher.build_command(cfg)
+    assert launch.dry_run
+    return launch.cmd
+
+
+def reject(*args: str, gpus: str | None = "", inventory: Inventory = EIGHT, capsys: pytest.CaptureFixture,
+           **extra: str) -> str:
+    """Run the launcher's main on a bad command line: exit 2, one line on stderr, nothing on stdout."""
+    try:
+        code = launcher.main(SCRIPT.build_parser(), list(args), train_script=TRAIN, environ=env_with(gpus, **extra),
+                             inventory=inventory)
+    except SystemExit as exc:  # argparse's own errors (through the script's one-line hook)
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2, (code, out, err)
+    assert out == "" and "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("isaaclab train_multigpu: error: "), lines[0]
     return lines[0]
 
 
@@ -153,10 +172,8 @@ def test_leading_double_dash_is_dropped() -> None:
 
 def test_train_script_override_for_tests() -> None:
     fixture = REPO / "tests" / "fixtures" / "launcher" / "print_rank.py"
-    proc = run([PYTHON, str(LAUNCHER), "--num_gpus", "2", "--device", "cpu", "--dry_run"], timeout=60,
-               env=loopback_env(MGPU_LAB_TRAIN_SCRIPT=str(fixture)))
-    assert proc.returncode == 0, proc.stderr
-    assert str(fixture) in shlex.split(proc.stdout)
+    cmd = dry("--num_gpus", "2", "--device", "cpu", MGPU_LAB_TRAIN_SCRIPT=str(fixture))
+    assert str(fixture) in cmd
 
 
 def test_isaaclab_cli_passes_arguments_through() -> None:
@@ -164,7 +181,7 @@ def test_isaaclab_cli_passes_arguments_through() -> None:
     if uv is None:
         pytest.skip("uv is not on PATH")
     args = ["--num_gpus", "2", "--device", "cpu", "--task", "Toy-Cartpole-v0", "--dry_run"]
-    proc = run([uv, "run", "--quiet", "isaaclab", "train_multigpu", *args], timeout=120, env=env_with())
+    proc = run([uv, "run", "--quiet", "isaaclab", "train_multigpu", *args], timeout=120, env=loopback_env())
     assert proc.returncode == 0, proc.stderr
     assert shlex.split(proc.stdout)[3:] == dry(*args[:-1])[3:]  # same command (the venv python may be spelled differently)
 
@@ -211,37 +228,36 @@ def test_isaaclab_cli_passes_arguments_through() -> None:
         (["--num_gpus"], "0", "--num_gpus"),
     ],
 )
-def test_rejections_are_one_line_exit_2(args: list[str], gpus: str, names: str) -> None:
-    line = reject("--dry_run", *args, gpus=gpus)
-    assert line.startswith("isaaclab train_multigpu: error: "), line
+def test_rejections_are_one_line_exit_2(args: list[str], gpus: str, names: str, capsys) -> None:
+    line = reject("--dry_run", *args, gpus=gpus, capsys=capsys)
     assert names in line, line
 
 
-def test_rejection_without_dry_run_starts_nothing() -> None:
-    line = reject("--num_gpus", "2", "--task", "Toy-Cartpole-v0")
+def test_rejection_without_dry_run_starts_nothing(capsys) -> None:
+    line = reject("--num_gpus", "2", "--task", "Toy-Cartpole-v0", capsys=capsys)
     assert "--device cpu" in line
 
 
-def test_bad_grace_period_is_a_usage_error() -> None:
-    proc = run([PYTHON, str(LAUNCHER), "--num_gpus", "1", "--device", "cpu"], timeout=60,
-               env=env_with(MGPU_LAB_KILL_GRACE_S="soon"))
-    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
-    assert "MGPU_LAB_KILL_GRACE_S" in proc.stderr and "Traceback" not in proc.stderr
+def test_bad_grace_period_is_a_usage_error(capsys) -> None:
+    line = reject("--num_gpus", "1", "--device", "cpu", MGPU_LAB_KILL_GRACE_S="soon", capsys=capsys)
+    assert "MGPU_LAB_KILL_GRACE_S" in line
 
 
-def test_help_lists_every_contract_flag() -> None:
-    proc = run([PYTHON, str(LAUNCHER), "--help"], timeout=60, env=env_with())
-    assert proc.returncode == 0
+def test_help_lists_every_contract_flag(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        SCRIPT.build_parser().parse_args(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
     for flag in ("--rl_library", "--num_gpus", "--nproc_per_node", "--nnodes", "--node_rank", "--master_addr",
                  "--master_port", "--rdzv_backend", "--rdzv_endpoint", "--rdzv_id", "--max_restarts",
                  "--monitor_interval", "--start_method", "--role", "--tee", "--redirects", "--local_ranks_filter",
                  "--log_dir", "--log_all_ranks", "--coordinator_address", "--dry_run", "examples:"):
-        assert flag in proc.stdout, flag
+        assert flag in out, flag
 
 
-def test_abbreviations_are_not_accepted() -> None:
+def test_abbreviations_are_not_accepted(capsys) -> None:
     # allow_abbrev=False: '--num_gpu' is not '--num_gpus'; forwarded, it is checked against train.py's parser
-    line = reject("--dry_run", "--num_gpus", "1", "--device", "cpu", "--num_gpu", "7")
+    line = reject("--dry_run", "--num_gpus", "1", "--device", "cpu", "--num_gpu", "7", capsys=capsys)
     assert "train.py: unrecognized arguments: --num_gpu 7" in line
 
 
@@ -256,11 +272,9 @@ def test_no_torchrun_option_the_user_did_not_give() -> None:
     """torchrun reads PET_* for every option not on its command line (a Kubernetes PyTorchJob sets them)."""
     cmd = dry("--num_gpus", "2", "--device", "cpu")
     assert cmd[:cmd.index(TRAIN)] == [*TORCHRUN, "--nproc_per_node", "2", "--local_ranks_filter", "0"]
-    proc = run([PYTHON, str(LAUNCHER), "--dry_run", "--device", "cpu"], timeout=60,
-               env=env_with(PET_NPROC_PER_NODE="2", PET_NNODES="2", PET_NODE_RANK="1", PET_RDZV_BACKEND="c10d",
-                            PET_RDZV_ENDPOINT="127.0.0.1:29400"))
-    assert proc.returncode == 0, proc.stderr
-    cmd = shlex.split(proc.stdout)
+    cfg = config("--dry_run", "--device", "cpu", PET_NPROC_PER_NODE="2", PET_NNODES="2", PET_NODE_RANK="1",
+                 PET_RDZV_BACKEND="c10d", PET_RDZV_ENDPOINT="127.0.0.1:29400")
+    cmd = launcher.build_command(cfg).cmd
     assert cmd[:cmd.index(TRAIN)] == [*TORCHRUN, "--local_ranks_filter", "0"]
 
 
@@ -285,14 +299,9 @@ def test_rdzv_timeout_maps_onto_torchruns_join_timeout(backend: str | None, key:
 
 def test_option_groups_say_what_goes_to_torchrun() -> None:
     """The torchrun-only and pass-through sets come from the parser's argument groups."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("launcher_under_test", LAUNCHER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    parser = module.build_parser()
-    passthrough = module.group_dests(parser, module.TORCHRUN_GROUP)
-    interpreted = module.group_dests(parser, module.LAUNCHER_TORCHRUN_GROUP)
+    parser = SCRIPT.build_parser()
+    passthrough = launcher.group_dests(parser, launcher.TORCHRUN_GROUP)
+    interpreted = launcher.group_dests(parser, launcher.LAUNCHER_TORCHRUN_GROUP)
     assert {"master_port", "rdzv_backend", "max_restarts", "virtual_local_rank", "log_dir"} <= set(passthrough)
     assert {"log_all_ranks", "rdzv_timeout"} <= set(interpreted)
     assert not {"rl_library", "num_gpus", "nnodes", "hang_timeout", "coordinator_address"} & set(passthrough + interpreted)
@@ -313,7 +322,7 @@ print("HEAVY", heavy)
 
 
 def test_dry_run_does_not_import_torch() -> None:
-    proc = run([PYTHON, "-c", PROBE.format(launcher=str(LAUNCHER))], timeout=60, env=env_with())
+    proc = run([PYTHON, "-c", PROBE.format(launcher=str(LAUNCHER))], timeout=60, env=loopback_env())
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stdout, proc.stdout
     assert "torch.distributed.run" in proc.stdout  # it did print the command
@@ -321,7 +330,7 @@ def test_dry_run_does_not_import_torch() -> None:
 
 def test_dry_run_importtime_has_no_torch() -> None:
     proc = subprocess.run([PYTHON, "-X", "importtime", str(LAUNCHER), "--num_gpus", "2", "--device", "cpu", "--dry_run"],
-                          capture_output=True, text=True, timeout=60, env=env_with(), cwd=REPO)
+                          capture_output=True, text=True, timeout=60, env=loopback_env(), cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
     assert imported and not [m for m in imported if m.split(".")[0] == "torch"]
@@ -331,13 +340,65 @@ def test_dry_run_importtime_has_no_torch() -> None:
 
 @pytest.mark.parametrize(
     ("gpus", "visible"),
-    [("0,1", 2), ("GPU-8f2c,GPU-11aa,MIG-3b", 3), ("0,-1,1", 1), ("-1", 0), ("", 0), (" 2 , 3 ", 2)],
+    [("0,1", 2), (f"{made_up_uuid(3)},GPU-00000000-0000-0000-0000-000000000001,MIG-bbbb", 3), ("0,-1,1", 1),
+     ("-1", 0), ("", 0), (" 2 , 3 ", 2), (None, 8)],
 )
-def test_visible_gpus_follow_cuda_visible_devices(gpus: str, visible: int) -> None:
-    """An integer --num_gpus is accepted up to the GPUs CUDA would see (it stops at the first invalid entry)."""
+def test_visible_gpus_are_the_named_devices_that_exist(gpus: str | None, visible: int, capsys) -> None:
+    """An integer --num_gpus is accepted up to the GPUs CUDA would see (unset: every GPU of the machine)."""
     if visible:
         cmd = dry("--num_gpus", str(visible), gpus=gpus)
         assert cmd[cmd.index("--nproc_per_node") + 1] == str(visible)
-    line = reject("--dry_run", "--num_gpus", str(visible + 1), gpus=gpus)
+    line = reject("--dry_run", "--num_gpus", str(visible + 1), gpus=gpus, capsys=capsys)
     assert f"--num_gpus {visible + 1}" in line
     assert (f"only {visible} GPU(s) visible" if visible else "no GPU is visible") in line
+
+
+@pytest.mark.parametrize(
+    ("gpus", "names"),
+    [("7,8", "device 8 does not exist (test inventory lists devices 0 to 7)"),
+     ("0,x,1", "entry 'x' is neither a device index nor a GPU-/MIG- UUID"),
+     ("0,0", "names one device twice"),
+     ("1,GPU-00000000-0000-0000-0000-000000000001", "names one device twice"),
+     ("GPU-ffff", "no device GPU-ffff here"),
+     ("GPU-0000", "no device GPU-0000 here"),  # a prefix of every UUID: not one device
+     ("MIG-cccc", "no device MIG-cccc here")],
+)
+def test_cuda_visible_devices_naming_what_is_not_there_is_refused(gpus: str, names: str, capsys) -> None:
+    for dry_run in (["--dry_run"], []):
+        line = reject(*dry_run, "--num_gpus", "2", gpus=gpus, capsys=capsys)
+        assert f"CUDA_VISIBLE_DEVICES='{gpus}'" in line and names in line, line
+
+
+def test_no_driver_and_devices_named_is_refused(capsys) -> None:
+    """The issue's first trap: CUDA_VISIBLE_DEVICES=5,6 on a machine without a GPU."""
+    line = reject("--num_gpus", "2", "--task", "Toy-Cartpole-v0", gpus="5,6",
+                  inventory=Inventory([], [], "no NVIDIA driver found"), capsys=capsys)
+    assert "device 5 does not exist (this machine has no NVIDIA GPU: no NVIDIA driver found)" in line
+    assert "--device cpu" in line
+
+
+def test_cpu_ranks_never_look_at_the_gpus() -> None:
+    """--device cpu: CUDA_VISIBLE_DEVICES does not matter (the ranks are CPU processes)."""
+    assert dry("--num_gpus", "2", "--device", "cpu", gpus="0,x")[3:5] == ["--nproc_per_node", "2"]
+
+
+def test_nvidia_smi_listing_is_read_with_mig_devices() -> None:
+    from mgpu_lab.devices import parse_smi
+
+    listing = ("GPU 0: NVIDIA H200 (UUID: GPU-1a2b3c4d-0000-1111-2222-333344445555)\n"
+               "  MIG 1g.18gb     Device  0: (UUID: MIG-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff)\n"
+               "GPU 1: NVIDIA H200 (UUID: GPU-5e6f7a8b-0000-1111-2222-333344445555)\n")
+    inv = parse_smi(listing)
+    assert inv.gpus == ["GPU-1a2b3c4d-0000-1111-2222-333344445555", "GPU-5e6f7a8b-0000-1111-2222-333344445555"]
+    assert inv.migs == ["MIG-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff"]
+    from mgpu_lab.devices import visible
+
+    assert visible({"CUDA_VISIBLE_DEVICES": "MIG-9f8e,GPU-5e6f"}, inv) == (2, "CUDA_VISIBLE_DEVICES='MIG-9f8e,GPU-5e6f'")
+
+
+def test_the_testing_aid_stands_in_for_the_driver() -> None:
+    from mgpu_lab.devices import discover, visible
+
+    inv = discover({"MGPU_LAB_TEST_GPUS": "3"})
+    assert inv.gpus == [made_up_uuid(0), made_up_uuid(1), made_up_uuid(2)]
+    assert visible({"MGPU_LAB_TEST_GPUS": "3"})[0] == 3

@@ -20,7 +20,7 @@ import pytest
 
 from mgpu_testing import PYTHON, free_port, kill_group, run
 from mgpu_testing.launcher import (
-    CPU2, LAUNCHER, alive, finish, fixture_env, process_tree, start, wait_for_pids,
+    CPU2, LAUNCHER, alive, finish, fixture_env, kept_torchrun_text, process_tree, start, wait_for_pids,
 )
 
 pytestmark = [pytest.mark.e2e,
@@ -104,7 +104,7 @@ def test_failing_rank_ends_the_job_and_is_named(tmp_path: Path) -> None:
         out, err = finish(proc, timeout=100)
     finally:
         kill_group(proc)
-    text = out + err
+    text = out + err + kept_torchrun_text(err)
     assert proc.returncode == 1, text[-3000:]
     assert not [pid for pid in pids if alive(pid)]
     assert "Root Cause" in text

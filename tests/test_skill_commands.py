@@ -230,7 +230,7 @@ def check_training_args(args: list[str], cmd: Command, parser, capsys) -> None:
 @pytest.mark.parametrize("cmd", LAUNCHER_CMDS, ids=lambda c: c.id)
 def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys) -> None:
     assert LAUNCHER.is_file(), f"{rel(LAUNCHER)} is missing"
-    env = loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS)
+    env = loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS, MGPU_LAB_TEST_GPUS="8")  # eight made-up GPUs
     proc = run([PYTHON, str(LAUNCHER), "--dry_run", *cmd.args], timeout=60, env=env)
     assert proc.returncode == 0, (
         f"{cmd.where}: `{cmd.source}` failed with --dry_run (exit {proc.returncode}):\n{proc.stderr[-2000:]}"

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from mgpu_testing import PYTHON, REPO, loopback_env, run
+from mgpu_testing.training import train_in_process
 from mgpu_lab import dist
 from mgpu_lab.train_config import UsageError
 
@@ -37,14 +38,15 @@ def assert_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     return err
 
 
-def train(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    return run([PYTHON, TRAIN, *args], timeout=timeout, env=env or clean_env())
+def train(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """train.py in-process (its parser and mgpu_lab.trainer.main): these cases end before any training."""
+    return train_in_process(list(args), env)
 
 
 # --- bad input --------------------------------------------------------------------------------------
 
 def test_help_is_quick_and_lists_the_contract_flags():
-    proc = train("--help", timeout=60)
+    proc = train("--help")
     assert proc.returncode == 0
     for flag in ("--rl_library", "--task", "--num_envs", "--max_iterations", "--seed", "--device", "--distributed",
                  "--ml_framework", "--checkpoint", "--run_name", "--log_root"):
@@ -247,3 +249,21 @@ def test_run_dir_layout_and_exclusive_create(tmp_path, monkeypatch):
     second = run_dir.create(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", "demo")
     assert second.name == "2026-01-01_00-00-00_demo_1"  # a new folder, never a shared one
     assert run_dir.planned(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", None).name == "2026-01-01_00-00-00"
+
+
+def test_every_adapter_satisfies_the_one_adapter_interface():
+    """Each adapter module defines the Protocol's functions with its parameters (read with ast: importing the
+    adapters would import every RL library)."""
+    import ast
+    import inspect
+
+    from mgpu_lab import adapters
+
+    wanted = {name: list(inspect.signature(getattr(adapters.Adapter, name)).parameters)[1:]
+              for name in ("train", "checkpoints", "checkpoint_iteration")}
+    for library, module in adapters.LIBRARIES.items():
+        path = Path(adapters.__file__).parent / f"{module.rsplit('.', 1)[1]}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined = {node.name: [a.arg for a in node.args.args] for node in tree.body if isinstance(node, ast.FunctionDef)}
+        for name, params in wanted.items():
+            assert defined.get(name) == params, f"{library}: {name}{tuple(defined.get(name) or ())} != {params}"

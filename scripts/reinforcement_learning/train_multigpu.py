@@ -3,23 +3,17 @@
 
 Run it as ``uv run isaaclab train_multigpu [LAUNCHER OPTIONS] [TRAINING ARGS]``. The launcher's own
 options are listed by ``--help``; every other argument is checked against ``train.py``'s parser and
-passed to it unchanged, and ``--distributed`` is added once. The module is import-light on purpose: it
-never imports torch, so ``--dry_run`` and every rejection answer at once.
+passed to it unchanged, and ``--distributed`` is added once.
 
-Layout (data flows one way): argv -> :func:`build_parser` (the one argparse definition; its argument
-groups say which options go to torchrun) -> :func:`make_config` (parsed once, validated) ->
-:func:`build_command` -> :func:`run_job` (the runner; process supervision lives in
-:mod:`mgpu_lab.supervise`, hang detection in :mod:`mgpu_lab.watchdog`, failure reports in
-:mod:`mgpu_lab.failures`).
+This script holds the one argparse definition (:func:`build_parser`, read statically by the checker) and
+its epilog; everything after parsing (validation, config, command, runner) is :mod:`mgpu_lab.launcher`.
+Import-light on purpose: ``--dry_run`` and every rejection answer without importing torch.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import re
-import shlex
 import sys
 
 # Make the runtime package importable when the script runs from a plain checkout (as train.py does).
@@ -27,31 +21,16 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.real
 if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-TYPE_CHECKING = False  # typing, dataclasses and pathlib stay unimported: --dry_run must start fast
+from mgpu_lab.errors import EXIT_USAGE  # noqa: E402 - after the path set-up above
+from mgpu_lab.help_format import RawHelpFormatter  # noqa: E402
+from mgpu_lab.launcher import CPU_RANKS_PER_CORE, LAUNCHER_TORCHRUN_GROUP, TORCHRUN_GROUP  # noqa: E402
+
+TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
 if TYPE_CHECKING:
     from typing import NoReturn, Sequence
 
-#: Environment variable that replaces the trainer script (used by the tests to launch small fixtures).
-TRAIN_SCRIPT_ENV = "MGPU_LAB_TRAIN_SCRIPT"
-
 TRAIN_SCRIPT = os.path.join(os.path.dirname(os.path.realpath(__file__)), "train.py")
-TORCHRUN_MODULE = "torch.distributed.run"
-JAX_LAUNCHER_MODULE = "skrl.utils.distributed.jax"
-JAX_DEFAULT_COORDINATOR = "127.0.0.1:5000"  # skrl's own default
-
-#: Argument group of the options passed to torchrun as given (``--name value``), only when given.
-TORCHRUN_GROUP = "torchrun: rendezvous, workers and output (passed on only when given)"
-#: Argument group of torchrun-only options that the launcher itself interprets or maps.
-LAUNCHER_TORCHRUN_GROUP = "torchrun: options the launcher interprets"
-
 RDZV_BACKENDS = ["static", "c10d", "etcd", "etcd-v2"]
-DEFAULT_RDZV_TIMEOUT_S = 600.0  # torchrun's own join timeout (static and c10d)
-TORCHRUN_MONITOR_INTERVAL_S = 0.1  # torchrun's default --monitor_interval
-CPU_RANKS_PER_CORE = 4  # CPU ranks beyond this many per core are refused
-#: torchrun gets the rendezvous deadline plus this margin: the launcher's own clear report comes first.
-RDZV_BACKSTOP_S = 5
-
-EXIT_OK, EXIT_USAGE = 0, 2  # the runner (mgpu_lab.job) owns the others: 1 failed, 3 hang, 4 rendezvous
 
 EPILOG = """\
 examples:
@@ -90,10 +69,14 @@ stack, prints where each rank is and the likely culprit, writes the stacks and a
 <run folder>/watchdog/, stops the job and exits 3. On CUDA ranks it also turns on PyTorch's NCCL
 flight recorder and says where the dumps go.
 
-exit status: 0 success; 1 the job failed (the launcher's last lines name the rank, node and exception
-or signal that came first); 2 usage error (nothing started); 3 hang (watchdog); 4 rendezvous deadline
-passed (--rdzv_timeout); 128+N after the launcher got signal N (130 after Ctrl-C, 143 after SIGTERM,
-129 after SIGHUP).
+exit status: 0 done; 1 training failed (the launcher's report names the failed ranks, their nodes
+and last error lines, and what came first; torchrun's own text is kept in a file it names); 2 refused
+input (by the launcher, nothing started; or by every rank: "all N ranks refused: ..."); 3 hang
+(watchdog); 4 rendezvous deadline passed (--rdzv_timeout); 128+N after the launcher got signal N
+(130 after Ctrl-C, 143 after SIGTERM, 129 after SIGHUP).
+
+devices: CUDA_VISIBLE_DEVICES is checked against the GPUs that exist (the driver's list, or
+nvidia-smi -L): a missing, malformed or repeated entry is refused in one line, --dry_run included.
 
 signals: the job runs in its own process group. The first Ctrl-C (SIGINT), SIGTERM or SIGHUP is
 forwarded to it; if the job has not stopped after a grace period (MGPU_LAB_KILL_GRACE_S, default
@@ -106,30 +89,15 @@ entry point is wrapped in torch's elastic `record`) still makes the launcher exi
 exits non-zero without an exception is not detected there.
 
 testing: MGPU_LAB_TRAIN_SCRIPT=PATH launches PATH instead of train.py (for the test suite; the
-forwarded arguments are then not checked against train.py).
+forwarded arguments are then not checked against train.py). MGPU_LAB_TEST_GPUS=N makes the launcher
+count N made-up GPUs instead of the driver's (GPU launches rehearsed with --dry_run on any machine).
 """
-
-
-class UsageError(Exception):
-    """Bad launcher input: reported as one line on stderr with exit status 2."""
 
 
 def _usage_error(message: str) -> NoReturn:
     """argparse's error hook: one line on stderr, exit 2, no usage block."""
     print(f"isaaclab train_multigpu: error: {message} (see --help)", file=sys.stderr)
     sys.exit(EXIT_USAGE)
-
-
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """argparse's raw-description formatter, sized without importing shutil (a start-up cost)."""
-
-    def __init__(self, prog: str, **kwargs: object) -> None:
-        try:
-            width = os.get_terminal_size(sys.stdout.fileno()).columns
-        except (OSError, ValueError, AttributeError):
-            width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 100
-        kwargs.setdefault("width", max(width, 60) - 2)
-        super().__init__(prog, **kwargs)  # type: ignore[arg-type]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--distributed is added for you."
         ),
         epilog=EPILOG,
-        formatter_class=_HelpFormatter,
+        formatter_class=RawHelpFormatter,
         allow_abbrev=False,
     )
     parser.error = _usage_error  # type: ignore[method-assign]  # one-line errors, exit 2
@@ -274,467 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def group_dests(parser: argparse.ArgumentParser, title: str) -> list[str]:
-    """The option names (dests) of one argument group, in definition order."""
-    for group in parser._action_groups:
-        if group.title == title:
-            return [action.dest for action in group._group_actions]
-    raise KeyError(title)
-
-
-# --------------------------------------------------------------------------------------------------
-# inspection helpers (no torch)
-# --------------------------------------------------------------------------------------------------
-
-def forwarded_value(args: Sequence[str], flag: str) -> str | None:
-    """The last value of ``flag`` among forwarded arguments (``--flag V`` or ``--flag=V``)."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg[len(flag) + 1:]
-    return value
-
-
-def _cuda_visible_count(spec: str) -> int:
-    """Devices named by CUDA_VISIBLE_DEVICES; like CUDA, stop at the first invalid entry."""
-    count = 0
-    for item in spec.split(","):
-        item = item.strip()
-        if re.fullmatch(r"\d+", item) or item.startswith(("GPU-", "MIG-")):
-            count += 1
-        else:
-            break
-    return count
-
-
-def visible_gpus() -> tuple[int, str]:
-    """(number of visible NVIDIA GPUs, where that number came from), without importing torch."""
-    spec = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if spec is not None:
-        return _cuda_visible_count(spec), f"CUDA_VISIBLE_DEVICES={spec!r}"
-    gpus_dir = "/proc/driver/nvidia/gpus"
-    if os.path.isdir(gpus_dir):
-        try:
-            return len(os.listdir(gpus_dir)), gpus_dir
-        except OSError:
-            pass
-    import shutil
-
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        import subprocess
-
-        try:
-            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=5).stdout
-            return sum(1 for line in out.splitlines() if line.startswith("GPU ")), "nvidia-smi -L"
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return 0, "no NVIDIA driver found"
-
-
-def _check_nnodes(value: str, *, jax: bool) -> None:
-    m = re.fullmatch(r"(\d+)(?::(\d+))?", value)
-    if not m or int(m.group(1)) < 1 or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
-        raise UsageError(f"--nnodes {value}: give a node count such as 2, or a range MIN:MAX such as 1:4")
-    if jax and m.group(2) is not None:
-        raise UsageError(f"--nnodes {value}: skrl's JAX launcher takes a fixed node count, such as --nnodes 2")
-
-
-def _check_log_spec(flag: str, value: str | None) -> None:
-    if value is not None and not re.fullmatch(r"[0-3]|\d+:[0-3](,\d+:[0-3])*", value):
-        raise UsageError(f"{flag} {value}: give 0 (none), 1 (stdout), 2 (stderr), 3 (both) or a map like 0:1,1:3")
-
-
-# --------------------------------------------------------------------------------------------------
-# argv -> config (parsed once, validated before anything starts)
-# --------------------------------------------------------------------------------------------------
-
-class Config:
-    """The launcher's parsed and validated input."""
-
-    def __init__(self, args: argparse.Namespace, forwarded: list[str], *, jax: bool, device: str | None,
-                 nproc: str | None, train_script: str, passthrough: list[str], torchrun_only: list[str]) -> None:
-        self.args = args
-        self.forwarded = forwarded
-        self.jax = jax
-        self.device = device
-        self.nproc = nproc  # None: not passed (torchrun's PET_NPROC_PER_NODE applies)
-        self.train_script = train_script
-        self.passthrough = passthrough
-        self.torchrun_only = torchrun_only
-        self.inferred: list[str] = []  # what cluster detection filled in, and from where (for --dry_run)
-
-    @property
-    def on_cpu(self) -> bool:
-        return self.device is not None and self.device.strip().lower() == "cpu"
-
-    @property
-    def rdzv_timeout(self) -> float:
-        return self.args.rdzv_timeout if self.args.rdzv_timeout is not None else DEFAULT_RDZV_TIMEOUT_S
-
-
-def _given(args: argparse.Namespace, dest: str) -> bool:
-    value = getattr(args, dest)
-    return value is not None and value is not False
-
-
-def _check_endpoint(flag: str, value: str) -> None:
-    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\s\[\]]+)(?::(\d{1,5}))?", value)
-    if not m or (m.group(2) is not None and int(m.group(2)) > 65535):
-        raise UsageError(
-            f"{flag} {value}: give HOST or HOST:PORT with a TCP port from 0 to 65535, such as 10.0.0.1:29400")
-
-
-def _check_seconds(flag: str, value: float | None, *, zero_ok: bool = False) -> None:
-    if value is None:
-        return
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok) or value > 7 * 24 * 3600:
-        least = "0 or more" if zero_ok else "a positive number of"
-        raise UsageError(f"--{flag} {value:g}: give {least} seconds, at most a week")
-
-
-def _check_log_dir(path: str) -> None:
-    """The folder must be writable, or creatable in a writable parent. Probed by creating and removing an
-    empty temp folder (permission bits alone mislead root and read-only mounts); nothing is left behind."""
-    import tempfile
-
-    probe = os.path.abspath(path)
-    if os.path.exists(probe) and not os.path.isdir(probe):
-        raise UsageError(f"--log_dir {path}: exists and is not a folder")
-    parent = probe
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise UsageError(f"--log_dir {path}: cannot be created ({parent} is not a folder)")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".mgpu_lab_probe_", dir=parent))
-    except OSError as exc:
-        where = "folder is not writable" if parent == probe else f"cannot be created in {parent}"
-        raise UsageError(f"--log_dir {path}: {where} ({exc.strerror})") from None
-
-
-def _hosts_store(args: argparse.Namespace) -> bool:
-    """True when this node hosts torchrun's static rendezvous store (node 0 on a local master address)."""
-    if args.rdzv_backend not in (None, "static") or args.rdzv_endpoint is not None:
-        return False
-    if (args.node_rank or 0) != 0:
-        return False
-    if args.master_addr is None:
-        return "PET_MASTER_ADDR" not in os.environ or os.environ["PET_MASTER_ADDR"] in ("127.0.0.1", "localhost")
-    return args.master_addr in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
-
-
-def _check_port_free(port: int) -> None:
-    import errno
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore does
-        try:
-            s.bind(("", port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise UsageError(f"--master_port {port}: already in use on this host; give a free port "
-                                 "(node 0 hosts the rendezvous there)") from None
-
-
-def _load_source(name: str, path: str):  # noqa: ANN202 - a module
-    """Execute one Python file as a module of its own (no package __init__, and no importlib.util, whose
-    contextlib import costs start-up time)."""
-    import types
-    from importlib.machinery import SourceFileLoader
-
-    module = types.ModuleType(name)
-    module.__file__ = path
-    SourceFileLoader(name, path).exec_module(module)
-    return module
-
-
-def _check_training_args(script: str, rl_library: str, forwarded: list[str]) -> None:
-    """Parse the forwarded arguments with train.py's own parser and check the task against the catalog."""
-    if any(a in ("-h", "--help") for a in forwarded):
-        raise UsageError("--help after '--' goes to train.py: run isaaclab train --help for its options")
-    parser = _load_source("_mgpu_lab_train_entry", script).build_parser()  # train.py imports no torch up front
-
-    def error(message: str) -> NoReturn:
-        raise UsageError(f"train.py: {message} (train.py's options: isaaclab train --help)")
-
-    parser.error = error  # type: ignore[method-assign]
-    try:
-        targs = parser.parse_args(["--rl_library", rl_library, *forwarded])
-    except SystemExit:  # an action of train.py's parser that exits (version, help): not a training run
-        raise UsageError("train.py's arguments ask it to exit before training; run isaaclab train for that") from None
-    task = getattr(targs, "task", None)
-    if task is None:
-        return
-    # mgpu_lab/tasks/catalog.py on its own: the package's __init__ imports gymnasium and numpy (about a second)
-    import mgpu_lab
-
-    catalog = _load_source("_mgpu_lab_task_catalog",
-                           os.path.join(os.path.dirname(mgpu_lab.__file__), "tasks", "catalog.py"))
-    if task not in catalog.TASKS:
-        raise UsageError(f"--task {task}: {catalog.unknown_task_message(task)}")
-
-
-def _resolve_ranks(value: str, device: str | None, *, jax: bool) -> str:
-    """Validate --num_gpus against the visible devices (or CPU cores) and return the value torchrun/skrl gets."""
-    on_cpu = device is not None and device.strip().lower() == "cpu"
-    if jax and not re.fullmatch(r"\d+", value):
-        raise UsageError(
-            f"--num_gpus {value}: skrl's JAX launcher needs an integer rank count, such as --num_gpus 2"
-        )
-    if value in ("gpu", "auto", "cpu"):
-        if value == "cpu" and device is not None and not on_cpu:
-            raise UsageError(f"--num_gpus cpu starts CPU ranks but train.py gets --device {device}: use --device cpu")
-        if value == "gpu":
-            count, source = visible_gpus()
-            if count == 0:
-                raise UsageError(
-                    f"--num_gpus gpu: no GPU is visible ({source}); to rehearse on CPU use --device cpu --num_gpus N"
-                )
-        if value == "cpu" and device is None and visible_gpus()[0] > 0:
-            raise UsageError("--num_gpus cpu starts CPU ranks but GPUs are visible: add --device cpu")
-        return value
-    if not re.fullmatch(r"-?\d{1,9}", value):
-        if re.fullmatch(r"-?\d+", value):
-            raise UsageError(f"--num_gpus {value[:12]}...: far more ranks than any machine runs")
-        raise UsageError(f"--num_gpus {value}: expected an integer, gpu, cpu or auto")
-    n = int(value)
-    if n < 1:
-        raise UsageError(f"--num_gpus {value}: give at least 1 rank")
-    if on_cpu:
-        cores = os.cpu_count() or 1
-        limit = CPU_RANKS_PER_CORE * cores
-        if n > limit:
-            raise UsageError(f"--num_gpus {n} with --device cpu: at most {limit} CPU ranks here "
-                             f"({CPU_RANKS_PER_CORE} per core, {cores} core(s))")
-        return str(n)
-    count, source = visible_gpus()
-    if count == 0:
-        raise UsageError(
-            f"--num_gpus {n}: no GPU is visible ({source}); to run {n} CPU ranks on gloo add --device cpu"
-        )
-    if n > count:
-        raise UsageError(
-            f"--num_gpus {n}: only {count} GPU(s) visible ({source}); use --num_gpus {count} or fewer, "
-            "or --device cpu for CPU ranks"
-        )
-    return str(n)
-
-
-#: Launcher options that scheduler detection may fill in (when the user did not give them).
-NODE_DESTS = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id",
-              "coordinator_address")
-
-
-def apply_cluster(args: argparse.Namespace, jax: bool) -> list[str]:
-    """Fill the node options the user did not give from the scheduler's environment (SLURM, via
-    :func:`mgpu_lab.cluster.infer_nodes`; explicit flags always win, --no_slurm turns it off). Returns the
-    lines that say what was inferred from which variables (printed on stderr, --dry_run included)."""
-    if not any(name.startswith(("SLURM_", "PET_")) for name in os.environ):
-        return []  # no scheduler around: nothing to infer (and no import to pay for in --dry_run)
-    from mgpu_lab.cluster import ClusterError, infer_nodes
-
-    given = {dest: getattr(args, dest) for dest in NODE_DESTS if _given(args, dest)}
-    try:
-        plan = infer_nodes(os.environ, given, use_slurm=not args.no_slurm, jax=jax)
-    except ClusterError as exc:
-        raise UsageError(str(exc)) from None
-    for dest, value in plan.values().items():
-        if dest in given:
-            continue
-        setattr(args, dest, int(value) if dest in ("node_rank", "master_port") else value)
-    return plan.lines()
-
-
-def shm_lines(config: Config) -> list[str]:
-    """The /dev/shm warning before a CUDA launch (gloo CPU ranks do not use /dev/shm)."""
-    if config.on_cpu or config.nproc is None:
-        return []
-    from mgpu_lab.cluster import ClusterError, shm_warning
-
-    ranks = int(config.nproc) if config.nproc.isdigit() else visible_gpus()[0]
-    if ranks < 1:
-        return []
-    try:
-        line = shm_warning(ranks, os.environ)
-    except ClusterError as exc:
-        raise UsageError(str(exc)) from None
-    return [line] if line else []
-
-
-def make_config(argv: Sequence[str]) -> Config:
-    """Parse argv once and validate everything that can be validated before anything starts (UsageError)."""
-    parser = build_parser()
-    args, forwarded = parser.parse_known_args(list(argv))
-    if "--" in forwarded:  # the separator argparse stopped at; train.py must not see it
-        forwarded.remove("--")
-    passthrough = group_dests(parser, TORCHRUN_GROUP)
-    torchrun_only = passthrough + group_dests(parser, LAUNCHER_TORCHRUN_GROUP)
-
-    framework = forwarded_value(forwarded, "--ml_framework")
-    jax = args.rl_library == "skrl" and framework == "jax"
-    device = forwarded_value(forwarded, "--device")
-
-    if not jax and args.coordinator_address is not None:
-        raise UsageError(
-            "--coordinator_address is for skrl's JAX launcher only: add --rl_library skrl --ml_framework jax, "
-            "or use --master_addr/--rdzv_endpoint with torchrun"
-        )
-    if jax:
-        used = [name for name in torchrun_only if _given(args, name)]
-        if used:
-            flags = ", ".join(f"--{name}" for name in used)
-            raise UsageError(
-                f"{flags}: torchrun-only, not accepted by skrl's JAX launcher; it takes --nnodes, --node_rank, "
-                "--num_gpus and --coordinator_address"
-            )
-    inferred = apply_cluster(args, jax)
-    if args.nnodes is not None:
-        _check_nnodes(args.nnodes, jax=jax)
-    if args.node_rank is not None:
-        max_nodes = int(args.nnodes.split(":")[-1]) if args.nnodes is not None else None
-        if args.node_rank < 0:
-            raise UsageError(f"--node_rank {args.node_rank}: give a node rank from 0 to nnodes-1")
-        if max_nodes is not None and args.node_rank >= max_nodes:
-            raise UsageError(
-                f"--node_rank {args.node_rank}: out of range for --nnodes {args.nnodes}; use 0 to {max_nodes - 1}")
-    if args.master_port is not None and not 0 < args.master_port < 65536:
-        raise UsageError(f"--master_port {args.master_port}: give a TCP port from 1 to 65535")
-    if args.rdzv_endpoint is not None:
-        _check_endpoint("--rdzv_endpoint", args.rdzv_endpoint)
-    if args.max_restarts is not None and not 0 <= args.max_restarts <= 1000:
-        raise UsageError(f"--max_restarts {args.max_restarts}: give 0 to 1000")
-    _check_seconds("monitor_interval", args.monitor_interval)
-    _check_seconds("rdzv_timeout", args.rdzv_timeout)
-    _check_seconds("hang_timeout", args.hang_timeout, zero_ok=True)
-    interval = args.monitor_interval if args.monitor_interval is not None else TORCHRUN_MONITOR_INTERVAL_S
-    if 0 < args.hang_timeout < interval:
-        raise UsageError(f"--hang_timeout {args.hang_timeout:g}: below the monitor interval ({interval:g} s); "
-                         "give at least that, or 0 to turn the watchdog off")
-    _check_log_spec("--tee", args.tee)
-    _check_log_spec("--redirects", args.redirects)
-    if args.local_ranks_filter is not None and not re.fullmatch(r"\d+(,\d+)*", args.local_ranks_filter):
-        raise UsageError(f"--local_ranks_filter {args.local_ranks_filter}: give local ranks like 0 or 0,1")
-    if args.log_all_ranks and args.local_ranks_filter is not None:
-        raise UsageError("--log_all_ranks and --local_ranks_filter contradict each other: give only one")
-    if args.coordinator_address is not None:
-        if not re.fullmatch(r"[^:\s]+:\d{1,5}", args.coordinator_address) or \
-                not 0 < int(args.coordinator_address.rsplit(":", 1)[1]) < 65536:
-            raise UsageError(f"--coordinator_address {args.coordinator_address}: give HOST:PORT, such as 10.0.0.1:5000")
-    if jax and args.nnodes is not None and int(args.nnodes) > 1 and args.coordinator_address is None:
-        raise UsageError(f"--nnodes {args.nnodes} with JAX: give --coordinator_address HOST:PORT of node 0")
-    from mgpu_lab.supervise import SuperviseError, grace_from_env
-
-    try:
-        grace_from_env(os.environ)
-    except SuperviseError as exc:
-        raise UsageError(str(exc)) from None
-
-    if args.num_gpus == "gpu" and "PET_NPROC_PER_NODE" in os.environ and not jax:
-        nproc = None  # the PyTorchJob's own setting applies
-    else:
-        nproc = _resolve_ranks(args.num_gpus, device, jax=jax)
-    override = os.environ.get(TRAIN_SCRIPT_ENV)
-    script = os.path.realpath(override or TRAIN_SCRIPT)
-    if not override:
-        _check_training_args(script, args.rl_library, forwarded)
-    if args.log_dir is not None:
-        _check_log_dir(args.log_dir)
-    if not args.dry_run and not jax and _hosts_store(args):
-        port = args.master_port if args.master_port is not None else int(os.environ.get("PET_MASTER_PORT", "29500"))
-        _check_port_free(port)
-    config = Config(args, forwarded, jax=jax, device=device, nproc=nproc, train_script=script,
-                    passthrough=passthrough, torchrun_only=torchrun_only)
-    config.inferred = inferred + shm_lines(config)
-    return config
-
-
-# --------------------------------------------------------------------------------------------------
-# config -> command
-# --------------------------------------------------------------------------------------------------
-
-class Launch:
-    """What to run: the command, whether it goes through skrl's JAX launcher, and whether only to print it."""
-
-    def __init__(self, cmd: list[str], *, jax: bool = False, dry_run: bool = False) -> None:
-        self.cmd = cmd
-        self.jax = jax
-        self.dry_run = dry_run
-
-
-def build_command(config: Config) -> Launch:
-    """The one command builder: torchrun (or skrl's JAX launcher) around train.py."""
-    args = config.args
-    trainer = [config.train_script, "--rl_library", args.rl_library, *config.forwarded]
-    if "--distributed" not in config.forwarded:
-        trainer.append("--distributed")
-
-    if config.jax:
-        cmd = [
-            sys.executable, "-m", JAX_LAUNCHER_MODULE,
-            "--nnodes", args.nnodes or "1", "--nproc_per_node", config.nproc or "1",
-            "--node_rank", str(args.node_rank or 0),
-            "--coordinator_address", args.coordinator_address or JAX_DEFAULT_COORDINATOR,
-            *trainer,
-        ]
-        return Launch(cmd, jax=True, dry_run=args.dry_run)
-
-    cmd = [sys.executable, "-m", TORCHRUN_MODULE]
-    if args.nnodes is not None:
-        cmd += ["--nnodes", args.nnodes]
-    if config.nproc is not None:
-        cmd += ["--nproc_per_node", config.nproc]
-    if args.node_rank is not None:
-        cmd += ["--node_rank", str(args.node_rank)]
-    for name in config.passthrough:
-        value = getattr(args, name)
-        if value is True:
-            cmd.append(f"--{name}")
-        elif value is not None and value is not False:
-            cmd += [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
-    if args.rdzv_timeout is not None:
-        backend = args.rdzv_backend or os.environ.get("PET_RDZV_BACKEND", "static")
-        key = "timeout" if backend == "static" else "join_timeout"
-        cmd += ["--rdzv_conf", f"{key}={math.ceil(args.rdzv_timeout) + RDZV_BACKSTOP_S}"]
-    if args.local_ranks_filter is None and not args.log_all_ranks:
-        cmd += ["--local_ranks_filter", "0"]
-    return Launch(cmd + trainer, dry_run=args.dry_run)
-
-
-# --------------------------------------------------------------------------------------------------
-# the runner
-# --------------------------------------------------------------------------------------------------
-
-def run_job(config: Config, launch: Launch) -> int:
-    """Hand the validated job to the runner (:mod:`mgpu_lab.job`; imported only now, --dry_run never pays)."""
-    from mgpu_lab.job import JobSpec, run_job as run
-
-    a = config.args
-    return run(JobSpec(
-        launch.cmd, jax=launch.jax, on_cpu=config.on_cpu, train_script=config.train_script,
-        hang_timeout=a.hang_timeout, rdzv_timeout=config.rdzv_timeout, log_dir=a.log_dir, rdzv_id=a.rdzv_id,
-        nnodes=a.nnodes, node_rank=a.node_rank, master_addr=a.master_addr, master_port=a.master_port,
-        rdzv_backend=a.rdzv_backend, rdzv_endpoint=a.rdzv_endpoint, hosts_store=_hosts_store(a),
-    ))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        config = make_config(argv)
-        launch = build_command(config)
-    except UsageError as exc:
-        print(f"isaaclab train_multigpu: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    for line in config.inferred:
-        print(line, file=sys.stderr)
-    if launch.dry_run:
-        print(shlex.join(launch.cmd))
-        return EXIT_OK
-    return run_job(config, launch)
+    from mgpu_lab import launcher
+
+    return launcher.main(build_parser(), list(sys.argv[1:] if argv is None else argv), train_script=TRAIN_SCRIPT)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgpu_lab.train_config import UsageError
+from mgpu_lab.errors import UsageError
 
 #: Suffix of the skrl JAX checkpoints mgpu-lab writes (MessagePack; skrl's own default is a pickle).
 JAX_SUFFIX = ".msgpack"
@@ -65,12 +65,15 @@ def load_torch(path: str | os.PathLike, library: str) -> Any:
     A file that would import anything outside torch's weights-only set and ``EXTRA_GLOBALS[library]``
     is refused before any of it is built, naming what it would have imported.
     """
+    return _load_restricted(path, EXTRA_GLOBALS.get(library, list)())
+
+
+def _load_restricted(path: str | os.PathLike, extra: list[Any]) -> Any:
     import pickle
 
     import torch
 
     shown = str(path)
-    extra = EXTRA_GLOBALS.get(library, list)()
     try:
         with torch.serialization.safe_globals(extra):
             return torch.load(path, map_location="cpu", weights_only=True)
@@ -125,3 +128,89 @@ def read_msgpack(path: str | os.PathLike) -> dict[str, bytes]:
     if not isinstance(modules, dict) or not all(isinstance(v, bytes) for v in modules.values()):
         raise UsageError(f"--checkpoint {shown}: not a skrl JAX checkpoint (expected a {JAX_FORMAT} map)")
     return modules
+
+
+#: --rl_library -> (the entries its torch checkpoints hold, how to name such a checkpoint in a message)
+LIBRARY_KEYS: dict[str, tuple[tuple[str, ...], str]] = {
+    "rsl_rl": (("actor_state_dict", "critic_state_dict"), "an rsl_rl"),
+    "rl_games": (("model", "epoch"), "an rl_games"),
+    "skrl": (("policy", "value"), "a skrl PPO"),
+}
+
+
+def _load_any(path: str | os.PathLike) -> Any:
+    """:func:`load_torch` with every library's allow-list (all plain types), to tell who wrote a file."""
+    extra: list[Any] = []
+    for make in EXTRA_GLOBALS.values():
+        extra += [g for g in make() if g not in extra]
+    return _load_restricted(path, extra)
+
+
+def read_skrl_jax(path: str | os.PathLike) -> dict[str, bytes]:
+    """The modules of a skrl JAX PPO checkpoint (MessagePack), or a one-line UsageError; pickles are refused."""
+    modules = read_msgpack(path)
+    keys, kind = LIBRARY_KEYS["skrl"]
+    if any(key not in modules for key in keys):
+        wanted = " and ".join(repr(key) for key in keys)
+        raise UsageError(f"--checkpoint {path}: not {kind} checkpoint for JAX (expected {wanted} entries)")
+    return modules
+
+
+def written_by(data: Any) -> str | None:
+    """The library whose checkpoint layout ``data`` has, or None."""
+    if not isinstance(data, dict):
+        return None
+    for library, (keys, _) in LIBRARY_KEYS.items():
+        if all(key in data for key in keys):
+            return library
+    return None
+
+
+#: --rl_library -> the entry of its torch checkpoints that holds the policy's state dict
+POLICY_KEY = {"rsl_rl": "actor_state_dict", "rl_games": "model", "skrl": "policy"}
+
+
+def observation_width(data: dict[str, Any], library: str) -> int | None:
+    """How many observations the checkpoint's policy takes: the input width of its first weight matrix."""
+    policy = data.get(POLICY_KEY[library])
+    if not isinstance(policy, dict):
+        return None
+    for value in policy.values():
+        shape = getattr(value, "shape", ())
+        if len(shape) == 2:
+            return int(shape[1])
+    return None
+
+
+def _check_task(path: str | os.PathLike, data: dict[str, Any], library: str, task: str) -> None:
+    from mgpu_lab.tasks import ENTRY_POINTS, env_class
+
+    expected = env_class(task).num_obs if task in ENTRY_POINTS else None
+    width = observation_width(data, library)
+    if expected is not None and width is not None and width != expected:
+        raise UsageError(f"--checkpoint {path}: its policy takes {width} observations and {task} gives {expected}: "
+                         f"a checkpoint of another task; give the --task it was trained on")
+
+
+def check_library(path: str | os.PathLike, library: str, ml_framework: str = "torch", task: str | None = None) -> None:
+    """UsageError (one line) unless ``path`` is a checkpoint of ``library`` in the format the trainer loads, and
+    (given ``task``) its policy takes that task's observations.
+
+    Read with the same restricted loading as training (weights-only torch, or MessagePack for skrl JAX);
+    needs torch (and flax for skrl JAX) but no RL library.
+    """
+    if library == "skrl" and ml_framework == "jax":
+        read_skrl_jax(path)
+        return
+    data = _load_any(path)
+    found = written_by(data)
+    if found == library:
+        if task is not None:
+            _check_task(path, data, library, task)
+        return
+    keys, kind = LIBRARY_KEYS[library]
+    if found is not None:
+        raise UsageError(f"--checkpoint {path}: not {kind} checkpoint: {found} wrote it; give --rl_library "
+                         f"{found}, or {kind} checkpoint")
+    wanted = " and ".join(repr(key) for key in keys)
+    raise UsageError(f"--checkpoint {path}: not {kind} checkpoint (expected {wanted} entries)")

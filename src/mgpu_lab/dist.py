@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -155,10 +154,10 @@ STOP_IN_SAVE_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE"
 STOP_IN_SAVE_NAME_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE_NAME"
 
 
-def _stop_in_save(tmp: str, target: Path) -> None:
+def _stop_in_save(tmp: str, target: str) -> None:
     """The STOP_IN_SAVE_ENV testing aid (a no-op unless set): marker file, then SIGSTOP, once per marker."""
     marker = os.environ.get(STOP_IN_SAVE_ENV)
-    if not marker or not fnmatch.fnmatch(target.name, os.environ.get(STOP_IN_SAVE_NAME_ENV) or "*"):
+    if not marker or not fnmatch.fnmatch(os.path.basename(target), os.environ.get(STOP_IN_SAVE_NAME_ENV) or "*"):
         return
     try:
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -172,39 +171,11 @@ def _stop_in_save(tmp: str, target: Path) -> None:
 
 
 def atomic_write(path: str | os.PathLike, write: Any) -> Path:
-    """Write through ``write(fileobj)`` to a temp file in the target folder, fsync, then os.replace.
+    """A durable :func:`mgpu_lab.atomic.atomic_write` (fsync, then os.replace) with the trainer's
+    STOP_IN_SAVE_ENV testing aid between the two; returns the target as a Path."""
+    from mgpu_lab import atomic
 
-    A crash at any moment leaves either the old file or the new one, never a torn one. A failed
-    write (disk full, read-only file system) removes the temp file and raises OSError naming ``path``.
-    The temp file is ``.<name>.<random>.tmp``: hidden, so no checkpoint pattern matches it.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        _stop_in_save(tmp, target)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, OSError) and exc.errno is not None and exc.filename is None:
-            raise OSError(exc.errno, exc.strerror, str(target)) from exc
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-    return target
+    return Path(atomic.atomic_write(path, write, durable=True, before_replace=_stop_in_save))
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:

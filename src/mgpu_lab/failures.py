@@ -10,6 +10,11 @@ torchrun often blames a rank that was a victim. Here:
   exited without an exception record, counts at the last time it was known alive (its last heartbeat,
   or the launcher's last sighting of its process);
 - the earliest of these is the culprit.
+
+:func:`report` turns that into the launcher's own report: every failed rank with its node and its own last
+error line, which came first, and whether the failures were only refusals of bad input (every rank
+refusing the same input is said once: "all N ranks refused: ..."). A rank is called a consequence only when
+its failure is a broken collective or a lost peer, or torchrun stopped it after another rank failed.
 """
 
 from __future__ import annotations
@@ -97,10 +102,95 @@ def first_failure(records: dict[int, heartbeat.Failure], exits: dict[int, Exit],
     return min(events, key=lambda e: (e.time, e.rank))
 
 
-def report_lines(event: Event, world: int | None, torchrun_root: int | None) -> list[str]:
+#: How a collective reports that a peer rank is gone (gloo and NCCL wording), lower case.
+PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
+             "communicator was aborted")
+FIRST_FAILURE = "[ERROR] launcher: first failure:"
+STOPPED_BY_TORCHRUN = "stopped by torchrun (SIGTERM) after another rank failed"
+
+
+def lost_peer(detail: str) -> bool:
+    """True when a rank's error says a collective broke because another rank went away."""
+    text = detail.lower()
+    return any(s in text for s in PEER_LOST)
+
+
+def peer_detail(text: str) -> str:
+    """The short part of a lost-peer error: gloo's 'Connection closed by peer [ADDR]:PORT', else its first 120
+    characters."""
+    first = text.strip().splitlines()[0] if text.strip() else text
+    found = re.search(r"connection (closed|reset) by peer( \[[^\]]*\](:\d+)?)?", first, re.IGNORECASE)
+    return found.group(0) if found else first[:120]
+
+
+class Report:
+    """The launcher's failure report: its lines (stderr) and the exit status they stand for."""
+
+    def __init__(self, lines: list[str], exit_status: int, refused: bool) -> None:
+        self.lines = lines
+        self.exit_status = exit_status
+        self.refused = refused  # only refusals of input: torchrun's text adds nothing, so none is kept
+
+
+def _rank_line(rank: int, world: int | None, node: str, pid: int, what: str) -> str:
+    where = f"rank {rank}" + (f"/{world}" if world else "")
+    return f"{where} on node {node} (pid {pid}): {what}"
+
+
+def report(records: dict[int, heartbeat.Failure], exits: dict[int, Exit], beats: dict[int, heartbeat.Beat],
+           last_alive: dict[int, float], vanished: set[int], world: int | None, torchrun_root: int | None,
+           *, prog: str = "isaaclab train_multigpu") -> Report | None:
+    """The report for a failed job, or None when nothing says which rank failed."""
+    refusals = {r: f for r, f in records.items() if f.kind == heartbeat.REFUSED}
+    stopped = {r for r, e in exits.items() if e.code == -signal.SIGTERM and r not in records}
+    causes = {r for r in set(records) | set(exits) if r not in stopped}
+    if refusals and causes <= set(refusals):  # nothing failed but input that ranks refused
+        messages = sorted({f.detail for f in refusals.values()})
+        count = world if world else len(set(refusals) | set(exits))
+        if len(messages) == 1 and len(refusals) == count:
+            return Report([f"{prog}: error: all {count} ranks refused: {messages[0]}"], 2, True)
+        lines = [f"{prog}: error: {len(refusals)} of {count} rank(s) refused their input:"]
+        for r in sorted(refusals):
+            f = refusals[r]
+            lines.append(f"[ERROR] launcher:   {_rank_line(r, world, f.node, f.pid, 'refused: ' + f.detail)}")
+        lines += [f"[ERROR] launcher:   rank {r}: {STOPPED_BY_TORCHRUN}" for r in sorted(stopped)]
+        return Report(lines, 2, True)
+
+    event = first_failure(records, exits, beats, last_alive, vanished)
+    if event is None:
+        return None
+    failed = sorted(set(records) | set(exits) | (vanished if not exits else set()))
+    lines = [f"[ERROR] launcher: {len(failed)} rank(s) failed" + (f" of {world}" if world else "") + ":"]
+    for r in failed:
+        f, e, b = records.get(r), exits.get(r), beats.get(r)
+        node = f.node if f else (e.node if e else (b.node if b else "?"))
+        pid = f.pid if f else (e.pid if e else (b.pid if b else -1))
+        if r == event.rank:
+            what, tag = event.what, " <- first"
+        elif f is not None:
+            what = ("refused: " if f.kind == heartbeat.REFUSED else "") + f.detail
+            tag = ""
+            if lost_peer(f.detail):
+                what = f"its collective lost a peer ({peer_detail(f.detail.partition(': ')[2] or f.detail)})"
+                tag = " (a consequence)"
+        elif r in stopped:
+            what, tag = STOPPED_BY_TORCHRUN, " (a consequence)"
+        elif e is not None and e.code < 0:
+            what, tag = f"killed by {_signal_name(e.code)} (no Python exception)", ""
+        else:
+            what, tag = (f"exited with status {e.code}" if e else "its process vanished"), ""
+        lines.append(f"[ERROR] launcher:   {_rank_line(r, world, node, pid, what)}{tag}")
+    lines += report_lines(event, world, torchrun_root, records)
+    return Report(lines, 1, False)
+
+
+def report_lines(event: Event, world: int | None, torchrun_root: int | None,
+                 records: dict[int, heartbeat.Failure] | None = None) -> list[str]:
     where = f"rank {event.rank}" + (f"/{world}" if world else "")
-    lines = [f"[ERROR] launcher: first failure: {where} on node {event.node} (pid {event.pid}): {event.what}"]
+    lines = [f"{FIRST_FAILURE} {where} on node {event.node} (pid {event.pid}): {event.what}"]
     if torchrun_root is not None and torchrun_root != event.rank:
-        lines.append(f"[ERROR] launcher: torchrun's \"Root Cause\" above names rank {torchrun_root}, which failed "
-                     f"after rank {event.rank} (a consequence, not the cause)")
+        blamed = (records or {}).get(torchrun_root)
+        why = " (a consequence, not the cause)" if blamed is None or lost_peer(blamed.detail) else ""
+        lines.append(f"[ERROR] launcher: torchrun's \"Root Cause\" names rank {torchrun_root}, which failed "
+                     f"after rank {event.rank}{why}")
     return lines

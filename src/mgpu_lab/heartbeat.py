@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from mgpu_lab.atomic import atomic_write_bytes
 
 #: Folder (created by the launcher) where ranks leave heartbeats, stacks and failure records.
 SUPERVISE_DIR_ENV = "MGPU_LAB_SUPERVISE_DIR"
@@ -44,9 +45,14 @@ class Beat:
     time: float
 
 
+#: Failure kinds: an exception (or a non-zero exit), and bad input the rank refused (exit 2).
+EXCEPTION, REFUSED = "exception", "refused"
+
+
 @dataclass(frozen=True)
 class Failure:
-    """The first failure a rank saw: an exception (``kind`` "exception") with a one-line summary."""
+    """The first failure a rank saw: an exception (``kind`` "exception") or a refusal of its input (``kind``
+    "refused"), with a one-line summary."""
 
     rank: int
     local_rank: int
@@ -70,18 +76,8 @@ def failure_path(folder: str | os.PathLike, rank: int) -> Path:
 
 
 def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and os.replace (readers never see half a record)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write ``text`` to ``path`` atomically (readers never see half a record; no fsync: records are transient)."""
+    atomic_write_bytes(path, text.encode("utf-8"), durable=False)
 
 
 def write_beat(folder: str | os.PathLike, beat: Beat) -> None:

@@ -1,9 +1,13 @@
 """Run one launched job: supervision (:mod:`mgpu_lab.supervise`), the rendezvous deadline, the hang watchdog
-(:mod:`mgpu_lab.watchdog`) and the first-failure report (:mod:`mgpu_lab.failures`). Stdlib only.
+(:mod:`mgpu_lab.watchdog`) and the failure report (:mod:`mgpu_lab.failures`). Stdlib only.
 
-The launcher (``scripts/reinforcement_learning/train_multigpu.py``) parses and validates its input, builds the
-command and hands a :class:`JobSpec` to :func:`run_job`, which returns the launcher's exit status:
-0 success, 1 the job failed, 3 hang, 4 rendezvous deadline, 128+N after the launcher got signal N.
+:mod:`mgpu_lab.launcher` parses and validates its input, builds the command and hands a :class:`JobSpec` to
+:func:`run_job`, which returns the launcher's exit status (:mod:`mgpu_lab.errors`): 0 done, 1 the job failed,
+2 every rank refused its input, 3 hang, 4 rendezvous deadline, 128+N after the launcher got signal N.
+
+torchrun's own failure text (its ``ChildFailedError`` traceback and summary) never reaches the terminal:
+:class:`StderrRouter` diverts it, and the launcher keeps it in a file its report names (the run folder when
+the run made one) and reports in its own words.
 """
 
 from __future__ import annotations
@@ -12,9 +16,82 @@ import os
 import shlex
 import sys
 
+from mgpu_lab.errors import EXIT_FAILED, EXIT_HANG, EXIT_OK, EXIT_RDZV, EXIT_USAGE  # noqa: F401
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from mgpu_lab import failures
+
 #: Environment variable naming the job across restarts and nodes (launcher -> ranks).
 JOB_KEY_ENV = "MGPU_LAB_JOB_KEY"
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HANG, EXIT_RDZV = 0, 1, 2, 3, 4
+#: File name of torchrun's own failure text in the run folder, and the report line that says where it is.
+TORCHRUN_TEXT = "torchrun_failure.txt"
+TORCHRUN_KEPT = "[ERROR] launcher: torchrun's own report, with each failed rank's traceback:"
+_TRACEBACK = b"Traceback (most recent call last):"
+
+
+class StderrRouter:
+    """Copies the job's stderr to ours line by line, except torchrun's (or skrl's JAX launcher's) own traceback.
+
+    The launchers run as ``python -m MODULE``, so their traceback's first frame is runpy's
+    ``_run_module_as_main``; a rank's traceback starts in the training script (and carries a ``[rankN]:``
+    prefix under ``--local_ranks_filter``). From the launcher's traceback on, everything is its final text:
+    kept in :attr:`diverted`, not shown. Text without a line end goes out at once unless it may begin
+    such a traceback.
+    """
+
+    def __init__(self, write) -> None:  # noqa: ANN001 - a callable taking bytes
+        self.write = write
+        self.diverted = bytearray()
+        self._pending = b""  # the start of a line that may begin a traceback
+        self._held: bytes | None = None  # a traceback's first line, until its next line says whose it is
+        self._mid_line = False  # part of the current line went out already
+
+    def feed(self, chunk: bytes) -> None:
+        if self.diverted:
+            self.diverted += chunk
+            return
+        data, self._pending = self._pending + chunk, b""
+        out = bytearray()
+        while data and not self.diverted:
+            end = data.find(b"\n")
+            if self._mid_line:
+                piece, data = (data, b"") if end < 0 else (data[:end + 1], data[end + 1:])
+                out += piece
+                self._mid_line = end < 0
+                continue
+            if end < 0:
+                if self._held is not None or _TRACEBACK.startswith(data[:len(_TRACEBACK)]):
+                    self._pending = data
+                else:
+                    out += data
+                    self._mid_line = True
+                break
+            self._route(data[:end + 1], out)
+            data = data[end + 1:]
+        if self.diverted and data:
+            self.diverted += data
+        if out:
+            self.write(bytes(out))
+
+    def _route(self, line: bytes, out: bytearray) -> None:
+        if self._held is not None:
+            held, self._held = self._held, None
+            if b"_run_module_as_main" in line:
+                self.diverted += held + line
+                return
+            out += held
+        if line.rstrip(b"\r\n") == _TRACEBACK:
+            self._held = line
+        else:
+            out += line
+
+    def close(self) -> None:
+        """At the job's end: what is still held back was not the launcher's traceback."""
+        rest = (self._held or b"") + self._pending
+        self._held, self._pending = None, b""
+        if rest and not self.diverted:
+            self.write(rest)
 
 
 class JobSpec:
@@ -74,16 +151,21 @@ class JobMonitor:
         self.last_alive: dict[int, float] = {}  # rank -> wall time its process was last seen alive
         self.vanished: set[int] = set()  # ranks whose process disappeared while the job ran
         self.tail = bytearray()
+        self.router = StderrRouter(self._show)
+
+    def _show(self, data: bytes) -> None:
+        if self.outcome is None:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
+            out = sys.stderr.buffer
+            out.write(data)
+            out.flush()
 
     def _report_every(self) -> float:
         return min(30.0, max(1.0, self.spec.rdzv_timeout / 10))
 
     def stderr(self, chunk: bytes) -> None:
-        """Copy the job's stderr to ours, keeping a tail to read torchrun's failure summary from."""
-        if self.outcome is None:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
-            out = sys.stderr.buffer
-            out.write(chunk)
-            out.flush()
+        """Copy the job's stderr to ours (without torchrun's traceback), keeping a tail to read torchrun's
+        failure summary from."""
+        self.router.feed(chunk)
         self.tail += chunk
         del self.tail[:-262144]
 
@@ -127,19 +209,12 @@ class JobMonitor:
 
     def _workers_started(self, pid: int | None) -> bool:
         """torchrun starts the workers (processes running the training script) only after its rendezvous."""
-        from mgpu_lab import supervise
+        from mgpu_lab import procs, supervise
 
         if pid is None:
             return False
         needle = self.spec.train_script.encode()
-        for child in supervise.descendants(pid):
-            try:
-                with open(f"/proc/{child}/cmdline", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        return True
-            except OSError:
-                continue
-        return False
+        return any(needle in procs.cmdline(child) for child in supervise.descendants(pid))
 
     def _on_hang(self, supervisor, now: float) -> None:  # noqa: ANN001
         import signal
@@ -222,17 +297,38 @@ class JobMonitor:
         return (f"rendezvous deadline passed after {self.spec.rdzv_timeout:g} s (--rdzv_timeout): "
                 f"never arrived: {what}; this node ({self._node()}) was ready")
 
-    def failure_lines(self, world_hint: int | None = None) -> list[str]:
+    def failure_report(self) -> failures.Report | None:
         from mgpu_lab import failures, heartbeat
 
         exits, root = failures.parse_torchrun_summary(self.tail.decode("utf-8", errors="replace"))
         beats = heartbeat.read_beats(self.dir)
-        event = failures.first_failure(heartbeat.read_failures(self.dir), exits, beats, self.last_alive,
-                                       self.vanished)
-        if event is None:
-            return []
-        world = next((b.world_size for b in beats.values()), world_hint)
-        return failures.report_lines(event, world, root)
+        world = next((b.world_size for b in beats.values()), None)
+        return failures.report(heartbeat.read_failures(self.dir), exits, beats, self.last_alive, self.vanished,
+                               world, root)
+
+    def keep_launcher_text(self, key: str) -> str | None:
+        """Write torchrun's diverted failure text to the run folder (else --log_dir, else the temp folder);
+        return where, or None when there was none."""
+        import tempfile
+
+        from mgpu_lab import heartbeat
+        from mgpu_lab.atomic import atomic_write_bytes
+
+        text = bytes(self.router.diverted)
+        if not text:
+            return None
+        run_dir = heartbeat.read_run_dir(self.dir)
+        if run_dir is not None and run_dir.is_dir():
+            target = str(run_dir / TORCHRUN_TEXT)
+        elif self.spec.log_dir is not None and os.path.isdir(self.spec.log_dir):
+            target = os.path.join(self.spec.log_dir, f"torchrun_failure_{key}.txt")
+        else:
+            target = os.path.join(tempfile.gettempdir(), f"mgpu_lab_torchrun_failure_{key}.txt")
+        try:
+            atomic_write_bytes(target, text)
+        except OSError:
+            return None
+        return target
 
 
 def run_job(spec: JobSpec) -> int:
@@ -275,17 +371,28 @@ def run_job(spec: JobSpec) -> int:
     try:
         rc, supervisor = supervise.run_supervised(spec.cmd, env, grace_s=grace, tick=monitor.tick,
                                                   stderr_sink=monitor.stderr, tick_s=0.2)
+        monitor.router.close()
         if monitor.outcome is not None and supervisor.interrupted is None:
             return monitor.outcome
         if supervisor.interrupted is not None or rc == 0:
             return rc
-        lines = monitor.failure_lines()
+        from mgpu_lab import failures
+
+        report = monitor.failure_report()
+        lines = report.lines if report is not None else []
+        if report is None or not report.refused:
+            kept = monitor.keep_launcher_text(env[JOB_KEY_ENV])
+            if kept is not None:  # just before the "first failure" line, which stays among the last
+                at = next((i for i, line in enumerate(lines) if line.startswith(failures.FIRST_FAILURE)), len(lines))
+                lines.insert(at, f"{TORCHRUN_KEPT} {kept}")
         if error_file is not None:
             failure = _jax_failure(error_file)
             if failure is not None:
                 lines.insert(0, f"[ERROR] launcher: a JAX rank failed:\n{failure}")
         for line in lines:
             print(line, file=sys.stderr, flush=True)
+        if report is not None:
+            return report.exit_status
         return EXIT_FAILED if rc != EXIT_USAGE else rc
     finally:
         supervise.dismiss_janitor(janitor)

@@ -224,6 +224,11 @@ class Supervision:
         heartbeat.write_failure(self.folder, heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid,
                                                                "exception", detail, time.time()))
 
+    def record_refusal(self, message: str) -> None:
+        """Bad input this rank refused (exit 2): ``kind`` "refused", the line it printed as the detail."""
+        heartbeat.write_failure(self.folder, heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid,
+                                                               heartbeat.REFUSED, message[:400], time.time()))
+
     def record_run_dir(self, run_dir: str | os.PathLike) -> None:
         heartbeat.write_run_dir(self.folder, run_dir)
 
@@ -264,6 +269,10 @@ class RankProgress:
     def failed(self, exc: BaseException) -> None:
         if self.supervision is not None:
             self.supervision.record_failure(exc)
+
+    def refused(self, message: str) -> None:
+        if self.supervision is not None:
+            self.supervision.record_refusal(message)
 
     def run_dir(self, path: str | os.PathLike) -> None:
         if self.supervision is not None and self.rank == 0:

@@ -9,11 +9,12 @@
 from __future__ import annotations
 
 import os
-import shutil
-from datetime import datetime
-from pathlib import Path
 
-from mgpu_lab.train_config import UsageError
+from mgpu_lab.errors import UsageError
+
+TYPE_CHECKING = False  # pathlib, shutil and datetime are imported where used: the launcher's checks stay quick
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Testing aid, off unless set: use this string instead of the current time in the run folder's name,
 #: so tests can make two runs want the same folder deterministically.
@@ -46,23 +47,24 @@ def check_log_root(log_root: str, *parts: str) -> None:
     A regular file anywhere on that path, or a nearest existing folder that this process cannot
     write (permissions, read-only file system), is reported before anything is created.
     """
-    target = Path(log_root, *parts)
-    probe = target
+    probe = os.path.join(log_root, *parts)
     while True:
-        if probe.exists() or probe.is_symlink():
-            if not probe.is_dir():
-                kind = "a file" if probe.is_file() else "not a folder"
+        if os.path.lexists(probe):
+            if not os.path.isdir(probe):
+                kind = "a file" if os.path.isfile(probe) else "not a folder"
                 raise UsageError(f"--log_root {log_root}: {probe} is {kind}; logs need a folder there")
             break
-        if probe.parent == probe:
+        parent = os.path.dirname(probe) if probe not in ("", os.sep) else probe
+        if parent == probe or parent == "":
+            probe = parent or "."
             break
-        probe = probe.parent
+        probe = parent
     if not os.access(probe, os.W_OK | os.X_OK):
         reason = "read-only file system" if _read_only_fs(probe) else "no write permission"
-        raise UsageError(f"--log_root {log_root}: cannot create folders in {probe.resolve()} ({reason})")
+        raise UsageError(f"--log_root {log_root}: cannot create folders in {os.path.abspath(probe)} ({reason})")
 
 
-def _read_only_fs(path: Path) -> bool:
+def _read_only_fs(path: str) -> bool:
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
@@ -71,6 +73,8 @@ def _read_only_fs(path: Path) -> bool:
 
 def folder_name(run_name: str | None, stamp: str | None = None) -> str:
     """``<timestamp>[_<run_name>]``; the stamp comes from STAMP_ENV when set (testing aid)."""
+    from datetime import datetime
+
     stamp = stamp or os.environ.get(STAMP_ENV) or datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     return f"{stamp}_{run_name}" if run_name else stamp
 
@@ -81,6 +85,8 @@ def create(log_root: str, library: str, task: str, run_name: str | None) -> Path
     ``mkdir`` without ``exist_ok`` is the exclusive create: when it fails with FileExistsError another
     run owns that name, and the next suffix is tried.
     """
+    from pathlib import Path
+
     base = Path(log_root) / library / task
     name = folder_name(run_name)
     for n in range(MAX_TRIES):
@@ -102,12 +108,17 @@ def create(log_root: str, library: str, task: str, run_name: str | None) -> Path
 
 def planned(log_root: str, library: str, task: str, run_name: str | None) -> Path:
     """The folder name a run would get, not created (ranks other than 0 never write there)."""
+    from pathlib import Path
+
     return (Path(log_root) / library / task / folder_name(run_name)).resolve()
 
 
 def discard(path: str | os.PathLike) -> None:
     """Remove a run folder this process created, when the run was refused before it trained, and the
     ``<library>/<task>`` folders above it when that leaves them empty (a refusal leaves nothing behind)."""
+    import shutil
+    from pathlib import Path
+
     shutil.rmtree(path, ignore_errors=True)
     for parent in list(Path(path).parents)[:2]:  # <task>, then <library>; never the log root itself
         try:

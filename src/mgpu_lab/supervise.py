@@ -23,38 +23,20 @@ import signal
 import sys
 import time
 
+from mgpu_lab import procs
+from mgpu_lab.kill_grace import DEFAULT_GRACE_S, GRACE_ENV, MAX_GRACE_S, SuperviseError, grace_from_env  # noqa: F401
+from mgpu_lab.procs import alive, descendants, process_table  # noqa: F401 - the supervisor's view of /proc
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Sequence
 
-#: Environment variable holding the grace period, in seconds, between a stop signal and SIGKILL.
-GRACE_ENV = "MGPU_LAB_KILL_GRACE_S"
-DEFAULT_GRACE_S = 10.0
-MAX_GRACE_S = 3600.0
 #: Environment variable whose value tags every process of one job (unique per job).
 JOB_TAG_ENV = "MGPU_LAB_JOB_TAG"
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class SuperviseError(Exception):
-    """Bad supervision settings (reported by the launcher as a usage error)."""
-
-
-def grace_from_env(environ: dict[str, str] | os._Environ[str]) -> float:
-    """The kill grace period from :data:`GRACE_ENV`: a finite number of seconds, 0 to MAX_GRACE_S."""
-    raw = environ.get(GRACE_ENV)
-    if raw is None:
-        return DEFAULT_GRACE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SuperviseError(f"{GRACE_ENV}={raw!r}: give a number of seconds") from None
-    if not math.isfinite(value) or not 0 <= value <= MAX_GRACE_S:
-        raise SuperviseError(f"{GRACE_ENV}={raw!r}: give a number of seconds from 0 to {MAX_GRACE_S:g}")
-    return value
 
 
 # --------------------------------------------------------------------------------------------------
@@ -73,65 +55,9 @@ def _prctl():
         return None
 
 
-def process_table() -> dict[int, int]:
-    """pid -> parent pid for every live (non-zombie) process, read from /proc; {} without /proc."""
-    table: dict[int, int] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return table
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2:].split()
-        if len(fields) > 1 and fields[0] not in (b"Z", b"X"):
-            table[int(name)] = int(fields[1])
-    return table
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` is a live process (a zombie counts as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return False
-    return data[data.rfind(b")") + 2:][:1] not in (b"Z", b"X")
-
-
-def descendants(root: int) -> list[int]:
-    """Live processes below ``root`` (any session or process group), parents first."""
-    children: dict[int, list[int]] = {}
-    for pid, ppid in process_table().items():
-        children.setdefault(ppid, []).append(pid)
-    found, queue = [], list(children.get(root, []))
-    while queue:
-        pid = queue.pop(0)
-        found.append(pid)
-        queue.extend(children.get(pid, []))
-    return found
-
-
 def tagged(tag: str) -> list[int]:
-    """Live processes of this user whose environment holds ``JOB_TAG_ENV=tag``."""
-    needle = f"{JOB_TAG_ENV}={tag}".encode() + b"\0"
-    found = []
-    for pid in process_table():
-        if pid == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                env = fh.read() + b"\0"
-        except OSError:
-            continue
-        if b"\0" + needle in b"\0" + env:
-            found.append(pid)
-    return found
+    """Live processes (this one excluded) whose environment holds ``JOB_TAG_ENV=tag``."""
+    return procs.with_env(JOB_TAG_ENV, tag)
 
 
 def signal_pids(pids: Sequence[int], sig: int) -> None:

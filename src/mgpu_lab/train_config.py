@@ -7,9 +7,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-
-class UsageError(Exception):
-    """Bad input the user can fix; ``train.py`` prints it as one line and exits 2."""
+from mgpu_lab.errors import UsageError  # noqa: F401 - re-exported: the adapters raise it from here
 
 
 @dataclass

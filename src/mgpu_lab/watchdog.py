@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgpu_lab import heartbeat
+from mgpu_lab import heartbeat, procs
 
 #: torch.distributed functions that block until every rank of the group takes part.
 COLLECTIVES = frozenset({
@@ -252,18 +252,14 @@ def write_report(report: Report, run_dir: Path | None) -> Path:
 
 
 def _alive(pid: int) -> bool:
+    """A zombie (exited, not yet reaped by torchrun) is not alive; another user's process is."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    try:  # a zombie (exited, not yet reaped by torchrun) is not alive
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-        return data[data.rfind(b")") + 2:][:1] not in (b"Z", b"X")
-    except OSError:
-        return True
+    return procs.state(pid) not in ("Z", "X")
 
 
 def _size(path: Path) -> int:

@@ -1,5 +1,7 @@
-"""Hostile input to the launcher (issue 13): every bad value is one line on stderr and exit 2, before anything
-starts or is written. Runs are real subprocesses of the launcher; none reaches torchrun."""
+"""Hostile input to the launcher (issues 13 and 16): every bad value is one line on stderr and exit 2, before
+anything starts or is written. In-process: the launcher's ``main`` runs with the entry script's parser in an
+empty folder, and the runner is replaced by a trap, so a bad value that slipped through fails the test
+instead of starting a job."""
 
 from __future__ import annotations
 
@@ -9,24 +11,36 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_testing import loopback_env, run
-from mgpu_testing.launcher import launcher_cmd
+from mgpu_lab import launcher
+from mgpu_testing import REPO
+from mgpu_testing.docs import load_script
 
 CPU2 = ["--num_gpus", "2", "--device", "cpu"]
+SCRIPT = load_script(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py", "_mgpu_launcher_hostile")
+TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 
 
-def reject(args: list[str], cwd: Path, **env: str) -> str:
+def reject(args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+           **env: str) -> str:
     """Run the launcher (no --dry_run) in an empty folder; check exit 2, one line, no traceback, nothing written."""
-    full_env = loopback_env(**env)
-    full_env.pop("MGPU_LAB_TRAIN_SCRIPT", None)
-    proc = run(launcher_cmd(*args), timeout=60, env=full_env, cwd=cwd)
-    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    assert proc.stdout == "" and "Traceback" not in proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, proc.stderr
+    def trap(config: launcher.Config, launch: launcher.Launch) -> int:
+        raise AssertionError(f"the job would have started: {launch.cmd}")
+
+    monkeypatch.setattr(launcher, "run", trap)
+    monkeypatch.chdir(cwd)
+    environ = {"CUDA_VISIBLE_DEVICES": "", **env}
+    before = sorted(os.listdir(cwd))
+    try:
+        code = launcher.main(SCRIPT.build_parser(), args, train_script=TRAIN, environ=environ)
+    except SystemExit as exc:  # argparse's own errors, through the script's one-line hook
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2, (code, out[-2000:], err[-2000:])
+    assert out == "" and "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
     assert lines[0].startswith("isaaclab train_multigpu: error: "), lines[0]
-    assert "[INFO] launcher:" not in proc.stderr  # nothing was started
-    assert sorted(os.listdir(cwd)) == [], os.listdir(cwd)  # nothing was written
+    assert sorted(os.listdir(cwd)) == before, os.listdir(cwd)  # nothing was written
     return lines[0]
 
 
@@ -59,38 +73,38 @@ def reject(args: list[str], cwd: Path, **env: str) -> str:
         (["--", "--help"], "isaaclab train --help"),
     ],
 )
-def test_bad_values_are_one_line(tmp_path: Path, args: list[str], names: str) -> None:
+def test_bad_values_are_one_line(tmp_path: Path, args: list[str], names: str, monkeypatch, capsys) -> None:
     device = ["--device", "cpu"] if "--num_gpus" in args else CPU2
-    line = reject([*device, *args], tmp_path)
+    line = reject([*device, *args], tmp_path, monkeypatch, capsys)
     assert names in line, line
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "1e300", "-1", "soon"])
-def test_bad_kill_grace_is_refused_before_the_job_starts(tmp_path: Path, value: str) -> None:
-    line = reject(CPU2, tmp_path, MGPU_LAB_KILL_GRACE_S=value)
+def test_bad_kill_grace_is_refused_before_the_job_starts(tmp_path: Path, value: str, monkeypatch, capsys) -> None:
+    line = reject(CPU2, tmp_path, monkeypatch, capsys, MGPU_LAB_KILL_GRACE_S=value)
     assert "MGPU_LAB_KILL_GRACE_S" in line
 
 
-def test_master_port_in_use_on_the_store_host(tmp_path: Path) -> None:
+def test_master_port_in_use_on_the_store_host(tmp_path: Path, monkeypatch, capsys) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        line = reject([*CPU2, "--master_port", str(port)], tmp_path)
+        line = reject([*CPU2, "--master_port", str(port)], tmp_path, monkeypatch, capsys)
     assert f"--master_port {port}: already in use on this host" in line
 
 
-def test_log_dir_that_is_a_file(tmp_path: Path) -> None:
+def test_log_dir_that_is_a_file(tmp_path: Path, monkeypatch, capsys) -> None:
     work = tmp_path / "work"
     work.mkdir()
     afile = tmp_path / "afile"
     afile.write_text("x")
-    assert "exists and is not a folder" in reject([*CPU2, "--log_dir", str(afile)], work)
-    assert "is not a folder" in reject([*CPU2, "--log_dir", str(afile / "sub")], work)
+    assert "exists and is not a folder" in reject([*CPU2, "--log_dir", str(afile)], work, monkeypatch, capsys)
+    assert "is not a folder" in reject([*CPU2, "--log_dir", str(afile / "sub")], work, monkeypatch, capsys)
     assert afile.read_text() == "x"
 
 
-def test_log_dir_that_cannot_be_written(tmp_path: Path) -> None:
+def test_log_dir_that_cannot_be_written(tmp_path: Path, monkeypatch, capsys) -> None:
     work = tmp_path / "work"
     work.mkdir()
     if os.geteuid() == 0:  # root ignores permission bits; /proc refuses new folders to everyone
@@ -99,6 +113,120 @@ def test_log_dir_that_cannot_be_written(tmp_path: Path) -> None:
         ro = tmp_path / "ro"
         ro.mkdir(mode=0o555)
         target = str(ro / "logs")
-    line = reject([*CPU2, "--log_dir", target], work)
+    line = reject([*CPU2, "--log_dir", target], work, monkeypatch, capsys)
     assert f"--log_dir {target}: cannot be created" in line
     assert not Path(target).exists()
+
+
+# ---------------------------------------------------------------------------------------------- issue 16
+# What the ranks used to refuse one by one (after torchrun had started them) is refused here, once.
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--seed", "-1"], "--seed must be between 0 and 4294967295 - 1 for the rank offset of 2 ranks"),
+        (["--seed", str(2**64)], f"got {2**64}"),
+        (["--seed", str(2**32 - 1)], "rank offset of 2 ranks"),  # fine alone, not with rank 1's offset
+        (["--num_gpus", "4", "--seed", str(2**32 - 3)], "rank offset of 4 ranks"),
+        (["--nnodes", "2", "--node_rank", "0", "--master_addr", "127.0.0.1", "--seed", str(2**32 - 3)],
+         "rank offset of 4 ranks"),  # 2 nodes x 2 ranks
+        (["--run_name", "a/b"], "--run_name 'a/b': not a plain folder name"),
+        (["--run_name", "x" * 300], "--run_name is 300 bytes long"),
+        (["--num_envs", "0"], "--num_envs must be >= 1, got 0"),
+        (["--max_iterations", "-3"], "--max_iterations must be >= 1"),
+        (["--save_interval", "0"], "--save_interval must be >= 1"),
+        (["--ml_framework", "jax"], "--ml_framework jax is for skrl only"),
+        (["--checkpoint", "missing.pt"], "--checkpoint missing.pt: no such file"),
+    ],
+)
+def test_what_every_rank_would_refuse_is_refused_by_the_launcher(tmp_path: Path, args: list[str], names: str,
+                                                                  monkeypatch, capsys) -> None:
+    device = ["--device", "cpu"] if "--num_gpus" in args else CPU2
+    line = reject([*device, *args], tmp_path, monkeypatch, capsys)
+    assert names in line, line
+
+
+def test_log_root_that_is_a_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    (tmp_path / "afile").write_text("x")
+    line = reject([*CPU2, "--log_root", "afile"], tmp_path, monkeypatch, capsys)
+    assert "--log_root afile: afile is a file; logs need a folder there" in line
+
+
+@pytest.mark.parametrize("gpus", ["5,6", "0,x,1", ""])
+def test_devices_that_do_not_exist_are_refused(tmp_path: Path, gpus: str, monkeypatch, capsys) -> None:
+    """On this machine (no GPU, or fewer than named): one line, with or without --dry_run."""
+    from mgpu_lab.devices import discover
+
+    if len(discover({}).gpus) > 6:
+        pytest.skip("this machine has the devices named")
+    for dry in ([], ["--dry_run"]):
+        line = reject([*dry, "--num_gpus", "2", "--task", "Toy-Cartpole-v0"], tmp_path, monkeypatch, capsys,
+                      CUDA_VISIBLE_DEVICES=gpus)
+        assert "CUDA_VISIBLE_DEVICES=" in line, line
+
+
+def _checkpoint(path: Path, data: object) -> Path:
+    import torch
+
+    torch.save(data, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("library", "written", "names"),
+    [
+        ("rsl_rl", {"model": {"w": [1.0]}, "epoch": 3}, "not an rsl_rl checkpoint: rl_games wrote it; give --rl_library rl_games"),
+        ("rl_games", {"policy": {}, "value": {}}, "not an rl_games checkpoint: skrl wrote it"),
+        ("skrl", {"actor_state_dict": {}, "critic_state_dict": {}, "iter": 4}, "not a skrl PPO checkpoint: rsl_rl wrote it"),
+        ("rsl_rl", {"weights": [1, 2]}, "not an rsl_rl checkpoint (expected 'actor_state_dict' and"),
+    ],
+)
+def test_a_checkpoint_of_another_library_is_refused(tmp_path: Path, library: str, written: dict, names: str,
+                                                    monkeypatch, capsys) -> None:
+    _checkpoint(tmp_path / "ck.pt", written)
+    line = reject([*CPU2, "--rl_library", library, "--checkpoint", "ck.pt"], tmp_path, monkeypatch, capsys)
+    assert f"--checkpoint ck.pt: {names}" in line, line
+
+
+@pytest.mark.parametrize(
+    ("make", "names"),
+    [
+        (lambda p: p.write_bytes(b""), "an empty file, not a checkpoint"),
+        (lambda p: p.write_text("hello, not a checkpoint\n"), "not a checkpoint (torch.load cannot read it"),
+        (lambda p: p.mkdir(), "not a file"),
+    ],
+)
+def test_a_file_that_is_no_checkpoint_is_refused(tmp_path: Path, make, names: str, monkeypatch, capsys) -> None:
+    make(tmp_path / "ck")
+    line = reject([*CPU2, "--checkpoint", "ck"], tmp_path, monkeypatch, capsys)
+    assert f"--checkpoint ck: {names}" in line, line
+
+
+@pytest.mark.parametrize(("library", "policy"), [
+    ("rsl_rl", {"actor_state_dict": {"obs_normalizer._mean": [[0.0] * 3], "mlp.0.weight": [[0.0] * 3] * 32},
+                "critic_state_dict": {}, "iter": 4}),
+    ("rl_games", {"model": {"running_mean_std.running_mean": [0.0] * 3,
+                            "a2c_network.actor_mlp.0.weight": [[0.0] * 3] * 64}, "epoch": 3}),
+    ("skrl", {"policy": {"log_std_parameter": [0.0], "net_container.0.weight": [[0.0] * 3] * 64}, "value": {}}),
+])
+def test_a_checkpoint_of_another_task_is_refused(tmp_path: Path, library: str, policy: dict, monkeypatch,
+                                                 capsys) -> None:
+    """The libraries' own layouts (the policy's first weight matrix) of a 3-observation task (the pendulum),
+    given for the 4-observation cart-pole."""
+    import torch
+
+    def tensors(value):
+        if isinstance(value, dict):
+            return {k: tensors(v) for k, v in value.items()}
+        return torch.tensor(value) if isinstance(value, list) else value
+
+    _checkpoint(tmp_path / "ck.pt", tensors(policy))
+    line = reject([*CPU2, "--rl_library", library, "--task", "Toy-Cartpole-v0", "--checkpoint", "ck.pt"], tmp_path,
+                  monkeypatch, capsys)
+    assert ("--checkpoint ck.pt: its policy takes 3 observations and Toy-Cartpole-v0 gives 4: a checkpoint of "
+            "another task") in line, line
+    # the same file fits the pendulum: no refusal there (a dry run, so nothing starts)
+    cfg = launcher.make_config(SCRIPT.build_parser(), ["--dry_run", *CPU2, "--rl_library", library, "--task",
+                                                       "Toy-Pendulum-SwingUp-v0", "--checkpoint", "ck.pt"],
+                               train_script=TRAIN, environ={"CUDA_VISIBLE_DEVICES": ""})
+    assert cfg.args.dry_run

@@ -1,4 +1,5 @@
 """Hostile command lines for train.py: every bad input is one line on stderr, exit 2, and nothing written.
+In-process: train.py's parser and the trainer's ``main`` (the refusals all come before training).
 
 Threats covered here:
 
@@ -20,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_testing import run
-from mgpu_testing.training import assert_one_line_error, single_env, train_cmd
+from mgpu_testing.training import assert_one_line_error, single_env, train_in_process
 
 
 def train(tmp_path: Path, library: str, *args: str, env: dict[str, str] | None = None,
           log_root: Path | None = None) -> subprocess.CompletedProcess:
+    """In-process (every case here is refused before training); ``env`` supplies rank variables, if any."""
     root = log_root if log_root is not None else tmp_path / "logs"
-    return run(train_cmd(library, root, "--num_envs", "4", "--max_iterations", "1", *args), timeout=300,
-               env=env or single_env())
+    return train_in_process(["--rl_library", library, "--device", "cpu", "--num_envs", "4", "--max_iterations", "1",
+                             *args, "--log_root", str(root)], env)
 
 
 def nothing_written(tmp_path: Path) -> bool:
@@ -52,8 +53,7 @@ def test_seed_plus_rank_offset_must_stay_in_range(tmp_path):
 
 
 def test_huge_num_envs_is_refused_up_front_with_what_fits(tmp_path):
-    proc = run(train_cmd("rsl_rl", tmp_path / "logs", "--num_envs", str(10**9), "--max_iterations", "1"),
-               timeout=300, env=single_env())
+    proc = train(tmp_path, "rsl_rl", "--num_envs", str(10**9))
     assert_one_line_error(proc, "--num_envs 1000000000 needs at least")
     assert "use at most" in proc.stderr
     assert nothing_written(tmp_path)

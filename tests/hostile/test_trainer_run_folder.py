@@ -54,13 +54,20 @@ def another_library(path: Path) -> None:
 
 
 def another_task(path: Path) -> None:
-    # rsl_rl's layout, with tensors no cartpole model has: found only when the models load it
+    # rsl_rl's layout for a task with 7 observations: found before the library is imported
     torch.save({"actor_state_dict": {"mlp.0.weight": torch.zeros(5, 7)}, "critic_state_dict": {},
                 "optimizer_state_dict": {}, "iter": 4, "infos": None}, path)
 
 
+def misfit(path: Path) -> None:
+    # rsl_rl's layout, the cartpole's 4 observations, but tensors no cartpole model has: found when the models load
+    torch.save({"actor_state_dict": {"mlp.0.weight": torch.zeros(5, 4)}, "critic_state_dict": {},
+                "optimizer_state_dict": {}, "iter": 4, "infos": None}, path)
+
+
 @pytest.mark.parametrize(("make", "expected"), [(another_library, "not an rsl_rl checkpoint"),
-                                                (another_task, f"does not fit {TASK}")])
+                                                (another_task, "a checkpoint of another task"),
+                                                (misfit, f"does not fit {TASK}")])
 def test_refused_checkpoint_leaves_no_file(tmp_path, make, expected):
     ckpt = tmp_path / "model_4.pt"
     make(ckpt)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Callable
 
 import pytest
 
+from mgpu_lab import procs
 from mgpu_testing import PYTHON, REPO, kill_group, loopback_env
 
 LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
@@ -32,44 +32,17 @@ def fixture_env(script: str, pid_dir: Path | None = None, **extra: str) -> dict[
 
 def alive(pid: int) -> bool:
     """True while ``pid`` is a live process (a zombie counts as dead)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+    return procs.alive(pid)
 
 
 def process_tree(root: int) -> list[int]:
-    """Every live process below ``root``, whatever its session, from /proc."""
-    parent: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_bytes()
-            except OSError:
-                continue
-            parent[int(entry)] = int(stat[stat.rfind(b")") + 2:].split()[1])
-    found, frontier = [], [root]
-    while frontier:
-        kids = [pid for pid, ppid in parent.items() if ppid in frontier]
-        found += kids
-        frontier = kids
-    return [pid for pid in found if alive(pid)]
+    """Every live process below ``root``, whatever its session."""
+    return procs.descendants(root)
 
 
 def processes_with_env(name: str, value: str) -> list[int]:
     """Live processes whose environment holds ``name=value`` (the launcher's job tag finds its whole job)."""
-    needle = f"\0{name}={value}\0".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                env = b"\0" + Path(f"/proc/{entry}/environ").read_bytes() + b"\0"
-            except OSError:
-                continue
-            if needle in env and alive(int(entry)):
-                found.append(int(entry))
-    return found
+    return procs.with_env(name, value)
 
 
 def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
@@ -108,16 +81,8 @@ def wait_for_pids(pid_dir: Path, ranks: int, proc: subprocess.Popen, timeout: fl
 
 def supervise_dirs(proc: subprocess.Popen) -> list[Path]:
     """The supervision folder(s) the launcher passed to its job, read from its torchrun's environment."""
-    found = []
-    for pid in process_tree(proc.pid):
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        for item in env:
-            if item.startswith(b"MGPU_LAB_SUPERVISE_DIR="):
-                found.append(Path(item.split(b"=", 1)[1].decode()))
-    return sorted(set(found))
+    found = {procs.env_value(pid, "MGPU_LAB_SUPERVISE_DIR") for pid in process_tree(proc.pid)}
+    return sorted(Path(value) for value in found if value)
 
 
 def beats(folder: Path) -> dict[int, dict]:
@@ -129,3 +94,12 @@ def beats(folder: Path) -> dict[int, dict]:
         except (OSError, ValueError):
             continue
     return out
+
+
+def kept_torchrun_text(err: str) -> str:
+    """torchrun's own failure text, read from the file the launcher's report names (never on the terminal)."""
+    from mgpu_lab.job import TORCHRUN_KEPT
+
+    assert "ChildFailedError" not in err, err[-3000:]
+    (line,) = [line for line in err.splitlines() if line.startswith(TORCHRUN_KEPT)]
+    return Path(line[len(TORCHRUN_KEPT):].strip()).read_text(encoding="utf-8")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import time
 import uuid
@@ -25,17 +24,9 @@ def tagged_env(**extra: str) -> tuple[dict[str, str], str]:
 
 def leftovers(tag: str) -> list[int]:
     """Processes still alive whose environment carries the tag (zombies have none)."""
-    needle = f"PROBETEST_TAG={tag}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    from mgpu_lab import procs
+
+    return procs.with_env("PROBETEST_TAG", tag)
 
 
 def assert_nothing_left(tag: str) -> None:

@@ -40,6 +40,37 @@ def single_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def train_in_process(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """train.py's own parser and :func:`mgpu_lab.trainer.main`, in this process, as if run as a command:
+    (exit status, stdout, stderr). For input the trainer refuses before training. Of ``env`` only the
+    launcher's rank variables count (the others are this process's); they are restored afterwards."""
+    import contextlib
+    import io
+    import warnings
+
+    from mgpu_lab import trainer
+    from mgpu_testing.docs import load_script
+
+    parser = load_script(Path(TRAIN), "_mgpu_train_in_process").build_parser()
+    saved = {name: os.environ.pop(name, None) for name in RANK_VARIABLES}
+    os.environ.update({k: v for k, v in (env or {}).items() if k in RANK_VARIABLES})
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            # torch's elastic ``record`` turns faulthandler on for stderr, which a captured stream cannot take
+            warnings.filterwarnings("ignore", message="Unable to enable fault handler", category=UserWarning)
+            try:
+                code = trainer.main(parser.parse_args(argv))
+            except SystemExit as exc:  # argparse's own exits (errors, --help)
+                code = exc.code
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
 def train_cmd(library: str, log_root: Path, *args: str) -> list[str]:
     """A train.py command on CPU for ``library`` logging under ``log_root``."""
     return [PYTHON, TRAIN, "--rl_library", library, "--device", "cpu", *args, "--log_root", str(log_root)]
@@ -101,8 +132,9 @@ def wait_for_file(path: Path, proc: subprocess.Popen, deadline: float, log: Path
 
 def is_stopped(pid: int) -> bool:
     """True when the process is stopped by a signal (state T in /proc/PID/stat)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2] == "T"
+    from mgpu_lab import procs
+
+    return procs.stopped(pid)
 
 
 def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Callable[[Path], Any], *,
@@ -168,18 +200,9 @@ def supervised_env(supervise_dir: Path, **extra: str) -> dict[str, str]:
 
 def job_processes(supervise_dir: Path) -> list[int]:
     """Live processes whose environment names ``supervise_dir`` as their supervision folder."""
-    needle = f"\0MGPU_LAB_SUPERVISE_DIR={supervise_dir}\0".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                environ = b"\0" + Path(f"/proc/{entry}/environ").read_bytes() + b"\0"
-                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if needle in environ and state != "Z":
-                found.append(int(entry))
-    return found
+    from mgpu_lab import procs
+
+    return procs.with_env("MGPU_LAB_SUPERVISE_DIR", str(supervise_dir))
 
 
 def wait_for(condition: Callable[[], Any], deadline: float, what: str, proc: subprocess.Popen | None = None,

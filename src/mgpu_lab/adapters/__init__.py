@@ -1,16 +1,36 @@
-"""Adapters from ``train.py`` to the real RL libraries.
+"""Adapters from the trainer (:mod:`mgpu_lab.trainer`) to the real RL libraries.
 
-Each adapter module exposes ``train(cfg: TrainConfig, ctx: DistContext) -> TrainResult`` and is
-imported lazily (``load(name)``), so a missing library only matters when it is asked for.
+Each adapter module satisfies :class:`Adapter` (declared once, here) and is imported lazily
+(``load(name)``), so a missing library only matters when it is asked for.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-from types import ModuleType
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from mgpu_lab.train_config import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
+    from mgpu_lab.dist import DistContext
+    from mgpu_lab.train_config import TrainConfig, TrainResult
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """What the trainer relies on from an adapter module (every module in :data:`LIBRARIES`)."""
+
+    def train(self, cfg: TrainConfig, ctx: DistContext) -> TrainResult:
+        """Train ``cfg.task`` on this rank; raise UsageError for input the library refuses."""
+
+    def checkpoints(self, run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:
+        """The run's checkpoints as (completed iterations, path), for resuming."""
+
+    def checkpoint_iteration(self, path: str, cfg: TrainConfig) -> int:
+        """Completed iterations held by a checkpoint (its format already checked)."""
 
 #: --rl_library value -> adapter module (imported on demand)
 LIBRARIES: dict[str, str] = {
@@ -42,15 +62,18 @@ def require(name: str, module: str | None = None, extra: str | None = None) -> N
         raise missing_library(name, target, extra)
 
 
-def load(name: str) -> ModuleType:
+def load(name: str) -> Adapter:
     """Import the adapter module for ``name`` (UsageError if unknown or its library is missing)."""
     if name not in LIBRARIES:
         raise UsageError(f"unknown --rl_library {name!r}; choose from {', '.join(LIBRARIES)}")
     require(name)
     try:
-        return importlib.import_module(LIBRARIES[name])
+        module = importlib.import_module(LIBRARIES[name])
     except ModuleNotFoundError as exc:
         top = (exc.name or "").split(".")[0]
         if top and top != "mgpu_lab":
             raise missing_library(name, exc.name) from None
         raise
+    if not isinstance(module, Adapter):  # a programming error, not bad input
+        raise TypeError(f"{LIBRARIES[name]} does not satisfy mgpu_lab.adapters.Adapter")
+    return module

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mgpu_lab.checkpoint import LIBRARY_KEYS
 from mgpu_lab import dist as mdist
 from mgpu_lab.dist import DistContext
 from mgpu_lab.rank_progress import StepClock
@@ -47,7 +48,7 @@ def require() -> None:
 
 def load_checkpoint(path: str) -> dict[str, Any]:
     """Read an rl_games checkpoint on CPU, or raise a one-line UsageError."""
-    return mdist.load_torch_checkpoint(path, ("model", "epoch"), "an rl_games", "rl_games")
+    return mdist.load_torch_checkpoint(path, *LIBRARY_KEYS["rl_games"], "rl_games")
 
 
 def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:

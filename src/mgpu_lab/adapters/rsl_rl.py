@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mgpu_lab.checkpoint import LIBRARY_KEYS
 from mgpu_lab.adapters import missing_library
 from mgpu_lab.dist import (DistContext, atomic_torch_save, atomic_write, is_rank0, load_torch_checkpoint, log_line,
                            rank_seed, report_synchronized)
@@ -218,7 +219,7 @@ class DistributedRunner(OnPolicyRunner):
 # --- entry ---------------------------------------------------------------------------------------
 
 def _check_checkpoint(path: str) -> dict:
-    return load_torch_checkpoint(path, ("actor_state_dict", "critic_state_dict"), "an rsl_rl", "rsl_rl")
+    return load_torch_checkpoint(path, *LIBRARY_KEYS["rsl_rl"], "rsl_rl")
 
 
 def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:

@@ -15,17 +15,15 @@ stored as skrl stores it (``flax.serialization.to_bytes``), so the contents are 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from mgpu_lab import checkpoint as mcheckpoint
 from mgpu_lab import dist as mdist
-from mgpu_lab.adapters.skrl import (ROLLOUTS, EpisodeStats, ToyWrapperBase, checkpoint_interval, import_skrl, load_into,
-                                   runner_cfg, write_agent_checkpoint)
+from mgpu_lab.adapters.skrl_common import EpisodeStats, ToyWrapperBase, write_agent_checkpoint
 from mgpu_lab.dist import DistContext
 from mgpu_lab.rank_progress import StepClock
-from mgpu_lab.train_config import TrainConfig, TrainResult, UsageError
+from mgpu_lab.train_config import UsageError
 
 #: file name suffix of this adapter's checkpoints (``checkpoints/agent_<timestep><suffix>``)
 CHECKPOINT_SUFFIX = mcheckpoint.JAX_SUFFIX
@@ -98,11 +96,8 @@ def _jax_classes() -> tuple[type, type, type]:
 
 
 def check_checkpoint(path: str) -> dict[str, bytes]:
-    """The modules of a skrl JAX PPO checkpoint (MessagePack), or a one-line UsageError; pickles are refused."""
-    data = mcheckpoint.read_msgpack(path)
-    if "policy" not in data or "value" not in data:
-        raise UsageError(f"--checkpoint {path}: not a skrl JAX PPO checkpoint (expected 'policy' and 'value' entries)")
-    return data
+    """The modules of a skrl JAX PPO checkpoint (:func:`mgpu_lab.checkpoint.read_skrl_jax`)."""
+    return mcheckpoint.read_skrl_jax(path)
 
 
 def policy_tensors(model: Any) -> list[Any]:
@@ -114,48 +109,35 @@ def policy_tensors(model: Any) -> list[Any]:
     return [torch.from_numpy(np.array(leaf)) for leaf in jax.tree.leaves(model.state_dict.params)]
 
 
-def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
-    """Train PPO with skrl's JAX implementation on a built-in (torch) task."""
-    if cfg.checkpoint:
-        check_checkpoint(cfg.checkpoint)
-    skrl_mod = import_skrl(ctx, "jax")
-    conf = skrl_mod.config.jax
-    if ctx.distributed and (conf.world_size != ctx.world_size or conf.rank != ctx.rank):
-        raise UsageError(f"skrl's JAX config sees rank {conf.rank}/{conf.world_size}, the launcher "
-                         f"{ctx.rank}/{ctx.world_size}; launch with isaaclab train_multigpu --ml_framework jax")
-    from mgpu_lab.tasks import make_env
+class JaxBackend:
+    """skrl with ``--ml_framework jax`` (launched by skrl's JAX launcher)."""
 
-    Wrapper, _, Runner = _jax_classes()
-    stats = EpisodeStats(ROLLOUTS)
-    clock = StepClock(ROLLOUTS, cfg.start_iteration, cfg.on_iteration)
-    env = Wrapper(make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx)), stats, clock)
-    timesteps = ROLLOUTS * cfg.remaining_iterations  # --max_iterations counts from 0 over the whole run
-    runner = Runner(env, runner_cfg(cfg, timesteps=timesteps, checkpoint_interval=checkpoint_interval(cfg)))
-    agent = runner.agent  # skrl's PPO has broadcast policy and value from process 0 here
-    agent.timestep_offset = ROLLOUTS * cfg.start_iteration
-    if cfg.checkpoint:
-        load_into(agent, cfg.checkpoint, ctx, cfg)
-    mdist.report_synchronized(ctx)
+    framework = "jax"
+    suffix = CHECKPOINT_SUFFIX
 
-    start = time.perf_counter()
-    runner.run("train")
-    seconds = time.perf_counter() - start
+    def check_checkpoint(self, path: str) -> object:
+        return check_checkpoint(path)
 
-    ckpt = None
-    if mdist.is_rank0(ctx):
-        final = Path(agent.experiment_dir) / "checkpoints" / f"agent_{agent.timestep_offset + timesteps}{CHECKPOINT_SUFFIX}"
-        if agent.last_checkpoint != str(final):
-            agent.write_checkpoint(timestep=timesteps, timesteps=timesteps)
-        ckpt = agent.last_checkpoint
-    params = policy_tensors(agent.policy) + policy_tensors(agent.value)
-    world_steps = clock.env_steps
-    if conf.is_distributed:
+    def classes(self, skrl_mod: Any) -> tuple[type, type, type]:
+        return _jax_classes()
+
+    def verify(self, skrl_mod: Any, ctx: DistContext) -> None:
+        conf = skrl_mod.config.jax
+        if ctx.distributed and (conf.world_size != ctx.world_size or conf.rank != ctx.rank):
+            raise UsageError(f"skrl's JAX config sees rank {conf.rank}/{conf.world_size}, the launcher "
+                             f"{ctx.rank}/{ctx.world_size}; launch with isaaclab train_multigpu --ml_framework jax")
+
+    def params(self, agent: Any) -> list[Any]:
+        return policy_tensors(agent.policy) + policy_tensors(agent.value)
+
+    def world_steps(self, skrl_mod: Any, env_steps: int) -> int | None:
+        if not skrl_mod.config.jax.is_distributed:
+            return env_steps
         import jax
 
-        world_steps = sum_over_processes(clock.env_steps)  # no torch process group here: JAX's own collective
+        total = sum_over_processes(env_steps)  # no torch process group here: JAX's own collective
         jax.distributed.shutdown()  # every process leaves together (a barrier), so none is left waiting
-    return TrainResult(env_steps=clock.env_steps, iterations=cfg.remaining_iterations, params=params,
-                       checkpoint=ckpt, mean_rewards=stats.mean_rewards, seconds=seconds, world_env_steps=world_steps)
+        return total
 
 
 def sum_over_processes(value: int) -> int:

@@ -50,6 +50,14 @@ def _load(entry_point: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def env_class(task_id: str) -> type[ToyVecEnv]:
+    """The env class of a built-in task (its ``num_obs``, ``num_actions``, ...), without making an env."""
+    try:
+        return _load(ENTRY_POINTS[task_id])
+    except KeyError:
+        raise UnknownTaskError(unknown_task_message(task_id)) from None
+
+
 def make_env(task_id: str, num_envs: int, device: str = "cpu", seed: int = 0) -> ToyVecEnv:
     """Create ``num_envs`` copies of a built-in task as one batched env on ``device``."""
     try:
@@ -79,4 +87,4 @@ def _register() -> None:
 _register()
 
 __all__ = ["ENTRY_POINTS", "TASKS", "TASK_DEFAULTS", "ToyVecEnv", "ToyCartpoleEnv", "ToyPendulumSwingUpEnv",
-           "UnknownTaskError", "make_env", "unknown_task_message"]
+           "UnknownTaskError", "env_class", "make_env", "unknown_task_message"]

@@ -1,0 +1,32 @@
+"""The entry scripts' help formatter: argparse's raw-description one, sized without importing shutil.
+
+argparse builds a formatter for every ``add_argument`` call (to check metavars), and its own formatter
+imports shutil to find the terminal width: a start-up cost the launcher's ``--dry_run`` and the
+launcher's check of ``train.py``'s arguments would pay on every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+class _TerminalWidth:
+    """Sets argparse's ``width`` from the terminal (or ``COLUMNS``, else 100) before argparse asks shutil."""
+
+    def __init__(self, prog: str, **kwargs: object) -> None:
+        try:
+            width = os.get_terminal_size(sys.stdout.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 100
+        kwargs.setdefault("width", max(width, 60) - 2)
+        super().__init__(prog, **kwargs)  # type: ignore[call-arg]
+
+
+class HelpFormatter(_TerminalWidth, argparse.HelpFormatter):
+    """argparse's default formatter (description and epilog re-wrapped)."""
+
+
+class RawHelpFormatter(_TerminalWidth, argparse.RawDescriptionHelpFormatter):
+    """argparse's raw-description formatter (description and epilog kept as written)."""

@@ -1,0 +1,68 @@
+"""Checks of ``train.py``'s input that need no torch and no RL library (stdlib only).
+
+The trainer runs them before it imports anything heavy, and the launcher runs the very same checks on the
+arguments it forwards, with the job's world size, so a bad value is refused once, before any rank starts.
+Each check raises :class:`mgpu_lab.errors.UsageError` with one line.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mgpu_lab.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+#: Largest seed: NumPy's legacy seeding (np.random.seed, used by rsl_rl, rl_games and skrl) takes 0..2**32-1.
+SEED_MAX = 2**32 - 1
+LATEST = "latest"
+
+
+def check_seed(seed: int, ranks: int) -> None:
+    """Every rank seeds with ``seed + rank``: all of them must stay in NumPy's range."""
+    if not 0 <= seed <= SEED_MAX - (ranks - 1):
+        room = f" - {ranks - 1} for the rank offset of {ranks} ranks" if ranks > 1 else ""
+        raise UsageError(f"--seed must be between 0 and {SEED_MAX}{room} (NumPy's seed range, used by every "
+                         f"library), got {seed}")
+
+
+def check_checkpoint_path(checkpoint: str | None) -> None:
+    """--checkpoint names an existing regular file (or is ``latest``)."""
+    if checkpoint is None or checkpoint == LATEST:
+        return
+    if not os.path.exists(checkpoint):
+        raise UsageError(f"--checkpoint {checkpoint}: no such file")
+    if not os.path.isfile(checkpoint):
+        raise UsageError(f"--checkpoint {checkpoint}: not a file")
+    if os.path.getsize(checkpoint) == 0:
+        raise UsageError(f"--checkpoint {checkpoint}: an empty file, not a checkpoint")
+
+
+def check_args(args: Namespace, ranks: int) -> None:
+    """Every torch-free check of the trainer's parsed arguments; ``ranks`` is the job's world size (1 alone)."""
+    from mgpu_lab import run_dir
+    from mgpu_lab.source_loader import task_catalog
+
+    catalog = task_catalog()
+    if args.task not in catalog.TASKS:
+        raise UsageError(f"--task {args.task}: {catalog.unknown_task_message(args.task)}")
+    for flag in ("num_envs", "max_iterations", "save_interval"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag} must be >= 1, got {value}")
+    if args.ml_framework == "jax" and args.rl_library != "skrl":
+        raise UsageError(f"--ml_framework jax is for skrl only, not {args.rl_library}")
+    check_seed(args.seed, ranks)
+    run_dir.check_run_name(args.run_name)
+    run_dir.check_log_root(args.log_root, args.rl_library, args.task)
+    check_checkpoint_path(args.checkpoint)
+
+
+def world_size_hint(distributed: bool, environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
+    """The launcher's world size for the seed check (1 when not distributed or not readable yet)."""
+    if not distributed:
+        return 1
+    raw = environ.get("WORLD_SIZE") or environ.get("JAX_WORLD_SIZE") or "1"
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 1

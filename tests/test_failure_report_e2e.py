@@ -1,0 +1,63 @@
+"""Real jobs that fail, through the launcher and torchrun (2 CPU ranks on gloo): the terminal shows the
+launcher's own report, never torchrun's ``ChildFailedError`` traceback, which is kept in the run folder."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from mgpu_lab.job import TORCHRUN_KEPT, TORCHRUN_TEXT
+from mgpu_testing import free_port, kill_group, loopback_env
+from mgpu_testing.launcher import CPU2, finish, launcher_cmd, start
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
+
+
+def launch(args: list[str], **env: str) -> tuple[int, str]:
+    full = loopback_env(**env)
+    full.pop("MGPU_LAB_TRAIN_SCRIPT", None)
+    proc = start(launcher_cmd(*args, "--master_port", str(free_port())), full)
+    try:
+        _, err = finish(proc, timeout=300)
+    finally:
+        kill_group(proc)
+    return proc.returncode, err
+
+
+def test_a_failing_rank_ends_with_the_launchers_report(tmp_path: Path) -> None:
+    """MGPU_LAB_FAULT makes rank 1 raise at iteration 1; rank 0 then loses its peer."""
+    rc, err = launch([*CPU2, "--num_envs", "8", "--max_iterations", "4", "--log_root", str(tmp_path / "logs")],
+                     MGPU_LAB_FAULT="raise:1:1")
+    assert rc == 1, err[-3000:]
+    assert "ChildFailedError" not in err and "Root Cause" not in err, err[-3000:]
+    lines = err.rstrip().splitlines()
+    report = lines[lines.index(next(x for x in lines if re.match(r"\[ERROR\] launcher: \d rank\(s\) failed", x))):]
+    assert report[0] == "[ERROR] launcher: 2 rank(s) failed of 2:", report
+    assert re.fullmatch(r"\[ERROR\] launcher:   rank 1/2 on node \S+ \(pid \d+\): RuntimeError: injected fault: "
+                        r".* <- first", report[2]), report
+    assert re.fullmatch(r"\[ERROR\] launcher:   rank 0/2 on node \S+ \(pid \d+\): (its collective lost a peer "
+                        r"\(.*\) \(a consequence\)|stopped by torchrun .*)", report[1]), report
+    (run,) = (tmp_path / "logs" / "rsl_rl" / "Toy-Cartpole-v0").iterdir()
+    kept = [x for x in report if x.startswith(TORCHRUN_KEPT)]
+    assert kept == [f"{TORCHRUN_KEPT} {run / TORCHRUN_TEXT}"], report
+    text = (run / TORCHRUN_TEXT).read_text(encoding="utf-8")
+    assert "ChildFailedError" in text and "Root Cause" in text and "injected fault" in text
+    assert report[-1].startswith("[ERROR] launcher: first failure: rank 1/2") or \
+        report[-2].startswith("[ERROR] launcher: first failure: rank 1/2"), report
+
+
+def test_every_rank_refusing_the_same_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Two made-up GPUs pass the launcher's check (MGPU_LAB_TEST_GPUS); each rank then finds no CUDA device."""
+    rc, err = launch(["--num_gpus", "2", "--num_envs", "8", "--log_root", str(tmp_path / "logs")],
+                     CUDA_VISIBLE_DEVICES="0,1", MGPU_LAB_TEST_GPUS="2", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr"),
+                     TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "fr"))
+    assert rc == 2, err[-3000:]
+    assert "ChildFailedError" not in err and "Traceback" not in err, err[-3000:]
+    assert err.rstrip().splitlines()[-1] == (
+        "isaaclab train_multigpu: error: all 2 ranks refused: --distributed: no CUDA device is usable here "
+        "(CUDA_VISIBLE_DEVICES=0,1); ranks train on the CPU only with --device cpu")
+    assert not (tmp_path / "logs").exists()
