@@ -123,6 +123,10 @@ def visible(environ: Mapping[str, str], inventory: Inventory | None = None) -> t
     if spec is None:
         return len(inventory.gpus), inventory.source
     shown = f"CUDA_VISIBLE_DEVICES={spec!r}"
+    for entry in entries:  # the form of every entry first: a typo is named before a missing device
+        if re.fullmatch(r"-?\d+", entry) is None and not entry.startswith(("GPU-", "MIG-")):
+            raise DeviceError(f"{shown}: entry {entry!r} is neither a device index nor a GPU-/MIG- UUID "
+                              "(CUDA would silently drop it and every entry after it); give a list like 0,1")
     chosen: list[str] = []
     for entry in entries:
         if re.fullmatch(r"-\d+", entry):  # CUDA's documented way to hide the devices from here on (-1)

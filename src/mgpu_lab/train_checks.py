@@ -23,9 +23,9 @@ LATEST = "latest"
 def check_seed(seed: int, ranks: int) -> None:
     """Every rank seeds with ``seed + rank``: all of them must stay in NumPy's range."""
     if not 0 <= seed <= SEED_MAX - (ranks - 1):
-        room = f" - {ranks - 1} for the rank offset of {ranks} ranks" if ranks > 1 else ""
-        raise UsageError(f"--seed must be between 0 and {SEED_MAX}{room} (NumPy's seed range, used by every "
-                         f"library), got {seed}")
+        room = f" (rank R seeds with seed + R, and {ranks} ranks must stay under {SEED_MAX + 1})" if ranks > 1 else ""
+        raise UsageError(f"--seed must be between 0 and {SEED_MAX - (ranks - 1)}{room}: NumPy's seed range, used by "
+                         f"every library; got {seed}")
 
 
 def check_checkpoint_path(checkpoint: str | None) -> None:

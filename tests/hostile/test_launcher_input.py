@@ -124,12 +124,12 @@ def test_log_dir_that_cannot_be_written(tmp_path: Path, monkeypatch, capsys) -> 
 @pytest.mark.parametrize(
     ("args", "names"),
     [
-        (["--seed", "-1"], "--seed must be between 0 and 4294967295 - 1 for the rank offset of 2 ranks"),
+        (["--seed", "-1"], "--seed must be between 0 and 4294967294 (rank R seeds with seed + R, and 2 ranks"),
         (["--seed", str(2**64)], f"got {2**64}"),
-        (["--seed", str(2**32 - 1)], "rank offset of 2 ranks"),  # fine alone, not with rank 1's offset
-        (["--num_gpus", "4", "--seed", str(2**32 - 3)], "rank offset of 4 ranks"),
+        (["--seed", str(2**32 - 1)], "between 0 and 4294967294 (rank R seeds with seed + R, and 2 ranks"),  # fine alone, not with rank 1's offset
+        (["--num_gpus", "4", "--seed", str(2**32 - 3)], "between 0 and 4294967292 (rank R seeds with seed + R, and 4 ranks"),
         (["--nnodes", "2", "--node_rank", "0", "--master_addr", "127.0.0.1", "--seed", str(2**32 - 3)],
-         "rank offset of 4 ranks"),  # 2 nodes x 2 ranks
+         "between 0 and 4294967292 (rank R seeds with seed + R, and 4 ranks"),  # 2 nodes x 2 ranks
         (["--run_name", "a/b"], "--run_name 'a/b': not a plain folder name"),
         (["--run_name", "x" * 300], "--run_name is 300 bytes long"),
         (["--num_envs", "0"], "--num_envs must be >= 1, got 0"),

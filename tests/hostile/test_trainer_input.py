@@ -49,7 +49,7 @@ def test_seed_plus_rank_offset_must_stay_in_range(tmp_path):
     env = single_env()
     env.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="4")  # rank 0 of 4, as torchrun would set
     proc = train(tmp_path, "rsl_rl", "--seed", str(2**32 - 2), "--distributed", env=env)
-    assert_one_line_error(proc, "rank offset of 4 ranks")
+    assert_one_line_error(proc, "between 0 and 4294967292 (rank R seeds with seed + R, and 4 ranks")
 
 
 def test_huge_num_envs_is_refused_up_front_with_what_fits(tmp_path):
