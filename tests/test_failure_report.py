@@ -146,3 +146,21 @@ def test_text_without_a_line_end_goes_out_at_once_unless_it_may_start_a_tracebac
     assert b"".join(shown) == b"progress 10%\rprogress 20%\n"
     router.close()  # the job ended: what was held back was no traceback
     assert b"".join(shown).endswith(b"Trace")
+
+
+def test_a_lost_peer_is_never_first_while_a_rank_died_on_its_own() -> None:
+    """Rank 1 was SIGKILLed; the launcher still saw its process (not yet reaped) after rank 0's collective
+    broke: rank 0's earlier record is a consequence, rank 1 comes first."""
+    exits = {0: Exit(0, "node-a", 100, 1), 1: Exit(1, "node-a", 101, -signal.SIGKILL)}
+    got = failures.report({0: record(0, GLOO, 5.0)}, exits, {0: beat(0), 1: beat(1)}, {1: 5.4}, set(), 2, 0)
+    assert got is not None and got.exit_status == 1
+    first = [line for line in got.lines if line.startswith(failures.FIRST_FAILURE)]
+    assert first == [f"{failures.FIRST_FAILURE} rank 1/2 on node node-a (pid 101): killed by SIGKILL "
+                     "(no Python exception)"]
+    assert any("rank 0/2" in line and line.endswith("(a consequence)") for line in got.lines)
+
+
+def test_a_lost_peer_alone_is_still_named() -> None:
+    """With nothing else to blame, the rank that saw its peer go is reported (the report never goes empty)."""
+    event = failures.first_failure({0: record(0, GLOO, 5.0)}, {}, {}, {}, set())
+    assert event is not None and event.rank == 0

@@ -9,7 +9,8 @@ torchrun often blames a rank that was a victim. Here:
 - a rank that died by a signal other than SIGTERM (torchrun stops the other workers with SIGTERM), or
   exited without an exception record, counts at the last time it was known alive (its last heartbeat,
   or the launcher's last sighting of its process);
-- the earliest of these is the culprit.
+- the earliest of these is the culprit, except that a rank whose collective lost a peer is a culprit only
+  when no rank failed on its own.
 
 :func:`report` turns that into the launcher's own report: every failed rank with its node and its own last
 error line, which came first, and whether the failures were only refusals of bad input (every rank
@@ -99,7 +100,9 @@ def first_failure(records: dict[int, heartbeat.Failure], exits: dict[int, Exit],
         events.append(Event(r, node, pid, what, seen if seen != float("-inf") else float("inf")))
     if not events:
         return None
-    return min(events, key=lambda e: (e.time, e.rank))
+    # A rank whose collective lost a peer failed because of another rank: it is never first while a rank
+    # that failed on its own is listed (a SIGKILLed rank may still look alive after its sockets closed).
+    return min(events, key=lambda e: (lost_peer(e.what), e.time, e.rank))
 
 
 #: How a collective reports that a peer rank is gone (gloo and NCCL wording), lower case.
