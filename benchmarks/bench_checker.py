@@ -177,7 +177,16 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--sizes", default="", help="comma-separated generated-skill counts, e.g. 10,100,400")
     ap.add_argument("--baseline", type=Path, default=None, help="another checker's cli.py to compare with")
-    args = ap.parse_args()
+    ap.add_argument("--lsp", action="store_true",
+                    help="time the language server instead: didChange -> diagnostics, warm (benchmarks/bench_lsp.py)")
+    args, rest = ap.parse_known_args()
+    if args.lsp:  # the server's benchmark lives beside this one; it takes its own options (--repeat, ...)
+        argv = [sys.executable, str(Path(__file__).with_name("bench_lsp.py")), *rest]
+        if args.repeat != 9:
+            argv += ["--repeat", str(args.repeat)]
+        return subprocess.run(argv, check=False).returncode
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     py = sys.executable
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench_checker_pyc_")

@@ -180,7 +180,7 @@ def _check(args: argparse.Namespace) -> int:
             return hit["rc"]
     from loader import SetupError, load_config, load_project
     from report import Summary, exit_code, render
-    from runner import in_profiles, load_rules, profile_names, run_rules, unknown_patterns
+    from runner import ProfileError, chosen_profiles, in_profiles, load_rules, run_rules, unknown_patterns
 
     rules = load_rules()
     select, ignore = _split(args.select), _split(args.ignore)
@@ -189,20 +189,12 @@ def _check(args: argparse.Namespace) -> int:
         print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
         return 2
     try:
-        chosen = _split(args.profile) if args.profile is not None else None
-        if chosen is None and root.is_dir():
-            configured = load_config(root.resolve(), overrides).get("profiles")
-            if configured is not None:
-                if not isinstance(configured, list) or not all(isinstance(x, str) for x in configured):
-                    raise SetupError("pyproject.toml: [tool.skills-check] profiles must be a list of names")
-                chosen = configured
-        if chosen is not None:
-            unknown = [p for p in chosen if p not in profile_names()]
-            if unknown or not chosen:
-                print(f"error: unknown profile(s) {', '.join(unknown) or '(none given)'}; known: "
-                      f"{', '.join(profile_names())}", file=sys.stderr)
-                return 2
-            rules = in_profiles(rules, chosen)
+        given = _split(args.profile) if args.profile is not None else None
+        configured = load_config(root.resolve(), overrides).get("profiles") if given is None and root.is_dir() else None
+        try:
+            rules = in_profiles(rules, chosen_profiles(given, configured))
+        except ProfileError as exc:
+            raise SetupError(str(exc)) from exc
         project = load_project(root, overrides, use_cache=not args.no_cache)
         summary = Summary()
         findings = run_rules(project, rules, select, ignore)

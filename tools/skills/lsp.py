@@ -34,7 +34,7 @@ from cache import ParseCache
 from inputs import overlaid, read_text
 from loader import SetupError, load_project
 from model import Finding, Project
-from runner import RuleInfo, in_profiles, load_rules, profile_names, run_rules
+from runner import ProfileError, RuleInfo, chosen_profiles, in_profiles, load_rules, run_rules
 
 NAME = "skills-check"
 VERSION = "0.1.0"
@@ -120,16 +120,10 @@ class CheckerServer(LanguageServer):
 
     def rules_for(self, project: Project) -> list[RuleInfo]:
         """The rules of the profiles ``[tool.skills-check] profiles`` chooses (all when unset), as in ``check``."""
-        chosen = project.config.get("profiles")
-        if chosen is None:
-            return self.rules
-        if not isinstance(chosen, list) or not all(isinstance(x, str) for x in chosen):
-            raise SetupError("pyproject.toml: [tool.skills-check] profiles must be a list of names")
-        unknown = [p for p in chosen if p not in profile_names()]
-        if unknown or not chosen:
-            raise SetupError(f"pyproject.toml: unknown profile(s) {', '.join(unknown) or '(none given)'}; known: "
-                             f"{', '.join(profile_names())}")
-        return in_profiles(self.rules, chosen)
+        try:
+            return in_profiles(self.rules, chosen_profiles(None, project.config.get("profiles")))
+        except ProfileError as exc:
+            raise SetupError(f"{exc} ([tool.skills-check] profiles)") from exc
 
     # -- checking (in the worker thread) -----------------------------------------------------------------
 

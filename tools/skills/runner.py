@@ -70,6 +70,27 @@ def in_profiles(rules: list[RuleInfo], profiles: list[str] | None) -> list[RuleI
     return [r for r in rules if r.profile == "core" or r.profile in profiles]
 
 
+class ProfileError(ValueError):
+    """The profiles asked for are malformed or unknown (one line; exit 2)."""
+
+
+def chosen_profiles(given: list[str] | None, configured: object) -> list[str] | None:
+    """The profiles to run: ``given`` (a flag) wins over ``configured`` (``[tool.skills-check] profiles``);
+    None means every profile. ProfileError for a malformed or unknown choice."""
+    chosen = given
+    if chosen is None and configured is not None:
+        if not isinstance(configured, list) or not all(isinstance(x, str) for x in configured):
+            raise ProfileError("pyproject.toml: [tool.skills-check] profiles must be a list of names")
+        chosen = configured
+    if chosen is None:
+        return None
+    unknown = [p for p in chosen if p not in profile_names()]
+    if unknown or not chosen:
+        raise ProfileError(f"unknown profile(s) {', '.join(unknown) or '(none given)'}; known: "
+                           f"{', '.join(profile_names())}")
+    return chosen
+
+
 def matches(code: str, patterns: list[str]) -> bool:
     """``code`` equals or starts with one of ``patterns`` (case-insensitive)."""
     return any(code.upper().startswith(p.strip().upper()) for p in patterns if p.strip())
