@@ -52,6 +52,8 @@ WATCHDOG_GRACE_S = 2.0  # the watchdog acts this long after a deadline the main 
 INIT_EXTRA_S = 60.0  # start-up (imports, rendezvous, communicator set-up) gets --timeout plus this
 HARD_EXIT_S = 20.0  # a failing rank exits at the latest this long after it starts reporting
 PREFIX = "[nccl_probe]"
+STOP_GRACE_S = 5.0  # after SIGINT/SIGTERM: the run gets SIGTERM, and SIGKILL once this has passed
+GONE_DEADLINE_S = 10.0  # how long the probe waits for SIGKILLed processes to vanish before it gives up
 MAX_TIMEOUT_S = 86400.0  # one day; longer deadlines overflow torch's millisecond timeouts (1e10 s fails at init)
 MAX_RUN_LIMIT_S = 7 * 86400.0
 BUFFERS = 3  # float32 buffers of the largest message per rank: source pattern, expected sum, receive
@@ -63,6 +65,14 @@ VERDICT_NOT_FIX = "fails either way: not a fix"
 VERDICT_BREAKS = "passes without, fails with: the candidate breaks it"
 VERDICT_FLAKY = "fails only some runs without it: flaky, inconclusive"
 VERDICT_GLOO_NOTE = " (gloo run: cannot apply to NCCL)"
+
+
+def verdict_note(backend: str, fault: Fault | None, fault_unless: tuple[str, str] | None) -> str:
+    """What a bisection's verdicts are about, when not a real NCCL run: a stand-in defect, or gloo."""
+    if fault is not None:
+        unless = f" unless {fault_unless[0]}={fault_unless[1]}" if fault_unless else ""
+        return f" (rehearsal: stand-in defect --fault {fault}{unless}; says nothing about NCCL)"
+    return VERDICT_GLOO_NOTE if backend == "gloo" else ""
 
 _SIZE_RE = re.compile(r"^(\d+)([kmg]?)(?:i?b)?$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -166,8 +176,14 @@ bisection:
     "passes without, fails with: the candidate breaks it"
     "fails only some runs without it: flaky, inconclusive"
   It exits 0 when every verdict is "workaround confirmed" or "not the cause", else 1.
-  On gloo (CPU) no NCCL runs, so no NCCL_* setting changes anything: unless --fault_unless ties
-  a stand-in defect to the candidate, each verdict ends "(gloo run: cannot apply to NCCL)".
+  On gloo (CPU) no NCCL runs, so no NCCL_* setting changes anything: each verdict ends
+  "(gloo run: cannot apply to NCCL)". With --fault (a rehearsal), on any backend, each verdict
+  ends "(rehearsal: stand-in defect --fault KIND:R@N unless VAR=VALUE; says nothing about NCCL)".
+
+signals:
+  On SIGINT or SIGTERM, --nproc_per_node and --bisect send SIGTERM to the run they started, SIGKILL
+  whatever of it is left after 5 s (a second signal: at once), wait until none of its processes
+  remain, and exit 128+N after signal N (130 after Ctrl-C, 143 after SIGTERM).
 
 memory:
   each rank holds three buffers of the largest message size (-e); sizes that do not fit in the
@@ -1079,7 +1095,7 @@ def _descendants(root: int) -> list[int]:
 
 
 def _is_our_rank(pid: int, status_dir: str) -> bool:
-    """Whether pid is still a rank of this run (guards against a reused pid)."""
+    """Whether pid is still a process of this run (guards against a reused pid)."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
@@ -1087,9 +1103,95 @@ def _is_our_rank(pid: int, status_dir: str) -> bool:
     return f"{STATUS_ENV}={status_dir}".encode() in environ.split(b"\0")
 
 
+def _run_pids(status_dir: str) -> list[int]:
+    """Every live process of a run: torchrun, its ranks and their children all inherit STATUS_ENV=status_dir,
+    also once torchrun is gone and they are orphans (a zombie's environment is empty: it is not counted)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    me = os.getpid()
+    return [int(e) for e in entries if e.isdigit() and int(e) != me and _is_our_rank(int(e), status_dir)]
+
+
+def _signal_all(pids: set[int] | list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class _Interrupted(Exception):
+    """SIGINT or SIGTERM reached the probe while it waited for a run."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _Stop:
+    """SIGINT/SIGTERM for --nproc_per_node and --bisect: always recorded, raised (as _Interrupted) only while
+    the probe waits for a run, so starting a run and cleaning one up are never cut in half."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.waiting = False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handler)
+        signal.signal(signal.SIGINT, self._handler)
+
+    def _handler(self, signum: int, _frame: Any) -> None:
+        self.signum = self.signum or signum
+        if self.waiting:  # a second signal while _stop_run waits out its grace ends that wait at once
+            self.waiting = False
+            raise _Interrupted(self.signum)
+
+    def check(self) -> None:
+        """Raise _Interrupted if a signal came while nothing waited."""
+        if self.signum is not None:
+            raise _Interrupted(self.signum)
+
+    def wait(self, proc: subprocess.Popen, timeout: float) -> None:
+        """proc.wait(timeout), interruptible by a signal."""
+        self.waiting = True
+        try:
+            self.check()
+            proc.wait(timeout=timeout)
+        finally:
+            self.waiting = False
+
+
+def _stop_run(proc: subprocess.Popen, status_dir: str, stop: _Stop) -> None:
+    """After SIGINT/SIGTERM: SIGTERM to torchrun's group and to every process of the run, then up to
+    STOP_GRACE_S for them to end (a second signal ends the wait at once); _kill_run does the rest."""
+    pids = set(_run_pids(status_dir)) | {proc.pid}
+    _signal_all(pids, signal.SIGTERM)
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    end = time.monotonic() + STOP_GRACE_S
+    stop.waiting = True
+    try:
+        while time.monotonic() < end and (proc.poll() is None or _run_pids(status_dir)):
+            time.sleep(0.05)
+    except _Interrupted:
+        pass
+    finally:
+        stop.waiting = False
+
+
 def _kill_run(proc: subprocess.Popen, status_dir: str) -> None:
-    """SIGKILL torchrun, its process group, and every rank (ranks run in sessions of their own)."""
-    pids = set(_descendants(proc.pid))
+    """SIGKILL torchrun, its process group and every process of the run (ranks run in sessions of their own),
+    then wait until none is left (at most GONE_DEADLINE_S). torchrun is frozen first, so it cannot start a
+    rank between the listing and the kill; ranks orphaned by it are found by their environment."""
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)
+    except (ProcessLookupError, PermissionError):
+        pass
+    pids = set(_descendants(proc.pid)) | set(_run_pids(status_dir)) | {proc.pid}
     for pid_file in Path(status_dir).glob("pid.*"):
         try:
             pid = int(pid_file.read_text())
@@ -1098,19 +1200,26 @@ def _kill_run(proc: subprocess.Popen, status_dir: str) -> None:
         if _is_our_rank(pid, status_dir):
             pids.add(pid)
             pids.update(_descendants(pid))
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    _signal_all(pids, signal.SIGKILL)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=GONE_DEADLINE_S)
     except subprocess.TimeoutExpired:
         pass
+    end = time.monotonic() + GONE_DEADLINE_S
+    while True:
+        left = _run_pids(status_dir)
+        if not left:
+            return
+        if time.monotonic() > end:
+            _say(f"nccl_probe.py: warning: process(es) {_ranks(sorted(left))} of a run still alive "
+                 f"{GONE_DEADLINE_S:g} s after SIGKILL", sys.stderr)
+            return
+        _signal_all(left, signal.SIGKILL)
+        time.sleep(0.05)
 
 
 def _read_statuses(status_dir: str) -> list[dict[str, Any]]:
@@ -1123,8 +1232,9 @@ def _read_statuses(status_dir: str) -> list[dict[str, Any]]:
     return statuses
 
 
-def launch(args: argparse.Namespace, world: int, backend: str, *, env_set: dict[str, str] | None = None,
-           env_unset: tuple[str, ...] = (), log_path: Path | None = None) -> RunResult:
+def launch(args: argparse.Namespace, world: int, backend: str, stop: _Stop, *,
+           env_set: dict[str, str] | None = None, env_unset: tuple[str, ...] = (),
+           log_path: Path | None = None) -> RunResult:
     """Run the probe under torchrun on 127.0.0.1 with a hard wall-clock limit; clean up every process."""
     status_dir = tempfile.mkdtemp(prefix="nccl_probe_run_")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(world),
@@ -1148,15 +1258,22 @@ def launch(args: argparse.Namespace, world: int, backend: str, *, env_set: dict[
         print(line, flush=True)
     start = time.monotonic()
     timed_out = False
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                            stderr=subprocess.STDOUT if out is not None else None, start_new_session=True)
+    proc: subprocess.Popen | None = None
     try:
+        stop.check()
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT if out is not None else None, start_new_session=True)
         try:
-            proc.wait(timeout=args.run_limit)
+            stop.wait(proc, args.run_limit)
         except subprocess.TimeoutExpired:
             timed_out = True
+    except _Interrupted:
+        if proc is not None:
+            _stop_run(proc, status_dir, stop)
+        raise
     finally:
-        _kill_run(proc, status_dir)
+        if proc is not None:
+            _kill_run(proc, status_dir)
         end_wall = time.time()
         statuses = _read_statuses(status_dir)
         shutil.rmtree(status_dir, ignore_errors=True)
@@ -1194,14 +1311,6 @@ def launch(args: argparse.Namespace, world: int, backend: str, *, env_set: dict[
                      "were stopped before a result", after, ranks)
 
 
-class _Interrupted(Exception):
-    pass
-
-
-def _on_signal(signum: int, _frame: Any) -> None:
-    raise _Interrupted(signal.Signals(signum).name)
-
-
 def _parent_backend(args: argparse.Namespace, largest_world: int, sizes: list[int]) -> str:
     """The backend for the runs this process starts; on gloo, refuse sizes the host cannot hold
     and warn about NCCL_* settings, which gloo ignores. All before any run starts."""
@@ -1214,10 +1323,10 @@ def _parent_backend(args: argparse.Namespace, largest_world: int, sizes: list[in
     return backend
 
 
-def launch_cli(args: argparse.Namespace, sizes: list[int]) -> int:
+def launch_cli(args: argparse.Namespace, sizes: list[int], stop: _Stop) -> int:
     """--nproc_per_node N: one run on this machine, exit with the probe's own status."""
     backend = _parent_backend(args, args.nproc_per_node, sizes)
-    result = launch(args, args.nproc_per_node, backend)
+    result = launch(args, args.nproc_per_node, backend, stop)
     state = "OK" if result.code == EXIT_OK else f"FAILED (exit {result.code}: {EXIT_MEANING[result.code]})"
     print(f"{PREFIX} world size {args.nproc_per_node}, backend {backend}: {state}: {result.summary}", flush=True)
     if result.code != EXIT_OK and result.ranks:
@@ -1227,14 +1336,14 @@ def launch_cli(args: argparse.Namespace, sizes: list[int]) -> int:
     return result.code
 
 
-def bisect(args: argparse.Namespace, message_sizes: list[int]) -> int:
+def bisect(args: argparse.Namespace, message_sizes: list[int], stop: _Stop) -> int:
     """--bisect: verdicts per world size for one candidate setting."""
     var, value = args.candidate
     sizes: list[int] = args.world_sizes
     backend = _parent_backend(args, max(sizes), message_sizes)
-    # on gloo the candidate can only act through a stand-in defect (--fault_unless): say so
-    note = VERDICT_GLOO_NOTE if backend == "gloo" and args.fault_unless is None else ""
-    if note:
+    # say what the verdicts are about: a stand-in defect (a rehearsal), or a gloo run that runs no NCCL
+    note = verdict_note(backend, args.fault, args.fault_unless)
+    if backend == "gloo" and args.fault_unless is None:
         _say("nccl_probe.py: warning: --bisect on backend gloo without --fault_unless runs no NCCL, so its verdicts "
              "cannot apply to NCCL; rehearse with --fault and --fault_unless, or bisect on GPUs with --backend nccl",
              sys.stderr)
@@ -1248,7 +1357,7 @@ def bisect(args: argparse.Namespace, message_sizes: list[int]) -> int:
         how = "with" if with_candidate else "without"
         print(f"[bisect] world size {world}, {how} {setting}: running", flush=True)
         log = log_dir / f"world{world}_{how}{tag}.log"
-        result = launch(args, world, backend, env_set={var: value} if with_candidate else None,
+        result = launch(args, world, backend, stop, env_set={var: value} if with_candidate else None,
                         env_unset=() if with_candidate else (var,), log_path=log)
         ok = result.code == EXIT_OK
         detail = "" if ok else f": {result.summary} (log: {log})"
@@ -1288,13 +1397,15 @@ def main(argv: list[str] | None = None) -> int:
             if under_torchrun:
                 raise UsageError("--bisect and --nproc_per_node start torchrun themselves: run them with python, "
                                  "not under torchrun")
-            signal.signal(signal.SIGTERM, _on_signal)
-            signal.signal(signal.SIGINT, _on_signal)
+            stop = _Stop()
+            stop.install()
             try:
-                return bisect(args, sizes) if args.bisect else launch_cli(args, sizes)
+                code = bisect(args, sizes, stop) if args.bisect else launch_cli(args, sizes, stop)
+                stop.check()  # a signal after the last run: still the signal's status
+                return code
             except _Interrupted as exc:
                 print(f"{PREFIX} interrupted by {exc}; runs stopped", file=sys.stderr, flush=True)
-                return 130
+                return 128 + exc.signum
         if not under_torchrun:
             raise UsageError("not started by torchrun (RANK/WORLD_SIZE unset): run "
                              "'torchrun --nproc_per_node N nccl_probe.py ...' or 'python nccl_probe.py --nproc_per_node N ...'")
