@@ -158,6 +158,7 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         continuing = getattr(args, "continue_run", None) is not None and reuse is not None
         if key is not None and (reuse is None or continuing):
             resume.record_job_key(cfg.log_dir, key)
+        progress.run_dir(cfg.log_dir)
         from mgpu_lab import continue_run  # run.json and the folder's lock (see mgpu_lab.continue_run)
 
         run_lock = continue_run.start_writing(cfg.log_dir, created=created, library=args.rl_library, task=args.task,
@@ -165,7 +166,6 @@ def _train(args: Namespace, progress: RankProgress) -> int:
                                               value=getattr(args, "continue_run", None))
         if continuing and not restart:
             log_line(continue_run.continuing_line(cfg.log_dir, cfg.start_iteration, cfg.checkpoint))
-        progress.run_dir(cfg.log_dir)
     if restart and cfg.checkpoint is None and is_rank0(ctx):
         log_line(f"[INFO] restart {restart}: no checkpoint of this job yet; training from iteration 0")
     if ctx.is_cuda:
