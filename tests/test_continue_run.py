@@ -197,3 +197,51 @@ def test_stacks_request_refusals(tmp_path: Path, capsys) -> None:
     (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
     assert live_stacks.request("latest", str(tmp_path), 1) == 2
     assert "is gone" in capsys.readouterr().err
+
+
+# --- the launcher, in-process (made-up GPUs, as in test_launcher_commands) ------------------------------
+
+def _launcher(*args: str, log_root: Path) -> int:
+    """The launcher's exit status for ``args`` (its lines stay in capsys)."""
+    from mgpu_lab import launcher
+    from mgpu_lab.devices import Inventory, made_up_uuid
+    from mgpu_testing import REPO
+    from mgpu_testing.docs import load_script
+
+    script = load_script(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py", "_mgpu_launcher_cont")
+    eight = Inventory([made_up_uuid(i) for i in range(8)], [], "test inventory")
+    train = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
+    try:
+        code = launcher.main(script.build_parser(), [*args, "--log_root", str(log_root)], train_script=train,
+                             environ={}, inventory=eight)
+    except SystemExit as exc:
+        code = exc.code
+    return code
+
+
+def test_launcher_dry_run_checks_only_the_form(tmp_path: Path, capsys) -> None:
+    """The documented command dry-runs before any run exists; --checkpoint with it is refused even then."""
+    doc = ("--num_gpus", "2", "--task", TASK, "--max_iterations", "300", "--continue_run", "latest")
+    code = _launcher("--dry_run", *doc, log_root=tmp_path)
+    out, err = capsys.readouterr()
+    assert code == 0 and "--continue_run latest" in out, err
+    code = _launcher("--dry_run", *doc, "--checkpoint", "latest", log_root=tmp_path)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "give one of them" in err[0]
+    assert not any(tmp_path.iterdir())  # nothing created
+
+
+def test_launcher_refuses_before_any_rank_starts(tmp_path: Path, capsys) -> None:
+    """Without --dry_run the folder is checked: no run, another library, no checkpoint, a live lock."""
+    base = ("--num_gpus", "2", "--task", TASK, "--device", "cpu", "--continue_run", "latest")
+    code = _launcher(*base, log_root=tmp_path)
+    assert code == 2 and "no run of rsl_rl on Toy-Cartpole-v0" in capsys.readouterr().err
+    run = make_run(tmp_path)
+    code = _launcher(*base, log_root=tmp_path)
+    assert code == 2 and "has no rsl_rl checkpoint yet" in capsys.readouterr().err
+    code = _launcher(*base[:-1], str(run), "--rl_library", "skrl", log_root=tmp_path)
+    assert code == 2 and "was written with --rl_library rsl_rl" in capsys.readouterr().err
+    write_lock(run, pid=os.getpid())
+    code = _launcher(*base, log_root=tmp_path)
+    assert code == 2 and "is being written by job job-other" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == sorted([continue_run.LOCK_FILE, continue_run.META_FILE])

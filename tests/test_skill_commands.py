@@ -410,6 +410,8 @@ def cpu_form(cmd: Command, log_root: Path, checkpoint: str | None = None) -> lis
 
 def covered(shape: Shape, picked: set[Shape]) -> bool:
     """Whether a run of some shape in ``picked`` exercises ``shape`` (the rules above)."""
+    if shape.continue_run:  # continuing in place is its own code path: only its own shape covers it
+        return shape in picked
     if shape in picked or replace(shape, resume=True) in picked:
         return True
     return shape.rendezvous == "node" and any(
