@@ -141,7 +141,9 @@ def _train(args: Namespace, progress: RankProgress) -> int:
                          f"the run's last; nothing left to train")
             progress.done()
             return 0
-        raise UsageError(f"--checkpoint {cfg.checkpoint}: already at iteration {cfg.start_iteration} and "
+        given = f"--checkpoint {cfg.checkpoint}:" if getattr(args, "continue_run", None) is None else \
+            f"--continue_run {args.continue_run}: {cfg.checkpoint} is"
+        raise UsageError(f"{given} already at iteration {cfg.start_iteration} and "
                          f"--max_iterations {cfg.max_iterations} counts from iteration 0: nothing left to train "
                          "(raise --max_iterations)")
 
