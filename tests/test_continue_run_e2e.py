@@ -45,6 +45,15 @@ def start_stopping_in_save(log_root: Path, tmp_path: Path, stop_at: str, *args: 
     return proc, log, Path(json.loads(marker.read_text())["target"])
 
 
+def purge_steps(events: Path) -> list[int]:
+    """Steps at which an events file tells TensorBoard to drop earlier files' later steps (SessionLog START)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.compat.proto.event_pb2 import SessionLog
+
+    return [e.step for e in EventFileLoader(str(events)).Load()
+            if e.HasField("session_log") and e.session_log.status == SessionLog.START]
+
+
 def test_continue_a_sigtermed_run_in_its_own_folder(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     first, log, target = start_stopping_in_save(logs, tmp_path, "model_2.pt", "--max_iterations", "100000",
@@ -75,7 +84,8 @@ def test_continue_a_sigtermed_run_in_its_own_folder(tmp_path: Path) -> None:
     assert f"[INFO] checkpoint: {run_dir / 'model_3.pt'}" in out
     assert sorted(p.name for p in (logs / "rsl_rl" / TASK).iterdir()) == [run_dir.name]
     assert (run_dir / "model_2.pt").is_file() and (run_dir / "model_3.pt").is_file()
-    assert set(run_dir.glob("events.out.tfevents.*")) > events_before  # TensorBoard events go on in the folder
+    (events,) = set(run_dir.glob("events.out.tfevents.*")) - events_before  # TensorBoard goes on in the folder
+    assert purge_steps(events) == [2]  # and drops what the killed job logged from iteration 2 on
     assert json.loads((run_dir / "run.json").read_text())["library"] == "rsl_rl"
     assert not (run_dir / "run.lock").exists()  # released at the end
 
