@@ -295,6 +295,7 @@ _REWRITTEN = {
 _SWITCHES = {"--distributed", "--log_all_ranks", "--dry_run", "--no_slurm", "--virtual_local_rank", "-h", "--help"}
 CPU_ENVS = "8"
 CPU_ITERATIONS = "2"
+CONTINUED = re.compile(r"^\[INFO\] continuing \S+ at iteration \d+ \(from \S+\)$", re.M)
 RESUMED = re.compile(r"resumed from \S+ at iteration \d+")
 CHECKPOINT_LINE = re.compile(r"^\[INFO\] checkpoint: (\S+)$", re.M)
 
@@ -335,10 +336,11 @@ class Shape:
     framework: str
     rendezvous: str  # "process" (train), "node", "2 nodes static", "2 nodes c10d", "2 nodes jax"
     resume: bool
+    continue_run: bool = False  # --continue_run: resumes into the prepared run's own folder (its own shape)
 
     def __str__(self) -> str:
         return f"{self.sub}-{self.library}-{self.framework}-{self.rendezvous.replace(' ', '-')}" + \
-            ("-resume" if self.resume else "")
+            ("-resume" if self.resume else "") + ("-continue" if self.continue_run else "")
 
 
 def shape_of(cmd: Command) -> Shape | None:
@@ -360,7 +362,8 @@ def shape_of(cmd: Command) -> Shape | None:
         else:
             kind = "static"
         rendezvous = f"2 nodes {kind}" if several else "node"
-    return Shape(cmd.sub, library, framework, rendezvous, option(cmd.args, "--checkpoint") is not None)
+    return Shape(cmd.sub, library, framework, rendezvous, option(cmd.args, "--checkpoint") is not None,
+                 option(cmd.args, "--continue_run") is not None)
 
 
 def cpu_form(cmd: Command, log_root: Path, checkpoint: str | None = None) -> list[list[str]]:
@@ -376,7 +379,8 @@ def cpu_form(cmd: Command, log_root: Path, checkpoint: str | None = None) -> lis
     shape = shape_of(cmd)
     assert shape is not None, cmd
     args = without(cmd.args, _REWRITTEN)
-    iterations = str(2 * int(CPU_ITERATIONS)) if shape.resume else CPU_ITERATIONS  # a total, counted from 0
+    resumes = shape.resume or shape.continue_run
+    iterations = str(2 * int(CPU_ITERATIONS)) if resumes else CPU_ITERATIONS  # a total, counted from 0
     common = ["--device", "cpu", "--num_envs", CPU_ENVS, "--max_iterations", iterations, "--log_root", str(log_root)]
     if shape.resume:
         written = option(cmd.args, "--checkpoint")
@@ -411,6 +415,8 @@ def cpu_form(cmd: Command, log_root: Path, checkpoint: str | None = None) -> lis
 
 def covered(shape: Shape, picked: set[Shape]) -> bool:
     """Whether a run of some shape in ``picked`` exercises ``shape`` (the rules above)."""
+    if shape.continue_run:  # continuing in place is its own code path: only its own shape covers it
+        return shape in picked
     if shape in picked or replace(shape, resume=True) in picked:
         return True
     return shape.rendezvous == "node" and any(
@@ -511,7 +517,8 @@ def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Pa
     log_root = tmp_path / "logs"
     task_root = log_root / (option(cmd.args, "--rl_library") or "rsl_rl") / (option(cmd.args, "--task") or TASK)
     checkpoint, resumed_at = None, None
-    if shape.resume:  # a checkpoint of the library and task to resume from: the healthy run's where there is one
+    if shape.resume or shape.continue_run:  # a run of the library and task to go on from: the healthy run's copy
+        # where there is one (``--continue_run latest`` finds that copy, the newest run under log_root)
         if key is not None:
             healthy = healthy_run(key)
             checkpoint, resumed_at = resume_from_healthy(healthy, log_root), healthy.iterations
@@ -521,6 +528,9 @@ def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Pa
     results = run_nodes(cpu_form(cmd, log_root, checkpoint), timeout=RUN_TIMEOUT)
     out = assert_trained(cmd, shape, [(r.args, r.returncode) for r in results], "".join(r.stdout for r in results))
     new_runs = set(task_root.iterdir()) - before
+    if shape.continue_run:  # the prepared run goes on in its own folder
+        assert not new_runs and CONTINUED.search(out), f"{cmd.where}: did not continue in place\n{out[-3000:]}"
+        return
     assert len(new_runs) == 1, f"{cmd.where}: expected one new run folder (only rank 0 writes), got {new_runs}"
     if shape.resume:
         assert RESUMED.search(out), f"{cmd.where}: `{cmd.source}` did not say where it resumed from\n{out[-3000:]}"

@@ -86,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Resume training from this checkpoint file, or 'latest': the newest checkpoint of the "
                         "newest run of this --rl_library and --task under --log_root. A checkpoint written at another "
                         "world size is fine; one from another task or library is refused.")
+    parser.add_argument("--continue_run", default=None, metavar="RUN",
+                        help="Continue a run in its own run folder: 'latest' (the newest run folder of this "
+                        "--rl_library and --task under --log_root) or a run folder's path. Resumes from the folder's "
+                        "newest checkpoint, appends to its logs and TensorBoard events, and numbers checkpoints on. "
+                        "Refused (exit 2) when the folder was written with another library, task or framework, has "
+                        "no checkpoint, or another live job writes to it; not with --checkpoint, which resumes "
+                        "into a new run folder.")
     parser.add_argument("--save_interval", type=int, default=10, metavar="N",
                         help="Write a checkpoint every N iterations (default: 10, so a restarted job loses at most "
                         "10 iterations); the last iteration is always saved.")

@@ -89,5 +89,23 @@ for _name in ENTRY_SCRIPTS:
     main.add_command(_make_command(_name))
 
 
+@main.command(name="stacks")
+@click.argument("run", default="latest")
+@click.option("--log_root", default="logs", show_default=True,
+              help="Where `latest` looks for a live job's run folder.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              help="Seconds to wait for the launcher's answer.")
+def stacks(run: str, log_root: str, timeout_s: float) -> None:
+    """Every rank's Python stack from a running job, without stopping it.
+
+    RUN is a run folder, or `latest`: the newest one under --log_root that a live job writes. The launcher
+    of that job writes the stacks under RUN/stacks/<time>/ and a one-line-per-rank summary. Exit 0 done,
+    1 no answer in time, 2 no live launcher to ask.
+    """
+    from mgpu_lab.live_stacks import request
+
+    sys.exit(request(run, log_root, timeout_s))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

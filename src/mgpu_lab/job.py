@@ -152,6 +152,9 @@ class JobMonitor:
         self.vanished: set[int] = set()  # ranks whose process disappeared while the job ran
         self.tail = bytearray()
         self.router = StderrRouter(self._show)
+        from mgpu_lab.live_stacks import LiveStacks
+
+        self.live_stacks = LiveStacks()  # SIGUSR2: every rank's stack now, the job goes on (isaaclab stacks)
 
     def _show(self, data: bytes) -> None:
         if self.outcome is None:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
@@ -175,6 +178,9 @@ class JobMonitor:
 
         from mgpu_lab import heartbeat, supervise
 
+        if self.live_stacks.collect_if_requested(self.dir, now, self._trigger_nccl_dumps) and self.trace_prefix:
+            print(f"[INFO] stacks: NCCL flight recorder dumps (when NCCL wrote any): {self.trace_prefix}<rank>",
+                  file=sys.stderr, flush=True)
         beats = heartbeat.read_beats(self.dir)
         if not self.joined:
             if beats or self._workers_started(supervisor.pid):
@@ -346,6 +352,9 @@ def run_job(spec: JobSpec) -> int:
     env[JOB_KEY_ENV] = job_key(spec)
     tag = os.path.basename(supervise_dir)
     env[supervise.JOB_TAG_ENV] = tag
+    from mgpu_lab.continue_run import LAUNCHER_PID_ENV
+
+    env[LAUNCHER_PID_ENV] = str(os.getpid())  # rank 0 writes it into the run folder's lock (isaaclab stacks)
 
     trace_prefix = None
     if not spec.on_cpu and not spec.jax:  # CUDA ranks: PyTorch's NCCL flight recorder for this run
@@ -368,6 +377,7 @@ def run_job(spec: JobSpec) -> int:
     janitor = supervise.start_janitor(tag, grace)
     monitor = JobMonitor(spec, supervise_dir, grace_s=grace, start=time.monotonic(), error_file=error_file,
                          trace_prefix=trace_prefix)
+    monitor.live_stacks.install()
     try:
         rc, supervisor = supervise.run_supervised(spec.cmd, env, grace_s=grace, tick=monitor.tick,
                                                   stderr_sink=monitor.stderr, tick_s=0.2)
@@ -395,6 +405,7 @@ def run_job(spec: JobSpec) -> int:
             return report.exit_status
         return EXIT_FAILED if rc != EXIT_USAGE else rc
     finally:
+        monitor.live_stacks.restore()
         supervise.dismiss_janitor(janitor)
         shutil.rmtree(supervise_dir, ignore_errors=True)
 

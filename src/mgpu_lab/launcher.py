@@ -223,15 +223,22 @@ def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> a
         raise UsageError("train.py's arguments ask it to exit before training; run isaaclab train for that") from None
 
 
-def check_training_args(targs: argparse.Namespace, ranks: int) -> None:
+def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = False) -> None:
     """The trainer's own torch-free checks, with the job's world size, then a checkpoint's library and format."""
     from mgpu_lab import train_checks
 
+    if dry_run and targs.continue_run is not None:  # the folder is checked when the job runs
+        train_checks.check_continue_run(targs, folder=False)
+        targs = type(targs)(**{**vars(targs), "continue_run": None})
     train_checks.check_args(targs, ranks)
     if targs.checkpoint is not None and targs.checkpoint != train_checks.LATEST:
         from mgpu_lab.checkpoint import check_library  # torch, no RL library: only when a checkpoint is given
 
         check_library(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
+    if targs.continue_run is not None:  # its folder's newest checkpoint, before any rank starts
+        from mgpu_lab.continue_run import check_before_launch
+
+        check_before_launch(targs)
 
 
 def resolve_ranks(value: str, device: str | None, devices: Devices, *, jax: bool) -> str:
@@ -422,7 +429,7 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
                     passthrough=passthrough, torchrun_only=torchrun_only, environ=environ)
     if not override:
         targs = parse_training_args(script, args.rl_library, forwarded)
-        check_training_args(targs, world_size(config, devices))
+        check_training_args(targs, world_size(config, devices), dry_run=args.dry_run)
     if args.log_dir is not None:
         _check_log_dir(args.log_dir)
     if not args.dry_run and not jax and hosts_store(args, environ):

@@ -58,6 +58,24 @@ def check_args(args: Namespace, ranks: int) -> None:
     run_dir.check_run_name(args.run_name)
     run_dir.check_log_root(args.log_root, args.rl_library, args.task)
     check_checkpoint_path(args.checkpoint)
+    check_continue_run(args)
+
+
+def check_continue_run(args: Namespace, folder: bool = True) -> None:
+    """--continue_run: not with --checkpoint; then (``folder``) the folder, who wrote it, and no other live job on
+    it."""
+    value = getattr(args, "continue_run", None)
+    if value is None:
+        return
+    if args.checkpoint is not None:
+        raise UsageError(f"--continue_run {value} with --checkpoint {args.checkpoint}: give one of them "
+                         "(--continue_run resumes from the folder's newest checkpoint)")
+    if not folder:
+        return
+    from mgpu_lab import continue_run
+    from mgpu_lab.resume import job_key
+
+    continue_run.check(value, args.log_root, args.rl_library, args.task, args.ml_framework, job_key())
 
 
 def world_size_hint(distributed: bool, environ: dict[str, str] | os._Environ[str] = os.environ) -> int:

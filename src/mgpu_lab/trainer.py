@@ -61,7 +61,13 @@ def _resume_point(args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: 
         if run_dir is not None:
             found = resume.newest_checkpoint(run_dir, listing)
             return run_dir, (str(found[1]) if found else None)
-        return None, None  # rank 0 never recorded this job's folder: start over in a new one
+        if getattr(args, "continue_run", None) is None:
+            return None, None  # rank 0 never recorded this job's folder: start over in a new one
+    if getattr(args, "continue_run", None) is not None:  # continue a run in its own folder
+        from mgpu_lab import continue_run
+
+        return continue_run.resume_point(args.continue_run, args.log_root, args.rl_library, args.task,
+                                         args.ml_framework, key, listing)
     if args.checkpoint == resume.LATEST:
         found = resume.latest_checkpoint(args.log_root, args.rl_library, args.task, listing)
         if found is None:
@@ -135,22 +141,33 @@ def _train(args: Namespace, progress: RankProgress) -> int:
                          f"the run's last; nothing left to train")
             progress.done()
             return 0
-        raise UsageError(f"--checkpoint {cfg.checkpoint}: already at iteration {cfg.start_iteration} and "
+        given = f"--checkpoint {cfg.checkpoint}:" if getattr(args, "continue_run", None) is None else \
+            f"--continue_run {args.continue_run}: {cfg.checkpoint} is"
+        raise UsageError(f"{given} already at iteration {cfg.start_iteration} and "
                          f"--max_iterations {cfg.max_iterations} counts from iteration 0: nothing left to train "
                          "(raise --max_iterations)")
 
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: device {ctx.device}, backend "
              f"{ctx.backend if ctx.distributed else 'none'}, node {progress.node}")
     created = reuse is None and is_rank0(ctx)  # a folder this process makes (and removes if the run is refused)
+    run_lock = None  # rank 0: its lock on the run folder (mgpu_lab.continue_run)
     cfg.log_dir = str(reuse) if reuse is not None else str(_run_dir(args.log_root, args.rl_library, args.task,
                                                                      args.run_name, create=is_rank0(ctx)))
     if is_rank0(ctx):
         log_line(f"[INFO] {args.rl_library} on {args.task}: {cfg.num_envs} envs/rank x {ctx.world_size} rank(s), "
                  f"device {ctx.device}, backend {ctx.backend if ctx.distributed else 'none'}")
         log_line(f"[INFO] logging to {cfg.log_dir}")
-        if key is not None and reuse is None:
+        continuing = getattr(args, "continue_run", None) is not None and reuse is not None
+        if key is not None and (reuse is None or continuing):
             resume.record_job_key(cfg.log_dir, key)
         progress.run_dir(cfg.log_dir)
+        from mgpu_lab import continue_run  # run.json and the folder's lock (see mgpu_lab.continue_run)
+
+        run_lock = continue_run.start_writing(cfg.log_dir, created=created, library=args.rl_library, task=args.task,
+                                              ml_framework=args.ml_framework, job_key=key,
+                                              value=getattr(args, "continue_run", None))
+        if continuing and not restart:
+            log_line(continue_run.continuing_line(cfg.log_dir, cfg.start_iteration, cfg.checkpoint))
     if restart and cfg.checkpoint is None and is_rank0(ctx):
         log_line(f"[INFO] restart {restart}: no checkpoint of this job yet; training from iteration 0")
     if ctx.is_cuda:
@@ -172,6 +189,8 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         result = adapter.train(cfg, ctx)
     except UsageError:  # refused before training: leave nothing behind
         destroy_process_group()
+        if run_lock is not None:
+            run_lock.release()
         if created:
             discard(cfg.log_dir)
         raise
@@ -210,6 +229,8 @@ def _train(args: Namespace, progress: RankProgress) -> int:
             log_line(f"[INFO] checkpoint: {result.checkpoint}")
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: parameter digest {param_digest(result.params)}")
     progress.done()
+    if run_lock is not None:
+        run_lock.release()
     destroy_process_group()
     return 0
 

@@ -79,7 +79,10 @@ def runner_cfg(task: str, cfg: TrainConfig) -> dict[str, Any]:
         "num_steps_per_env": t.num_steps_per_env,
         "save_interval": cfg.save_interval or t.save_interval,
         "run_name": cfg.run_name or "",
-        "logger": "tensorboard",
+        # resumed (a restart or --continue_run, in the same folder): TensorBoard drops the steps from here on
+        # that an earlier job logged after its last checkpoint (purge_step), so the folder shows one curve
+        "logger": "tensorboard" if not cfg.start_iteration else {
+            "class_name": "torch.utils.tensorboard:SummaryWriter", "flush_secs": 10, "purge_step": cfg.start_iteration},
         "check_for_nan": True,
         "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
         "actor": {**model, "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": t.init_std}},
