@@ -17,7 +17,7 @@ from mgpu_lab.train_config import UsageError
 MIN_BYTES_PER_ENV = 16 * 16 * 4
 
 
-def _host_available() -> int | None:
+def host_available() -> int | None:
     """MemAvailable from /proc/meminfo (Linux), else free physical pages, in bytes; None if unknown."""
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
@@ -39,7 +39,7 @@ def available_bytes(device: str) -> tuple[int | None, str]:
 
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         return int(free), device
-    host = _host_available()
+    host = host_available()
     local = os.environ.get("LOCAL_WORLD_SIZE", "1")
     ranks = int(local) if local.isdigit() and int(local) > 0 else 1
     if host is None:

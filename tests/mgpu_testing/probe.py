@@ -43,12 +43,10 @@ def probe_module() -> ModuleType:
 
 def beyond_host_memory() -> str:
     """An -e value whose single buffer is already larger than this host's MemAvailable."""
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            available = int(line.split()[1]) * 1024
-            break
-    else:  # pragma: no cover - every Linux kernel since 3.14 has it
-        raise AssertionError("no MemAvailable in /proc/meminfo")
+    from mgpu_lab.resources import host_available  # the package's one reader of the host's free memory
+
+    available = host_available()
+    assert available is not None, "this host does not say how much memory is free"
     gib = 1
     while gib * 1024**3 <= available:
         gib *= 2
