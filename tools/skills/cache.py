@@ -37,6 +37,21 @@ def cache_dir() -> Path:
     return Path(base) / "skills-check"
 
 
+def parser_stamps() -> list[str]:
+    """Where each parser library is installed and when it changed (not imported): a cache keyed on these is
+    dropped when a parser is upgraded."""
+    parts = []
+    for lib in _LIBS:
+        try:
+            spec = importlib.util.find_spec(lib)
+            origin = spec.origin if spec else None
+            st = os.stat(origin) if origin else None
+            parts.append(f"{lib}:{origin}:{st.st_mtime_ns if st else '?'}")
+        except (ImportError, ValueError, OSError):
+            parts.append(f"{lib}:?")
+    return parts
+
+
 def _stamp() -> str:
     """Changes whenever parsing could give another result."""
     parts = [str(FORMAT), sys.version]
@@ -46,14 +61,7 @@ def _stamp() -> str:
             parts.append(f"{name}:{st.st_mtime_ns}:{st.st_size}")
         except OSError:
             parts.append(f"{name}:?")
-    for lib in _LIBS:
-        try:
-            spec = importlib.util.find_spec(lib)
-            origin = spec.origin if spec else None
-            st = os.stat(origin) if origin else None
-            parts.append(f"{lib}:{origin}:{st.st_mtime_ns if st else '?'}")
-        except (ImportError, ValueError, OSError):
-            parts.append(f"{lib}:?")
+    parts += parser_stamps()
     import hashlib
 
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cache import _LIBS, MAX_CACHE_BYTES, cache_dir, digest
+from cache import MAX_CACHE_BYTES, cache_dir, digest, parser_stamps
 
 HERE = Path(__file__).resolve().parent
 FORMAT = 1
@@ -47,15 +47,7 @@ def _checker_stamp() -> str:
                     parts.append(f"{folder.name}/{entry.name}:{st.st_mtime_ns}:{st.st_size}")
                 except OSError:
                     parts.append(f"{entry.name}:?")
-    import importlib.util
-
-    for lib in _LIBS:
-        try:
-            spec = importlib.util.find_spec(lib)
-            origin = spec.origin if spec else None
-            parts.append(f"{lib}:{origin}:{os.stat(origin).st_mtime_ns if origin else '?'}")
-        except (ImportError, ValueError, OSError):
-            parts.append(f"{lib}:?")
+    parts += parser_stamps()
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
