@@ -148,6 +148,7 @@ class JobMonitor:
         self.joined = spec.jax  # skrl's JAX launcher has no rendezvous of its own
         self.next_report = start + self._report_every()
         self.outcome: int | None = None  # EXIT_HANG or EXIT_RDZV once the monitor stopped the job
+        self.verdict: str | None = None  # the one-line error printed once the stopped job is gone (its last line)
         self.last_alive: dict[int, float] = {}  # rank -> wall time its process was last seen alive
         self.vanished: set[int] = set()  # ranks whose process disappeared while the job ran
         self.tail = bytearray()
@@ -189,7 +190,7 @@ class JobMonitor:
                     print(f"[INFO] launcher: rendezvous complete after {now - self.start:.0f} s",
                           file=sys.stderr, flush=True)
             elif now - self.start >= self.spec.rdzv_timeout:
-                print(f"isaaclab train_multigpu: error: {self._rdzv_missing()}", file=sys.stderr, flush=True)
+                self.verdict = f"isaaclab train_multigpu: error: {self._rdzv_missing()}"
                 self.outcome = EXIT_RDZV
                 supervisor.stop(signal.SIGTERM, grace_s=min(self.grace_s, 3.0))
                 return
@@ -383,6 +384,8 @@ def run_job(spec: JobSpec) -> int:
                                                   stderr_sink=monitor.stderr, tick_s=0.2)
         monitor.router.close()
         if monitor.outcome is not None and supervisor.interrupted is None:
+            if monitor.verdict is not None:  # after any message about stopping the job: the verdict is the last line
+                print(monitor.verdict, file=sys.stderr, flush=True)
             return monitor.outcome
         if supervisor.interrupted is not None or rc == 0:
             return rc
