@@ -30,6 +30,7 @@ import torch
 from mgpu_lab import adapters, checkpoint
 from mgpu_lab.dist import context_from_env
 from mgpu_lab.train_config import TrainConfig, UsageError
+from mgpu_testing.training import OpensMarker
 
 CARTPOLE = "Toy-Cartpole-v0"
 PENDULUM = "Toy-Pendulum-SwingUp-v0"
@@ -75,16 +76,6 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Pa
         return made[(kind, task)]
 
     return get
-
-
-class OpensMarker:
-    """Unpickling this calls open(path, "w"): the stand-in for any code a crafted checkpoint could run."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -28,17 +28,7 @@ import torch
 from mgpu_lab import checkpoint
 from mgpu_lab.train_config import UsageError
 from mgpu_testing import REPO, run
-from mgpu_testing.training import assert_one_line_error, single_env, train_cmd
-
-
-class OpensMarker:
-    """Unpickling this calls open(path, "w"): the stand-in for any code a crafted checkpoint could run."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
+from mgpu_testing.training import OpensMarker, assert_one_line_error, single_env, train_cmd
 
 
 def crafted_torch_checkpoint(tmp_path: Path, marker: Path) -> Path:

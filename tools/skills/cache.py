@@ -144,21 +144,31 @@ class ParseCache:
             self.dirty = True
         if not self.dirty:
             return
-        import tempfile
-
         try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-", suffix=".json")
             entries = [[k[0], k[1], d, v] for k, (d, v) in sorted(self.entries.items())]
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"stamp": self.stamp, "entries": entries}, fh, separators=(",", ":"))
-            os.replace(tmp, self.file)
+            write_atomic(self.file, json.dumps({"stamp": self.stamp, "entries": entries}, separators=(",", ":")).encode())
             _prune(self.file.parent)
-        except Exception:
-            try:
-                os.unlink(tmp)  # type: ignore[possibly-undefined]
-            except Exception:
-                pass
+        except Exception:  # a cache that cannot be written is only a slower next check
+            pass
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file in its folder and ``os.replace`` (the caches' one writer):
+    a reader never sees half a file; the temp file is removed when the write fails."""
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _prune(folder: Path) -> None:

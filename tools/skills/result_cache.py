@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cache import MAX_CACHE_BYTES, cache_dir, digest, parser_stamps
+from cache import MAX_CACHE_BYTES, cache_dir, digest, parser_stamps, write_atomic
 
 HERE = Path(__file__).resolve().parent
 FORMAT = 1
@@ -164,17 +164,4 @@ def read_files(project: Any) -> set[str]:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, separators=(",", ":"))
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
