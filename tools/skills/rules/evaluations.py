@@ -136,9 +136,12 @@ def _entry_lines(text: str, key: str, n: int) -> list[int]:
     at = text.find(f'"{key}"') if key else 0
     at = text.find("[", max(at, 0))
     lines: list[int] = []
+    line = text.count("\n", 0, max(at, 0)) + 1  # counted once, then carried along: linear in the text
     depth, in_str, esc = 0, False, False
     for i in range(max(at, 0), len(text)):
         ch = text[i]
+        if ch == "\n":
+            line += 1
         if in_str:
             if esc:
                 esc = False
@@ -150,7 +153,9 @@ def _entry_lines(text: str, key: str, n: int) -> list[int]:
             in_str = True
         elif ch in "[{":
             if depth == 1:
-                lines.append(text.count("\n", 0, i) + 1)
+                lines.append(line)
+                if len(lines) == n:  # only the first n entries are asked for
+                    break
             depth += 1
         elif ch in "]}":
             depth -= 1
