@@ -595,3 +595,7 @@ def test_every_documented_shape_is_run() -> None:
     for cmd in LAUNCHER_CMDS + TRAINER_CMDS:
         shape = shape_of(cmd)
         assert shape is None or covered(shape, picked), cmd
+    # the launcher's real multi-node runs are these CPU forms (tests/test_launcher_e2e.py has no run of its own
+    # over c10d or a static two-node rendezvous): the docs must keep writing every rendezvous kind
+    assert {s.rendezvous for s in picked} >= {"process", "node", "2 nodes static", "2 nodes c10d", "2 nodes jax"}, \
+        picked

@@ -167,7 +167,6 @@ def _entry_lines(text: str, key: str, n: int) -> list[int]:
 def _evals_entries(project: Project, skill: Skill) -> tuple[list[Any] | None, str, str]:
     """(entries, json text, how the list was found) for a skill's parsed evals.json."""
     data = skill.evals
-    path = skill.evals_json or ""
     text = skill.evals_text
     if isinstance(data, dict):
         for key in ("evals", "evaluations", "cases"):
