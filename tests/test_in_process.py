@@ -3,6 +3,9 @@ process of its own can do is refused before anything runs."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import random
 import signal
@@ -13,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from mgpu_testing.in_process import HiddenModules, ProcessState, refuse_process_only
+from mgpu_testing.in_process import HiddenModules, LogStreams, ProcessState, refuse_process_only
 from mgpu_testing.training import single_env, train_in_process
 
 
@@ -64,3 +67,19 @@ def test_what_only_a_process_can_do_is_refused(env):
 @pytest.mark.parametrize("fault", ["raise:0:1", "skip:0:1", "crash:0:1"])
 def test_faults_that_stay_in_the_process_are_allowed(fault):
     refuse_process_only({"MGPU_LAB_FAULT": fault})  # crash: malformed, the trainer's own refusal
+
+
+def test_log_handlers_write_to_the_calls_streams_and_then_to_the_streams_of_before():
+    logger = logging.getLogger("mgpu_lab_test_in_process")
+    before = logging.StreamHandler(sys.stderr)  # made before the call (a library imported earlier)
+    logger.addHandler(before)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with LogStreams(out, err), contextlib.redirect_stderr(err):
+            logger.error("from the call")
+            during = logging.StreamHandler(sys.stderr)  # made during the call (a library's first import)
+            logger.addHandler(during)
+        assert err.getvalue() == "from the call\n"
+        assert before.stream is sys.stderr and during.stream is sys.stderr
+    finally:
+        logger.handlers.clear()

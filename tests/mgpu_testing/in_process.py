@@ -158,3 +158,36 @@ class HiddenModules:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = module
+
+
+class LogStreams:
+    """While active, logging handlers that write to this process's stdout or stderr write to ``out`` and ``err``
+    instead (a library's logger writes to its own process's streams); afterwards every handler that writes to
+    ``out`` or ``err`` (including those made during the call, such as a library's on its first import) writes to
+    the streams of before again."""
+
+    def __init__(self, out: Any, err: Any) -> None:
+        self.out, self.err = out, err
+        self._outer = (sys.stdout, sys.stderr)
+
+    @staticmethod
+    def _handlers() -> list[Any]:
+        import logging
+
+        loggers = [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values()
+                                           if isinstance(v, logging.Logger)]
+        return [h for lg in loggers for h in lg.handlers if isinstance(h, logging.StreamHandler)]
+
+    def _swap(self, pairs: dict[int, Any]) -> None:
+        for handler in self._handlers():
+            target = pairs.get(id(handler.stream))
+            if target is not None:
+                handler.setStream(target)
+
+    def __enter__(self) -> LogStreams:
+        self._outer = (sys.stdout, sys.stderr)
+        self._swap({id(self._outer[0]): self.out, id(self._outer[1]): self.err})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._swap({id(self.out): self._outer[0], id(self.err): self._outer[1]})

@@ -49,7 +49,8 @@ def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
 
     Refusals and whole single-process trainings both run here; every process-global thing the run changes is put
     back afterwards (:class:`mgpu_testing.in_process.ProcessState`), and what only a process can do is refused
-    (:func:`mgpu_testing.in_process.refuse_process_only`). Warnings are printed to the call's stderr as a fresh
+    (:func:`mgpu_testing.in_process.refuse_process_only`). Log handlers write to the call's streams
+    (:class:`mgpu_testing.in_process.LogStreams`), and warnings are printed to the call's stderr as a fresh
     process would print them (Python's default filters, each once), not collected by pytest, so a one-line check
     on stderr still sees them."""
     import contextlib
@@ -58,7 +59,7 @@ def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
 
     from mgpu_lab import trainer
     from mgpu_testing.docs import load_script
-    from mgpu_testing.in_process import HiddenModules, ProcessState, refuse_process_only
+    from mgpu_testing.in_process import HiddenModules, LogStreams, ProcessState, refuse_process_only
 
     if env is None:
         env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
@@ -74,7 +75,7 @@ def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
             import torch
 
             torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+        with LogStreams(out, err), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
                 warnings.catch_warnings(record=True) as caught, HiddenModules(hide):
             warnings.resetwarnings()  # a fresh process's filters: shown once per place, these kinds ignored
             warnings.simplefilter("default")
