@@ -71,8 +71,9 @@ def _set_torch_settings(saved: dict[str, Any]) -> None:
     torch.set_num_threads(saved["num_threads"])
     torch.set_default_dtype(saved["default_dtype"])
     torch.set_float32_matmul_precision(saved["matmul_precision"])
-    mode, warn_only = saved["deterministic"]
-    torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    if _torch_settings()["deterministic"] != saved["deterministic"]:  # the call imports torch._dynamo (seconds)
+        mode, warn_only = saved["deterministic"]
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
     (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
      torch.backends.cudnn.allow_tf32) = saved["cudnn"]
     torch.backends.cuda.matmul.allow_tf32 = saved["cuda_matmul_tf32"]
