@@ -1,7 +1,8 @@
 """Shared pieces of the library trainer tests (rsl_rl, rl_games, skrl torch and JAX).
 
-Commands for train.py and the launcher, the environment of a single process, the checks on the
-log lines every run prints, and the SIGKILL-while-saving scenario.
+Commands for train.py and the launcher, train.py in pytest's own process (:func:`train_in_process`, for
+refusals and single-process trainings: no interpreter and library imports to pay per run), the environment
+of a single process, the checks on the log lines every run prints, and the SIGKILL-while-saving scenario.
 """
 
 from __future__ import annotations
