@@ -18,13 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_testing import PYTHON, REPO, run
-from mgpu_testing.training import (TRAIN, assert_one_line_error, single_env, stop_job, supervised_env,
-                                   torchrun_train, wait_for)
+from mgpu_testing import REPO
+from mgpu_testing.training import (assert_one_line_error, single_env, stop_job, supervised_env,
+                                   torchrun_train, train_in_process, wait_for)
 
 from mgpu_lab import heartbeat
 
-pytestmark = pytest.mark.e2e
 
 ARGS = ("--num_envs", "8", "--max_iterations", "6", "--save_interval", "100")
 
@@ -51,6 +50,7 @@ def stack_of(supervise: Path, rank: int, needle: str) -> str | None:
     return text if needle in text else None
 
 
+@pytest.mark.e2e
 def test_skip_leaves_rank0_blocked_in_a_collective(tmp_path):
     fault, marker, rank1_frame = "skip:1:2", "[FAULT] rank 1 skipped all_reduce, now before", "collective"
     proc, supervise, log = start(tmp_path, fault)
@@ -76,6 +76,7 @@ def test_skip_leaves_rank0_blocked_in_a_collective(tmp_path):
     ("skip:0:1", ("--rl_library", "skrl", "--ml_framework", "jax"), "skip acts on torch.distributed collectives"),
 ])
 def test_a_bad_fault_switch_is_one_line(tmp_path, fault, args, expected):
-    cmd = [PYTHON, TRAIN, "--device", "cpu", *args, "--log_root", str(tmp_path / "logs")]
-    assert_one_line_error(run(cmd, timeout=120, env=single_env(MGPU_LAB_FAULT=fault)), expected)
+    """train.py's parser and the trainer in this process: refused before torch is needed."""
+    argv = ["--device", "cpu", *args, "--log_root", str(tmp_path / "logs")]
+    assert_one_line_error(train_in_process(argv, single_env(MGPU_LAB_FAULT=fault)), expected)
     assert not (tmp_path / "logs").exists()

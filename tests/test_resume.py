@@ -8,8 +8,11 @@ enters after that save), so the resume point is exact.
 
 For rl_games, skrl and skrl's JAX, the restart's own part (find the job's run folder by the job key rank 0
 recorded, resume from its newest checkpoint) runs on the real checkpoints of the session's healthy 2-rank
-job (tests/mgpu_testing/runs.py), copied: one process told it is restart 1 of that job, as torchrun tells a
-restarted worker (TORCHELASTIC_RESTART_COUNT), without a second torchrun group.
+job (tests/mgpu_testing/runs.py), copied: one trainer told it is restart 1 of that job, as torchrun tells a
+restarted worker (TORCHELASTIC_RESTART_COUNT), without a second torchrun group. That trainer runs in pytest's
+process (mgpu_testing.training.train_in_process) for rl_games and skrl; skrl's JAX runs in a process of its own,
+because JAX reads JAX_PLATFORMS once, when it is first imported, and pytest's process may have imported it
+before (flax, to read checkpoints) without it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from mgpu_lab.resume import JOB_KEY_ENV, JOB_KEY_FILE
 from mgpu_testing import run
 from mgpu_testing.runs import NUM_ENVS, WITH_HEALTHY_RUN, copy_run
 from mgpu_testing.training import (DIGEST_ANYWHERE, TASK, assert_one_line_error, assert_one_rank_output, single_env,
-                                   supervised_env, torchrun_train, train_cmd)
+                                   supervised_env, torchrun_train, train_args, train_cmd, train_in_process)
 
 pytestmark = pytest.mark.e2e
 
@@ -75,20 +78,20 @@ def test_a_restarted_group_resumes_its_own_run(tmp_path):
 
 
 # library (healthy run), the final checkpoint (glob, relative to the run folder) of MAX_ITERATIONS and how
-# to load it, steps per iteration, extra trainer arguments, extra environment
+# to load it, steps per iteration, extra trainer arguments, extra environment, whether it runs in this process
 RESTARTS = [
-    ("rl_games", f"nn/last_*_ep_{MAX_ITERATIONS}_rew_*.pth", lambda p: load_torch(p, "rl_games"), 16, (), {}),
-    ("skrl", f"checkpoints/agent_{16 * MAX_ITERATIONS}.pt", lambda p: load_torch(p, "skrl"), 16, (), {}),
+    ("rl_games", f"nn/last_*_ep_{MAX_ITERATIONS}_rew_*.pth", lambda p: load_torch(p, "rl_games"), 16, (), {}, True),
+    ("skrl", f"checkpoints/agent_{16 * MAX_ITERATIONS}.pt", lambda p: load_torch(p, "skrl"), 16, (), {}, True),
     ("skrl-jax", f"checkpoints/agent_{16 * MAX_ITERATIONS}.msgpack", read_msgpack, 16, ("--ml_framework", "jax"),
-     {"JAX_PLATFORMS": "cpu"}),
+     {"JAX_PLATFORMS": "cpu"}, False),
 ]
 
 
 @pytest.mark.timeout(WITH_HEALTHY_RUN)
-@pytest.mark.parametrize("library,final,load,steps_per_iteration,args,extra_env", RESTARTS,
+@pytest.mark.parametrize("library,final,load,steps_per_iteration,args,extra_env,in_process", RESTARTS,
                          ids=[r[0] for r in RESTARTS])
 def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
-        tmp_path, healthy_run, library, final, load, steps_per_iteration, args, extra_env):
+        tmp_path, healthy_run, library, final, load, steps_per_iteration, args, extra_env, in_process):
     """Also the library's training in one process (world size 1): its lines, a loadable last checkpoint, no
     temp file left (a fresh start is the healthy run's)."""
     healthy = healthy_run(library)
@@ -96,11 +99,15 @@ def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
     run_dir = copy_run(healthy, logs)
     key = (run_dir / JOB_KEY_FILE).read_text(encoding="utf-8").strip()
     assert key, "rank 0 of the launcher's job records the job key in its run folder"
-    cmd = train_cmd(healthy.rl_library, logs, *args, "--task", TASK, "--num_envs", str(NUM_ENVS),
-                    "--max_iterations", str(MAX_ITERATIONS), "--save_interval", "2")
-    proc = run(cmd, timeout=500, env=single_env(TORCHELASTIC_RESTART_COUNT="1", **{JOB_KEY_ENV: key}, **extra_env))
+    given = (*args, "--task", TASK, "--num_envs", str(NUM_ENVS), "--max_iterations", str(MAX_ITERATIONS),
+             "--save_interval", "2")
+    env = single_env(TORCHELASTIC_RESTART_COUNT="1", **{JOB_KEY_ENV: key}, **extra_env)
+    if in_process:
+        proc = train_in_process(train_args(healthy.rl_library, logs, *given), env)
+    else:
+        proc = run(train_cmd(healthy.rl_library, logs, *given), timeout=500, env=env)
     out = proc.stdout + proc.stderr
-    assert_one_rank_output(proc, anchored=False)  # exit 0; synchronized, timed, counted over 1 rank, a digest
+    assert_one_rank_output(proc, anchored=in_process)  # exit 0; synchronized, timed, counted over 1 rank, a digest
     assert [p.name for p in (logs / healthy.rl_library / TASK).iterdir()] == [run_dir.name], \
         "a restart must reuse its run folder"
     (resumed,) = RESUMED.findall(out)
@@ -119,14 +126,14 @@ def test_checkpoint_latest_refusals(tmp_path, healthy_run):
     """Nothing to resume, or nothing left to train: one line, nothing written. A resume from ``latest`` (path
     and iteration exact) is tests/test_skill_commands.py's, in the CPU forms of the documented commands."""
     logs = tmp_path / "logs"
-    common = train_cmd("rsl_rl", logs, "--num_envs", "8")
-    assert_one_line_error(run([*common, "--checkpoint", "latest"], timeout=300, env=single_env()),
+    common = train_args("rsl_rl", logs, "--num_envs", "8")  # in this process (mgpu_testing.training.train_in_process)
+    assert_one_line_error(train_in_process([*common, "--checkpoint", "latest"], single_env()),
                           "--checkpoint latest: no rsl_rl checkpoint of Toy-Cartpole-v0 under")
     assert not logs.exists(), "a refused run writes nothing"
 
     healthy = healthy_run("rsl_rl")  # its newest checkpoint holds iterations 0 .. N-1
     done = healthy.iterations
     first = copy_run(healthy, logs)
-    proc = run([*common, "--checkpoint", "latest", "--max_iterations", str(done)], timeout=300, env=single_env())
+    proc = train_in_process([*common, "--checkpoint", "latest", "--max_iterations", str(done)], single_env())
     assert_one_line_error(proc, f"already at iteration {done} and --max_iterations {done} counts from iteration 0")
     assert list((logs / "rsl_rl" / TASK).iterdir()) == [first], "a refused run writes nothing"

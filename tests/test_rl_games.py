@@ -1,4 +1,5 @@
-"""rl_games (continuous A2C/PPO) through train.py: one process, 2 gloo ranks through the launcher, bad input."""
+"""rl_games (continuous A2C/PPO) through train.py: one process (in pytest's, see
+mgpu_testing.training.train_in_process), 2 gloo ranks through the launcher, bad input (in-process too)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,11 @@ import pytest
 import torch
 
 from mgpu_lab.checkpoint import load_torch
-from mgpu_testing import run
 from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, assert_two_rank_output,
-                                   sigkill_while_saving, single_env, train_cmd)
+                                   sigkill_while_saving, single_env, train_args, train_in_process)
 
 # a dev dependency: a missing one must fail, not skip (found without importing it: collection stays cheap)
 assert importlib.util.find_spec("rl_games") is not None, "rl_games is not installed: uv sync --locked"
-
-pytestmark = pytest.mark.e2e
 
 
 def rl_games_checkpoints(run_dir: Path) -> list[Path]:
@@ -29,11 +27,12 @@ def assert_rl_games_checkpoint(path: Path) -> dict:
     return data
 
 
+@pytest.mark.e2e  # in this process, but a real library's training: seconds, not the inner loop's
 def test_one_process_trains_and_saves(tmp_path):
     """Resuming an rl_games checkpoint in one process is tests/test_resume.py's (on the healthy run's)."""
-    common = train_cmd("rl_games", tmp_path, "--task", TASK, "--num_envs", "8", "--seed", "3")
-    assert_one_rank_output(run([*common, "--max_iterations", "2", "--save_interval", "1", "--run_name", "first"],
-                               timeout=400, env=single_env()))
+    common = train_args("rl_games", tmp_path, "--task", TASK, "--num_envs", "8", "--seed", "3")
+    assert_one_rank_output(train_in_process([*common, "--max_iterations", "2", "--save_interval", "1",
+                                             "--run_name", "first"], single_env()))
 
     run_dirs = list((tmp_path / "rl_games" / TASK).iterdir())
     assert len(run_dirs) == 1 and run_dirs[0].name.endswith("_first")
@@ -45,6 +44,7 @@ def test_one_process_trains_and_saves(tmp_path):
     assert list(run_dirs[0].glob("summaries/events.out.tfevents.*")), "no TensorBoard log on rank 0"
 
 
+@pytest.mark.e2e
 def test_two_gloo_ranks_through_the_launcher(healthy_run):
     """The session's healthy 2-rank job: both ranks synchronized and ended equal, rank 0 alone wrote, and
     its checkpoints load, the last at the last epoch."""
@@ -56,10 +56,12 @@ def test_two_gloo_ranks_through_the_launcher(healthy_run):
 def test_checkpoint_of_another_library_is_one_line(tmp_path):
     other = tmp_path / "agent_32.pt"
     torch.save({"policy": {}, "value": {}, "optimizer": {}}, other)
-    proc = run(train_cmd("rl_games", tmp_path, "--num_envs", "4", "--max_iterations", "1", "--checkpoint", str(other)),
-               timeout=300, env=single_env())
+    proc = train_in_process(train_args("rl_games", tmp_path, "--num_envs", "4", "--max_iterations", "1",
+                                       "--checkpoint", str(other)), single_env())
     assert_one_line_error(proc, "not an rl_games checkpoint")
+    assert not (tmp_path / "rl_games").exists(), "a refused run writes nothing"
 
 
+@pytest.mark.e2e
 def test_sigkill_while_saving_every_iteration_leaves_loadable_checkpoints(tmp_path):
     sigkill_while_saving("rl_games", tmp_path, "*.pth", assert_rl_games_checkpoint, stop_at="last_*_ep_4_rew_*.pth")

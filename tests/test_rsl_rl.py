@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mgpu_testing import run
 from mgpu_testing.training import (TASK, THROUGHPUT, assert_one_rank_output, assert_two_rank_output,
-                                   sigkill_while_saving, single_env, train_cmd)
+                                   sigkill_while_saving, single_env, train_args, train_in_process)
 
 # a dev dependency: a missing one must fail, not skip (found without importing it: collection stays cheap)
 assert importlib.util.find_spec("rsl_rl") is not None, "rsl_rl is not installed: uv sync --locked"
@@ -29,11 +28,11 @@ def assert_rsl_rl_checkpoint(path: Path) -> dict:
     return loaded
 
 
-@pytest.mark.e2e
+@pytest.mark.e2e  # in this process (mgpu_testing.training.train_in_process), but two real trainings: seconds
 def test_one_process_trains_saves_and_resumes(tmp_path):
-    common = train_cmd("rsl_rl", tmp_path, "--task", TASK, "--num_envs", "16", "--seed", "3")
-    out = assert_one_rank_output(run([*common, "--max_iterations", "3", "--save_interval", "1",
-                                      "--run_name", "first"], timeout=300, env=single_env()), anchored=False)
+    common = train_args("rsl_rl", tmp_path, "--task", TASK, "--num_envs", "16", "--seed", "3")
+    out = assert_one_rank_output(train_in_process([*common, "--max_iterations", "3", "--save_interval", "1",
+                                                   "--run_name", "first"], single_env()))
     assert int(THROUGHPUT.search(out).group(1)) > 0
 
     run_dirs = list((tmp_path / "rsl_rl" / TASK).iterdir())
@@ -46,8 +45,7 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
     assert (run_dirs[0] / "params" / "config.json").is_file()
 
     # --max_iterations counts from 0 over the whole run: model_2 holds iterations 0-2, so 5 trains 3 and 4
-    proc = run([*common, "--max_iterations", "5", "--checkpoint", str(saved[-1])],
-               timeout=300, env=single_env())
+    proc = train_in_process([*common, "--max_iterations", "5", "--checkpoint", str(saved[-1])], single_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"[INFO] resumed from {saved[-1]} at iteration 3" in proc.stdout
     assert "[INFO] rank 0/1: stepped 768 env-steps" in proc.stdout  # 2 iterations x 24 steps x 16 envs

@@ -1,4 +1,5 @@
-"""skrl (torch PPO) through train.py: one process, 2 gloo ranks through the launcher, bad input."""
+"""skrl (torch PPO) through train.py: one process (in pytest's, see mgpu_testing.training.train_in_process), 2 gloo
+ranks through the launcher, bad input (in-process too: nothing of the library is imported before the refusal)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,11 @@ import pytest
 import torch
 
 from mgpu_lab.checkpoint import load_torch
-from mgpu_testing import PYTHON, run
-from mgpu_testing.training import (TASK, TRAIN, assert_one_line_error, assert_one_rank_output, assert_two_rank_output,
-                                   sigkill_while_saving, single_env, train_cmd)
+from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, assert_two_rank_output,
+                                   sigkill_while_saving, single_env, train_args, train_in_process)
 
 # a dev dependency: a missing one must fail, not skip (found without importing it: collection stays cheap)
 assert importlib.util.find_spec("skrl") is not None, "skrl is not installed: uv sync --locked"
-
-pytestmark = pytest.mark.e2e
 
 
 def skrl_checkpoints(run_dir: Path) -> list[Path]:
@@ -30,11 +28,12 @@ def assert_skrl_checkpoint(path: Path) -> dict:
     return data
 
 
+@pytest.mark.e2e  # in this process, but a real library's training: seconds, not the inner loop's
 def test_one_process_trains_and_saves(tmp_path):
     """Resuming a skrl checkpoint in one process is tests/test_resume.py's (on the healthy run's)."""
-    common = train_cmd("skrl", tmp_path, "--task", TASK, "--num_envs", "8", "--seed", "3")
-    assert_one_rank_output(run([*common, "--max_iterations", "2", "--save_interval", "1", "--run_name", "first"],
-                               timeout=400, env=single_env()))
+    common = train_args("skrl", tmp_path, "--task", TASK, "--num_envs", "8", "--seed", "3")
+    assert_one_rank_output(train_in_process([*common, "--max_iterations", "2", "--save_interval", "1",
+                                             "--run_name", "first"], single_env()))
 
     run_dirs = list((tmp_path / "skrl" / TASK).iterdir())
     assert len(run_dirs) == 1 and run_dirs[0].name.endswith("_first")
@@ -46,6 +45,7 @@ def test_one_process_trains_and_saves(tmp_path):
     assert list(run_dirs[0].glob("events.out.tfevents.*")), "no TensorBoard log on rank 0"
 
 
+@pytest.mark.e2e
 def test_two_gloo_ranks_through_the_launcher(healthy_run):
     """The session's healthy 2-rank job: both ranks synchronized and ended equal, rank 0 alone wrote, and
     its checkpoints load, named by the whole run's timestep (16 rollout steps per iteration)."""
@@ -60,9 +60,10 @@ def test_two_gloo_ranks_through_the_launcher(healthy_run):
 def test_checkpoint_of_another_library_is_one_line(tmp_path):
     other = tmp_path / "model_3.pt"
     torch.save({"actor_state_dict": {}, "critic_state_dict": {}, "iter": 3}, other)
-    proc = run(train_cmd("skrl", tmp_path, "--num_envs", "4", "--max_iterations", "1", "--checkpoint", str(other)),
-               timeout=300, env=single_env())
+    proc = train_in_process(train_args("skrl", tmp_path, "--num_envs", "4", "--max_iterations", "1",
+                                       "--checkpoint", str(other)), single_env())
     assert_one_line_error(proc, "not a skrl PPO checkpoint")
+    assert not (tmp_path / "skrl").exists(), "a refused run writes nothing"
 
 
 @pytest.mark.parametrize(("library", "framework", "blocked", "expected"), [
@@ -71,16 +72,14 @@ def test_checkpoint_of_another_library_is_one_line(tmp_path):
     ("rl_games", "torch", "rl_games", "rl_games is not installed: uv sync --extra rl-games"),
 ])
 def test_missing_library_names_the_extra(tmp_path, library, framework, blocked, expected):
-    # a module set to None in sys.modules is "not installed" for importlib's finders and for import
-    code = (f"import runpy, sys; sys.modules[{blocked!r}] = None; "
-            f"sys.argv = [{TRAIN!r}, '--rl_library', {library!r}, '--ml_framework', {framework!r}, "
-            f"'--device', 'cpu', '--num_envs', '2', '--max_iterations', '1', '--log_root', {str(tmp_path)!r}]; "
-            f"runpy.run_path({TRAIN!r}, run_name='__main__')")
-    proc = run([PYTHON, "-c", code], timeout=300, env=single_env())
+    # hidden for the call (sys.modules[name] = None): "not installed" for importlib's finders and for import
+    proc = train_in_process(train_args(library, tmp_path, "--ml_framework", framework, "--num_envs", "2",
+                                       "--max_iterations", "1"), single_env(), hide=(blocked,))
     assert_one_line_error(proc, expected)
     assert not (tmp_path / library).exists()
 
 
+@pytest.mark.e2e
 def test_sigkill_while_saving_every_iteration_leaves_loadable_checkpoints(tmp_path):
     sigkill_while_saving("skrl", tmp_path, "agent_*.pt", assert_skrl_checkpoint, stop_at="agent_64.pt",
                          final_pattern="*.pt")

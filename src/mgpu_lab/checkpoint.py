@@ -70,12 +70,16 @@ def load_torch(path: str | os.PathLike, library: str) -> Any:
 
 def _load_restricted(path: str | os.PathLike, extra: list[Any]) -> Any:
     import pickle
+    import warnings
 
     import torch
 
     shown = str(path)
     try:
-        with torch.serialization.safe_globals(extra):
+        with torch.serialization.safe_globals(extra), warnings.catch_warnings():
+            # torch's note on a pickle protocol it did not write (any junk file starting 0x80 N): the refusal
+            # below says what matters, in one line
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         allowed = {f"{g.__module__}.{g.__qualname__}" for g in extra}

@@ -27,8 +27,8 @@ import torch
 
 from mgpu_lab import checkpoint
 from mgpu_lab.train_config import UsageError
-from mgpu_testing import REPO, run
-from mgpu_testing.training import OpensMarker, assert_one_line_error, single_env, train_cmd
+from mgpu_testing import REPO
+from mgpu_testing.training import OpensMarker, assert_one_line_error, single_env, train_args, train_in_process
 
 
 def crafted_torch_checkpoint(tmp_path: Path, marker: Path) -> Path:
@@ -47,28 +47,29 @@ def test_the_payload_runs_code_under_an_unsafe_load(tmp_path):
     assert marker.exists()
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("library", ["rsl_rl", "rl_games", "skrl"])
 def test_crafted_torch_checkpoint_is_refused_by_the_trainer(tmp_path, library):
+    """train.py's parser and the trainer, in this process: refused before any library is imported."""
     marker = tmp_path / "pwned"
     path = crafted_torch_checkpoint(tmp_path, marker)
     logs = tmp_path / "logs"
-    proc = run(train_cmd(library, logs, "--num_envs", "4", "--max_iterations", "1", "--checkpoint", str(path)),
-               timeout=300, env=single_env())
+    proc = train_in_process(train_args(library, logs, "--num_envs", "4", "--max_iterations", "1",
+                                       "--checkpoint", str(path)), single_env())
     assert_one_line_error(proc, "refused")
     assert "io.open" in proc.stderr  # names what the file would have imported
     assert not marker.exists()
     assert not [p for p in logs.rglob("*") if p.is_file()]
 
 
-@pytest.mark.e2e
 def test_crafted_skrl_jax_pickle_is_refused_without_unpickling(tmp_path):
+    """In this process too: the file is refused from its first byte, before skrl or a JAX backend starts (flax is
+    imported to read MessagePack, as test_msgpack_reader_accepts_only_its_own_format does)."""
     marker = tmp_path / "pwned"
     path = tmp_path / "agent_16.pickle"
     path.write_bytes(pickle.dumps({"policy": OpensMarker(marker), "value": b""}, protocol=4))
     logs = tmp_path / "logs"
-    proc = run(train_cmd("skrl", logs, "--ml_framework", "jax", "--num_envs", "4", "--max_iterations", "1",
-                         "--checkpoint", str(path)), timeout=300, env=single_env(JAX_PLATFORMS="cpu"))
+    proc = train_in_process(train_args("skrl", logs, "--ml_framework", "jax", "--num_envs", "4", "--max_iterations",
+                                       "1", "--checkpoint", str(path)), single_env(JAX_PLATFORMS="cpu"))
     assert_one_line_error(proc, "a pickle (skrl's own JAX format) can run code")
     assert not marker.exists()
     assert not [p for p in logs.rglob("*") if p.is_file()]

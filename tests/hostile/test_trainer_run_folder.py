@@ -19,14 +19,13 @@ import pytest
 import torch
 
 from mgpu_lab.run_dir import STAMP_ENV
-from mgpu_testing import REPO, kill_group, run
-from mgpu_testing.training import TASK, assert_one_line_error, single_env, train_cmd
-
-pytestmark = pytest.mark.e2e
+from mgpu_testing import REPO, kill_group
+from mgpu_testing.training import TASK, assert_one_line_error, single_env, train_args, train_cmd, train_in_process
 
 STAMP = "2030-01-01_00-00-00"
 
 
+@pytest.mark.e2e
 def test_two_trainers_started_together_never_share_a_run_folder(tmp_path):
     """skrl: the library with the cheapest start-up (the run folder is the trainer's, not the library's)."""
     cmd = train_cmd("skrl", tmp_path, "--num_envs", "4", "--max_iterations", "1")
@@ -65,14 +64,17 @@ def misfit(path: Path) -> None:
                 "optimizer_state_dict": {}, "iter": 4, "infos": None}, path)
 
 
-@pytest.mark.parametrize(("make", "expected"), [(another_library, "not an rsl_rl checkpoint"),
-                                                (another_task, "a checkpoint of another task"),
-                                                (misfit, f"does not fit {TASK}")])
+@pytest.mark.parametrize(("make", "expected"), [
+    (another_library, "not an rsl_rl checkpoint"),
+    (another_task, "a checkpoint of another task"),
+    (misfit, f"does not fit {TASK}"),  # refused once rsl_rl built its models: after the run folder was made
+])
 def test_refused_checkpoint_leaves_no_file(tmp_path, make, expected):
+    """train.py's parser and the trainer in this process (mgpu_testing.training.train_in_process)."""
     ckpt = tmp_path / "model_4.pt"
     make(ckpt)
     logs = tmp_path / "logs"
-    proc = run(train_cmd("rsl_rl", logs, "--num_envs", "4", "--max_iterations", "9", "--checkpoint", str(ckpt)),
-               timeout=300, env=single_env())
+    proc = train_in_process(train_args("rsl_rl", logs, "--num_envs", "4", "--max_iterations", "9",
+                                       "--checkpoint", str(ckpt)), single_env())
     assert_one_line_error(proc, expected)
     assert not [p for p in logs.rglob("*") if p.is_file()]

@@ -1,7 +1,8 @@
 """Shared pieces of the library trainer tests (rsl_rl, rl_games, skrl torch and JAX).
 
-Commands for train.py and the launcher, the environment of a single process, the checks on the
-log lines every run prints, and the SIGKILL-while-saving scenario.
+Commands for train.py and the launcher, train.py in pytest's own process (:func:`train_in_process`, for
+refusals and single-process trainings: no interpreter and library imports to pay per run), the environment
+of a single process, the checks on the log lines every run prints, and the SIGKILL-while-saving scenario.
 """
 
 from __future__ import annotations
@@ -40,40 +41,70 @@ def single_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def train_in_process(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """train.py's own parser and :func:`mgpu_lab.trainer.main`, in this process, as if run as a command:
-    (exit status, stdout, stderr). For input the trainer refuses before training. Of ``env`` only the
-    launcher's rank variables count (the others are this process's); they are restored afterwards."""
+def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
+                     hide: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """train.py's own parser and :func:`mgpu_lab.trainer.main`, in this process, as if run as a command in
+    the repository with environment ``env``: (exit status, stdout, stderr). ``env`` is the whole environment of
+    the call (default: this process's without the launcher's rank variables); ``OMP_NUM_THREADS`` in it sets
+    torch's thread count, as it would in a process. ``hide`` names modules that are "not installed" for the call.
+
+    Refusals and whole single-process trainings both run here; every process-global thing the run changes is put
+    back afterwards (:class:`mgpu_testing.in_process.ProcessState`), and what only a process can do is refused
+    (:func:`mgpu_testing.in_process.refuse_process_only`). Log handlers write to the call's streams
+    (:class:`mgpu_testing.in_process.LogStreams`), and warnings are printed to the call's stderr as a fresh
+    process would print them (Python's default filters, each once), not collected by pytest, so a one-line check
+    on stderr still sees them."""
     import contextlib
     import io
     import warnings
 
     from mgpu_lab import trainer
     from mgpu_testing.docs import load_script
+    from mgpu_testing.in_process import HiddenModules, LogStreams, ProcessState, refuse_process_only
 
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+    refuse_process_only(env)
     parser = load_script(Path(TRAIN), "_mgpu_train_in_process").build_parser()
-    saved = {name: os.environ.pop(name, None) for name in RANK_VARIABLES}
-    os.environ.update({k: v for k, v in (env or {}).items() if k in RANK_VARIABLES})
+    saved = ProcessState.save()
     out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(REPO)
+        if env.get("OMP_NUM_THREADS", "").isdigit():
+            import torch
+
+            torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+        with LogStreams(out, err), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings(record=True) as caught, HiddenModules(hide):
+            warnings.resetwarnings()  # a fresh process's filters: shown once per place, these kinds ignored
+            warnings.simplefilter("default")
+            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.filterwarnings("ignore", category=category)
             # torch's elastic ``record`` turns faulthandler on for stderr, which a captured stream cannot take
             warnings.filterwarnings("ignore", message="Unable to enable fault handler", category=UserWarning)
             try:
                 code = trainer.main(parser.parse_args(argv))
-            except SystemExit as exc:  # argparse's own exits (errors, --help)
+            except SystemExit as exc:  # argparse's own exits (errors, --help), a lost peer
                 code = exc.code
+            finally:
+                for w in caught:
+                    err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line))
     finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None)
-            if value is not None:
-                os.environ[name] = value
+        left = saved.restore()
+    assert not left, f"the in-process trainer left {', '.join(left)} behind"
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+def train_args(library: str, log_root: Path, *args: str) -> list[str]:
+    """train.py's arguments on CPU for ``library`` logging under ``log_root`` (for :func:`train_in_process`)."""
+    return ["--rl_library", library, "--device", "cpu", *args, "--log_root", str(log_root)]
 
 
 def train_cmd(library: str, log_root: Path, *args: str) -> list[str]:
     """A train.py command on CPU for ``library`` logging under ``log_root``."""
-    return [PYTHON, TRAIN, "--rl_library", library, "--device", "cpu", *args, "--log_root", str(log_root)]
+    return [PYTHON, TRAIN, *train_args(library, log_root, *args)]
 
 
 def patterns(anchored: bool) -> tuple[re.Pattern[str], re.Pattern[str]]:

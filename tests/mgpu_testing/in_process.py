@@ -1,0 +1,194 @@
+"""Running the trainer inside pytest's process as if it were a process of its own.
+
+A training run changes process-global state that a process of its own would simply lose at exit: the
+environment (skrl's ``set_seed`` writes ``PYTHONHASHSEED``), the working folder, signal handlers,
+``threading.excepthook`` (:class:`mgpu_lab.write_guard.WriteGuard`), torch's settings (rl_games' Runner sets
+the thread count, TF32, cuDNN benchmark and print options; skrl's ``set_seed`` the cuDNN flags), the random
+generators of torch, NumPy and Python (every library seeds them), and the functions of
+``torch.distributed`` that the trainer may wrap (:func:`mgpu_lab.dist.store_per_attempt`, the ``skip`` fault).
+:class:`ProcessState` saves all of it before a run and puts it back after, so tests stay independent.
+
+What only a process can do is refused up front (:func:`refuse_process_only`): the supervision folder (it
+registers a ``faulthandler`` dump on SIGUSR1 with a file that stays open), the stop-in-save switch (SIGSTOP),
+and the ``hang`` and ``signal`` faults (they would stop or kill pytest itself). A run that fails a write
+(:meth:`WriteGuard.fatal`) or runs out of memory ends its process with ``os._exit``: tests of those paths
+start a process.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+#: torch.distributed attributes the trainer may replace in its process (store_per_attempt, the skip fault)
+_DIST_FUNCTIONS = ("init_process_group", "all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor",
+                   "all_gather_object", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+                   "gather", "scatter", "all_to_all", "all_to_all_single")
+
+
+def refuse_process_only(env: dict[str, str]) -> None:
+    """ValueError when ``env`` asks for something only a process of its own can do (see the module docstring)."""
+    from mgpu_lab.dist import STOP_IN_SAVE_ENV
+    from mgpu_lab.heartbeat import SUPERVISE_DIR_ENV
+    from mgpu_lab.rank_progress import FAULT_ENV, parse_faults
+
+    for name in (SUPERVISE_DIR_ENV, STOP_IN_SAVE_ENV):
+        if env.get(name):
+            raise ValueError(f"{name} needs a trainer process of its own, not pytest's")
+    try:
+        faults = parse_faults(env.get(FAULT_ENV))
+    except ValueError:
+        return  # a malformed value: the trainer refuses it before anything runs
+    if any(f.kind in ("hang", "signal") for f in faults):
+        raise ValueError(f"{FAULT_ENV}={env[FAULT_ENV]}: hang and signal faults need a trainer process of its own")
+
+
+def _torch_settings() -> dict[str, Any]:
+    import torch
+
+    return {
+        "num_threads": torch.get_num_threads(),
+        "default_dtype": torch.get_default_dtype(),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "deterministic": (torch.are_deterministic_algorithms_enabled(),
+                          torch.is_deterministic_algorithms_warn_only_enabled()),
+        "cudnn": (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
+                  torch.backends.cudnn.allow_tf32),
+        "cuda_matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "grad_enabled": torch.is_grad_enabled(),
+        "print_options": dict(vars(torch._tensor_str.PRINT_OPTS)),
+    }
+
+
+def _set_torch_settings(saved: dict[str, Any]) -> None:
+    import torch
+
+    torch.set_num_threads(saved["num_threads"])
+    torch.set_default_dtype(saved["default_dtype"])
+    torch.set_float32_matmul_precision(saved["matmul_precision"])
+    if _torch_settings()["deterministic"] != saved["deterministic"]:  # the call imports torch._dynamo (seconds)
+        mode, warn_only = saved["deterministic"]
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
+     torch.backends.cudnn.allow_tf32) = saved["cudnn"]
+    torch.backends.cuda.matmul.allow_tf32 = saved["cuda_matmul_tf32"]
+    torch.set_grad_enabled(saved["grad_enabled"])
+    vars(torch._tensor_str.PRINT_OPTS).update(saved["print_options"])
+
+
+@dataclass
+class ProcessState:
+    """The process-global state a training run may change, as it was when :meth:`save` ran."""
+
+    environ: dict[str, str]
+    cwd: str
+    handlers: dict[int, Any]
+    thread_hook: Any
+    except_hook: Any
+    torch: dict[str, Any]
+    rng: tuple[Any, Any, Any]
+    dist_functions: dict[str, Any]
+    threads: set[int] = field(default_factory=set)
+
+    @classmethod
+    def save(cls) -> ProcessState:
+        import numpy as np
+        import torch
+        import torch.distributed as tdist
+
+        handlers = {int(s): signal.getsignal(s) for s in signal.valid_signals()}
+        return cls(environ=dict(os.environ), cwd=os.getcwd(), handlers=handlers, thread_hook=threading.excepthook,
+                   except_hook=sys.excepthook, torch=_torch_settings(),
+                   rng=(torch.random.get_rng_state(), np.random.get_state(), random.getstate()),
+                   dist_functions={n: getattr(tdist, n) for n in _DIST_FUNCTIONS if hasattr(tdist, n)},
+                   threads={t.ident for t in threading.enumerate()})
+
+    def restore(self) -> list[str]:
+        """Put everything back; return what the run left behind that cannot be undone here (to fail on)."""
+        import numpy as np
+        import torch
+        import torch.distributed as tdist
+
+        left: list[str] = []
+        if tdist.is_available() and tdist.is_initialized():
+            tdist.destroy_process_group()
+            left.append("a torch.distributed process group")
+        os.chdir(self.cwd)
+        for number, handler in self.handlers.items():
+            if handler is not None and signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+        threading.excepthook = self.thread_hook
+        sys.excepthook = self.except_hook
+        _set_torch_settings(self.torch)
+        torch.random.set_rng_state(self.rng[0])
+        np.random.set_state(self.rng[1])
+        random.setstate(self.rng[2])
+        for name, function in self.dist_functions.items():
+            setattr(tdist, name, function)
+        os.environ.clear()  # last: putting torch's settings back can import parts of torch that set variables
+        os.environ.update(self.environ)
+        left += [f"thread {t.name!r}" for t in threading.enumerate()
+                 if t.ident not in self.threads and t.is_alive() and not t.daemon]
+        return left
+
+
+class HiddenModules:
+    """``sys.modules[name] = None`` for each name while active: "not installed" for importlib's finders and for
+    ``import``, as in a process without that library; what was there before is put back."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self._saved: dict[str, Any] = {}
+
+    def __enter__(self) -> HiddenModules:
+        missing = object()
+        self._saved = {name: sys.modules.get(name, missing) for name in self.names}
+        self._missing = missing
+        for name in self.names:
+            sys.modules[name] = None  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, module in self._saved.items():
+            if module is self._missing:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+class LogStreams:
+    """While active, logging handlers that write to this process's stdout or stderr write to ``out`` and ``err``
+    instead (a library's logger writes to its own process's streams); afterwards every handler that writes to
+    ``out`` or ``err`` (including those made during the call, such as a library's on its first import) writes to
+    the streams of before again."""
+
+    def __init__(self, out: Any, err: Any) -> None:
+        self.out, self.err = out, err
+        self._outer = (sys.stdout, sys.stderr)
+
+    @staticmethod
+    def _handlers() -> list[Any]:
+        import logging
+
+        loggers = [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values()
+                                           if isinstance(v, logging.Logger)]
+        return [h for lg in loggers for h in lg.handlers if isinstance(h, logging.StreamHandler)]
+
+    def _swap(self, pairs: dict[int, Any]) -> None:
+        for handler in self._handlers():
+            target = pairs.get(id(handler.stream))
+            if target is not None:
+                handler.setStream(target)
+
+    def __enter__(self) -> LogStreams:
+        self._outer = (sys.stdout, sys.stderr)
+        self._swap({id(self._outer[0]): self.out, id(self._outer[1]): self.err})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._swap({id(self.out): self._outer[0], id(self.err): self._outer[1]})
