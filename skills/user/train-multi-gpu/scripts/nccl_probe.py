@@ -1166,12 +1166,13 @@ class _Stop:
 def _stop_run(proc: subprocess.Popen, status_dir: str, stop: _Stop) -> None:
     """After SIGINT/SIGTERM: SIGTERM to torchrun's group and to every process of the run, then up to
     STOP_GRACE_S for them to end (a second signal ends the wait at once); _kill_run does the rest."""
-    pids = set(_run_pids(status_dir)) | {proc.pid}
-    _signal_all(pids, signal.SIGTERM)
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
+    alive = proc.poll() is None  # a reaped torchrun's pid may already be another process's
+    _signal_all(set(_run_pids(status_dir)) | ({proc.pid} if alive else set()), signal.SIGTERM)
+    if alive:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
     end = time.monotonic() + STOP_GRACE_S
     stop.waiting = True
     try:
@@ -1186,12 +1187,12 @@ def _stop_run(proc: subprocess.Popen, status_dir: str, stop: _Stop) -> None:
 def _kill_run(proc: subprocess.Popen, status_dir: str) -> None:
     """SIGKILL torchrun, its process group and every process of the run (ranks run in sessions of their own),
     then wait until none is left (at most GONE_DEADLINE_S). torchrun is frozen first, so it cannot start a
-    rank between the listing and the kill; ranks orphaned by it are found by their environment."""
-    try:
-        os.kill(proc.pid, signal.SIGSTOP)
-    except (ProcessLookupError, PermissionError):
-        pass
-    pids = set(_descendants(proc.pid)) | set(_run_pids(status_dir)) | {proc.pid}
+    rank between the listing and the kill; ranks orphaned by it are found by their environment. Once torchrun
+    has been reaped its pid may belong to another process: then it is neither signalled nor searched."""
+    alive = proc.poll() is None
+    if alive:
+        proc.send_signal(signal.SIGSTOP)
+    pids = (set(_descendants(proc.pid)) | {proc.pid} if alive else set()) | set(_run_pids(status_dir))
     for pid_file in Path(status_dir).glob("pid.*"):
         try:
             pid = int(pid_file.read_text())
@@ -1201,10 +1202,11 @@ def _kill_run(proc: subprocess.Popen, status_dir: str) -> None:
             pids.add(pid)
             pids.update(_descendants(pid))
     _signal_all(pids, signal.SIGKILL)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if alive:  # everything of the run in torchrun's group carries the run's environment: found above as well
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         proc.wait(timeout=GONE_DEADLINE_S)
     except subprocess.TimeoutExpired:
