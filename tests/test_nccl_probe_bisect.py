@@ -68,8 +68,13 @@ def test_confirmed_and_not_the_cause(rehearsal: Bisection) -> None:
         3: "fails without, passes with: workaround confirmed" + REHEARSAL,
     }, out
     assert proc.returncode == 0, out
-    # progress lines as it goes, one per run, with the failing run's reason
+    # progress lines as it goes, one per run, with the failing run's reason: every size without the candidate
+    # first, then each failing size again without it and every size with it
     assert len(re.findall(rf"^\[bisect\] world size \d+, with(out)? {CANDIDATE}: running$", proc.stdout, re.M)) == 5
+    assert re.findall(rf"^\[bisect\] world size (\d+), (with|without) {CANDIDATE}: (passed|FAILED) \(exit (\d):",
+                      proc.stdout, re.M) == [("1", "without", "passed", "0"), ("3", "without", "FAILED", "1"),
+                                             ("1", "with", "passed", "0"), ("3", "without", "FAILED", "1"),
+                                             ("3", "with", "passed", "0")], out
     assert re.search(rf"^\[bisect\] world size 3, without {CANDIDATE}: FAILED \(exit 1: wrong results; [\d.]+ s\): "
                      r"3 wrong element\(s\) on rank\(s\) 0,1,2 \(log: ", proc.stdout, re.M), out
     assert sorted(p.name for p in rehearsal.logs.iterdir()) == [
