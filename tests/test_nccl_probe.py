@@ -15,24 +15,10 @@ from pathlib import Path
 import pytest
 
 from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env, run
-from mgpu_testing.probe import (PROBE, SMALL, ROW, assert_nothing_left, beyond_host_memory, leftovers, probe_module,
-                                tagged_env)
+from mgpu_testing.probe import (PROBE, SMALL, assert_nothing_left, beyond_host_memory, check_passing_output,
+                                probe_module, tagged_env)
 
 GLOO_WARNING = "nccl_probe.py: warning: backend gloo ignores NCCL_* settings: "
-
-
-def check_passing_output(out: str, world: int) -> None:
-    assert "busbw(GB/s)" in out and "#wrong" in out
-    rows = ROW.findall(out)
-    sizes = [int(r[0]) for r in rows]
-    assert sizes == [8 * 2**i for i in range(14)]  # 8 B .. 64 KiB, doubling
-    assert all(int(r[5]) == 0 for r in rows)
-    for r in rows:  # busbw = algbw * 2(n-1)/n
-        assert float(r[4]) == pytest.approx(float(r[3]) * 2 * (world - 1) / world, abs=2e-3)
-    assert f"world size {world}" in out
-    assert "# result: OK" in out
-    for rank in range(world):
-        assert re.search(rf"^rank {rank} ok$", out, re.M), f"rank {rank} did not report ok"
 
 
 @pytest.mark.e2e
@@ -52,13 +38,14 @@ def test_world_size_2_under_plain_torchrun() -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("world", [3, 4])
-def test_world_sizes_3_and_4_pass(world: int) -> None:
+def test_world_size_4_passes_with_the_probes_own_launcher() -> None:
+    # world sizes 1 and 3 pass in the bisection rehearsal (test_nccl_probe_bisect.py), 2 under plain torchrun
     env, tag = tagged_env()
-    proc = run([PYTHON, str(PROBE), "--nproc_per_node", str(world), *SMALL, "--timeout", "60"], timeout=400, env=env)
+    proc = run([PYTHON, str(PROBE), "--nproc_per_node", "4", *SMALL, "--timeout", "60"], timeout=400, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    check_passing_output(proc.stdout, world)
-    assert f"world size {world}, backend gloo: OK" in proc.stdout
+    check_passing_output(proc.stdout, 4)
+    assert re.search(r"^\[nccl_probe\] world size 4, backend gloo: OK: 0 wrong elements; avg busbw [\d.]+ GB/s$",
+                     proc.stdout, re.M), proc.stdout
     assert_nothing_left(tag)
 
 
@@ -79,22 +66,6 @@ def test_skipped_collective_exits_3_naming_the_rank() -> None:
     # the missed deadline ended the run, not the hard limit (600 s) that would otherwise have
     assert re.search(r"the run ended [\d.]+ s after the first missed deadline", out), out
     assert "hard limit" not in out
-    assert_nothing_left(tag)
-
-
-@pytest.mark.e2e
-def test_corrupted_contribution_is_wrong_results() -> None:
-    env, tag = tagged_env()
-    cmd = [PYTHON, str(PROBE), "--nproc_per_node", "2", "--backend", "gloo", "-b", "8", "-e", "1K",
-           "--iters", "2", "--warmup", "1", "--timeout", "60", "--fault", "corrupt:1"]
-    proc = run(cmd, timeout=300, env=env)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out
-    rows = ROW.findall(proc.stdout)
-    assert int(rows[0][5]) > 0 and all(int(r[5]) == 0 for r in rows[1:])
-    assert "# result: FAILED: wrong results" in proc.stdout
-    assert re.search(r"^rank 1 FAILED: \d+ wrong element", proc.stdout, re.M)
-    assert "FAILED (exit 1: wrong results)" in proc.stdout
     assert_nothing_left(tag)
 
 

@@ -1,4 +1,5 @@
-"""Helpers for the NCCL probe tests: the probe's path and finding processes a test left behind."""
+"""Helpers for the NCCL probe tests: the probe's path, reading its output and finding processes a test left
+behind."""
 
 from __future__ import annotations
 
@@ -8,12 +9,30 @@ import uuid
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from mgpu_testing import REPO, loopback_env
 from mgpu_testing.docs import load_script
 
 PROBE = REPO / "skills/user/train-multi-gpu/scripts/nccl_probe.py"
 SMALL = ["--backend", "gloo", "-b", "8", "-e", "64K", "--iters", "2", "--warmup", "1"]
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+float\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$", re.M)
+
+
+def check_passing_output(out: str, world: int) -> None:
+    """A passing sweep of SMALL's sizes at this world size: every row right, busbw = algbw * 2(n-1)/n,
+    rank 0's OK verdict and every rank's ok line."""
+    assert "busbw(GB/s)" in out and "#wrong" in out
+    rows = ROW.findall(out)
+    sizes = [int(r[0]) for r in rows]
+    assert sizes == [8 * 2**i for i in range(14)]  # 8 B .. 64 KiB, doubling
+    assert all(int(r[5]) == 0 for r in rows)
+    for r in rows:
+        assert float(r[4]) == pytest.approx(float(r[3]) * 2 * (world - 1) / world, abs=2e-3)
+    assert f"world size {world} " in out
+    assert "# result: OK" in out
+    for rank in range(world):
+        assert re.search(rf"^rank {rank} ok$", out, re.M), f"rank {rank} did not report ok"
 
 
 def tagged_env(**extra: str) -> tuple[dict[str, str], str]:

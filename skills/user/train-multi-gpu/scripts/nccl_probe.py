@@ -1166,12 +1166,13 @@ class _Stop:
 def _stop_run(proc: subprocess.Popen, status_dir: str, stop: _Stop) -> None:
     """After SIGINT/SIGTERM: SIGTERM to torchrun's group and to every process of the run, then up to
     STOP_GRACE_S for them to end (a second signal ends the wait at once); _kill_run does the rest."""
-    pids = set(_run_pids(status_dir)) | {proc.pid}
-    _signal_all(pids, signal.SIGTERM)
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
+    alive = proc.poll() is None  # a reaped torchrun's pid may already be another process's
+    _signal_all(set(_run_pids(status_dir)) | ({proc.pid} if alive else set()), signal.SIGTERM)
+    if alive:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
     end = time.monotonic() + STOP_GRACE_S
     stop.waiting = True
     try:
@@ -1186,12 +1187,12 @@ def _stop_run(proc: subprocess.Popen, status_dir: str, stop: _Stop) -> None:
 def _kill_run(proc: subprocess.Popen, status_dir: str) -> None:
     """SIGKILL torchrun, its process group and every process of the run (ranks run in sessions of their own),
     then wait until none is left (at most GONE_DEADLINE_S). torchrun is frozen first, so it cannot start a
-    rank between the listing and the kill; ranks orphaned by it are found by their environment."""
-    try:
-        os.kill(proc.pid, signal.SIGSTOP)
-    except (ProcessLookupError, PermissionError):
-        pass
-    pids = set(_descendants(proc.pid)) | set(_run_pids(status_dir)) | {proc.pid}
+    rank between the listing and the kill; ranks orphaned by it are found by their environment. Once torchrun
+    has been reaped its pid may belong to another process: then it is neither signalled nor searched."""
+    alive = proc.poll() is None
+    if alive:
+        proc.send_signal(signal.SIGSTOP)
+    pids = (set(_descendants(proc.pid)) | {proc.pid} if alive else set()) | set(_run_pids(status_dir))
     for pid_file in Path(status_dir).glob("pid.*"):
         try:
             pid = int(pid_file.read_text())
@@ -1201,10 +1202,11 @@ def _kill_run(proc: subprocess.Popen, status_dir: str) -> None:
             pids.add(pid)
             pids.update(_descendants(pid))
     _signal_all(pids, signal.SIGKILL)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if alive:  # everything of the run in torchrun's group carries the run's environment: found above as well
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         proc.wait(timeout=GONE_DEADLINE_S)
     except subprocess.TimeoutExpired:
@@ -1317,10 +1319,38 @@ def _parent_backend(args: argparse.Namespace, largest_world: int, sizes: list[in
     backend = _resolve_backend(args.backend, largest_world)
     if backend == "gloo":
         check_host_memory(sizes, largest_world)
-        ignored = nccl_settings_on_gloo(os.environ, args.candidate, args.fault_unless)
-        if ignored:
-            _say(gloo_warning(ignored), sys.stderr)
+    for line in parent_warnings(backend, args, os.environ):
+        _say(line, sys.stderr)
     return backend
+
+
+def parent_warnings(backend: str, args: argparse.Namespace, env: dict[str, str] | os._Environ) -> list[str]:
+    """What --nproc_per_node/--bisect warn about before any run: NCCL_* settings that gloo ignores, and a
+    gloo bisection that is no rehearsal either (its verdicts cannot apply to NCCL)."""
+    if backend != "gloo":
+        return []
+    ignored = nccl_settings_on_gloo(env, args.candidate, args.fault_unless)
+    lines = [gloo_warning(ignored)] if ignored else []
+    if args.bisect and args.fault_unless is None:
+        lines.append("nccl_probe.py: warning: --bisect on backend gloo without --fault_unless runs no NCCL, so its "
+                     "verdicts cannot apply to NCCL; rehearse with --fault and --fault_unless, or bisect on GPUs with "
+                     "--backend nccl")
+    return lines
+
+
+def verdict(passed_first: bool, passed_rerun: bool | None, passed_with: bool) -> str:
+    """One world size's verdict from its runs: the first run without the candidate, the rerun without it
+    (only after a failing first run, else None) and the run with it."""
+    if passed_first:
+        return VERDICT_NOT_CAUSE if passed_with else VERDICT_BREAKS
+    if passed_rerun:
+        return VERDICT_FLAKY
+    return VERDICT_CONFIRMED if passed_with else VERDICT_NOT_FIX
+
+
+def bisect_status(verdicts: list[str]) -> int:
+    """--bisect's exit status: 0 when every verdict is "workaround confirmed" or "not the cause", else 1."""
+    return EXIT_OK if all(v in (VERDICT_CONFIRMED, VERDICT_NOT_CAUSE) for v in verdicts) else EXIT_WRONG
 
 
 def launch_cli(args: argparse.Namespace, sizes: list[int], stop: _Stop) -> int:
@@ -1343,10 +1373,6 @@ def bisect(args: argparse.Namespace, message_sizes: list[int], stop: _Stop) -> i
     backend = _parent_backend(args, max(sizes), message_sizes)
     # say what the verdicts are about: a stand-in defect (a rehearsal), or a gloo run that runs no NCCL
     note = verdict_note(backend, args.fault, args.fault_unless)
-    if backend == "gloo" and args.fault_unless is None:
-        _say("nccl_probe.py: warning: --bisect on backend gloo without --fault_unless runs no NCCL, so its verdicts "
-             "cannot apply to NCCL; rehearse with --fault and --fault_unless, or bisect on GPUs with --backend nccl",
-             sys.stderr)
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="nccl_probe_bisect_"))
     log_dir.mkdir(parents=True, exist_ok=True)
     setting = f"{var}={value}"
@@ -1368,20 +1394,12 @@ def bisect(args: argparse.Namespace, message_sizes: list[int], stop: _Stop) -> i
     first = {w: one(w, False) for w in sizes}
     verdicts: dict[int, str] = {}
     for w in sizes:
-        if first[w]:
-            verdicts[w] = VERDICT_NOT_CAUSE if one(w, True) else VERDICT_BREAKS
-            continue
-        again = one(w, False, "_rerun")
-        fixed = one(w, True)
-        if again:
-            verdicts[w] = VERDICT_FLAKY
-        else:
-            verdicts[w] = VERDICT_CONFIRMED if fixed else VERDICT_NOT_FIX
+        again = None if first[w] else one(w, False, "_rerun")  # a failing size runs once more without it
+        verdicts[w] = verdict(first[w], again, one(w, True))
     print(f"[bisect] verdicts for {setting}:", flush=True)
     for w in sizes:
         print(f"[bisect]   world size {w}: {verdicts[w]}{note}", flush=True)
-    good = all(v in (VERDICT_CONFIRMED, VERDICT_NOT_CAUSE) for v in verdicts.values())
-    return EXIT_OK if good else EXIT_WRONG
+    return bisect_status(list(verdicts.values()))
 
 
 # ---------------------------------------------------------------------------------------------
