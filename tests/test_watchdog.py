@@ -11,7 +11,9 @@ hold nothing of the job.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -20,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from mgpu_lab import heartbeat, procs
 from mgpu_lab.heartbeat import Beat
-from mgpu_lab.watchdog import Frame, RankState, blame, locate, main_thread, parse_threads
+from mgpu_lab.watchdog import Frame, Limit, RankState, Watchdog, blame, limits, locate, main_thread, parse_threads
 from mgpu_testing import free_port, kill_group, loopback_env
 from mgpu_testing.launcher import (
     CPU2, alive, beats, finish, fixture_env, kept_torchrun_text, launcher_cmd, process_tree, start, supervise_dirs,
@@ -177,6 +180,110 @@ def test_rank_killed_by_a_signal_is_named_with_it(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the rules
+
+def beat_as(folder: Path, rank: int, phase: str, iteration: int = -1, pid: int | None = None) -> None:
+    """Leave rank ``rank``'s heartbeat in ``folder``, as a rank would (its process: this one unless given)."""
+    heartbeat.write_beat(folder, Beat(rank, rank, 2, "n", os.getpid() if pid is None else pid, iteration, phase,
+                                      time.time()))
+
+
+def gone_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    child.wait()
+    return child.pid
+
+
+def test_start_up_has_its_own_longer_limit(tmp_path: Path) -> None:
+    """While a rank has not begun training, only the start-up limit fires, and the watchdog says so."""
+    dog = Watchdog(tmp_path, 10, 600)
+    beat_as(tmp_path, 0, "train", 0)
+    beat_as(tmp_path, 1, "start")
+    assert not dog.check(0.0)  # the first beats: progress
+    assert not dog.check(10.0) and not dog.check(599.0)  # past --hang_timeout: rank 1 is still starting
+    assert dog.check(600.0)
+    assert dog.fired == Limit("start-up", 600, "--startup_timeout") and dog.starting == [1]
+
+
+def test_training_limit_applies_once_every_rank_trains(tmp_path: Path) -> None:
+    dog = Watchdog(tmp_path, 10, 600)
+    beat_as(tmp_path, 0, "start")
+    beat_as(tmp_path, 1, "start")
+    assert not dog.check(0.0)
+    beat_as(tmp_path, 0, "train", 0)
+    beat_as(tmp_path, 1, "train", 0)
+    assert not dog.check(500.0)  # progress: start-up is over, the training clock starts here
+    assert not dog.check(509.0)
+    assert dog.check(510.0)
+    assert dog.fired == Limit("training", 10, "--hang_timeout") and dog.starting == []
+
+
+def test_a_restarted_group_is_in_start_up_again(tmp_path: Path) -> None:
+    """The dead attempt's beats never fire; the new attempt's ranks start up under the start-up limit."""
+    dog = Watchdog(tmp_path, 10, 600)
+    dead = gone_pid()
+    beat_as(tmp_path, 0, "train", 3, pid=dead)
+    beat_as(tmp_path, 1, "train", 2, pid=dead)
+    assert not dog.check(0.0)
+    assert not any(dog.check(t) for t in (10.0, 100.0, 1000.0))  # torchrun restarts the group: no hang
+    beat_as(tmp_path, 0, "start")
+    assert not dog.check(1001.0)
+    assert not dog.check(2000.0)  # rank 1's beat is still the dead worker's
+    beat_as(tmp_path, 1, "start")
+    assert not dog.check(2001.0) and not dog.check(2011.0)  # both live and starting: --hang_timeout is not it
+    assert dog.check(2601.0) and dog.fired is not None and dog.fired.stage == "start-up"
+
+
+@pytest.mark.parametrize(
+    ("hang", "startup", "training", "start_up"),
+    [
+        (300, 1200, Limit("training", 300, "--hang_timeout"), Limit("start-up", 1200, "--startup_timeout")),
+        (3600, 1200, Limit("training", 3600, "--hang_timeout"), Limit("start-up", 3600, "--hang_timeout")),
+        (300, 0, Limit("training", 300, "--hang_timeout"), None),
+        (0, 1200, None, None),
+    ],
+)
+def test_limits_from_the_options(hang: float, startup: float, training: Limit | None, start_up: Limit | None) -> None:
+    """The start-up limit is never shorter than the training one (and then names --hang_timeout, the option to
+    raise); 0 leaves start-up unwatched; --hang_timeout 0 turns the whole watchdog off."""
+    assert limits(hang, startup) == (training, start_up)
+
+
+def test_off_limits_never_fire(tmp_path: Path) -> None:
+    beat_as(tmp_path, 0, "start")
+    unwatched_start = Watchdog(tmp_path, 10, 0)
+    off = Watchdog(tmp_path, 0, 600)
+    assert not unwatched_start.check(0.0) and not off.check(0.0)
+    assert not unwatched_start.check(1e6) and not off.check(1e6)
+    beat_as(tmp_path, 0, "train", 0)
+    assert not unwatched_start.check(1e6) and unwatched_start.check(1e6 + 10)  # training is still watched
+    assert not off.check(1e6) and not off.check(1e7)
+
+
+def test_report_says_which_limit_fired(tmp_path: Path) -> None:
+    dog = Watchdog(tmp_path, 10, 600)
+    beat_as(tmp_path, 0, "train", 0)
+    beat_as(tmp_path, 1, "start")
+    dog.check(0.0)
+    assert dog.check(600.0)
+    stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.kill(stopped.pid, signal.SIGSTOP)
+        wait_until(lambda: procs.stopped(stopped.pid), stopped, "the child stopped")
+        beat_as(tmp_path, 0, "done", 0)  # out of the stack request (it would go to this very process)
+        beat_as(tmp_path, 1, "start", pid=stopped.pid)
+        report = dog.diagnose(600.0, stack_wait_s=30)  # a stopped rank is known at once; no wait
+    finally:
+        stopped.kill()
+        stopped.wait()
+    first = report.summary_lines()[0]
+    assert first.startswith("[ERROR] watchdog: no rank made progress for 600 s in start-up (rank 1 had not begun "
+                            "training; start-up limit 600 s, --startup_timeout: raise it"), first
+    place = {st.rank: st.place() for st in report.ranks}
+    assert place[1] == "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)", place
+    assert report.culprits == [1], report
+
+
 
 def state(rank: int, iteration: int, collective: str | None, responding: bool = True, line: int = 1) -> RankState:
     beat = Beat(rank, rank, 3, "n", 100 + rank, iteration, "train", 0.0)
