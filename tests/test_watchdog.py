@@ -109,14 +109,19 @@ def test_frozen_rank_is_reported_not_responding(tmp_path: Path) -> None:
 def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
     """While torchrun restarts the group, every beat belongs to a dead worker: no hang, however long that takes.
 
-    The restarted ranks are held before their first beat (``--hold_restart``) until the gap has lasted twice
-    the timeout: a watchdog that took the dead attempt's beats for a stalled job fires in that gap."""
+    The restarted ranks are held before their first beat (``--hold_restart``) until the gap since the faulty
+    rank died has lasted twice the timeout: a watchdog that took the dead attempt's beats for a stalled job
+    fires in that gap. The restarted workers' own start (importing torch) is part of the gap; the test only
+    tops it up to twice the timeout."""
     hold = tmp_path / "release"
     timeout = 3.0
 
     def hold_the_restart(proc: subprocess.Popen) -> None:
+        faulty = beats(supervise_dirs(proc)[0])[1]["pid"]  # the first attempt's: a restarted rank beats only later
+        wait_until(lambda: not alive(faulty), proc, "the faulty rank gone")
+        dead_since = time.monotonic()  # no earlier than its death: the gap measured from here is never too long
         wait_until(lambda: all(Path(f"{hold}.rank{r}").exists() for r in (0, 1)), proc, "the restarted ranks held")
-        time.sleep(2 * timeout)  # a gap of at least twice --hang_timeout (load only makes it longer)
+        time.sleep(max(0.0, dead_since + 2 * timeout - time.monotonic()))  # a gap of at least twice --hang_timeout
         hold.touch()
 
     rc, out, err, _ = run_fault(tmp_path, "kill:1:2", "--hang_timeout", str(timeout), "--max_restarts", "1",
