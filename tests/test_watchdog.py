@@ -101,6 +101,8 @@ def test_frozen_rank_is_reported_not_responding(tmp_path: Path) -> None:
     assert where[1] == "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)", where
     assert where[0].startswith("waiting in all_reduce"), where
     assert "likely culprit: rank 1" in err
+    assert re.search(r"\[ERROR\] watchdog: rank 1 \(pid \d+\) is stopped and cannot take SIGTERM: killing it\n"
+                     r"\[ERROR\] watchdog: stopping the job \(exit 3\)", err), err[-3000:]
     assert "did not answer" in (tmp_path / "run" / "watchdog" / "stack_rank1.txt").read_text()
 
 

@@ -244,15 +244,18 @@ class JobMonitor:
         if self.trace_prefix is not None:
             print(f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace_prefix}<rank>",
                   file=sys.stderr)
+        stopped = [st for st in report.ranks if st.stopped]
+        for st in stopped:
+            print(f"[ERROR] watchdog: rank {st.rank} (pid {st.beat.pid}) is stopped and cannot take SIGTERM: "
+                  "killing it", file=sys.stderr)
         print("[ERROR] watchdog: stopping the job (exit 3)", file=sys.stderr, flush=True)
         self.outcome = EXIT_HANG
         supervisor.stop(signal.SIGTERM, grace_s=min(self.grace_s, 3.0))
-        for st in report.ranks:  # a stopped rank cannot take SIGTERM: waiting out the grace for it serves nobody
-            if st.stopped:
-                try:
-                    os.kill(st.beat.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        for st in stopped:  # waiting out the grace for a rank that cannot end on SIGTERM serves nobody
+            try:
+                os.kill(st.beat.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def _trigger_nccl_dumps(self) -> None:
         """Ask each CUDA rank's NCCL flight recorder to dump now, through its debug pipe (best effort)."""
