@@ -214,6 +214,11 @@ def test_train_script_override_for_tests() -> None:
         (["--start_method", "thread"], "0", "--start_method"),
         (["--max_restarts", "-1"], "0", "--max_restarts -1"),
         (["--monitor_interval", "0"], "0", "--monitor_interval 0"),
+        (["--startup_timeout", "-1"], "0", "--startup_timeout -1"),
+        (["--startup_timeout", "nan"], "0", "--startup_timeout nan"),
+        (["--startup_timeout", "soon"], "0", "--startup_timeout"),
+        (["--startup_timeout", "0.05"], "0", "--startup_timeout 0.05: below the monitor interval"),
+        (["--startup_timeout", "1", "--monitor_interval", "2"], "0", "--startup_timeout 1: below the monitor interval"),
         (["--num_gpus"], "0", "--num_gpus"),
     ],
 )
@@ -308,7 +313,8 @@ def test_option_groups_say_what_goes_to_torchrun() -> None:
     interpreted = launcher.group_dests(parser, launcher.LAUNCHER_TORCHRUN_GROUP)
     assert {"master_port", "rdzv_backend", "max_restarts", "virtual_local_rank", "log_dir"} <= set(passthrough)
     assert {"log_all_ranks", "rdzv_timeout"} <= set(interpreted)
-    assert not {"rl_library", "num_gpus", "nnodes", "hang_timeout", "coordinator_address"} & set(passthrough + interpreted)
+    assert not {"rl_library", "num_gpus", "nnodes", "hang_timeout", "startup_timeout", "coordinator_address"} & \
+        set(passthrough + interpreted)
 
 
 # ---------------------------------------------------------------------------------------------- import-light

@@ -4,14 +4,17 @@ The ranks are ``tests/fixtures/launcher/beat_rank.py``, which speaks the supervi
 (``mgpu_lab.heartbeat``) and misbehaves deterministically on ``--fault KIND:RANK:ITER``. Its ranks beat from
 the moment the group formed and while they wait for the test, so the only stretch without a beat is the
 fault's: a short ``--hang_timeout`` cannot fire early, however loaded the machine. The real trainer beats
-before its library's set-up, so its hang test uses a timeout long relative to any healthy stretch, and waits
-for the launcher's verdict, not for a clock. Each run has a hard timeout; after each, the process table must
-hold nothing of the job.
+before its library's set-up; that stretch is start-up, under ``--startup_timeout`` (left at its long default),
+so its hang test needs a ``--hang_timeout`` long only relative to a healthy training iteration, and waits for
+the launcher's verdict, not for a clock. Each run has a hard timeout; after each, the process table must hold
+nothing of the job. The rule itself (which limit applies when) is tested in-process on fake beat folders.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -20,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from mgpu_lab import heartbeat, procs
 from mgpu_lab.heartbeat import Beat
-from mgpu_lab.watchdog import Frame, RankState, blame, locate, main_thread, parse_threads
+from mgpu_lab.watchdog import Frame, Limit, RankState, Watchdog, blame, limits, locate, main_thread, parse_threads
 from mgpu_testing import free_port, kill_group, loopback_env
 from mgpu_testing.launcher import (
     CPU2, alive, beats, finish, fixture_env, kept_torchrun_text, launcher_cmd, process_tree, start, supervise_dirs,
@@ -74,6 +78,8 @@ def test_rank_hanging_outside_a_collective_is_named(tmp_path: Path) -> None:
     assert re.fullmatch(r"waiting in all_reduce, called from .*beat_rank\.py:\d+ in main", where[0]), where
     assert re.fullmatch(r"outside any collective, at .*beat_rank\.py:\d+ in hang", where[1]), where
     assert "[ERROR] watchdog: likely culprit: rank 1 (the other rank(s) wait in all_reduce for it)" in err
+    assert "[ERROR] watchdog: no rank made progress for 3 s in training (training limit 3 s, --hang_timeout); " \
+           "asking every rank for its stack" in err
     folder = tmp_path / "run" / "watchdog"
     assert f"stacks and summary in {folder}" in err
     assert "in hang" in (folder / "stack_rank1.txt").read_text()
@@ -87,13 +93,16 @@ def test_rank_hanging_outside_a_collective_is_named(tmp_path: Path) -> None:
 @e2e
 @linux_only
 def test_frozen_rank_is_reported_not_responding(tmp_path: Path) -> None:
-    """SIGSTOP: the rank cannot answer the stack request; it is still found, and the job still ends."""
+    """SIGSTOP: the rank cannot answer the stack request; it is found stopped, and the job still ends (the
+    stopped rank killed, since it cannot take SIGTERM: the test's process-table check proves it went)."""
     rc, _, err, _ = run_fault(tmp_path, "stop:1:2", "--hang_timeout", "3")
     assert rc == 3, err[-3000:]
     where = watchdog_lines(err)
-    assert where[1].startswith("not responding"), where
+    assert where[1] == "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)", where
     assert where[0].startswith("waiting in all_reduce"), where
     assert "likely culprit: rank 1" in err
+    assert re.search(r"\[ERROR\] watchdog: rank 1 \(pid \d+\) is stopped and cannot take SIGTERM: killing it\n"
+                     r"\[ERROR\] watchdog: stopping the job \(exit 3\)", err), err[-3000:]
     assert "did not answer" in (tmp_path / "run" / "watchdog" / "stack_rank1.txt").read_text()
 
 
@@ -102,20 +111,25 @@ def test_frozen_rank_is_reported_not_responding(tmp_path: Path) -> None:
 def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
     """While torchrun restarts the group, every beat belongs to a dead worker: no hang, however long that takes.
 
-    The restarted ranks are held before their first beat (``--hold_restart``) until the gap has lasted twice
-    the timeout: a watchdog that took the dead attempt's beats for a stalled job fires in that gap."""
+    The restarted ranks are held before their first beat (``--hold_restart``) until the gap since the faulty
+    rank died has lasted twice the timeout: a watchdog that took the dead attempt's beats for a stalled job
+    fires in that gap. The restarted workers' own start (importing torch) is part of the gap; the test only
+    tops it up to twice the timeout."""
     hold = tmp_path / "release"
     timeout = 3.0
 
     def hold_the_restart(proc: subprocess.Popen) -> None:
+        faulty = beats(supervise_dirs(proc)[0])[1]["pid"]  # the first attempt's: a restarted rank beats only later
+        wait_until(lambda: not alive(faulty), proc, "the faulty rank gone")
+        dead_since = time.monotonic()  # no earlier than its death: the gap measured from here is never too long
         wait_until(lambda: all(Path(f"{hold}.rank{r}").exists() for r in (0, 1)), proc, "the restarted ranks held")
-        time.sleep(2 * timeout)  # a gap of at least twice --hang_timeout (load only makes it longer)
+        time.sleep(max(0.0, dead_since + 2 * timeout - time.monotonic()))  # a gap of at least twice --hang_timeout
         hold.touch()
 
     rc, out, err, _ = run_fault(tmp_path, "kill:1:2", "--hang_timeout", str(timeout), "--max_restarts", "1",
                                 "--hold_restart", str(hold), between=hold_the_restart)
     assert rc == 0, err[-3000:]
-    assert "watchdog" not in err, err[-3000:]
+    assert "[ERROR] watchdog" not in err, err[-3000:]  # (the bare word can be in a path: a checkout named so)
     # the restarted group ran to the end, on both ranks
     assert sorted(re.findall(r"\[fixture\] rank (\d)/2 attempt 1 done", out)) == ["0", "1"], out[-3000:]
 
@@ -125,12 +139,13 @@ def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
 def test_real_trainer_hang_is_named(tmp_path: Path) -> None:
     """train.py with MGPU_LAB_FAULT=hang:1:3: rank 1 waits forever outside any collective at iteration 3.
 
-    The hang is certain (the rank never returns), so the timeout only has to outlast every healthy stretch
-    between two beats (the library's set-up after the first beat included): 45 s, and the test waits for
-    the launcher's verdict."""
+    The hang is certain (the rank never returns), so ``--hang_timeout`` only has to outlast every healthy
+    stretch between two training iterations (a tenth of a second here with 8 envs; 10 s leaves a wide margin
+    for a loaded machine). The library's set-up after the first beat is start-up, under the default
+    ``--startup_timeout``. The test waits for the launcher's verdict, which must name the training limit."""
     env = loopback_env(MGPU_LAB_FAULT="hang:1:3")
     env.pop("MGPU_LAB_TRAIN_SCRIPT", None)
-    cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--hang_timeout", "45", "--num_envs", "8",
+    cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--hang_timeout", "10", "--num_envs", "8",
                        "--max_iterations", "6", "--log_root", str(tmp_path / "logs"))
     proc = start(cmd, env)
     try:
@@ -146,6 +161,7 @@ def test_real_trainer_hang_is_named(tmp_path: Path) -> None:
     assert where[0].startswith("waiting in all_reduce, called from "), where
     assert where[1].startswith("outside any collective, at ") and "rank_progress.py" in where[1], where
     assert "likely culprit: rank 1 (the other rank(s) wait in all_reduce for it)" in err
+    assert "no rank made progress for 10 s in training (training limit 10 s, --hang_timeout)" in err
     folders = list((tmp_path / "logs").glob("rsl_rl/*/*/watchdog"))
     assert len(folders) == 1 and {p.name for p in folders[0].iterdir()} == {
         "stack_rank0.txt", "stack_rank1.txt", "summary.txt"}
@@ -177,6 +193,110 @@ def test_rank_killed_by_a_signal_is_named_with_it(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the rules
+
+def beat_as(folder: Path, rank: int, phase: str, iteration: int = -1, pid: int | None = None) -> None:
+    """Leave rank ``rank``'s heartbeat in ``folder``, as a rank would (its process: this one unless given)."""
+    heartbeat.write_beat(folder, Beat(rank, rank, 2, "n", os.getpid() if pid is None else pid, iteration, phase,
+                                      time.time()))
+
+
+def gone_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    child.wait()
+    return child.pid
+
+
+def test_start_up_has_its_own_longer_limit(tmp_path: Path) -> None:
+    """While a rank has not begun training, only the start-up limit fires, and the watchdog says so."""
+    dog = Watchdog(tmp_path, 10, 600)
+    beat_as(tmp_path, 0, "train", 0)
+    beat_as(tmp_path, 1, "start")
+    assert not dog.check(0.0)  # the first beats: progress
+    assert not dog.check(10.0) and not dog.check(599.0)  # past --hang_timeout: rank 1 is still starting
+    assert dog.check(600.0)
+    assert dog.fired == Limit("start-up", 600, "--startup_timeout") and dog.starting == [1]
+
+
+def test_training_limit_applies_once_every_rank_trains(tmp_path: Path) -> None:
+    dog = Watchdog(tmp_path, 10, 600)
+    beat_as(tmp_path, 0, "start")
+    beat_as(tmp_path, 1, "start")
+    assert not dog.check(0.0)
+    beat_as(tmp_path, 0, "train", 0)
+    beat_as(tmp_path, 1, "train", 0)
+    assert not dog.check(500.0)  # progress: start-up is over, the training clock starts here
+    assert not dog.check(509.0)
+    assert dog.check(510.0)
+    assert dog.fired == Limit("training", 10, "--hang_timeout") and dog.starting == []
+
+
+def test_a_restarted_group_is_in_start_up_again(tmp_path: Path) -> None:
+    """The dead attempt's beats never fire; the new attempt's ranks start up under the start-up limit."""
+    dog = Watchdog(tmp_path, 10, 600)
+    dead = gone_pid()
+    beat_as(tmp_path, 0, "train", 3, pid=dead)
+    beat_as(tmp_path, 1, "train", 2, pid=dead)
+    assert not dog.check(0.0)
+    assert not any(dog.check(t) for t in (10.0, 100.0, 1000.0))  # torchrun restarts the group: no hang
+    beat_as(tmp_path, 0, "start")
+    assert not dog.check(1001.0)
+    assert not dog.check(2000.0)  # rank 1's beat is still the dead worker's
+    beat_as(tmp_path, 1, "start")
+    assert not dog.check(2001.0) and not dog.check(2011.0)  # both live and starting: --hang_timeout is not it
+    assert dog.check(2601.0) and dog.fired is not None and dog.fired.stage == "start-up"
+
+
+@pytest.mark.parametrize(
+    ("hang", "startup", "training", "start_up"),
+    [
+        (300, 1200, Limit("training", 300, "--hang_timeout"), Limit("start-up", 1200, "--startup_timeout")),
+        (3600, 1200, Limit("training", 3600, "--hang_timeout"), Limit("start-up", 3600, "--hang_timeout")),
+        (300, 0, Limit("training", 300, "--hang_timeout"), None),
+        (0, 1200, None, None),
+    ],
+)
+def test_limits_from_the_options(hang: float, startup: float, training: Limit | None, start_up: Limit | None) -> None:
+    """The start-up limit is never shorter than the training one (and then names --hang_timeout, the option to
+    raise); 0 leaves start-up unwatched; --hang_timeout 0 turns the whole watchdog off."""
+    assert limits(hang, startup) == (training, start_up)
+
+
+def test_off_limits_never_fire(tmp_path: Path) -> None:
+    beat_as(tmp_path, 0, "start")
+    unwatched_start = Watchdog(tmp_path, 10, 0)
+    off = Watchdog(tmp_path, 0, 600)
+    assert not unwatched_start.check(0.0) and not off.check(0.0)
+    assert not unwatched_start.check(1e6) and not off.check(1e6)
+    beat_as(tmp_path, 0, "train", 0)
+    assert not unwatched_start.check(1e6) and unwatched_start.check(1e6 + 10)  # training is still watched
+    assert not off.check(1e6) and not off.check(1e7)
+
+
+def test_report_says_which_limit_fired(tmp_path: Path) -> None:
+    dog = Watchdog(tmp_path, 10, 600)
+    beat_as(tmp_path, 0, "train", 0)
+    beat_as(tmp_path, 1, "start")
+    dog.check(0.0)
+    assert dog.check(600.0)
+    stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.kill(stopped.pid, signal.SIGSTOP)
+        wait_until(lambda: procs.stopped(stopped.pid), stopped, "the child stopped")
+        beat_as(tmp_path, 0, "done", 0)  # out of the stack request (it would go to this very process)
+        beat_as(tmp_path, 1, "start", pid=stopped.pid)
+        report = dog.diagnose(600.0, stack_wait_s=30)  # a stopped rank is known at once; no wait
+    finally:
+        stopped.kill()
+        stopped.wait()
+    first = report.summary_lines()[0]
+    assert first.startswith("[ERROR] watchdog: no rank made progress for 600 s in start-up (rank 1 had not begun "
+                            "training; start-up limit 600 s, --startup_timeout: raise it"), first
+    place = {st.rank: st.place() for st in report.ranks}
+    assert place[1] == "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)", place
+    assert report.culprits == [1], report
+
+
 
 def state(rank: int, iteration: int, collective: str | None, responding: bool = True, line: int = 1) -> RankState:
     beat = Beat(rank, rank, 3, "n", 100 + rank, iteration, "train", 0.0)

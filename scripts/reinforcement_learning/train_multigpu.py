@@ -63,10 +63,12 @@ train.py's own options and the task list before any rank starts. Output: by defa
 of each node reaches the console (torchrun --local_ranks_filter 0). torchrun options that you do not
 give are not passed, so torchrun's own PET_* environment (a Kubernetes PyTorchJob) applies.
 
-watchdog: every rank beats once per training iteration. When no rank has made progress for
---hang_timeout seconds (default 300; 0 turns it off), the launcher asks every rank for its Python
-stack, prints where each rank is and the likely culprit, writes the stacks and a summary under
-<run folder>/watchdog/, stops the job and exits 3. On CUDA ranks it also turns on PyTorch's NCCL
+watchdog: every rank beats once at start-up and once per training iteration. When no rank has
+made progress for --hang_timeout seconds (default 300; 0 turns it off) once every rank trains, or
+for --startup_timeout seconds (default 1200; 0: no limit) while some rank has not begun training,
+the launcher says which limit fired, asks every rank for its Python stack, prints where each rank
+is and the likely culprit, writes the stacks and a summary under <run folder>/watchdog/, stops the
+job and exits 3. On CUDA ranks it also turns on PyTorch's NCCL
 flight recorder and says where the dumps go.
 
 exit status: 0 done; 1 training failed (the launcher's report names the failed ranks, their nodes
@@ -225,8 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     watch = parser.add_argument_group("supervision")
     watch.add_argument(
         "--hang_timeout", type=float, default=300, metavar="SECONDS",
-        help="Stop the job and report every rank's stack when no rank made progress for this long; "
-             "0 turns the watchdog off; at least the monitor interval (default: 300).",
+        help="Stop the job and report every rank's stack when no rank made progress for this long once "
+             "every rank trains; 0 turns the watchdog off; at least the monitor interval (default: 300).",
+    )
+    watch.add_argument(
+        "--startup_timeout", type=float, default=1200, metavar="SECONDS",
+        help="The watchdog's limit while some rank has not begun its first training iteration (library "
+             "import, JIT, a first Isaac Sim start); never shorter than --hang_timeout; 0 leaves start-up "
+             "unwatched (default: 1200).",
     )
     watch.add_argument(
         "--no_slurm", action="store_true",

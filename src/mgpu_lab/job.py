@@ -98,7 +98,7 @@ class JobSpec:
     """What the runner needs to know about the job (all validated by the launcher)."""
 
     def __init__(self, cmd: list[str], *, jax: bool, on_cpu: bool, train_script: str, hang_timeout: float,
-                 rdzv_timeout: float, log_dir: str | None = None, rdzv_id: str | None = None,
+                 startup_timeout: float, rdzv_timeout: float, log_dir: str | None = None, rdzv_id: str | None = None,
                  nnodes: str | None = None, node_rank: int | None = None, master_addr: str | None = None,
                  master_port: int | None = None, rdzv_backend: str | None = None, rdzv_endpoint: str | None = None,
                  hosts_store: bool = False) -> None:
@@ -107,6 +107,7 @@ class JobSpec:
         self.on_cpu = on_cpu
         self.train_script = train_script
         self.hang_timeout = hang_timeout
+        self.startup_timeout = startup_timeout
         self.rdzv_timeout = rdzv_timeout
         self.log_dir = log_dir
         self.rdzv_id = rdzv_id
@@ -144,7 +145,7 @@ class JobMonitor:
         self.start = start
         self.error_file = error_file
         self.trace_prefix = trace_prefix
-        self.watchdog = Watchdog(supervise_dir, spec.hang_timeout)
+        self.watchdog = Watchdog(supervise_dir, spec.hang_timeout, spec.startup_timeout)
         self.joined = spec.jax  # skrl's JAX launcher has no rendezvous of its own
         self.next_report = start + self._report_every()
         self.outcome: int | None = None  # EXIT_HANG or EXIT_RDZV once the monitor stopped the job
@@ -227,10 +228,13 @@ class JobMonitor:
         import signal
 
         from mgpu_lab import heartbeat
-        from mgpu_lab.watchdog import write_report
+        from mgpu_lab.watchdog import stall_words, write_report
 
-        print(f"[ERROR] watchdog: no rank made progress for {self.spec.hang_timeout:g} s "
-              "(--hang_timeout); asking every rank for its stack", file=sys.stderr, flush=True)
+        fired = self.watchdog.fired
+        seconds = fired.seconds if fired is not None else self.spec.hang_timeout
+        print(f"[ERROR] watchdog: no rank made progress for {seconds:g} s"
+              f"{stall_words(fired, self.watchdog.starting)}; asking every rank for its stack",
+              file=sys.stderr, flush=True)
         self._trigger_nccl_dumps()
         report = self.watchdog.diagnose(now)
         folder = write_report(report, heartbeat.read_run_dir(self.dir))
@@ -240,9 +244,18 @@ class JobMonitor:
         if self.trace_prefix is not None:
             print(f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace_prefix}<rank>",
                   file=sys.stderr)
+        stopped = [st for st in report.ranks if st.stopped]
+        for st in stopped:
+            print(f"[ERROR] watchdog: rank {st.rank} (pid {st.beat.pid}) is stopped and cannot take SIGTERM: "
+                  "killing it", file=sys.stderr)
         print("[ERROR] watchdog: stopping the job (exit 3)", file=sys.stderr, flush=True)
         self.outcome = EXIT_HANG
         supervisor.stop(signal.SIGTERM, grace_s=min(self.grace_s, 3.0))
+        for st in stopped:  # waiting out the grace for a rank that cannot end on SIGTERM serves nobody
+            try:
+                os.kill(st.beat.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def _trigger_nccl_dumps(self) -> None:
         """Ask each CUDA rank's NCCL flight recorder to dump now, through its debug pipe (best effort)."""

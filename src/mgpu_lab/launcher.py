@@ -365,6 +365,10 @@ def _check_launcher_options(args: argparse.Namespace, jax: bool, torchrun_only: 
     if 0 < args.hang_timeout < interval:
         raise UsageError(f"--hang_timeout {args.hang_timeout:g}: below the monitor interval ({interval:g} s); "
                          "give at least that, or 0 to turn the watchdog off")
+    _check_seconds("startup_timeout", args.startup_timeout, zero_ok=True)
+    if 0 < args.startup_timeout < interval:
+        raise UsageError(f"--startup_timeout {args.startup_timeout:g}: below the monitor interval ({interval:g} s); "
+                         "give at least that, or 0 to leave start-up unwatched")
     _check_log_spec("--tee", args.tee)
     _check_log_spec("--redirects", args.redirects)
     if args.local_ranks_filter is not None and not re.fullmatch(r"\d+(,\d+)*", args.local_ranks_filter):
@@ -502,7 +506,8 @@ def run(config: Config, launch: Launch) -> int:
     a = config.args
     return run_job(JobSpec(
         launch.cmd, jax=launch.jax, on_cpu=config.on_cpu, train_script=config.train_script,
-        hang_timeout=a.hang_timeout, rdzv_timeout=config.rdzv_timeout, log_dir=a.log_dir, rdzv_id=a.rdzv_id,
+        hang_timeout=a.hang_timeout, startup_timeout=a.startup_timeout,
+        rdzv_timeout=config.rdzv_timeout, log_dir=a.log_dir, rdzv_id=a.rdzv_id,
         nnodes=a.nnodes, node_rank=a.node_rank, master_addr=a.master_addr, master_port=a.master_port,
         rdzv_backend=a.rdzv_backend, rdzv_endpoint=a.rdzv_endpoint, hosts_store=hosts_store(a, config.environ),
     ))

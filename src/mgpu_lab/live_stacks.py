@@ -94,8 +94,8 @@ def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None
     from mgpu_lab.watchdog import STACK_WAIT_S, Watchdog
 
     out = out if out is not None else sys.stderr
-    report = Watchdog(supervise_dir, 0).diagnose(now, stack_wait_s=STACK_WAIT_S if stack_wait_s is None
-                                                  else stack_wait_s)
+    report = Watchdog(supervise_dir, 0, 0).diagnose(now, stack_wait_s=STACK_WAIT_S if stack_wait_s is None
+                                                     else stack_wait_s)
     folder = _new_folder(heartbeat.read_run_dir(supervise_dir))
     for st in report.ranks:
         text = st.stack if st.responding else f"rank {st.rank} (pid {st.beat.pid}) did not answer the stack request\n"

@@ -6,7 +6,10 @@ and knows nothing about processes beyond sending a rank the stack signal. The la
 prints the summary and stops the job.
 
 Progress means that some rank's heartbeat changed (a new iteration or phase). The clock starts at the first
-heartbeat, so rendezvous and start-up time never count as a hang.
+heartbeat, so rendezvous time never counts. Two limits apply to a stall (:class:`Limit`): while some rank has
+not begun training (its beat is still phase ``start``: importing a library, compiling, starting a simulator)
+the start-up limit, which is long; once every rank trains, the training limit (``--hang_timeout``). A
+restarted group beats ``start`` afresh, so it is in start-up again.
 """
 
 from __future__ import annotations
@@ -34,6 +37,33 @@ _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent c
 
 #: How long a rank gets to write its stack after the signal before it counts as not responding.
 STACK_WAIT_S = 5.0
+#: The launcher options that set the two limits (named in the report, so a user knows which one to raise).
+HANG_OPTION, STARTUP_OPTION = "--hang_timeout", "--startup_timeout"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One stall limit: the stage it covers ("start-up" or "training"), its length, and the option that set it."""
+
+    stage: str
+    seconds: float
+    option: str
+
+
+def limits(hang_timeout_s: float, startup_timeout_s: float) -> tuple[Limit | None, Limit | None]:
+    """(training limit, start-up limit); None where that stage is not watched.
+
+    ``hang_timeout_s`` 0 turns the watchdog off; ``startup_timeout_s`` 0 leaves start-up unwatched. The
+    start-up limit is never shorter than the training limit: where ``--hang_timeout`` is the longer, it is
+    the start-up limit too (and the report names it)."""
+    if hang_timeout_s <= 0:
+        return None, None
+    training = Limit("training", hang_timeout_s, HANG_OPTION)
+    if startup_timeout_s <= 0:
+        return training, None
+    if startup_timeout_s >= hang_timeout_s:
+        return training, Limit("start-up", startup_timeout_s, STARTUP_OPTION)
+    return training, Limit("start-up", hang_timeout_s, HANG_OPTION)
 
 
 @dataclass(frozen=True)
@@ -53,11 +83,14 @@ class RankState:
     rank: int
     beat: heartbeat.Beat
     responding: bool = True
+    stopped: bool = False  # stopped by a signal (SIGSTOP, or a debugger): it can answer nothing, not even SIGTERM
     stack: str = ""
     collective: str | None = None  # the collective the rank waits in
     where: Frame | None = None  # the caller of that collective, or the rank's innermost frame of interest
 
     def place(self) -> str:
+        if self.stopped:
+            return "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)"
         if not self.responding:
             return "not responding (no stack within the deadline: stopped, or stuck outside Python)"
         if self.collective is not None:
@@ -74,11 +107,14 @@ class Report:
     ranks: list[RankState]
     culprits: list[int]
     reason: str
+    limit: Limit | None = None  # the limit that fired
+    starting: list[int] = field(default_factory=list)  # ranks that had not begun training
     folder: Path | None = None
     files: list[Path] = field(default_factory=list)
 
     def summary_lines(self) -> list[str]:
-        lines = [f"[ERROR] watchdog: no rank made progress for {self.stalled_s:.0f} s; where each rank is:"]
+        lines = [f"[ERROR] watchdog: no rank made progress for {self.stalled_s:.0f} s"
+                 f"{stall_words(self.limit, self.starting)}; where each rank is:"]
         for st in self.ranks:
             b = st.beat
             lines.append(f"[ERROR] watchdog:   rank {st.rank}/{b.world_size} (node {b.node}, pid {b.pid}, "
@@ -137,27 +173,46 @@ def locate(frames: list[Frame]) -> tuple[str | None, Frame | None]:
 # the watchdog
 # --------------------------------------------------------------------------------------------------
 
-class Watchdog:
-    """Tracks heartbeats in ``folder``; fires when none changed for ``timeout_s`` seconds."""
+def stall_words(limit: Limit | None, starting: list[int]) -> str:
+    """Which limit fired, in words for the report: " in start-up (...)" or " in training (...)"."""
+    if limit is None:
+        return ""
+    if limit.stage == "start-up":
+        who = ", ".join(str(r) for r in starting)
+        return (f" in start-up (rank {who} had not begun training; start-up limit {limit.seconds:g} s, "
+                f"{limit.option}: raise it if a healthy start-up takes longer)")
+    return f" in training (training limit {limit.seconds:g} s, {limit.option})"
 
-    def __init__(self, folder: str | os.PathLike, timeout_s: float) -> None:
+
+class Watchdog:
+    """Tracks heartbeats in ``folder``; fires when none changed for the limit that applies (see :func:`limits`):
+    the start-up limit while some rank has not begun training, else the training limit ``timeout_s``."""
+
+    def __init__(self, folder: str | os.PathLike, timeout_s: float, startup_s: float) -> None:
         self.folder = Path(folder)
-        self.timeout_s = timeout_s
+        self.training, self.startup = limits(timeout_s, startup_s)
         self.seen: dict[int, tuple[int, str, float]] = {}
         self.last_progress: float | None = None  # monotonic time of the last change; None before any beat
+        self.fired: Limit | None = None  # the limit that fired, once check() returned True
+        self.starting: list[int] = []  # the ranks that had not begun training then
 
     def beats(self) -> dict[int, heartbeat.Beat]:
         return heartbeat.read_beats(self.folder)
 
+    def limit(self, beats: dict[int, heartbeat.Beat]) -> Limit | None:
+        """The limit that applies to these beats: start-up while some rank has not begun training."""
+        return self.startup if any(b.phase == "start" for b in beats.values()) else self.training
+
     def check(self, now: float) -> bool:
-        """Note progress; True when the job has stalled for the timeout (some rank beat, none changed since)."""
+        """Note progress; True when the job has stalled for the limit that applies (some rank beat, none
+        changed since). Then :attr:`fired` says which limit it was."""
         beats = self.beats()
         state = {r: (b.iteration, b.phase, b.time) for r, b in beats.items()}
         if state != self.seen:
             self.seen = state
             self.last_progress = now
             return False
-        if not beats or self.last_progress is None or self.timeout_s <= 0:
+        if not beats or self.last_progress is None or self.training is None:
             return False
         if not all(_alive(b.pid) for b in beats.values()):
             # a rank's process is gone: torchrun stops or restarts the group (a new attempt's ranks beat
@@ -166,7 +221,12 @@ class Watchdog:
             return False
         if all(b.phase == "done" for b in beats.values()):
             return False
-        return now - self.last_progress >= self.timeout_s
+        limit = self.limit(beats)
+        if limit is None or now - self.last_progress < limit.seconds:
+            return False
+        self.fired = limit
+        self.starting = sorted(r for r, b in beats.items() if b.phase == "start")
+        return True
 
     def diagnose(self, now: float, *, stack_wait_s: float = STACK_WAIT_S) -> Report:
         """Ask every rank for its stack, locate each one, and name the likely culprit."""
@@ -174,6 +234,9 @@ class Watchdog:
         states = {r: RankState(r, b) for r, b in sorted(beats.items()) if b.phase != "done"}
         sizes = {r: _size(heartbeat.stack_path(self.folder, r)) for r in states}
         for r, st in states.items():
+            if procs.stopped(st.beat.pid):  # it cannot run its handler: waiting for its stack would gain nothing
+                st.responding, st.stopped = False, True
+                continue
             try:
                 os.kill(st.beat.pid, heartbeat.STACK_SIGNAL)
             except (ProcessLookupError, PermissionError):
@@ -196,7 +259,7 @@ class Watchdog:
             st.collective, st.where = locate(main_thread(parse_threads(st.stack)))
         culprits, reason = blame(list(states.values()))
         stalled = now - self.last_progress if self.last_progress is not None else 0.0
-        return Report(stalled, list(states.values()), culprits, reason)
+        return Report(stalled, list(states.values()), culprits, reason, self.fired, list(self.starting))
 
 
 def blame(states: list[RankState]) -> tuple[list[int], str]:
