@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mgpu_testing import REPO
@@ -24,7 +24,7 @@ FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 
 MD_PIECES = ["---\n", "name: x\n", "key: [1, {\n", ": :\n", "# H\n", "## H\n", "| a | b |\n", "|---|---|\n",
              "| `x\\|y` | [l](#a) |\n", "```bash\n", "```\n", "`code`", "[t](u#f)", "\t", "  - item\n",
-             "<div>\n", "\\", "*", "\r\n", "\x00", "\u00e9", "\n", "!!python/object:os.system x\n", "&a\n", "*a\n"]
+             "<div>\n", "\\", "*", "\r\n", "\r", "\x00", "\u00e9", "\n", "!!python/object:os.system x\n", "&a\n", "*a\n"]
 RST_PIECES = [".. _lbl:\n", "Title\n", "=====\n", "-----\n", ".. code-block:: bash\n", "   :caption: c\n",
               ".. list-table::\n", "   :header-rows: 1\n", "   * - a\n", "     - ``X=1``\n", ".. tab-set::\n",
               "   .. tab-item:: T\n", ":ref:`x <y>`", ":doc:`d`", "``lit``", "`u <http://x>`_", "::\n",
@@ -41,6 +41,7 @@ def mixed(pieces: list[str]) -> st.SearchStrategy[str]:
 
 @FUZZ
 @given(mixed(MD_PIECES))
+@example("```bash\n\r0")  # a lone CR is a line break to markdown-it: the fence check once read past its lines
 def test_markdown_parser_never_raises(text: str) -> None:
     doc = parse_markdown("f.md", text)
     for item in [*doc.headings, *doc.links, *doc.code]:

@@ -237,6 +237,10 @@ def _inline(doc: MarkdownDoc, lines: list[str], tok: Any, cell: Cell | None = No
     return "".join(plain)
 
 
+#: what markdown-it takes for a line break when it numbers lines (its input normalization)
+MD_LINE_BREAK = re.compile(r"\r\n?|\n")
+
+
 def _is_fence(line: str, markup: str) -> tuple[bool, str]:
     """Whether ``line`` starts with a fence of ``markup``'s character at least as long; the text after it."""
     stripped = line.strip()
@@ -264,6 +268,8 @@ def _fence_problems(doc: MarkdownDoc, lines: list[str], start: int, end: int, ma
 def parse_markdown(path: str, text: str) -> MarkdownDoc:
     """Parse markdown ``text`` (already decoded, ``\\n`` newlines) of the file at ``path``."""
     lines = text.split("\n")
+    # markdown-it's token line maps count a lone "\r" as a line break too: fences are read in its lines
+    md_lines = MD_LINE_BREAK.split(text)
     doc = MarkdownDoc(path=path, text=text, n_lines=len(lines) - (1 if text.endswith("\n") else 0))
     try:
         tokens = _parser().parse(text)
@@ -295,7 +301,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
                                         anchor=slugger.slug(title), line=(tok.map[0] + 1) if tok.map else 1))
         elif t in ("fence", "code_block"):
             if t == "fence" and tok.map:
-                _fence_problems(doc, lines, tok.map[0], tok.map[1], tok.markup)
+                _fence_problems(doc, md_lines, tok.map[0], tok.map[1], tok.markup)
             first = (tok.map[0] + (2 if t == "fence" else 1)) if tok.map else 1
             lang = tok.info.split()[0] if t == "fence" and tok.info.strip() else None
             doc.code.append(Code(text=tok.content, line=first, col=1, kind="block", lang=lang))
