@@ -468,15 +468,23 @@ def assert_trained(cmd: Command, shape: Shape, nodes: list[tuple[list[str], int]
 
 def prepare_checkpoint(cmd: Command, log_root: Path) -> str:
     """Train ``cmd``'s library and task for CPU_ITERATIONS in one process under ``log_root``; its last
-    checkpoint (a checkpoint from another world size is fine to resume from)."""
+    checkpoint (a checkpoint from another world size is fine to resume from). Only the documented command is
+    under test: this preparing run is pytest's own process (skrl's JAX, which must choose its platform before
+    its first import, a process of its own)."""
+    from mgpu_testing.training import train_in_process
+
     keep = [a for name in ("--rl_library", "--ml_framework", "--task") if (v := option(cmd.args, name))
             for a in (name, v)]
-    argv = [PYTHON, str(TRAINER), *keep, "--device", "cpu", "--num_envs", CPU_ENVS,
-            "--max_iterations", CPU_ITERATIONS, "--log_root", str(log_root)]
-    (proc,) = run_nodes([argv], timeout=RUN_TIMEOUT)
-    assert proc.returncode == 0, f"{cmd.where}: preparing a checkpoint failed\n{proc.stdout[-3000:]}"
+    args = [*keep, "--device", "cpu", "--num_envs", CPU_ENVS, "--max_iterations", CPU_ITERATIONS,
+            "--log_root", str(log_root)]
+    if option(cmd.args, "--ml_framework") == "jax":
+        (proc,) = run_nodes([[PYTHON, str(TRAINER), *args]], timeout=RUN_TIMEOUT)
+    else:
+        proc = train_in_process(args, single_env())
+    out = proc.stdout + (proc.stderr or "")
+    assert proc.returncode == 0, f"{cmd.where}: preparing a checkpoint failed\n{out[-3000:]}"
     written = CHECKPOINT_LINE.findall(proc.stdout)
-    assert written, f"{cmd.where}: the preparing run named no checkpoint\n{proc.stdout[-3000:]}"
+    assert written, f"{cmd.where}: the preparing run named no checkpoint\n{out[-3000:]}"
     return written[-1]
 
 
