@@ -3,7 +3,7 @@ rank files the launcher's watchdog reads (beats, stacks, run folder) show it; a 
 
 The other kinds each have their one real end-to-end test where their consequence is checked: ``hang`` in
 tests/test_watchdog.py::test_real_trainer_hang_is_named, ``raise`` in
-test_watchdog.py::test_real_trainer_raising_rank_is_named_last, ``signal`` (SIGKILL) in
+tests/test_failure_report_e2e.py::test_a_failing_rank_ends_with_the_launchers_report, ``signal`` (SIGKILL) in
 tests/test_resume.py::test_a_restarted_group_resumes_its_own_run; their grammar and timing (before the
 iteration's beat, first attempt only) in tests/test_rank_progress.py, in-process.
 
