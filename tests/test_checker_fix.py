@@ -85,7 +85,7 @@ def test_fix_never_replaces_a_link(tree: Path) -> None:
 def test_a_failed_write_names_what_was_and_was_not_rewritten(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
     edit(tree, MGPU, "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``")
-    real_write = fix._write_atomic
+    real_write = fix.write_atomic
     calls: list[Path] = []
 
     def fail_second(path: Path, data: bytes) -> None:  # fault injection: the disk fills on the second file
@@ -94,7 +94,7 @@ def test_a_failed_write_names_what_was_and_was_not_rewritten(tree: Path, monkeyp
             raise OSError(28, "No space left on device")
         real_write(path, data)
 
-    monkeypatch.setattr(fix, "_write_atomic", fail_second)
+    monkeypatch.setattr(fix, "write_atomic", fail_second)
     before = {p: (tree / p).read_bytes() for p in (MGPU, REF)}
     rc, out, err = run_fix(tree)
     assert rc == 2 and err.count("\n") == 1

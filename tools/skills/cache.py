@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from atomic_write import write_atomic
+
 HERE = Path(__file__).resolve().parent
 _SOURCES = ("cache.py", "codec.py", "inputs.py", "model.py", "parse_argparse.py", "parse_markdown.py", "parse_rst.py")
 _LIBS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml")
@@ -150,25 +152,6 @@ class ParseCache:
             _prune(self.file.parent)
         except Exception:  # a cache that cannot be written is only a slower next check
             pass
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in its folder and ``os.replace`` (the caches' one writer):
-    a reader never sees half a file; the temp file is removed when the write fails."""
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _prune(folder: Path) -> None:

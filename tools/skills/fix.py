@@ -11,33 +11,15 @@ over a symbolic link; newlines (LF/CRLF) and a byte-order mark are kept. When a 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
+from atomic_write import write_atomic
 from inputs import inside, read_bytes_bounded
 from model import Finding, Project, TextEdit
 
 
 class FixError(Exception):
     """A planned rewrite failed; the message names the file and what was and was not rewritten."""
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        try:
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        except OSError:
-            pass
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def writable(root: Path, relpath: str) -> str | None:
@@ -110,7 +92,7 @@ def apply_fixes(project: Project, findings: list[Finding]) -> tuple[list[str], l
             why = writable(project.root, path)  # changed since it was planned?
             if why:
                 raise OSError(why)
-            _write_atomic(project.root / path, data)
+            write_atomic(project.root / path, data)
         except OSError as exc:
             left = [p for p, _, _ in planned[i:]]
             raise FixError(f"--fix could not write {path} ({getattr(exc, 'strerror', None) or exc}); rewritten: "

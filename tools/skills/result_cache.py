@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cache import MAX_CACHE_BYTES, cache_dir, digest, parser_stamps, write_atomic
+from atomic_write import write_atomic
+from cache import MAX_CACHE_BYTES, cache_dir, digest, parser_stamps
 
 HERE = Path(__file__).resolve().parent
 FORMAT = 1
