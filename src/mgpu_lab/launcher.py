@@ -360,15 +360,13 @@ def _check_launcher_options(args: argparse.Namespace, jax: bool, torchrun_only: 
         raise UsageError(f"--max_restarts {args.max_restarts}: give 0 to 1000")
     _check_seconds("monitor_interval", args.monitor_interval)
     _check_seconds("rdzv_timeout", args.rdzv_timeout)
-    _check_seconds("hang_timeout", args.hang_timeout, zero_ok=True)
     interval = args.monitor_interval if args.monitor_interval is not None else TORCHRUN_MONITOR_INTERVAL_S
-    if 0 < args.hang_timeout < interval:
-        raise UsageError(f"--hang_timeout {args.hang_timeout:g}: below the monitor interval ({interval:g} s); "
-                         "give at least that, or 0 to turn the watchdog off")
-    _check_seconds("startup_timeout", args.startup_timeout, zero_ok=True)
-    if 0 < args.startup_timeout < interval:
-        raise UsageError(f"--startup_timeout {args.startup_timeout:g}: below the monitor interval ({interval:g} s); "
-                         "give at least that, or 0 to leave start-up unwatched")
+    for name, zero in (("hang_timeout", "turn the watchdog off"), ("startup_timeout", "leave start-up unwatched")):
+        value = getattr(args, name)  # the watchdog's limits: checked once per monitor interval
+        _check_seconds(name, value, zero_ok=True)
+        if 0 < value < interval:
+            raise UsageError(f"--{name} {value:g}: below the monitor interval ({interval:g} s); give at least "
+                             f"that, or 0 to {zero}")
     _check_log_spec("--tee", args.tee)
     _check_log_spec("--redirects", args.redirects)
     if args.local_ranks_filter is not None and not re.fullmatch(r"\d+(,\d+)*", args.local_ranks_filter):
