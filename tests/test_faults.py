@@ -12,7 +12,6 @@ hung job is killed by the test and the process table is checked for leftovers.""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -40,27 +39,13 @@ def start(tmp_path: Path, fault: str) -> tuple[subprocess.Popen, Path, Path]:
 
 
 def stack_of(supervise: Path, rank: int, needle: str) -> str | None:
-    """Ask ``rank`` for its stacks (the launcher's signal), wait until that dump is written (the file grew, then
-    stayed put for a poll; within 10 s), and return it if it contains ``needle``.
+    """Ask every rank for its stack the way the launcher's watchdog does (:meth:`Watchdog.diagnose`: the signal,
+    then the dump each rank wrote, waited for) and return ``rank``'s if it contains ``needle``."""
+    from mgpu_lab.watchdog import Watchdog
 
-    Reading right after the signal raced the dump: on a busy machine the rank had mostly not written yet, and
-    the next ask truncated what it wrote later, so a dump was seen only by luck (7-13 s of asking here)."""
-    beat = heartbeat.read_beats(supervise).get(rank)
-    if beat is None:
-        return None
-    path = heartbeat.stack_path(supervise, rank)
-    path.write_text("")  # forget earlier dumps (faulthandler keeps writing at its own offset)
-    os.kill(beat.pid, heartbeat.STACK_SIGNAL)
-    end = time.monotonic() + 10
-    size = -1
-    while time.monotonic() < end:
-        time.sleep(0.05)
-        now = path.stat().st_size
-        if now > 0 and now == size:
-            text = path.read_text(errors="replace")
-            return text if needle in text else None
-        size = now
-    return None
+    report = Watchdog(supervise, 0, 0).diagnose(time.monotonic())
+    st = next((st for st in report.ranks if st.rank == rank), None)
+    return st.stack if st is not None and st.responding and needle in st.stack else None
 
 
 @pytest.mark.e2e
