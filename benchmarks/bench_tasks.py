@@ -19,7 +19,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from mgpu_lab.tasks import make_env  # noqa: E402
+from mgpu_lab.train.tasks import make_env  # noqa: E402
 
 
 def time_toy(n: int, steps: int, device: str) -> float:

@@ -43,7 +43,7 @@ def measure(cmd: list[str], timeout: float, **extra_env: str) -> float:
 def beat_cost(iterations: int = 2000) -> float:
     """Seconds one per-iteration hook takes in-process with a supervision folder (heartbeat file replace)."""
     sys.path.insert(0, str(REPO / "src"))
-    from mgpu_lab import rank_progress
+    from mgpu_lab.health import rank_progress
 
     with tempfile.TemporaryDirectory(prefix="bench_beats_") as folder:
         progress = rank_progress.from_env(0, 0, 1, (), environ={"MGPU_LAB_SUPERVISE_DIR": folder})

@@ -27,9 +27,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mgpu_lab import adapters, checkpoint
-from mgpu_lab.dist import context_from_env
-from mgpu_lab.train_config import TrainConfig, UsageError
+from mgpu_lab.train import adapters
+from mgpu_lab.runs import checkpoint
+from mgpu_lab.train.dist import context_from_env
+from mgpu_lab.train.config import TrainConfig, UsageError
 from mgpu_testing.training import OpensMarker
 
 CARTPOLE = "Toy-Cartpole-v0"

@@ -1,4 +1,4 @@
-"""mgpu_lab.cluster against synthetic cluster environments: SLURM inference, precedence, provenance,
+"""mgpu_lab.launch.cluster against synthetic cluster environments: SLURM inference, precedence, provenance,
 Kubernetes (PET_*) notes, every bad input, and the /dev/shm check (driven by its testing aids)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab import cluster
-from mgpu_lab.cluster import ClusterError, infer_nodes, shm_warning
+from mgpu_lab.launch import cluster
+from mgpu_lab.launch.cluster import ClusterError, infer_nodes, shm_warning
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.cluster import srun_env
 
@@ -341,7 +341,7 @@ def test_a_bad_size_aid_is_a_one_line_error(tmp_path: Path) -> None:
 def test_the_module_imports_neither_torch_nor_typing() -> None:
     """The launcher imports it before answering --dry_run: no torch, no heavy start-up imports. What counts is
     what importing it adds (a tool that loads first, such as coverage's subprocess hook, may bring typing)."""
-    code = ("import sys; before = set(sys.modules); import mgpu_lab.cluster; added = set(sys.modules) - before; "
+    code = ("import sys; before = set(sys.modules); import mgpu_lab.launch.cluster; added = set(sys.modules) - before; "
             "print(sorted(m for m in ('torch', 'typing', 'dataclasses', 'ClusterShell') if m in added))")
     proc = run([PYTHON, "-c", code], timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -350,13 +350,13 @@ def test_the_module_imports_neither_torch_nor_typing() -> None:
 
 def test_the_module_keeps_no_mutable_state() -> None:
     """Module-level names are constants: no list, dict or set that a call could change."""
-    tree = ast.parse((REPO / "src" / "mgpu_lab" / "cluster.py").read_text())
+    tree = ast.parse((REPO / "src" / "mgpu_lab" / "launch" / "cluster.py").read_text())
     for node in tree.body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             value = node.value
             assert not isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp)), \
                 ast.unparse(node)[:80]
-    assert sys.modules["mgpu_lab.cluster"] is cluster
+    assert sys.modules["mgpu_lab.launch.cluster"] is cluster
 
 
 # ------------------------------------------------------------------------------------------- doc examples

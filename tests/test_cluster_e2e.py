@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab.cluster import rendezvous_port
+from mgpu_lab.launch.cluster import rendezvous_port
 from mgpu_testing import PYTHON, REPO, free_port, run
 from mgpu_testing.cluster import (EXAMPLES, example_commands, free_job_id, option, run_together, sbatch_options,
                                   srun_env, without_cluster)

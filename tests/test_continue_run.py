@@ -1,4 +1,4 @@
-"""--continue_run's metadata and lock (mgpu_lab.continue_run), in-process; and the live-stack collection with this
+"""--continue_run's metadata and lock (mgpu_lab.runs.continue_run), in-process; and the live-stack collection with this
 test process as a rank."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab import continue_run, heartbeat, live_stacks
-from mgpu_lab.errors import UsageError
-from mgpu_lab.train_checks import check_continue_run
+from mgpu_lab.runs import continue_run
+from mgpu_lab.health import heartbeat, live_stacks
+from mgpu_lab.core.errors import UsageError
+from mgpu_lab.train.checks import check_continue_run
 
 LIB, TASK = "rsl_rl", "Toy-Cartpole-v0"
 
@@ -203,8 +204,8 @@ def test_stacks_request_refusals(tmp_path: Path, capsys) -> None:
 
 def _launcher(*args: str, log_root: Path) -> int:
     """The launcher's exit status for ``args`` (its lines stay in capsys)."""
-    from mgpu_lab import launcher
-    from mgpu_lab.devices import Inventory, made_up_uuid
+    from mgpu_lab.launch import launcher
+    from mgpu_lab.launch.devices import Inventory, made_up_uuid
     from mgpu_testing import REPO
     from mgpu_testing.docs import load_script
 

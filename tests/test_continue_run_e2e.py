@@ -32,7 +32,7 @@ def launcher_cmd(log_root: Path, *args: str) -> list[str]:
 def start_stopping_in_save(log_root: Path, tmp_path: Path, stop_at: str, *args: str,
                            **env: str) -> tuple[subprocess.Popen, Path, Path]:
     """Start a job whose rank 0 stops inside the save of ``stop_at``; wait until it has stopped there."""
-    from mgpu_lab.dist import STOP_IN_SAVE_ENV, STOP_IN_SAVE_NAME_ENV
+    from mgpu_lab.train.dist import STOP_IN_SAVE_ENV, STOP_IN_SAVE_NAME_ENV
 
     marker = tmp_path / "stopped.json"
     log = tmp_path / "first.log"

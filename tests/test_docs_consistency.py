@@ -12,7 +12,7 @@ a skill's markdown or an RST page being on the list (DR104). Here:
 - the settings written in the skills' evaluations (``evals/evals.json``, which DR104 does not read) are on
   the list;
 - every default the docs state for a task (``--max_iterations``, ``--num_envs``) is the code's
-  (``mgpu_lab.tasks.catalog.TASK_DEFAULTS``), in the skills, the RST pages and ``train.py``'s help.
+  (``mgpu_lab.train.tasks.catalog.TASK_DEFAULTS``), in the skills, the RST pages and ``train.py``'s help.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def _paragraphs(text: str) -> list[tuple[int, str]]:
 
 
 def wrong_defaults(text: str) -> list[str]:
-    from mgpu_lab.tasks.catalog import TASK_DEFAULTS
+    from mgpu_lab.train.tasks.catalog import TASK_DEFAULTS
 
     problems = []
     for key, task, value, offset in stated_defaults(text):

@@ -1,12 +1,12 @@
 """The exit-status tables in the feature doc and the skill's reference say what the code defines
-(``mgpu_lab.errors.EXIT_STATUSES``): the same statuses, in order, each row starting with the code's words.
+(``mgpu_lab.core.errors.EXIT_STATUSES``): the same statuses, in order, each row starting with the code's words.
 Parsed as the checker parses them (docutils for the RST list-table, markdown-it-py for the markdown table)."""
 
 from __future__ import annotations
 
 import re
 
-from mgpu_lab import errors
+from mgpu_lab.core import errors
 from mgpu_testing import REPO
 
 RST = REPO / "docs" / "source" / "features" / "multi_gpu.rst"

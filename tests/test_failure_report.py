@@ -1,6 +1,6 @@
 """The launcher's own failure report and the routing of the job's stderr, called in-process.
 
-The report is built from the ranks' failure records (:mod:`mgpu_lab.heartbeat`) and torchrun's summary; the
+The report is built from the ranks' failure records (:mod:`mgpu_lab.health.heartbeat`) and torchrun's summary; the
 router keeps torchrun's ``ChildFailedError`` traceback off the terminal. Real runs are in
 ``tests/test_failure_report_e2e.py``.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import signal
 
-from mgpu_lab import failures, heartbeat
-from mgpu_lab.failures import Exit
-from mgpu_lab.job import StderrRouter
+from mgpu_lab.health import failures, heartbeat
+from mgpu_lab.health.failures import Exit
+from mgpu_lab.job.monitor import StderrRouter
 
 REFUSAL = "--distributed: no CUDA device is usable here (CUDA_VISIBLE_DEVICES=0,1); ranks train on the CPU only"
 GLOO = ("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer "

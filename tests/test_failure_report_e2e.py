@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab.job import TORCHRUN_KEPT, TORCHRUN_TEXT
+from mgpu_lab.job.monitor import TORCHRUN_KEPT, TORCHRUN_TEXT
 from mgpu_testing import free_port, kill_group, loopback_env
 from mgpu_testing.launcher import CPU2, finish, launcher_cmd, start
 

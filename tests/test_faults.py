@@ -22,7 +22,7 @@ from mgpu_testing import REPO
 from mgpu_testing.training import (assert_one_line_error, single_env, stop_job, supervised_env,
                                    torchrun_train, train_in_process, wait_for)
 
-from mgpu_lab import heartbeat
+from mgpu_lab.health import heartbeat
 
 
 ARGS = ("--num_envs", "8", "--max_iterations", "6", "--save_interval", "100")
@@ -41,7 +41,7 @@ def start(tmp_path: Path, fault: str) -> tuple[subprocess.Popen, Path, Path]:
 def stack_of(supervise: Path, rank: int, needle: str) -> str | None:
     """Ask every rank for its stack the way the launcher's watchdog does (:meth:`Watchdog.diagnose`: the signal,
     then the dump each rank wrote, waited for) and return ``rank``'s if it contains ``needle``."""
-    from mgpu_lab.watchdog import Watchdog
+    from mgpu_lab.health.watchdog import Watchdog
 
     report = Watchdog(supervise, 0, 0).diagnose(time.monotonic())
     st = next((st for st in report.ranks if st.rank == rank), None)

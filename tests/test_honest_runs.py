@@ -33,7 +33,7 @@ SUM_SCRIPT = """
 import os, sys
 sys.path.insert(0, {src!r})
 import torch.distributed as tdist
-from mgpu_lab.dist import DistContext, sum_over_ranks
+from mgpu_lab.train.dist import DistContext, sum_over_ranks
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 tdist.init_process_group("gloo")
 total = sum_over_ranks(10 ** 10 * (rank + 1) + rank, DistContext(True, rank, rank, world, "cpu", "gloo"))

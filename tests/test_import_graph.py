@@ -58,9 +58,9 @@ def test_no_import_cycle_in_the_package() -> None:
 def test_the_launchers_modules_import_only_the_stdlib_at_module_level() -> None:
     """What ``--dry_run`` loads must not pull torch, numpy or gymnasium in through a module-level import."""
     edges = graph()
-    light = {"mgpu_lab.launcher", "mgpu_lab.errors", "mgpu_lab.devices", "mgpu_lab.train_checks",
-             "mgpu_lab.run_dir", "mgpu_lab.kill_grace", "mgpu_lab.source_loader", "mgpu_lab.help_format",
-             "mgpu_lab.cluster", "mgpu_lab.tasks.catalog"}
+    light = {"mgpu_lab.launch.launcher", "mgpu_lab.core.errors", "mgpu_lab.launch.devices", "mgpu_lab.train.checks",
+             "mgpu_lab.runs.run_dir", "mgpu_lab.job.kill_grace", "mgpu_lab.core.source_loader", "mgpu_lab.core.help_format",
+             "mgpu_lab.launch.cluster", "mgpu_lab.train.tasks.catalog"}
     for name in light:
         assert edges[name] <= light | {"mgpu_lab"}, (name, edges[name] - light)
         tree = ast.parse((SRC / (name.replace(".", "/") + ".py")).read_text(encoding="utf-8"))

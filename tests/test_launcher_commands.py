@@ -1,6 +1,6 @@
 """The launcher's resolved commands (``--dry_run``), its rejections and its device counting, in-process.
 
-Each case calls :mod:`mgpu_lab.launcher` with the entry script's own parser, a clean environment and a
+Each case calls :mod:`mgpu_lab.launch.launcher` with the entry script's own parser, a clean environment and a
 made-up GPU inventory (so GPU launches are rehearsed without a GPU). Only import-lightness needs a process;
 the ``isaaclab`` CLI passing its arguments through is tests/test_cli.py's.
 """
@@ -13,8 +13,8 @@ import shlex
 
 import pytest
 
-from mgpu_lab import launcher
-from mgpu_lab.devices import Inventory, made_up_uuid
+from mgpu_lab.launch import launcher
+from mgpu_lab.launch.devices import Inventory, made_up_uuid
 from mgpu_testing import PYTHON, REPO, loopback_env, run
 from mgpu_testing.docs import load_script
 
@@ -387,7 +387,7 @@ def test_cpu_ranks_never_look_at_the_gpus() -> None:
 
 
 def test_nvidia_smi_listing_is_read_with_mig_devices() -> None:
-    from mgpu_lab.devices import parse_smi
+    from mgpu_lab.launch.devices import parse_smi
 
     listing = ("GPU 0: NVIDIA H200 (UUID: GPU-1a2b3c4d-0000-1111-2222-333344445555)\n"
                "  MIG 1g.18gb     Device  0: (UUID: MIG-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff)\n"
@@ -395,13 +395,13 @@ def test_nvidia_smi_listing_is_read_with_mig_devices() -> None:
     inv = parse_smi(listing)
     assert inv.gpus == ["GPU-1a2b3c4d-0000-1111-2222-333344445555", "GPU-5e6f7a8b-0000-1111-2222-333344445555"]
     assert inv.migs == ["MIG-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff"]
-    from mgpu_lab.devices import visible
+    from mgpu_lab.launch.devices import visible
 
     assert visible({"CUDA_VISIBLE_DEVICES": "MIG-9f8e,GPU-5e6f"}, inv) == (2, "CUDA_VISIBLE_DEVICES='MIG-9f8e,GPU-5e6f'")
 
 
 def test_the_testing_aid_stands_in_for_the_driver() -> None:
-    from mgpu_lab.devices import discover, visible
+    from mgpu_lab.launch.devices import discover, visible
 
     inv = discover({"MGPU_LAB_TEST_GPUS": "3"})
     assert inv.gpus == [made_up_uuid(0), made_up_uuid(1), made_up_uuid(2)]

@@ -1,4 +1,4 @@
-"""mgpu_lab.rank_progress and mgpu_lab.resume in this process: the fault switch's grammar, the step clock,
+"""mgpu_lab.health.rank_progress and mgpu_lab.runs.resume in this process: the fault switch's grammar, the step clock,
 heartbeat/stack/failure files, and how a run's checkpoints and job folder are found (no training here)."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab import heartbeat, rank_progress, resume
-from mgpu_lab.dist import DistContext, device_warning
-from mgpu_lab.rank_progress import Fault, StepClock, parse_faults
+from mgpu_lab.health import heartbeat, rank_progress
+from mgpu_lab.runs import resume
+from mgpu_lab.train.dist import DistContext, device_warning
+from mgpu_lab.health.rank_progress import Fault, StepClock, parse_faults
 
 
 # --- MGPU_LAB_FAULT ----------------------------------------------------------------------------------

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab import heartbeat
-from mgpu_lab.checkpoint import load_torch, read_msgpack
-from mgpu_lab.resume import JOB_KEY_ENV, JOB_KEY_FILE
+from mgpu_lab.health import heartbeat
+from mgpu_lab.runs.checkpoint import load_torch, read_msgpack
+from mgpu_lab.runs.resume import JOB_KEY_ENV, JOB_KEY_FILE
 from mgpu_testing import run
 from mgpu_testing.runs import NUM_ENVS, WITH_HEALTHY_RUN, copy_run
 from mgpu_testing.training import (DIGEST_ANYWHERE, TASK, assert_one_line_error, assert_one_rank_output, single_env,

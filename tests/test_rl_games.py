@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mgpu_lab.checkpoint import load_torch
+from mgpu_lab.runs.checkpoint import load_torch
 from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, assert_two_rank_output,
                                    sigkill_while_saving, single_env, train_args, train_in_process)
 

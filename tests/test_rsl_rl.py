@@ -58,9 +58,9 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
 @pytest.mark.e2e  # in this process, but a real library's training: tens of seconds, not the inner loop's
 def test_rsl_rl_learns_cartpole():
     """Fixed seed, 15 PPO iterations in this process: late episodes clearly outlast the first ones."""
-    from mgpu_lab.adapters import rsl_rl as adapter
-    from mgpu_lab.dist import DistContext
-    from mgpu_lab.train_config import TrainConfig
+    from mgpu_lab.train.adapters import rsl_rl as adapter
+    from mgpu_lab.train.dist import DistContext
+    from mgpu_lab.train.config import TrainConfig
 
     cfg = TrainConfig(rl_library="rsl_rl", task=TASK, num_envs=64, max_iterations=15, seed=1,
                       device="cpu", log_dir="")

@@ -216,7 +216,7 @@ def launcher_parser():
 
 def check_training_args(args: list[str], cmd: Command, parser, capsys) -> None:
     """train.py's own parser accepts ``args``, and the task named is a built-in one."""
-    from mgpu_lab.tasks.catalog import TASKS
+    from mgpu_lab.train.tasks.catalog import TASKS
 
     try:
         ns = parser.parse_args(args)

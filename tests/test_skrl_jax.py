@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab.checkpoint import read_msgpack
+from mgpu_lab.runs.checkpoint import read_msgpack
 from mgpu_testing import free_port
 from mgpu_testing.training import assert_one_line_error, assert_two_rank_output, single_env, train_args, train_in_process
 

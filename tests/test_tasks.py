@@ -12,8 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mgpu_lab.tasks as tasks
-from mgpu_lab.tasks import TASKS, UnknownTaskError, make_env
+import mgpu_lab.train.tasks as tasks
+from mgpu_lab.train.tasks import TASKS, UnknownTaskError, make_env
 
 TASK_IDS = list(TASKS)
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -183,7 +183,7 @@ def test_unknown_task_lists_the_known_ones():
 
 @pytest.mark.e2e
 def test_task_list_needs_no_torch():
-    code = "import sys, mgpu_lab.tasks as t; assert t.TASKS; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, mgpu_lab.train.tasks as t; assert t.TASKS; assert 'torch' not in sys.modules, 'torch imported'"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 

@@ -1,4 +1,4 @@
-"""train.py's command line: every bad input is one line on stderr and exit 2; helpers in mgpu_lab.dist."""
+"""train.py's command line: every bad input is one line on stderr and exit 2; helpers in mgpu_lab.train.dist."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 
 from mgpu_testing import PYTHON, REPO, loopback_env
 from mgpu_testing.training import train_in_process
-from mgpu_lab import dist
-from mgpu_lab.train_config import UsageError
+from mgpu_lab.train import dist
+from mgpu_lab.train.config import UsageError
 
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 LAUNCHER_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE")
@@ -39,7 +39,7 @@ def assert_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def train(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """train.py in-process (its parser and mgpu_lab.trainer.main): these cases end before any training."""
+    """train.py in-process (its parser and mgpu_lab.train.trainer.main): these cases end before any training."""
     return train_in_process(list(args), env)
 
 
@@ -131,7 +131,7 @@ def test_unknown_library_is_an_argparse_error():
     assert proc.returncode == 2 and "invalid choice" in proc.stderr and "Traceback" not in proc.stderr
 
 
-# --- mgpu_lab.dist ------------------------------------------------------------------------------------
+# --- mgpu_lab.train.dist ------------------------------------------------------------------------------------
 
 def test_context_single_process(monkeypatch):
     for name in LAUNCHER_VARS:
@@ -216,7 +216,7 @@ def test_atomic_save_cleans_up_after_a_failing_writer(tmp_path):
 
 WRITER = """
 import os, torch
-from mgpu_lab.dist import STOP_IN_SAVE_ENV, atomic_torch_save
+from mgpu_lab.train.dist import STOP_IN_SAVE_ENV, atomic_torch_save
 for i in (1, 2, 3):
     if i == 3:  # the testing aid: stop inside the third save, between the complete temp file and os.replace
         os.environ[STOP_IN_SAVE_ENV] = {marker!r}
@@ -253,7 +253,7 @@ def test_sigkill_between_temp_write_and_replace_keeps_the_old_checkpoint(tmp_pat
 
 
 def test_run_dir_layout_and_exclusive_create(tmp_path, monkeypatch):
-    from mgpu_lab import run_dir
+    from mgpu_lab.runs import run_dir
 
     monkeypatch.setenv(run_dir.STAMP_ENV, "2026-01-01_00-00-00")  # testing aid: both runs want the same name
     first = run_dir.create(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", "demo")
@@ -270,7 +270,7 @@ def test_every_adapter_satisfies_the_one_adapter_interface():
     import ast
     import inspect
 
-    from mgpu_lab import adapters
+    from mgpu_lab.train import adapters
 
     wanted = {name: list(inspect.signature(getattr(adapters.Adapter, name)).parameters)[1:]
               for name in ("train", "checkpoints", "checkpoint_iteration")}

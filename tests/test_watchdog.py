@@ -1,7 +1,7 @@
 """The launcher's hang watchdog and first-failure report, end to end: real torchrun, gloo ranks on loopback.
 
 The ranks are ``tests/fixtures/launcher/beat_rank.py``, which speaks the supervision protocol
-(``mgpu_lab.heartbeat``) and misbehaves deterministically on ``--fault KIND:RANK:ITER``. Its ranks beat from
+(``mgpu_lab.health.heartbeat``) and misbehaves deterministically on ``--fault KIND:RANK:ITER``. Its ranks beat from
 the moment the group formed and while they wait for the test, so the only stretch without a beat is the
 fault's: a short ``--hang_timeout`` cannot fire early, however loaded the machine. The real trainer beats
 before its library's set-up; that stretch is start-up, under ``--startup_timeout`` (left at its long default),
@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab import heartbeat, procs
-from mgpu_lab.heartbeat import Beat
-from mgpu_lab.watchdog import Frame, Limit, RankState, Watchdog, blame, limits, locate, main_thread, parse_threads
+from mgpu_lab.health import heartbeat
+from mgpu_lab.core import procs
+from mgpu_lab.health.heartbeat import Beat
+from mgpu_lab.health.watchdog import Frame, Limit, RankState, Watchdog, blame, limits, locate, main_thread, parse_threads
 from mgpu_testing import free_port, kill_group, loopback_env
 from mgpu_testing.launcher import (
     CPU2, alive, beats, finish, fixture_env, kept_torchrun_text, launcher_cmd, process_tree, start, supervise_dirs,
@@ -330,11 +331,11 @@ def test_faulthandler_text_is_located() -> None:
         "Current thread 0x00007f0000000002 (most recent call first):\n"
         '  File "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2950 in all_reduce\n'
         '  File "/v/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81 in wrapper\n'
-        '  File "/repo/src/mgpu_lab/adapters/rsl_rl.py", line 120 in _reduce_grads\n'
+        '  File "/repo/src/mgpu_lab/train/adapters/rsl_rl.py", line 120 in _reduce_grads\n'
         '  File "/repo/scripts/train.py", line 200 in <module>\n'
     )
     threads = parse_threads(text)
     assert len(threads) == 2
     collective, caller = locate(main_thread(threads))
     assert collective == "all_reduce"
-    assert caller == Frame("/repo/src/mgpu_lab/adapters/rsl_rl.py", 120, "_reduce_grads")
+    assert caller == Frame("/repo/src/mgpu_lab/train/adapters/rsl_rl.py", 120, "_reduce_grads")

@@ -9,7 +9,7 @@ each rank then reads LOCAL_RANK/RANK/WORLD_SIZE and trains on ``cuda:LOCAL_RANK`
 CPU (gloo).
 
 Everything after parsing (checks, device, resume, run folder, training, log lines) is
-:mod:`mgpu_lab.trainer`; this script holds only the argparse definition the checker reads. It imports
+:mod:`mgpu_lab.train.trainer`; this script holds only the argparse definition the checker reads. It imports
 no torch up front: the launcher loads it to check forwarded arguments with this very parser.
 """
 
@@ -24,7 +24,7 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.real
 if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from mgpu_lab.help_format import HelpFormatter  # noqa: E402 - after the path set-up above
+from mgpu_lab.core.help_format import HelpFormatter  # noqa: E402 - after the path set-up above
 
 
 def _usage_error(message: str) -> None:
@@ -104,9 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main() -> int:
-    """Parse the command line, then hand it to :func:`mgpu_lab.trainer.main` (checks, then training)."""
+    """Parse the command line, then hand it to :func:`mgpu_lab.train.trainer.main` (checks, then training)."""
     args = build_parser().parse_args()
-    from mgpu_lab import trainer
+    from mgpu_lab.train import trainer
 
     return trainer.main(args)
 

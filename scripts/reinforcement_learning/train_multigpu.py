@@ -6,7 +6,7 @@ options are listed by ``--help``; every other argument is checked against ``trai
 passed to it unchanged, and ``--distributed`` is added once.
 
 This script holds the one argparse definition (:func:`build_parser`, read statically by the checker) and
-its epilog; everything after parsing (validation, config, command, runner) is :mod:`mgpu_lab.launcher`.
+its epilog; everything after parsing (validation, config, command, runner) is :mod:`mgpu_lab.launch.launcher`.
 Import-light on purpose: ``--dry_run`` and every rejection answer without importing torch.
 """
 
@@ -21,9 +21,9 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.real
 if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from mgpu_lab.errors import EXIT_USAGE  # noqa: E402 - after the path set-up above
-from mgpu_lab.help_format import RawHelpFormatter  # noqa: E402
-from mgpu_lab.launcher import CPU_RANKS_PER_CORE, LAUNCHER_TORCHRUN_GROUP, TORCHRUN_GROUP  # noqa: E402
+from mgpu_lab.core.errors import EXIT_USAGE  # noqa: E402 - after the path set-up above
+from mgpu_lab.core.help_format import RawHelpFormatter  # noqa: E402
+from mgpu_lab.launch.launcher import CPU_RANKS_PER_CORE, LAUNCHER_TORCHRUN_GROUP, TORCHRUN_GROUP  # noqa: E402
 
 TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
 if TYPE_CHECKING:
@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from mgpu_lab import launcher
+    from mgpu_lab.launch import launcher
 
     return launcher.main(build_parser(), list(sys.argv[1:] if argv is None else argv), train_script=TRAIN_SCRIPT)
 

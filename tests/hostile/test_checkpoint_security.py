@@ -6,7 +6,7 @@ Threats covered here:
   shown to work under ``weights_only=False`` first), passed to rsl_rl, rl_games and skrl (torch):
   refused in one line, exit 2, the marker never appears, no run folder is left;
 - the same payload as a skrl JAX checkpoint in skrl's own pickle format: refused without unpickling;
-- the adapters' loaders (``mgpu_lab.dist.load_torch_checkpoint`` behind rsl_rl, rl_games and skrl)
+- the adapters' loaders (``mgpu_lab.train.dist.load_torch_checkpoint`` behind rsl_rl, rl_games and skrl)
   refuse it in-process too;
 - the allow-list is exactly what our checkpoints hold: torch's weights-only set, plus a NumPy float
   scalar for rl_games only (its ``last_mean_rewards``); a NumPy array is refused everywhere;
@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 import torch
 
-from mgpu_lab import checkpoint
-from mgpu_lab.train_config import UsageError
+from mgpu_lab.runs import checkpoint
+from mgpu_lab.train.config import UsageError
 from mgpu_testing import REPO
 from mgpu_testing.training import OpensMarker, assert_one_line_error, single_env, train_args, train_in_process
 
@@ -92,7 +92,7 @@ def test_msgpack_reader_accepts_only_its_own_format(tmp_path):
 
 
 def test_adapter_loaders_refuse_the_payload_in_process(tmp_path):
-    from mgpu_lab.adapters import rl_games, rsl_rl, skrl
+    from mgpu_lab.train.adapters import rl_games, rsl_rl, skrl
 
     marker = tmp_path / "pwned"
     path = str(crafted_torch_checkpoint(tmp_path, marker))

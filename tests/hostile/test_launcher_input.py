@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab import launcher
+from mgpu_lab.launch import launcher
 from mgpu_testing import REPO
 from mgpu_testing.docs import load_script
 
@@ -155,7 +155,7 @@ def test_log_root_that_is_a_file(tmp_path: Path, monkeypatch, capsys) -> None:
 @pytest.mark.parametrize("gpus", ["5,6", "0,x,1", ""])
 def test_devices_that_do_not_exist_are_refused(tmp_path: Path, gpus: str, monkeypatch, capsys) -> None:
     """On this machine (no GPU, or fewer than named): one line, with or without --dry_run."""
-    from mgpu_lab.devices import discover
+    from mgpu_lab.launch.devices import discover
 
     if len(discover({}).gpus) > 6:
         pytest.skip("this machine has the devices named")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab.checkpoint import load_torch
+from mgpu_lab.runs.checkpoint import load_torch
 from mgpu_testing import PYTHON, REPO, kill_group
 from mgpu_testing.training import LAUNCHER, TASK, single_env, torchrun_rendezvous, train_cmd
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mgpu_lab.run_dir import STAMP_ENV
+from mgpu_lab.runs.run_dir import STAMP_ENV
 from mgpu_testing import REPO, kill_group
 from mgpu_testing.training import TASK, assert_one_line_error, single_env, train_args, train_cmd, train_in_process
 

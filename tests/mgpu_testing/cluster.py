@@ -39,8 +39,8 @@ def without_cluster(env: dict[str, str]) -> dict[str, str]:
 
 
 def free_job_id() -> str:
-    """A SLURM job id whose derived rendezvous port (mgpu_lab.cluster.rendezvous_port) is free right now."""
-    from mgpu_lab.cluster import rendezvous_port
+    """A SLURM job id whose derived rendezvous port (mgpu_lab.launch.cluster.rendezvous_port) is free right now."""
+    from mgpu_lab.launch.cluster import rendezvous_port
 
     rng = random.Random()
     for _ in range(500):

@@ -2,10 +2,10 @@
 
 A training run changes process-global state that a process of its own would simply lose at exit: the
 environment (skrl's ``set_seed`` writes ``PYTHONHASHSEED``), the working folder, signal handlers,
-``threading.excepthook`` (:class:`mgpu_lab.write_guard.WriteGuard`), torch's settings (rl_games' Runner sets
+``threading.excepthook`` (:class:`mgpu_lab.train.write_guard.WriteGuard`), torch's settings (rl_games' Runner sets
 the thread count, TF32, cuDNN benchmark and print options; skrl's ``set_seed`` the cuDNN flags), the random
 generators of torch, NumPy and Python (every library seeds them), and the functions of
-``torch.distributed`` that the trainer may wrap (:func:`mgpu_lab.dist.store_per_attempt`, the ``skip`` fault).
+``torch.distributed`` that the trainer may wrap (:func:`mgpu_lab.train.dist.store_per_attempt`, the ``skip`` fault).
 :class:`ProcessState` saves all of it before a run and puts it back after, so tests stay independent.
 
 What only a process can do is refused up front (:func:`refuse_process_only`): the supervision folder (it
@@ -33,9 +33,9 @@ _DIST_FUNCTIONS = ("init_process_group", "all_reduce", "broadcast", "barrier", "
 
 def refuse_process_only(env: dict[str, str]) -> None:
     """ValueError when ``env`` asks for something only a process of its own can do (see the module docstring)."""
-    from mgpu_lab.dist import STOP_IN_SAVE_ENV
-    from mgpu_lab.heartbeat import SUPERVISE_DIR_ENV
-    from mgpu_lab.rank_progress import FAULT_ENV, parse_faults
+    from mgpu_lab.train.dist import STOP_IN_SAVE_ENV
+    from mgpu_lab.health.heartbeat import SUPERVISE_DIR_ENV
+    from mgpu_lab.health.rank_progress import FAULT_ENV, parse_faults
 
     for name in (SUPERVISE_DIR_ENV, STOP_IN_SAVE_ENV):
         if env.get(name):

@@ -10,7 +10,7 @@ from typing import Callable
 
 import pytest
 
-from mgpu_lab import procs
+from mgpu_lab.core import procs
 from mgpu_testing import PYTHON, REPO, kill_group, loopback_env
 
 LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
@@ -98,7 +98,7 @@ def beats(folder: Path) -> dict[int, dict]:
 
 def kept_torchrun_text(err: str) -> str:
     """torchrun's own failure text, read from the file the launcher's report names (never on the terminal)."""
-    from mgpu_lab.job import TORCHRUN_KEPT
+    from mgpu_lab.job.monitor import TORCHRUN_KEPT
 
     assert "ChildFailedError" not in err, err[-3000:]
     (line,) = [line for line in err.splitlines() if line.startswith(TORCHRUN_KEPT)]

@@ -43,7 +43,7 @@ def tagged_env(**extra: str) -> tuple[dict[str, str], str]:
 
 def leftovers(tag: str) -> list[int]:
     """Processes still alive whose environment carries the tag (zombies have none)."""
-    from mgpu_lab import procs
+    from mgpu_lab.core import procs
 
     return procs.with_env("PROBETEST_TAG", tag)
 
@@ -62,7 +62,7 @@ def probe_module() -> ModuleType:
 
 def beyond_host_memory() -> str:
     """An -e value whose single buffer is already larger than this host's MemAvailable."""
-    from mgpu_lab.resources import host_available  # the package's one reader of the host's free memory
+    from mgpu_lab.train.resources import host_available  # the package's one reader of the host's free memory
 
     available = host_available()
     assert available is not None, "this host does not say how much memory is free"

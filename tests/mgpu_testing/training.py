@@ -43,7 +43,7 @@ def single_env(**extra: str) -> dict[str, str]:
 
 def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
                      hide: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    """train.py's own parser and :func:`mgpu_lab.trainer.main`, in this process, as if run as a command in
+    """train.py's own parser and :func:`mgpu_lab.train.trainer.main`, in this process, as if run as a command in
     the repository with environment ``env``: (exit status, stdout, stderr). ``env`` is the whole environment of
     the call (default: this process's without the launcher's rank variables); ``OMP_NUM_THREADS`` in it sets
     torch's thread count, as it would in a process. ``hide`` names modules that are "not installed" for the call.
@@ -58,7 +58,7 @@ def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
     import io
     import warnings
 
-    from mgpu_lab import trainer
+    from mgpu_lab.train import trainer
     from mgpu_testing.docs import load_script
     from mgpu_testing.in_process import HiddenModules, LogStreams, ProcessState, refuse_process_only
 
@@ -163,7 +163,7 @@ def wait_for_file(path: Path, proc: subprocess.Popen, deadline: float, log: Path
 
 def is_stopped(pid: int) -> bool:
     """True when the process is stopped by a signal (state T in /proc/PID/stat)."""
-    from mgpu_lab import procs
+    from mgpu_lab.core import procs
 
     return procs.stopped(pid)
 
@@ -180,7 +180,7 @@ def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Cal
     ``final_pattern`` (default ``pattern``) loads with ``loader`` (which must fail on a torn file),
     at least 3 of them.
     """
-    from mgpu_lab.dist import STOP_IN_SAVE_ENV, STOP_IN_SAVE_NAME_ENV
+    from mgpu_lab.train.dist import STOP_IN_SAVE_ENV, STOP_IN_SAVE_NAME_ENV
 
     marker = tmp_path / "stopped-in-save.json"
     logs = tmp_path / "logs"
@@ -231,7 +231,7 @@ def supervised_env(supervise_dir: Path, **extra: str) -> dict[str, str]:
 
 def job_processes(supervise_dir: Path) -> list[int]:
     """Live processes whose environment names ``supervise_dir`` as their supervision folder."""
-    from mgpu_lab import procs
+    from mgpu_lab.core import procs
 
     return procs.with_env("MGPU_LAB_SUPERVISE_DIR", str(supervise_dir))
 

@@ -1,0 +1,111 @@
+"""The ``isaaclab`` command: thin pass-through to the entry scripts.
+
+``isaaclab train ARGS`` and ``isaaclab train_multigpu ARGS`` run
+``scripts/reinforcement_learning/train.py`` and ``train_multigpu.py`` with ARGS unchanged: the
+scripts' own argparse is the one truth about their flags (so ``--help`` after a subcommand is the
+script's help). The current process is replaced by the script (``os.execv``), so signals and the
+exit status are the script's own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+#: subcommand -> (script path relative to the repository root, one-line help)
+ENTRY_SCRIPTS: dict[str, tuple[str, str]] = {
+    "train": (
+        "scripts/reinforcement_learning/train.py",
+        "Train one process (one GPU, or the CPU) with rsl_rl, rl_games or skrl.",
+    ),
+    "train_multigpu": (
+        "scripts/reinforcement_learning/train_multigpu.py",
+        "Launch train.py on several GPUs or nodes through torchrun (or skrl's JAX launcher).",
+    ),
+}
+
+
+def repo_root() -> Path:
+    """The checkout this package runs from (the project is installed in editable mode)."""
+    override = os.environ.get("MGPU_LAB_ROOT")
+    if override:
+        return Path(override).resolve()
+    return Path(__file__).resolve().parents[3]
+
+
+def script_path(name: str) -> Path:
+    return repo_root() / ENTRY_SCRIPTS[name][0]
+
+
+def _run_script(name: str, args: tuple[str, ...]) -> None:
+    path = script_path(name)
+    if not path.is_file():
+        click.echo(
+            f"error: {path} not found; run `isaaclab` from a source checkout "
+            "(`uv sync` installs it in editable mode) or set MGPU_LAB_ROOT to the checkout.",
+            err=True,
+        )
+        sys.exit(2)
+    argv = [sys.executable, str(path), *args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
+
+
+_PASS_THROUGH = {
+    "ignore_unknown_options": True,
+    "allow_extra_args": True,
+    "allow_interspersed_args": False,
+    "help_option_names": [],  # --help goes to the script's own argparse
+}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="mgpu-lab", prog_name="isaaclab")
+def main() -> None:
+    """Train RL policies on one or many GPUs (or CPU ranks for rehearsal).
+
+    Every argument after the subcommand is passed unchanged to its entry script; run
+    `isaaclab SUBCOMMAND --help` for the script's own options.
+    """
+
+
+def _make_command(name: str) -> click.Command:
+    help_text = ENTRY_SCRIPTS[name][1]
+
+    @click.command(name=name, context_settings=_PASS_THROUGH, help=help_text, short_help=help_text,
+                   add_help_option=False)
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def command(args: tuple[str, ...]) -> None:
+        _run_script(name, args)
+
+    return command
+
+
+for _name in ENTRY_SCRIPTS:
+    main.add_command(_make_command(_name))
+
+
+@main.command(name="stacks")
+@click.argument("run", default="latest")
+@click.option("--log_root", default="logs", show_default=True,
+              help="Where `latest` looks for a live job's run folder.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              help="Seconds to wait for the launcher's answer.")
+def stacks(run: str, log_root: str, timeout_s: float) -> None:
+    """Every rank's Python stack from a running job, without stopping it.
+
+    RUN is a run folder, or `latest`: the newest one under --log_root that a live job writes. The launcher
+    of that job writes the stacks under RUN/stacks/<time>/ and a one-line-per-rank summary. Exit 0 done,
+    1 no answer in time, 2 no live launcher to ask.
+    """
+    from mgpu_lab.health.live_stacks import request
+
+    sys.exit(request(run, log_root, timeout_s))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,105 @@
+"""The Linux process table, read from ``/proc`` (stdlib only): the one place that walks it.
+
+Used by the supervisor (:mod:`mgpu_lab.job.supervise`), the runner (:mod:`mgpu_lab.job.monitor`), the watchdog and the
+test helpers. Without ``/proc`` (not Linux) every query answers "nothing found". The standalone NCCL probe
+keeps its own copy: it must run with torch alone.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _stat(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def state(pid: int) -> str | None:
+    """The process state letter (R, S, D, T, t, Z, X, ...), or None when there is no such process."""
+    data = _stat(pid)
+    if data is None:
+        return None
+    fields = data[data.rfind(b")") + 2:].split()
+    return fields[0].decode() if fields else None
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie counts as dead)."""
+    return state(pid) not in (None, "Z", "X")
+
+
+def stopped(pid: int) -> bool:
+    """True while ``pid`` is stopped by a signal (SIGSTOP, or a debugger)."""
+    return state(pid) in ("T", "t")
+
+
+def pids() -> list[int]:
+    """Every process id in /proc (live or not)."""
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def process_table() -> dict[int, int]:
+    """pid -> parent pid for every live (non-zombie) process; {} without /proc."""
+    table: dict[int, int] = {}
+    for pid in pids():
+        data = _stat(pid)
+        if data is None:
+            continue
+        fields = data[data.rfind(b")") + 2:].split()
+        if len(fields) > 1 and fields[0] not in (b"Z", b"X"):
+            table[pid] = int(fields[1])
+    return table
+
+
+def descendants(root: int) -> list[int]:
+    """Live processes below ``root`` (any session or process group), parents first."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in process_table().items():
+        children.setdefault(ppid, []).append(pid)
+    found, queue = [], list(children.get(root, []))
+    while queue:
+        pid = queue.pop(0)
+        found.append(pid)
+        queue.extend(children.get(pid, []))
+    return found
+
+
+def environ(pid: int) -> list[bytes]:
+    """The ``NAME=value`` entries of a process's environment ([] when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return [item for item in fh.read().split(b"\0") if item]
+    except OSError:
+        return []
+
+
+def env_value(pid: int, name: str) -> str | None:
+    """The value of one variable in a process's environment, or None."""
+    prefix = name.encode() + b"="
+    for item in environ(pid):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
+
+
+def with_env(name: str, value: str) -> list[int]:
+    """Live processes (this one excluded) whose environment holds ``name=value``."""
+    needle = f"{name}={value}".encode()
+    me = os.getpid()
+    return [pid for pid in pids() if pid != me and needle in environ(pid) and alive(pid)]
+
+
+def cmdline(pid: int) -> list[bytes]:
+    """A process's command line, word by word ([] when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().split(b"\0")
+    except OSError:
+        return []

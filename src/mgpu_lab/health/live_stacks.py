@@ -1,0 +1,193 @@
+"""Every rank's Python stack from a running job, without stopping it (stdlib only, no torch).
+
+How it works:
+
+- the launcher handles :data:`REQUEST_SIGNAL` (SIGUSR2): on its next supervision tick it asks every rank of this
+  node for its stack with the watchdog's own machinery (:meth:`mgpu_lab.health.watchdog.Watchdog.diagnose`: the stack
+  signal, a deadline per rank, the frame classification), writes ``stack_rank<R>.txt`` and ``summary.txt`` under
+  ``<run folder>/stacks/<stamp>/`` and prints one line per rank: in which collective, outside any, or not
+  responding. On CUDA it first asks NCCL's flight recorder to dump (as the watchdog does). The job goes on.
+- ``isaaclab stacks [latest|RUN_DIR]`` (:func:`request`) finds the launcher's pid in the run folder's lock
+  (:mod:`mgpu_lab.runs.continue_run`), checks that it is the launcher of that run on this host, sends the signal and
+  waits for the new summary with a visible deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+#: Signal asking the launcher for every rank's stack.
+REQUEST_SIGNAL = signal.SIGUSR2
+#: Folder under the run folder that holds one sub-folder per request.
+STACKS_DIR = "stacks"
+SUMMARY = "summary.txt"
+#: How long ``isaaclab stacks`` waits for the launcher's answer by default.
+DEFAULT_TIMEOUT_S = 30.0
+PREFIX = "[INFO] stacks:"
+
+
+class LiveStacks:
+    """The launcher's side: a flag the signal handler sets and the supervision tick consumes."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+
+    def install(self) -> None:
+        self._previous = signal.signal(REQUEST_SIGNAL, self._on_signal)
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(REQUEST_SIGNAL, self._previous)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+    def collect_if_requested(self, supervise_dir: str, now: float, nccl_dump=None) -> Path | None:  # noqa: ANN001
+        """On a pending request: collect, write and print; return the folder written (else None)."""
+        if not self.requested:
+            return None
+        self.requested = False
+        if nccl_dump is not None:
+            nccl_dump()
+        return collect(supervise_dir, now)
+
+
+def _new_folder(run_dir: Path | None) -> Path:
+    """``<run_dir>/stacks/<stamp>[_N]`` created exclusively (a temp folder when there is no writable run folder)."""
+    import tempfile
+
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+    if run_dir is not None:
+        base = run_dir / STACKS_DIR
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            for n in range(1000):
+                path = base / (stamp if n == 0 else f"{stamp}_{n}")
+                try:
+                    path.mkdir()
+                    return path
+                except FileExistsError:
+                    continue
+        except OSError:
+            pass
+    return Path(tempfile.mkdtemp(prefix="mgpu_lab_stacks_"))
+
+
+def summary_lines(ranks) -> list[str]:  # noqa: ANN001 - list[mgpu_lab.health.watchdog.RankState]
+    """One line per rank: where it is (the watchdog's classification)."""
+    if not ranks:
+        return [f"{PREFIX} no rank of this node is training yet (no heartbeat); ask again once training runs"]
+    return [f"{PREFIX} rank {st.rank}/{st.beat.world_size} (node {st.beat.node}, pid {st.beat.pid}, iteration "
+            f"{st.beat.iteration}): {st.place()}" for st in ranks]
+
+
+def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None,
+            out=None) -> Path:  # noqa: ANN001 - a text stream
+    """Ask every rank of this node for its stack; write the files and the summary; print the summary."""
+    from mgpu_lab.health import heartbeat
+    from mgpu_lab.core.atomic import atomic_write_bytes
+    from mgpu_lab.health.watchdog import STACK_WAIT_S, Watchdog
+
+    out = out if out is not None else sys.stderr
+    report = Watchdog(supervise_dir, 0, 0).diagnose(now, stack_wait_s=STACK_WAIT_S if stack_wait_s is None
+                                                     else stack_wait_s)
+    folder = _new_folder(heartbeat.read_run_dir(supervise_dir))
+    for st in report.ranks:
+        text = st.stack if st.responding else f"rank {st.rank} (pid {st.beat.pid}) did not answer the stack request\n"
+        atomic_write_bytes(folder / f"stack_rank{st.rank}.txt", text.encode("utf-8"), durable=False)
+    lines = summary_lines(report.ranks)
+    atomic_write_bytes(folder / SUMMARY, ("\n".join(lines) + "\n").encode("utf-8"), durable=False)  # last: "done"
+    for line in lines:
+        print(line, file=out)
+    print(f"{PREFIX} stacks and summary in {folder} (the job goes on)", file=out, flush=True)
+    return folder
+
+
+# --- isaaclab stacks ------------------------------------------------------------------------------------
+
+class RequestError(Exception):
+    """Why no request could be sent (one line, exit 2)."""
+
+
+def live_runs(log_root: str) -> list[Path]:
+    """Run folders under ``<log_root>/<library>/<task>/`` with a live lock, oldest renewal first."""
+    from mgpu_lab.runs import continue_run
+
+    found = []
+    for lock_path in Path(log_root).glob(f"*/*/*/{continue_run.LOCK_FILE}"):
+        lock = continue_run.read_lock(lock_path.parent)
+        if lock is not None and continue_run.is_live(lock):
+            found.append((lock.renewed, lock_path.parent))
+    return [p for _, p in sorted(found)]
+
+
+def find_run(target: str, log_root: str) -> Path:
+    if target == "latest":
+        runs = live_runs(log_root)
+        if not runs:
+            raise RequestError(f"no live job writes a run folder under {Path(log_root).resolve()} (give the run "
+                               "folder, or --log_root where the job logs)")
+        return runs[-1].resolve()
+    path = Path(target)
+    if not path.is_dir():
+        raise RequestError(f"{target}: not a run folder")
+    return path.resolve()
+
+
+def launcher_of(run_dir: Path) -> int:
+    """The pid of the launcher whose job writes ``run_dir`` on this host (RequestError otherwise)."""
+    import socket
+
+    from mgpu_lab.runs import continue_run
+    from mgpu_lab.job.supervise import alive, process_table
+
+    lock = continue_run.read_lock(run_dir)
+    if lock is None or not continue_run.is_live(lock):
+        raise RequestError(f"{run_dir}: no live job writes to it (no {continue_run.LOCK_FILE}, or a stale one)")
+    if lock.host != socket.gethostname():
+        raise RequestError(f"{run_dir}: its job runs on host {lock.host}; run isaaclab stacks there")
+    if lock.launcher_pid is None:
+        raise RequestError(f"{run_dir}: its job was not started by isaaclab train_multigpu, so no launcher can "
+                           "collect stacks; use py-spy dump --pid PID on each rank instead")
+    table = process_table()  # the launcher must be an ancestor of rank 0: never signal a reused pid
+    pid, seen = lock.pid, set()
+    while pid in table and pid not in seen and pid != lock.launcher_pid:
+        seen.add(pid)
+        pid = table[pid]
+    if pid != lock.launcher_pid or not alive(pid):
+        raise RequestError(f"{run_dir}: its launcher (pid {lock.launcher_pid}) is gone; the job is ending")
+    return lock.launcher_pid
+
+
+def request(target: str, log_root: str, timeout_s: float, out=None) -> int:  # noqa: ANN001
+    """``isaaclab stacks``: ask the launcher of a live run for every rank's stack; print its summary.
+    0: summary printed; 1: no answer within ``timeout_s``; 2: no live launcher to ask."""
+    out = out if out is not None else sys.stdout
+    try:
+        run_dir = find_run(target, log_root)
+        pid = launcher_of(run_dir)
+    except RequestError as exc:
+        print(f"isaaclab stacks: error: {exc}", file=sys.stderr)
+        return 2
+    base = run_dir / STACKS_DIR
+    before = set(os.listdir(base)) if base.is_dir() else set()
+    print(f"{PREFIX} asked the launcher (pid {pid}) of {run_dir}; waiting up to {timeout_s:g} s (--timeout)",
+          file=out, flush=True)
+    os.kill(pid, REQUEST_SIGNAL)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        fresh = sorted(set(os.listdir(base)) - before) if base.is_dir() else []
+        done = [base / name for name in fresh if (base / name / SUMMARY).is_file()]
+        if done:
+            print((done[0] / SUMMARY).read_text(encoding="utf-8"), end="", file=out)
+            print(f"{PREFIX} stacks and summary in {done[0]}", file=out, flush=True)
+            return 0
+        time.sleep(0.1)
+    print(f"isaaclab stacks: error: no answer from the launcher (pid {pid}) within {timeout_s:g} s; its "
+          "terminal may say why (a rank not training yet answers nothing)", file=sys.stderr)
+    return 1

@@ -1,0 +1,321 @@
+"""One training rank's side of supervision: heartbeats, stack dumps, failure records, and the fault switch.
+
+The trainer builds one :class:`RankProgress` per process (:func:`from_env`). When the launcher set
+``MGPU_LAB_SUPERVISE_DIR`` (see :mod:`mgpu_lab.health.heartbeat`), the rank
+
+- beats once at start-up (phase ``start``, before any process group exists), once per training
+  iteration (phase ``train``, at the iteration's first env step) and once at the end (``done``);
+- dumps every thread's Python stack into ``stack.<rank>`` when it receives ``heartbeat.STACK_SIGNAL``;
+- records the first exception that ends it in ``failure.<rank>``; rank 0 records the run folder.
+
+Adapters count env steps through a :class:`StepClock`, which turns steps into iterations and calls the
+per-iteration hook. Files are named by global rank (torchrun's virtual local rank gives every worker
+local rank 0).
+
+``MGPU_LAB_FAULT`` is a testing aid (off unless set): comma-separated ``KIND:RANK:ITER[:ARG]`` entries,
+each firing on the given global rank at the first training iteration at or after ITER, on the
+first attempt only (``TORCHELASTIC_RESTART_COUNT`` unset or 0):
+
+- ``hang``: the rank stops making progress in a Python sleep loop, outside any collective;
+- ``skip``: the rank returns from its next ``torch.distributed`` collective without joining it, so its
+  peers block inside that collective; the rank then waits (outside any collective) instead of
+  entering its next one;
+- ``raise``: the rank raises ``RuntimeError("injected fault ...")``;
+- ``signal``: the rank sends itself signal ARG (a number or a name such as ``SIGTERM``; default SIGKILL).
+
+This module imports no torch at load time; ``skip`` imports ``torch.distributed`` when it installs itself.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from mgpu_lab.health import heartbeat
+
+FAULT_ENV = "MGPU_LAB_FAULT"
+RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
+FAULT_KINDS = ("hang", "skip", "raise", "signal")
+
+#: torch.distributed functions that ``skip`` intercepts (every collective the libraries call, and more)
+COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "all_gather_object",
+               "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter",
+               "all_to_all", "all_to_all_single")
+
+
+# --- the fault switch ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fault:
+    """One ``MGPU_LAB_FAULT`` entry: ``kind`` on global rank ``rank`` at iteration ``iteration``."""
+
+    kind: str
+    rank: int
+    iteration: int
+    signum: int = int(signal.SIGKILL)  # for kind "signal"
+
+    def describe(self) -> str:
+        extra = f" ({signal.Signals(self.signum).name})" if self.kind == "signal" else ""
+        return f"{self.kind}{extra} at iteration {self.iteration} on rank {self.rank}"
+
+
+def _signal_number(text: str) -> int:
+    name = text.strip().upper()
+    if name.isdigit():
+        number = int(name)
+    else:
+        name = name if name.startswith("SIG") else f"SIG{name}"
+        if not hasattr(signal, name) or not isinstance(getattr(signal, name), signal.Signals):
+            raise ValueError(f"unknown signal {text!r}")
+        number = int(getattr(signal, name))
+    if number not in {int(s) for s in signal.Signals}:
+        raise ValueError(f"unknown signal {text!r}")
+    return number
+
+
+def parse_faults(text: str | None) -> tuple[Fault, ...]:
+    """Parse ``MGPU_LAB_FAULT``; raise ValueError with a one-line message naming the bad entry."""
+    if not text or not text.strip():
+        return ()
+    faults = []
+    for entry in text.split(","):
+        parts = [p.strip() for p in entry.strip().split(":")]
+        usage = f"{FAULT_ENV}: bad entry {entry.strip()!r}: expected KIND:RANK:ITER[:ARG] with KIND one of " \
+                f"{', '.join(FAULT_KINDS)}"
+        if len(parts) not in (3, 4) or parts[0] not in FAULT_KINDS:
+            raise ValueError(usage)
+        kind, rank_text, it_text = parts[:3]
+        if not (rank_text.isdigit() and it_text.isdigit()):
+            raise ValueError(usage + " (RANK and ITER are integers >= 0)")
+        signum = int(signal.SIGKILL)
+        if len(parts) == 4:
+            if kind != "signal":
+                raise ValueError(usage + f" (only signal takes an ARG)")
+            try:
+                signum = _signal_number(parts[3])
+            except ValueError as exc:
+                raise ValueError(f"{FAULT_ENV}: bad entry {entry.strip()!r}: {exc}") from None
+        faults.append(Fault(kind, int(rank_text), int(it_text), signum))
+    return tuple(faults)
+
+
+def first_attempt(environ: dict[str, str] | os._Environ = os.environ) -> bool:
+    """True unless torchrun says this is a restarted worker group."""
+    raw = environ.get(RESTART_ENV, "").strip()
+    return raw in ("", "0")
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def wait_forever(reason: str) -> None:
+    """The injected hang: a Python sleep loop outside any collective (the launcher's watchdog ends it)."""
+    _say(f"[FAULT] {reason}: waiting forever ({FAULT_ENV})")
+    while True:
+        time.sleep(1.0)
+
+
+class _DoneWork:
+    """What an ``async_op=True`` collective returns when ``skip`` swallowed it: already complete."""
+
+    def wait(self, timeout: Any = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+@dataclass
+class SkipCollective:
+    """``skip``: wraps torch.distributed's collectives in this process; armed at the fault's iteration."""
+
+    fault: Fault
+    armed: bool = False
+    skipped: str | None = None
+    originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def install(self) -> None:
+        import torch.distributed as tdist
+
+        for name in COLLECTIVES:
+            original = getattr(tdist, name, None)
+            if original is not None:
+                self.originals[name] = original
+                setattr(tdist, name, self._wrap(name, original))
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def collective(*args: Any, **kwargs: Any) -> Any:
+            if self.skipped is not None:
+                wait_forever(f"rank {self.fault.rank} skipped {self.skipped}, now before {name}")
+            if self.armed:
+                self.skipped = name
+                _say(f"[FAULT] rank {self.fault.rank}: skipped torch.distributed.{name} ({FAULT_ENV})")
+                return _DoneWork() if kwargs.get("async_op") else None
+            return original(*args, **kwargs)
+
+        collective.__name__ = name
+        collective.__wrapped__ = original  # type: ignore[attr-defined]
+        return collective
+
+
+class FaultSwitch:
+    """The faults meant for this rank, fired from the per-iteration hook."""
+
+    def __init__(self, faults: tuple[Fault, ...], rank: int) -> None:
+        self.pending = [f for f in faults if f.rank == rank]
+        self.skips = [SkipCollective(f) for f in self.pending if f.kind == "skip"]
+        for skip in self.skips:
+            skip.install()
+
+    def at_iteration(self, iteration: int) -> None:
+        for fault in [f for f in self.pending if f.iteration <= iteration]:
+            self.pending.remove(fault)
+            if fault.kind == "skip":
+                for skip in self.skips:
+                    if skip.fault is fault:
+                        skip.armed = True
+            elif fault.kind == "hang":
+                wait_forever(f"rank {fault.rank}: injected hang at iteration {iteration}")
+            elif fault.kind == "raise":
+                raise RuntimeError(f"injected fault: raise at iteration {iteration} on rank {fault.rank} ({FAULT_ENV})")
+            elif fault.kind == "signal":
+                _say(f"[FAULT] rank {fault.rank}: sending itself {signal.Signals(fault.signum).name} at iteration "
+                     f"{iteration} ({FAULT_ENV})")
+                os.kill(os.getpid(), fault.signum)
+
+
+# --- supervision ----------------------------------------------------------------------------------------
+
+class Supervision:
+    """Writes this rank's heartbeats, stack dumps, failure record and (rank 0) run folder."""
+
+    def __init__(self, folder: str, rank: int, local_rank: int, world_size: int) -> None:
+        self.folder = folder
+        self.rank, self.local_rank, self.world_size = rank, local_rank, world_size
+        self.node = socket.gethostname()
+        self.pid = os.getpid()
+        self._stack_file: TextIO | None = None
+
+    def beat(self, iteration: int, phase: str) -> None:
+        heartbeat.write_beat(self.folder, heartbeat.Beat(self.rank, self.local_rank, self.world_size, self.node,
+                                                         self.pid, iteration, phase, time.time()))
+
+    def register_stack_dump(self) -> None:
+        """On ``heartbeat.STACK_SIGNAL``, write every thread's Python stack into ``stack.<rank>``."""
+        self._stack_file = open(heartbeat.stack_path(self.folder, self.rank), "w", encoding="utf-8")  # noqa: SIM115
+        faulthandler.register(heartbeat.STACK_SIGNAL, file=self._stack_file, all_threads=True)
+
+    def record_failure(self, exc: BaseException) -> None:
+        if isinstance(exc, SystemExit):
+            detail = f"exited with status {exc.code} (a usage error; the rank's stderr has the line)"
+        else:
+            text = str(exc).strip()
+            detail = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")[:400]
+        heartbeat.write_failure(self.folder, heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid,
+                                                               "exception", detail, time.time()))
+
+    def record_refusal(self, message: str) -> None:
+        """Bad input this rank refused (exit 2): ``kind`` "refused", the line it printed as the detail."""
+        heartbeat.write_failure(self.folder, heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid,
+                                                               heartbeat.REFUSED, message[:400], time.time()))
+
+    def record_run_dir(self, run_dir: str | os.PathLike) -> None:
+        heartbeat.write_run_dir(self.folder, run_dir)
+
+
+class RankProgress:
+    """Everything the trainer reports about this rank's progress; inert when nothing asked for it."""
+
+    def __init__(self, rank: int, local_rank: int, world_size: int, supervise_dir: str | None,
+                 faults: tuple[Fault, ...]) -> None:
+        self.rank = rank
+        self.node = socket.gethostname()
+        self.iteration = -1
+        self.supervision = Supervision(supervise_dir, rank, local_rank, world_size) if supervise_dir else None
+        self.faults = FaultSwitch(faults, rank) if faults else None
+        self.first_iteration_checks: list[Callable[[], None]] = []
+
+    def start(self) -> None:
+        """Beat "start" and register the stack dump (before any process group is set up)."""
+        if self.supervision is not None:
+            self.supervision.register_stack_dump()
+            self.supervision.beat(-1, "start")
+
+    def on_iteration(self, iteration: int) -> None:
+        """Called at the first env step of each training iteration (``iteration`` counts from 0 over the run)."""
+        if self.iteration < 0:
+            for check in self.first_iteration_checks:
+                check()
+        if self.faults is not None:
+            self.faults.at_iteration(iteration)  # before the beat: a faulty rank stays behind on iterations
+        self.iteration = iteration
+        if self.supervision is not None:
+            self.supervision.beat(iteration, "train")
+
+    def done(self) -> None:
+        if self.supervision is not None:
+            self.supervision.beat(self.iteration, "done")
+
+    def failed(self, exc: BaseException) -> None:
+        if self.supervision is not None:
+            self.supervision.record_failure(exc)
+
+    def refused(self, message: str) -> None:
+        if self.supervision is not None:
+            self.supervision.record_refusal(message)
+
+    def run_dir(self, path: str | os.PathLike) -> None:
+        if self.supervision is not None and self.rank == 0:
+            self.supervision.record_run_dir(path)
+
+
+def from_env(rank: int, local_rank: int, world_size: int, faults: tuple[Fault, ...],
+             environ: dict[str, str] | os._Environ = os.environ) -> RankProgress:
+    """This rank's RankProgress: supervised when the launcher set the folder; faults on the first attempt only."""
+    folder = environ.get(heartbeat.SUPERVISE_DIR_ENV) or None
+    if folder is not None and not Path(folder).is_dir():
+        raise ValueError(f"{heartbeat.SUPERVISE_DIR_ENV}={folder}: not a folder")
+    return RankProgress(rank, local_rank, world_size, folder, faults if first_attempt(environ) else ())
+
+
+# --- counting env steps ------------------------------------------------------------------------------
+
+class StepClock:
+    """Counts this rank's env steps and calls ``on_iteration(i)`` at the first step of each iteration.
+
+    ``steps_per_iteration`` batched env steps make one training iteration of the library;
+    ``start_iteration`` is where a resumed run starts counting.
+    """
+
+    __slots__ = ("steps_per_iteration", "start_iteration", "on_iteration", "batches", "env_steps", "_left")
+
+    def __init__(self, steps_per_iteration: int, start_iteration: int = 0,
+                 on_iteration: Callable[[int], None] | None = None) -> None:
+        if steps_per_iteration < 1:
+            raise ValueError(f"steps_per_iteration must be >= 1, got {steps_per_iteration}")
+        self.steps_per_iteration = steps_per_iteration
+        self.start_iteration = start_iteration
+        self.on_iteration = on_iteration
+        self.batches = 0  # batched env steps taken (each steps every env once)
+        self.env_steps = 0  # single-env transitions: sum of num_envs over batches
+        self._left = 0  # batched steps left in the current iteration
+
+    def tick(self, num_envs: int) -> None:
+        """Count one batched env step of ``num_envs`` envs (call it before stepping)."""
+        if self._left == 0:
+            self._left = self.steps_per_iteration
+            if self.on_iteration is not None:
+                self.on_iteration(self.start_iteration + self.batches // self.steps_per_iteration)
+        self._left -= 1
+        self.batches += 1
+        self.env_steps += num_envs

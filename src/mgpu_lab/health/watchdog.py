@@ -1,0 +1,342 @@
+"""The hang watchdog: notice that no rank makes progress, ask every rank for its stack, say who is stuck where.
+
+Stdlib only. It reads the heartbeats that ranks leave in the supervision folder (:mod:`mgpu_lab.health.heartbeat`),
+and knows nothing about processes beyond sending a rank the stack signal. The launcher calls
+:meth:`Watchdog.check` on every tick; when it returns True the launcher calls :meth:`Watchdog.diagnose`,
+prints the summary and stops the job.
+
+Progress means that some rank's heartbeat changed (a new iteration or phase). The clock starts at the first
+heartbeat, so rendezvous time never counts. Two limits apply to a stall (:class:`Limit`): while some rank has
+not begun training (its beat is still phase ``start``: importing a library, compiling, starting a simulator)
+the start-up limit, which is long; once every rank trains, the training limit (``--hang_timeout``). A
+restarted group beats ``start`` afresh, so it is in start-up again.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mgpu_lab.health import heartbeat
+from mgpu_lab.core import procs
+
+#: torch.distributed functions that block until every rank of the group takes part.
+COLLECTIVES = frozenset({
+    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all", "all_to_all_single",
+    "barrier", "monitored_barrier", "broadcast", "broadcast_object_list", "gather", "gather_object", "reduce",
+    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send", "recv", "isend", "irecv",
+    "batch_isend_irecv", "init_process_group", "new_group", "_store_based_barrier", "wait",
+})
+_C10D_FILE = "torch/distributed/distributed_c10d.py"
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
+_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first")
+
+#: How long a rank gets to write its stack after the signal before it counts as not responding.
+STACK_WAIT_S = 5.0
+#: The launcher options that set the two limits (named in the report, so a user knows which one to raise).
+HANG_OPTION, STARTUP_OPTION = "--hang_timeout", "--startup_timeout"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One stall limit: the stage it covers ("start-up" or "training"), its length, and the option that set it."""
+
+    stage: str
+    seconds: float
+    option: str
+
+
+def limits(hang_timeout_s: float, startup_timeout_s: float) -> tuple[Limit | None, Limit | None]:
+    """(training limit, start-up limit); None where that stage is not watched.
+
+    ``hang_timeout_s`` 0 turns the watchdog off; ``startup_timeout_s`` 0 leaves start-up unwatched. The
+    start-up limit is never shorter than the training limit: where ``--hang_timeout`` is the longer, it is
+    the start-up limit too (and the report names it)."""
+    if hang_timeout_s <= 0:
+        return None, None
+    training = Limit("training", hang_timeout_s, HANG_OPTION)
+    if startup_timeout_s <= 0:
+        return training, None
+    if startup_timeout_s >= hang_timeout_s:
+        return training, Limit("start-up", startup_timeout_s, STARTUP_OPTION)
+    return training, Limit("start-up", hang_timeout_s, HANG_OPTION)
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    func: str
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line} in {self.func}"
+
+
+@dataclass
+class RankState:
+    """What the watchdog found out about one rank."""
+
+    rank: int
+    beat: heartbeat.Beat
+    responding: bool = True
+    stopped: bool = False  # stopped by a signal (SIGSTOP, or a debugger): it can answer nothing, not even SIGTERM
+    stack: str = ""
+    collective: str | None = None  # the collective the rank waits in
+    where: Frame | None = None  # the caller of that collective, or the rank's innermost frame of interest
+
+    def place(self) -> str:
+        if self.stopped:
+            return "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)"
+        if not self.responding:
+            return "not responding (no stack within the deadline: stopped, or stuck outside Python)"
+        if self.collective is not None:
+            caller = f", called from {self.where.where()}" if self.where else ""
+            return f"waiting in {self.collective}{caller}"
+        return f"outside any collective, at {self.where.where()}" if self.where else "outside any collective"
+
+
+@dataclass
+class Report:
+    """The watchdog's findings: each rank's state, the likely culprits and why, and where files went."""
+
+    stalled_s: float
+    ranks: list[RankState]
+    culprits: list[int]
+    reason: str
+    limit: Limit | None = None  # the limit that fired
+    starting: list[int] = field(default_factory=list)  # ranks that had not begun training
+    folder: Path | None = None
+    files: list[Path] = field(default_factory=list)
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"[ERROR] watchdog: no rank made progress for {self.stalled_s:.0f} s"
+                 f"{stall_words(self.limit, self.starting)}; where each rank is:"]
+        for st in self.ranks:
+            b = st.beat
+            lines.append(f"[ERROR] watchdog:   rank {st.rank}/{b.world_size} (node {b.node}, pid {b.pid}, "
+                         f"iteration {b.iteration}, phase {b.phase}): {st.place()}")
+        if self.culprits:
+            names = ", ".join(str(r) for r in self.culprits)
+            lines.append(f"[ERROR] watchdog: likely culprit: rank {names} ({self.reason})")
+        else:
+            lines.append(f"[ERROR] watchdog: no single culprit ({self.reason})")
+        return lines
+
+
+# --------------------------------------------------------------------------------------------------
+# faulthandler text
+# --------------------------------------------------------------------------------------------------
+
+def parse_threads(text: str) -> list[list[Frame]]:
+    """faulthandler's dump -> one list of frames per thread, most recent call first."""
+    threads: list[list[Frame]] = []
+    current: list[Frame] | None = None
+    for line in text.splitlines():
+        if _THREAD.match(line):
+            current = []
+            threads.append(current)
+            continue
+        m = _FRAME.match(line)
+        if m and current is not None:
+            current.append(Frame(m["file"], int(m["line"]), m["func"]))
+    return threads
+
+
+def main_thread(threads: list[list[Frame]]) -> list[Frame]:
+    """The thread that runs the script: the one whose outermost frame is not a threading bootstrap."""
+    for frames in threads:
+        if frames and not frames[-1].file.endswith("threading.py"):
+            return frames
+    return threads[0] if threads else []
+
+
+def _in_torch_distributed(frame: Frame) -> bool:
+    path = frame.file.replace("\\", "/")
+    return "/torch/distributed/" in path or "/torch/nn/parallel/" in path or path.endswith("/functools.py")
+
+
+def locate(frames: list[Frame]) -> tuple[str | None, Frame | None]:
+    """(collective the thread waits in or None, the caller's frame or the innermost frame of interest)."""
+    for i, frame in enumerate(frames):
+        if frame.file.replace("\\", "/").endswith(_C10D_FILE) and frame.func in COLLECTIVES:
+            caller = next((f for f in frames[i + 1:] if not _in_torch_distributed(f)), None)
+            return frame.func, caller
+    interesting = next((f for f in frames if "/lib/python" not in f.file.replace("\\", "/")), None)
+    return None, interesting or (frames[0] if frames else None)
+
+
+# --------------------------------------------------------------------------------------------------
+# the watchdog
+# --------------------------------------------------------------------------------------------------
+
+def stall_words(limit: Limit | None, starting: list[int]) -> str:
+    """Which limit fired, in words for the report: " in start-up (...)" or " in training (...)"."""
+    if limit is None:
+        return ""
+    if limit.stage == "start-up":
+        who = ", ".join(str(r) for r in starting)
+        return (f" in start-up (rank {who} had not begun training; start-up limit {limit.seconds:g} s, "
+                f"{limit.option}: raise it if a healthy start-up takes longer)")
+    return f" in training (training limit {limit.seconds:g} s, {limit.option})"
+
+
+class Watchdog:
+    """Tracks heartbeats in ``folder``; fires when none changed for the limit that applies (see :func:`limits`):
+    the start-up limit while some rank has not begun training, else the training limit ``timeout_s``."""
+
+    def __init__(self, folder: str | os.PathLike, timeout_s: float, startup_s: float) -> None:
+        self.folder = Path(folder)
+        self.training, self.startup = limits(timeout_s, startup_s)
+        self.seen: dict[int, tuple[int, str, float]] = {}
+        self.last_progress: float | None = None  # monotonic time of the last change; None before any beat
+        self.fired: Limit | None = None  # the limit that fired, once check() returned True
+        self.starting: list[int] = []  # the ranks that had not begun training then
+
+    def beats(self) -> dict[int, heartbeat.Beat]:
+        return heartbeat.read_beats(self.folder)
+
+    def limit(self, beats: dict[int, heartbeat.Beat]) -> Limit | None:
+        """The limit that applies to these beats: start-up while some rank has not begun training."""
+        return self.startup if any(b.phase == "start" for b in beats.values()) else self.training
+
+    def check(self, now: float) -> bool:
+        """Note progress; True when the job has stalled for the limit that applies (some rank beat, none
+        changed since). Then :attr:`fired` says which limit it was."""
+        beats = self.beats()
+        state = {r: (b.iteration, b.phase, b.time) for r, b in beats.items()}
+        if state != self.seen:
+            self.seen = state
+            self.last_progress = now
+            return False
+        if not beats or self.last_progress is None or self.training is None:
+            return False
+        if not all(_alive(b.pid) for b in beats.values()):
+            # a rank's process is gone: torchrun stops or restarts the group (a new attempt's ranks beat
+            # afresh), so this is no hang; the clock starts again once every rank beats from a live process
+            self.last_progress = now
+            return False
+        if all(b.phase == "done" for b in beats.values()):
+            return False
+        limit = self.limit(beats)
+        if limit is None or now - self.last_progress < limit.seconds:
+            return False
+        self.fired = limit
+        self.starting = sorted(r for r, b in beats.items() if b.phase == "start")
+        return True
+
+    def diagnose(self, now: float, *, stack_wait_s: float = STACK_WAIT_S) -> Report:
+        """Ask every rank for its stack, locate each one, and name the likely culprit."""
+        beats = self.beats()
+        states = {r: RankState(r, b) for r, b in sorted(beats.items()) if b.phase != "done"}
+        sizes = {r: _size(heartbeat.stack_path(self.folder, r)) for r in states}
+        for r, st in states.items():
+            if procs.stopped(st.beat.pid):  # it cannot run its handler: waiting for its stack would gain nothing
+                st.responding, st.stopped = False, True
+                continue
+            try:
+                os.kill(st.beat.pid, heartbeat.STACK_SIGNAL)
+            except (ProcessLookupError, PermissionError):
+                st.responding = False
+        pending = {r for r, st in states.items() if st.responding}
+        deadline = time.monotonic() + stack_wait_s
+        grown: dict[int, int] = {}
+        while pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+            for r in list(pending):
+                size = _size(heartbeat.stack_path(self.folder, r))
+                if size > sizes[r] and grown.get(r) == size:  # grew, then stayed put for one poll: written
+                    pending.discard(r)
+                grown[r] = size
+        for r, st in states.items():
+            if r in pending or not st.responding:
+                st.responding = False
+                continue
+            st.stack = _read_from(heartbeat.stack_path(self.folder, r), sizes[r])
+            st.collective, st.where = locate(main_thread(parse_threads(st.stack)))
+        culprits, reason = blame(list(states.values()))
+        stalled = now - self.last_progress if self.last_progress is not None else 0.0
+        return Report(stalled, list(states.values()), culprits, reason, self.fired, list(self.starting))
+
+
+def blame(states: list[RankState]) -> tuple[list[int], str]:
+    """The likely culprits and why: ranks not in the collective the others wait in; else ranks not
+    responding; else the ranks behind on iterations; else none."""
+    if not states:
+        return [], "no rank has beaten"
+    silent = [s.rank for s in states if not s.responding]
+    waiting = [s for s in states if s.responding and s.collective is not None]
+    elsewhere = [s.rank for s in states if s.responding and s.collective is None]
+    if waiting and (elsewhere or silent):
+        ops = collections.Counter(s.collective for s in waiting).most_common(1)[0][0]
+        return sorted(elsewhere + silent), f"the other rank(s) wait in {ops} for it"
+    if silent:
+        return silent, "it did not answer the stack request"
+    iterations = collections.Counter(s.beat.iteration for s in states)
+    if len(iterations) > 1:
+        low = min(iterations)
+        return [s.rank for s in states if s.beat.iteration == low], f"behind the others at iteration {low}"
+    if waiting and len(waiting) == len(states):
+        places = collections.Counter((s.collective, s.where) for s in waiting)
+        if len(places) > 1:
+            common = places.most_common(1)[0][0]
+            odd = [s.rank for s in waiting if (s.collective, s.where) != common]
+            return odd, f"in a different collective from the others ({common[0]})"
+        return [], f"every rank waits in {waiting[0].collective}: a rank on another node, or a collective " \
+                   "that never completes"
+    return [], "every rank is outside any collective at the same iteration"
+
+
+def write_report(report: Report, run_dir: Path | None) -> Path:
+    """Write ``stack_rank<R>.txt`` and ``summary.txt`` under ``<run_dir>/watchdog/`` (or a fresh temp folder
+    when no run folder is known or it cannot be written); return the folder."""
+    folder = None
+    if run_dir is not None:
+        try:
+            folder = run_dir / "watchdog"
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            folder = None
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="mgpu_lab_watchdog_"))
+    for st in report.ranks:
+        path = folder / f"stack_rank{st.rank}.txt"
+        text = st.stack if st.responding else f"rank {st.rank} (pid {st.beat.pid}) did not answer the stack request\n"
+        path.write_text(text, encoding="utf-8")
+        report.files.append(path)
+    summary = folder / "summary.txt"
+    summary.write_text("\n".join(report.summary_lines()) + "\n", encoding="utf-8")
+    report.files.append(summary)
+    report.folder = folder
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    """A zombie (exited, not yet reaped by torchrun) is not alive; another user's process is."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return procs.state(pid) not in ("Z", "X")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

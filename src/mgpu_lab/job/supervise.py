@@ -1,0 +1,318 @@
+"""Process supervision for the launcher: run a job, forward signals, and leave no process behind.
+
+Stdlib only (the launcher must start fast and never import torch). What it knows: processes (the
+Linux process table), signals, and the job's lifetime. It knows nothing about training, heartbeats or
+torchrun's options; the launcher passes a ``tick`` callback for that.
+
+Lifetime guarantees (Linux):
+
+- the job runs in its own session; the launcher is a child subreaper, so workers orphaned by torchrun
+  come back to it and are killed at the end;
+- the first SIGINT/SIGTERM/SIGHUP is forwarded to the job, escalating to SIGKILL after a grace
+  period; a second one kills at once; the launcher then exits 128 + the signal number;
+- if the launcher itself dies (even by SIGKILL) or its parent goes away, a *janitor* process that it
+  forked at start-up kills every process of the job. The job's processes are found by a tag in their
+  environment (:data:`JOB_TAG_ENV`), which torchrun passes to every worker, so orphans are found too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+import time
+
+from mgpu_lab.core import procs
+from mgpu_lab.job.kill_grace import DEFAULT_GRACE_S, GRACE_ENV, MAX_GRACE_S, SuperviseError, grace_from_env  # noqa: F401
+from mgpu_lab.core.procs import alive, descendants, process_table  # noqa: F401 - the supervisor's view of /proc
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Sequence
+
+#: Environment variable whose value tags every process of one job (unique per job).
+JOB_TAG_ENV = "MGPU_LAB_JOB_TAG"
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+# --------------------------------------------------------------------------------------------------
+# the process table
+# --------------------------------------------------------------------------------------------------
+
+def _prctl():
+    """libc's prctl on Linux, else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def tagged(tag: str) -> list[int]:
+    """Live processes (this one excluded) whose environment holds ``JOB_TAG_ENV=tag``."""
+    return procs.with_env(JOB_TAG_ENV, tag)
+
+
+def signal_pids(pids: Sequence[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def reap() -> None:
+    """Collect exit statuses of children (orphans handed to this subreaper included)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+# --------------------------------------------------------------------------------------------------
+# the janitor: the job dies with the launcher, however the launcher dies
+# --------------------------------------------------------------------------------------------------
+
+def start_janitor(tag: str, grace_s: float) -> int | None:
+    """Fork a janitor (own session, ignores stop signals) that waits for this launcher to go away and then kills
+    every process tagged ``tag``: SIGTERM, then SIGKILL after ``min(grace_s, 5)`` s. Call it before the launcher
+    becomes a subreaper. Returns the write end of its pipe: :func:`dismiss_janitor` before a normal exit."""
+    if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
+        return None
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(read_fd)
+        os.set_inheritable(write_fd, False)
+        os.waitpid(pid, 0)  # the intermediate child exits at once
+        return write_fd
+    try:  # fork twice, so the janitor is no child of the launcher (never among the job's processes it kills)
+        os.close(write_fd)
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        for sig in (*STOP_SIGNALS, signal.SIGALRM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_IGN)
+        os.closerange(3, read_fd)
+        os.closerange(read_fd + 1, 1024)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1):  # keep stderr for nothing but fatal errors; never hold the caller's stdout pipe
+            os.dup2(devnull, fd)
+        data = b""
+        while True:
+            try:
+                chunk = os.read(read_fd, 16)
+            except InterruptedError:
+                continue
+            if not chunk:
+                break
+            data += chunk
+        if not data:  # the launcher died without dismissing us
+            os.dup2(devnull, 2)
+            pids = tagged(tag)
+            signal_pids(pids, signal.SIGTERM)
+            deadline = time.monotonic() + min(grace_s, 5.0)
+            while pids and time.monotonic() < deadline:
+                time.sleep(0.05)
+                pids = [p for p in pids if alive(p)]
+            for _ in range(3):
+                pids = tagged(tag)
+                if not pids:
+                    break
+                signal_pids(pids, signal.SIGKILL)
+                time.sleep(0.05)
+    finally:
+        os._exit(0)
+
+
+def dismiss_janitor(fd: int | None) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, b"x")
+        os.close(fd)
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------------------------------------
+# the supervisor: signals, escalation, clean-up
+# --------------------------------------------------------------------------------------------------
+
+class Supervisor:
+    """Forward the first stop signal to the job, escalate to SIGKILL, kill at once on the second."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.pid: int | None = None  # the job's main process, once started
+        self.grace_s = grace_s
+        self.signum: int | None = None  # the first stop signal sent to the job
+        self.interrupted: int | None = None  # the signal that came from outside (user, scheduler)
+        self.kill_at: float | None = None  # monotonic time of the SIGKILL escalation
+        self.stop_grace_s = grace_s  # the grace period of the stop under way
+
+    def started(self, pid: int) -> None:
+        """The job runs now; pass on an interrupt that came while it was starting."""
+        self.pid = pid
+        if self.signum is not None:
+            self._forward(self.signum)
+
+    def _forward(self, signum: int) -> None:
+        if self.pid is not None:
+            try:
+                os.killpg(self.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.kill_at is None:
+            self.kill_at = time.monotonic() + self.grace_s
+
+    def kill_all(self) -> None:
+        """SIGKILL the job's process group and every process below the launcher."""
+        if self.pid is not None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for _ in range(3):  # processes may fork while we kill; a few sweeps catch them
+            pids = descendants(os.getpid())
+            if not pids:
+                break
+            signal_pids(pids, signal.SIGKILL)
+
+    def stop(self, signum: int, grace_s: float | None = None) -> None:
+        """Ask the job to stop with ``signum``; SIGKILL everything after the grace period."""
+        if grace_s is not None and self.kill_at is None:
+            self.kill_at = time.monotonic() + grace_s
+            self.stop_grace_s = grace_s
+        self.signum = signum
+        self._forward(signum)
+        # workers live in sessions of their own; the job's main process got the signal once, above
+        signal_pids([p for p in descendants(os.getpid()) if p != self.pid], signum)
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        if self.interrupted is None:
+            self.interrupted = signum
+            print(
+                f"[INFO] launcher: {signal.Signals(signum).name} received, stopping the job "
+                f"(again to kill at once; killing in {self.grace_s:g} s otherwise)",
+                file=sys.stderr, flush=True,
+            )
+            self.signum = signum
+            self._forward(signum)
+        else:
+            print("[INFO] launcher: second interrupt, killing the job", file=sys.stderr, flush=True)
+            self.kill_all()
+
+    def escalate_if_due(self) -> None:
+        if self.kill_at is not None and time.monotonic() >= self.kill_at:
+            self.kill_at = math.inf
+            print(f"[WARN] launcher: job still running {self.stop_grace_s:g} s after it was told to stop, killing it",
+                  file=sys.stderr, flush=True)
+            self.kill_all()
+
+    def clean_up(self) -> None:
+        """After the job's main process ended: stop whatever it left behind, then reap."""
+        leftovers = descendants(os.getpid())
+        if leftovers:
+            signal_pids(leftovers, signal.SIGTERM)
+            deadline = time.monotonic() + min(self.grace_s, 3.0)
+            while leftovers and time.monotonic() < deadline:
+                time.sleep(0.05)
+                reap()
+                leftovers = descendants(os.getpid())
+            self.kill_all()
+        reap()
+
+
+def run_supervised(cmd: Sequence[str], env: dict[str, str], *, grace_s: float,
+                   tick: Callable[[Supervisor, float], None] | None = None, tick_s: float = 0.25,
+                   stderr_sink: Callable[[bytes], None] | None = None) -> tuple[int, Supervisor]:
+    """Run ``cmd`` in its own session under a :class:`Supervisor`; return (exit status, supervisor).
+
+    ``tick(supervisor, now)`` runs about every ``tick_s`` seconds while the job runs (watchdogs). With
+    ``stderr_sink``, the job's stderr is read through a pipe and every chunk is handed to it (the sink copies
+    it to the console). The status is the job's, 128 + N when it died of signal N, or 128 + N when the
+    launcher got stop signal N; 2 when the command could not start.
+    """
+    import select
+    import subprocess
+
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphaned workers come back to us, not to init
+    launcher_pid = os.getpid()
+    parent_pid = os.getppid()
+
+    def child_setup() -> None:  # runs in the child before exec
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)  # launcher killed -> job told to stop
+            if os.getppid() != launcher_pid:
+                os._exit(1)
+
+    supervisor = Supervisor(grace_s)
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, supervisor.on_signal)
+    rc = 0
+    try:
+        try:
+            proc = subprocess.Popen(list(cmd), env=env, start_new_session=True, preexec_fn=child_setup,
+                                    stderr=subprocess.PIPE if stderr_sink else None)
+        except OSError as exc:
+            print(f"isaaclab train_multigpu: error: cannot start {cmd[0]}: {exc}", file=sys.stderr)
+            return 2, supervisor
+        supervisor.started(proc.pid)
+        err_fd = proc.stderr.fileno() if proc.stderr is not None else None
+        next_tick = time.monotonic()
+        drain_until: float | None = None
+        try:
+            while True:
+                timeout = max(0.0, next_tick - time.monotonic())
+                if err_fd is not None:
+                    try:
+                        ready, _, _ = select.select([err_fd], [], [], timeout)
+                    except InterruptedError:
+                        ready = []
+                    if ready:
+                        chunk = os.read(err_fd, 65536)
+                        if chunk:
+                            stderr_sink(chunk)  # type: ignore[misc]
+                        else:
+                            err_fd = None
+                elif proc.poll() is None:
+                    time.sleep(min(timeout, tick_s))
+                if proc.poll() is not None:
+                    if err_fd is None:
+                        break
+                    if drain_until is None:  # torchrun is gone; a leftover worker may still hold the pipe
+                        drain_until = time.monotonic() + 1.0
+                    elif time.monotonic() >= drain_until:
+                        break
+                now = time.monotonic()
+                if now >= next_tick:
+                    next_tick = now + tick_s
+                    if os.getppid() != parent_pid and supervisor.interrupted is None:
+                        supervisor.on_signal(signal.SIGHUP, None)  # whoever started us is gone
+                    supervisor.escalate_if_due()
+                    if tick is not None and supervisor.signum is None:
+                        tick(supervisor, now)
+            rc = proc.wait()
+        finally:
+            supervisor.clean_up()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if rc < 0:
+        rc = 128 - rc
+    if supervisor.interrupted is not None:
+        rc = 128 + supervisor.interrupted
+    return rc, supervisor

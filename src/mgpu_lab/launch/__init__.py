@@ -1,0 +1,1 @@
+"""The launcher side: argv -> config -> command; devices and clusters (no torch import)."""

@@ -1,0 +1,530 @@
+"""The launcher's runtime: argv -> config (parsed once, validated) -> command -> runner. No torch import.
+
+``scripts/reinforcement_learning/train_multigpu.py`` owns the one argparse definition (``build_parser``,
+which the checker reads statically) and calls :func:`main`. Everything after parsing lives here, where the
+tests call it in-process:
+
+- :func:`make_config` validates everything that can be known before a rank starts (launcher options,
+  devices that exist, the cluster's environment, and the forwarded training arguments with ``train.py``'s
+  own parser and the trainer's own checks, the seed against the job's world size, a checkpoint's library
+  and format), raising :class:`~mgpu_lab.core.errors.UsageError`; nothing is created on the way.
+- :func:`build_command` is the one command builder: torchrun (or skrl's JAX launcher) around train.py.
+- :func:`run` hands the job to :mod:`mgpu_lab.job.monitor` (supervision, watchdog, the failure report).
+
+Import-light on purpose: ``--dry_run`` and every rejection answer without importing torch (a forwarded
+``--checkpoint`` is the exception: reading it needs torch's restricted loader).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+
+from mgpu_lab.core.errors import EXIT_OK, EXIT_USAGE, UsageError
+
+TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping, Sequence
+
+    from mgpu_lab.launch.devices import Inventory
+
+PROG = "isaaclab train_multigpu"
+#: Environment variable that replaces the trainer script (used by the tests to launch small fixtures).
+TRAIN_SCRIPT_ENV = "MGPU_LAB_TRAIN_SCRIPT"
+TORCHRUN_MODULE = "torch.distributed.run"
+JAX_LAUNCHER_MODULE = "skrl.utils.distributed.jax"
+JAX_DEFAULT_COORDINATOR = "127.0.0.1:5000"  # skrl's own default
+
+#: Argument group of the options passed to torchrun as given (``--name value``), only when given.
+TORCHRUN_GROUP = "torchrun: rendezvous, workers and output (passed on only when given)"
+#: Argument group of torchrun-only options that the launcher itself interprets or maps.
+LAUNCHER_TORCHRUN_GROUP = "torchrun: options the launcher interprets"
+
+DEFAULT_RDZV_TIMEOUT_S = 600.0  # torchrun's own join timeout (static and c10d)
+TORCHRUN_MONITOR_INTERVAL_S = 0.1  # torchrun's default --monitor_interval
+CPU_RANKS_PER_CORE = 4  # CPU ranks beyond this many per core are refused
+#: torchrun gets the rendezvous deadline plus this margin: the launcher's own clear report comes first.
+RDZV_BACKSTOP_S = 5
+
+#: Launcher options that scheduler detection may fill in (when the user did not give them).
+NODE_DESTS = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id",
+              "coordinator_address")
+
+
+def group_dests(parser: argparse.ArgumentParser, title: str) -> list[str]:
+    """The option names (dests) of one argument group, in definition order."""
+    for group in parser._action_groups:
+        if group.title == title:
+            return [action.dest for action in group._group_actions]
+    raise KeyError(title)
+
+
+def forwarded_value(args: Sequence[str], flag: str) -> str | None:
+    """The last value of ``flag`` among forwarded arguments (``--flag V`` or ``--flag=V``)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1:]
+    return value
+
+
+# --------------------------------------------------------------------------------------------------
+# the config
+# --------------------------------------------------------------------------------------------------
+
+class Config:
+    """The launcher's parsed and validated input."""
+
+    def __init__(self, args: argparse.Namespace, forwarded: list[str], *, jax: bool, device: str | None,
+                 nproc: str | None, train_script: str, passthrough: list[str], torchrun_only: list[str],
+                 environ: Mapping[str, str]) -> None:
+        self.args = args
+        self.forwarded = forwarded
+        self.jax = jax
+        self.device = device
+        self.nproc = nproc  # None: not passed (torchrun's PET_NPROC_PER_NODE applies)
+        self.train_script = train_script
+        self.passthrough = passthrough
+        self.torchrun_only = torchrun_only
+        self.environ = environ
+        self.inferred: list[str] = []  # what cluster detection filled in, and from where (for --dry_run)
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.device is not None and self.device.strip().lower() == "cpu"
+
+    @property
+    def rdzv_timeout(self) -> float:
+        return self.args.rdzv_timeout if self.args.rdzv_timeout is not None else DEFAULT_RDZV_TIMEOUT_S
+
+
+class Devices:
+    """Visible GPUs, read once and only when asked (a CPU-only launch never looks)."""
+
+    def __init__(self, environ: Mapping[str, str], inventory: Inventory | None) -> None:
+        self.environ = environ
+        self.inventory = inventory
+        self._visible: tuple[int, str] | None = None
+
+    def visible(self) -> tuple[int, str]:
+        if self._visible is None:
+            from mgpu_lab.launch.devices import DeviceError, visible
+
+            try:
+                self._visible = visible(self.environ, self.inventory)
+            except DeviceError as exc:
+                raise UsageError(str(exc)) from None
+        return self._visible
+
+
+# --------------------------------------------------------------------------------------------------
+# validators (each raises UsageError with one line)
+# --------------------------------------------------------------------------------------------------
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    value = getattr(args, dest)
+    return value is not None and value is not False
+
+
+def _check_nnodes(value: str, *, jax: bool) -> None:
+    m = re.fullmatch(r"(\d+)(?::(\d+))?", value)
+    if not m or int(m.group(1)) < 1 or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
+        raise UsageError(f"--nnodes {value}: give a node count such as 2, or a range MIN:MAX such as 1:4")
+    if jax and m.group(2) is not None:
+        raise UsageError(f"--nnodes {value}: skrl's JAX launcher takes a fixed node count, such as --nnodes 2")
+
+
+def _check_log_spec(flag: str, value: str | None) -> None:
+    if value is not None and not re.fullmatch(r"[0-3]|\d+:[0-3](,\d+:[0-3])*", value):
+        raise UsageError(f"{flag} {value}: give 0 (none), 1 (stdout), 2 (stderr), 3 (both) or a map like 0:1,1:3")
+
+
+def _check_endpoint(flag: str, value: str) -> None:
+    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\s\[\]]+)(?::(\d{1,5}))?", value)
+    if not m or (m.group(2) is not None and int(m.group(2)) > 65535):
+        raise UsageError(
+            f"{flag} {value}: give HOST or HOST:PORT with a TCP port from 0 to 65535, such as 10.0.0.1:29400")
+
+
+def _check_seconds(flag: str, value: float | None, *, zero_ok: bool = False) -> None:
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok) or value > 7 * 24 * 3600:
+        least = "0 or more" if zero_ok else "a positive number of"
+        raise UsageError(f"--{flag} {value:g}: give {least} seconds, at most a week")
+
+
+def _check_log_dir(path: str) -> None:
+    """The folder must be writable, or creatable in a writable parent. Probed by creating and removing an
+    empty temp folder (permission bits alone mislead root and read-only mounts); nothing is left behind."""
+    import tempfile
+
+    probe = os.path.abspath(path)
+    if os.path.exists(probe) and not os.path.isdir(probe):
+        raise UsageError(f"--log_dir {path}: exists and is not a folder")
+    parent = probe
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise UsageError(f"--log_dir {path}: cannot be created ({parent} is not a folder)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".mgpu_lab_probe_", dir=parent))
+    except OSError as exc:
+        where = "folder is not writable" if parent == probe else f"cannot be created in {parent}"
+        raise UsageError(f"--log_dir {path}: {where} ({exc.strerror})") from None
+
+
+def hosts_store(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+    """True when this node hosts torchrun's static rendezvous store (node 0 on a local master address)."""
+    if args.rdzv_backend not in (None, "static") or args.rdzv_endpoint is not None:
+        return False
+    if (args.node_rank or 0) != 0:
+        return False
+    if args.master_addr is None:
+        return "PET_MASTER_ADDR" not in environ or environ["PET_MASTER_ADDR"] in ("127.0.0.1", "localhost")
+    return args.master_addr in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+
+
+def _check_port_free(port: int) -> None:
+    import errno
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore does
+        try:
+            s.bind(("", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise UsageError(f"--master_port {port}: already in use on this host; give a free port "
+                                 "(node 0 hosts the rendezvous there)") from None
+
+
+def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> argparse.Namespace:
+    """The forwarded arguments parsed by train.py's own parser (UsageError for what it refuses)."""
+    if any(a in ("-h", "--help") for a in forwarded):
+        raise UsageError("--help after '--' goes to train.py: run isaaclab train --help for its options")
+    from mgpu_lab.core.source_loader import load_source
+
+    # train.py imports no torch up front
+    parser = load_source("_mgpu_lab_train_entry", script).build_parser()
+
+    def error(message: str) -> None:
+        raise UsageError(f"train.py: {message} (train.py's options: isaaclab train --help)")
+
+    parser.error = error  # type: ignore[method-assign]
+    try:
+        return parser.parse_args(["--rl_library", rl_library, *forwarded, "--distributed"])
+    except SystemExit:  # an action of train.py's parser that exits (version, help): not a training run
+        raise UsageError("train.py's arguments ask it to exit before training; run isaaclab train for that") from None
+
+
+def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = False) -> None:
+    """The trainer's own torch-free checks, with the job's world size, then a checkpoint's library and format."""
+    from mgpu_lab.train import checks as train_checks
+
+    if dry_run and targs.continue_run is not None:  # the folder is checked when the job runs
+        train_checks.check_continue_run(targs, folder=False)
+        targs = type(targs)(**{**vars(targs), "continue_run": None})
+    train_checks.check_args(targs, ranks)
+    if targs.checkpoint is not None and targs.checkpoint != train_checks.LATEST:
+        from mgpu_lab.runs.checkpoint import check_library  # torch, no RL library: only when a checkpoint is given
+
+        check_library(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
+    if targs.continue_run is not None:  # its folder's newest checkpoint, before any rank starts
+        from mgpu_lab.runs.continue_run import check_before_launch
+
+        check_before_launch(targs)
+
+
+def resolve_ranks(value: str, device: str | None, devices: Devices, *, jax: bool) -> str:
+    """Validate --num_gpus against the visible devices (or CPU cores) and return the value torchrun/skrl gets."""
+    on_cpu = device is not None and device.strip().lower() == "cpu"
+    if jax and not re.fullmatch(r"\d+", value):
+        raise UsageError(
+            f"--num_gpus {value}: skrl's JAX launcher needs an integer rank count, such as --num_gpus 2"
+        )
+    if value in ("gpu", "auto", "cpu"):
+        if value == "cpu" and device is not None and not on_cpu:
+            raise UsageError(f"--num_gpus cpu starts CPU ranks but train.py gets --device {device}: use --device cpu")
+        if value == "gpu" and not on_cpu:
+            count, source = devices.visible()
+            if count == 0:
+                raise UsageError(
+                    f"--num_gpus gpu: no GPU is visible ({source}); to rehearse on CPU use --device cpu --num_gpus N"
+                )
+        if value == "gpu" and on_cpu:
+            raise UsageError("--num_gpus gpu starts one rank per GPU but train.py gets --device cpu: "
+                             "give --num_gpus N or --num_gpus cpu")
+        if value == "cpu" and device is None and devices.visible()[0] > 0:
+            raise UsageError("--num_gpus cpu starts CPU ranks but GPUs are visible: add --device cpu")
+        return value
+    if not re.fullmatch(r"-?\d{1,9}", value):
+        if re.fullmatch(r"-?\d+", value):
+            raise UsageError(f"--num_gpus {value[:12]}...: far more ranks than any machine runs")
+        raise UsageError(f"--num_gpus {value}: expected an integer, gpu, cpu or auto")
+    n = int(value)
+    if n < 1:
+        raise UsageError(f"--num_gpus {value}: give at least 1 rank")
+    if on_cpu:
+        cores = os.cpu_count() or 1
+        limit = CPU_RANKS_PER_CORE * cores
+        if n > limit:
+            raise UsageError(f"--num_gpus {n} with --device cpu: at most {limit} CPU ranks here "
+                             f"({CPU_RANKS_PER_CORE} per core, {cores} core(s))")
+        return str(n)
+    count, source = devices.visible()
+    if count == 0:
+        raise UsageError(
+            f"--num_gpus {n}: no GPU is visible ({source}); to run {n} CPU ranks on gloo add --device cpu"
+        )
+    if n > count:
+        raise UsageError(
+            f"--num_gpus {n}: only {count} GPU(s) visible ({source}); use --num_gpus {count} or fewer, "
+            "or --device cpu for CPU ranks"
+        )
+    return str(n)
+
+
+def world_size(config: Config, devices: Devices) -> int:
+    """The job's largest world size, as far as this node can tell (for the seed's rank offset)."""
+    environ = config.environ
+    nproc = config.nproc if config.nproc is not None else environ.get("PET_NPROC_PER_NODE", "1")
+    if nproc == "cpu" or (nproc == "auto" and config.on_cpu):
+        per_node = os.cpu_count() or 1
+    elif nproc in ("gpu", "auto"):
+        per_node = max(devices.visible()[0], 1) if not config.on_cpu else 1
+    else:
+        per_node = int(nproc) if nproc.isdigit() else 1
+    nnodes = config.args.nnodes or environ.get("PET_NNODES", "1")
+    top = nnodes.split(":")[-1]
+    return per_node * (int(top) if top.isdigit() else 1)
+
+
+def apply_cluster(args: argparse.Namespace, environ: Mapping[str, str], jax: bool) -> list[str]:
+    """Fill the node options the user did not give from the scheduler's environment (SLURM, via
+    :func:`mgpu_lab.launch.cluster.infer_nodes`; explicit flags always win, --no_slurm turns it off). Returns the
+    lines that say what was inferred from which variables (printed on stderr, --dry_run included)."""
+    if not any(name.startswith(("SLURM_", "PET_")) for name in environ):
+        return []  # no scheduler around: nothing to infer (and no import to pay for in --dry_run)
+    from mgpu_lab.launch.cluster import ClusterError, infer_nodes
+
+    given = {dest: getattr(args, dest) for dest in NODE_DESTS if _given(args, dest)}
+    try:
+        plan = infer_nodes(environ, given, use_slurm=not args.no_slurm, jax=jax)
+    except ClusterError as exc:
+        raise UsageError(str(exc)) from None
+    for dest, value in plan.values().items():
+        if dest in given:
+            continue
+        setattr(args, dest, int(value) if dest in ("node_rank", "master_port") else value)
+    return plan.lines()
+
+
+def shm_lines(config: Config, devices: Devices) -> list[str]:
+    """The /dev/shm warning before a CUDA launch (gloo CPU ranks do not use /dev/shm)."""
+    if config.on_cpu or config.nproc is None:
+        return []
+    from mgpu_lab.launch.cluster import ClusterError, shm_warning
+
+    ranks = int(config.nproc) if config.nproc.isdigit() else devices.visible()[0]
+    if ranks < 1:
+        return []
+    try:
+        line = shm_warning(ranks, config.environ)
+    except ClusterError as exc:
+        raise UsageError(str(exc)) from None
+    return [line] if line else []
+
+
+def _check_launcher_options(args: argparse.Namespace, jax: bool, torchrun_only: list[str]) -> None:
+    """The launcher's own options, each on its own (no environment, no devices)."""
+    if args.nnodes is not None:
+        _check_nnodes(args.nnodes, jax=jax)
+    if args.node_rank is not None:
+        max_nodes = int(args.nnodes.split(":")[-1]) if args.nnodes is not None else None
+        if args.node_rank < 0:
+            raise UsageError(f"--node_rank {args.node_rank}: give a node rank from 0 to nnodes-1")
+        if max_nodes is not None and args.node_rank >= max_nodes:
+            raise UsageError(
+                f"--node_rank {args.node_rank}: out of range for --nnodes {args.nnodes}; use 0 to {max_nodes - 1}")
+    if args.master_port is not None and not 0 < args.master_port < 65536:
+        raise UsageError(f"--master_port {args.master_port}: give a TCP port from 1 to 65535")
+    if args.rdzv_endpoint is not None:
+        _check_endpoint("--rdzv_endpoint", args.rdzv_endpoint)
+    if args.max_restarts is not None and not 0 <= args.max_restarts <= 1000:
+        raise UsageError(f"--max_restarts {args.max_restarts}: give 0 to 1000")
+    _check_seconds("monitor_interval", args.monitor_interval)
+    _check_seconds("rdzv_timeout", args.rdzv_timeout)
+    interval = args.monitor_interval if args.monitor_interval is not None else TORCHRUN_MONITOR_INTERVAL_S
+    for name, zero in (("hang_timeout", "turn the watchdog off"), ("startup_timeout", "leave start-up unwatched")):
+        value = getattr(args, name)  # the watchdog's limits: checked once per monitor interval
+        _check_seconds(name, value, zero_ok=True)
+        if 0 < value < interval:
+            raise UsageError(f"--{name} {value:g}: below the monitor interval ({interval:g} s); give at least "
+                             f"that, or 0 to {zero}")
+    _check_log_spec("--tee", args.tee)
+    _check_log_spec("--redirects", args.redirects)
+    if args.local_ranks_filter is not None and not re.fullmatch(r"\d+(,\d+)*", args.local_ranks_filter):
+        raise UsageError(f"--local_ranks_filter {args.local_ranks_filter}: give local ranks like 0 or 0,1")
+    if args.log_all_ranks and args.local_ranks_filter is not None:
+        raise UsageError("--log_all_ranks and --local_ranks_filter contradict each other: give only one")
+    if args.coordinator_address is not None:
+        if not re.fullmatch(r"[^:\s]+:\d{1,5}", args.coordinator_address) or \
+                not 0 < int(args.coordinator_address.rsplit(":", 1)[1]) < 65536:
+            raise UsageError(f"--coordinator_address {args.coordinator_address}: give HOST:PORT, such as 10.0.0.1:5000")
+    if jax and args.nnodes is not None and int(args.nnodes) > 1 and args.coordinator_address is None:
+        raise UsageError(f"--nnodes {args.nnodes} with JAX: give --coordinator_address HOST:PORT of node 0")
+
+
+def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: str,
+                environ: Mapping[str, str] | None = None, inventory: Inventory | None = None) -> Config:
+    """Parse argv once and validate everything that can be validated before anything starts (UsageError).
+
+    ``environ`` defaults to this process's environment; ``inventory`` (the machine's GPUs) is read from the
+    driver when a check needs it, unless given.
+    """
+    environ = os.environ if environ is None else environ
+    args, forwarded = parser.parse_known_args(list(argv))
+    if "--" in forwarded:  # the separator argparse stopped at; train.py must not see it
+        forwarded.remove("--")
+    passthrough = group_dests(parser, TORCHRUN_GROUP)
+    torchrun_only = passthrough + group_dests(parser, LAUNCHER_TORCHRUN_GROUP)
+
+    jax = args.rl_library == "skrl" and forwarded_value(forwarded, "--ml_framework") == "jax"
+    device = forwarded_value(forwarded, "--device")
+    devices = Devices(environ, inventory)
+
+    if not jax and args.coordinator_address is not None:
+        raise UsageError(
+            "--coordinator_address is for skrl's JAX launcher only: add --rl_library skrl --ml_framework jax, "
+            "or use --master_addr/--rdzv_endpoint with torchrun"
+        )
+    if jax:
+        used = [name for name in torchrun_only if _given(args, name)]
+        if used:
+            flags = ", ".join(f"--{name}" for name in used)
+            raise UsageError(
+                f"{flags}: torchrun-only, not accepted by skrl's JAX launcher; it takes --nnodes, --node_rank, "
+                "--num_gpus and --coordinator_address"
+            )
+    inferred = apply_cluster(args, environ, jax)
+    _check_launcher_options(args, jax, torchrun_only)
+    from mgpu_lab.job.kill_grace import SuperviseError, grace_from_env
+
+    try:
+        grace_from_env(environ)
+    except SuperviseError as exc:
+        raise UsageError(str(exc)) from None
+
+    if args.num_gpus == "gpu" and "PET_NPROC_PER_NODE" in environ and not jax:
+        nproc = None  # the PyTorchJob's own setting applies
+    else:
+        nproc = resolve_ranks(args.num_gpus, device, devices, jax=jax)
+    override = environ.get(TRAIN_SCRIPT_ENV)
+    script = os.path.realpath(override or train_script)
+    config = Config(args, forwarded, jax=jax, device=device, nproc=nproc, train_script=script,
+                    passthrough=passthrough, torchrun_only=torchrun_only, environ=environ)
+    if not override:
+        targs = parse_training_args(script, args.rl_library, forwarded)
+        check_training_args(targs, world_size(config, devices), dry_run=args.dry_run)
+    if args.log_dir is not None:
+        _check_log_dir(args.log_dir)
+    if not args.dry_run and not jax and hosts_store(args, environ):
+        port = args.master_port if args.master_port is not None else int(environ.get("PET_MASTER_PORT", "29500"))
+        _check_port_free(port)
+    config.inferred = inferred + shm_lines(config, devices)
+    return config
+
+
+# --------------------------------------------------------------------------------------------------
+# config -> command
+# --------------------------------------------------------------------------------------------------
+
+class Launch:
+    """What to run: the command, whether it goes through skrl's JAX launcher, and whether only to print it."""
+
+    def __init__(self, cmd: list[str], *, jax: bool = False, dry_run: bool = False) -> None:
+        self.cmd = cmd
+        self.jax = jax
+        self.dry_run = dry_run
+
+
+def build_command(config: Config) -> Launch:
+    """The one command builder: torchrun (or skrl's JAX launcher) around train.py."""
+    args = config.args
+    trainer = [config.train_script, "--rl_library", args.rl_library, *config.forwarded]
+    if "--distributed" not in config.forwarded:
+        trainer.append("--distributed")
+
+    if config.jax:
+        cmd = [
+            sys.executable, "-m", JAX_LAUNCHER_MODULE,
+            "--nnodes", args.nnodes or "1", "--nproc_per_node", config.nproc or "1",
+            "--node_rank", str(args.node_rank or 0),
+            "--coordinator_address", args.coordinator_address or JAX_DEFAULT_COORDINATOR,
+            *trainer,
+        ]
+        return Launch(cmd, jax=True, dry_run=args.dry_run)
+
+    cmd = [sys.executable, "-m", TORCHRUN_MODULE]
+    if args.nnodes is not None:
+        cmd += ["--nnodes", args.nnodes]
+    if config.nproc is not None:
+        cmd += ["--nproc_per_node", config.nproc]
+    if args.node_rank is not None:
+        cmd += ["--node_rank", str(args.node_rank)]
+    for name in config.passthrough:
+        value = getattr(args, name)
+        if value is True:
+            cmd.append(f"--{name}")
+        elif value is not None and value is not False:
+            cmd += [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
+    if args.rdzv_timeout is not None:
+        backend = args.rdzv_backend or config.environ.get("PET_RDZV_BACKEND", "static")
+        key = "timeout" if backend == "static" else "join_timeout"
+        cmd += ["--rdzv_conf", f"{key}={math.ceil(args.rdzv_timeout) + RDZV_BACKSTOP_S}"]
+    if args.local_ranks_filter is None and not args.log_all_ranks:
+        cmd += ["--local_ranks_filter", "0"]
+    return Launch(cmd + trainer, dry_run=args.dry_run)
+
+
+# --------------------------------------------------------------------------------------------------
+# the runner
+# --------------------------------------------------------------------------------------------------
+
+def run(config: Config, launch: Launch) -> int:
+    """Hand the validated job to the runner (:mod:`mgpu_lab.job.monitor`; imported only now, --dry_run never pays)."""
+    from mgpu_lab.job.monitor import JobSpec, run_job
+
+    a = config.args
+    return run_job(JobSpec(
+        launch.cmd, jax=launch.jax, on_cpu=config.on_cpu, train_script=config.train_script,
+        hang_timeout=a.hang_timeout, startup_timeout=a.startup_timeout,
+        rdzv_timeout=config.rdzv_timeout, log_dir=a.log_dir, rdzv_id=a.rdzv_id,
+        nnodes=a.nnodes, node_rank=a.node_rank, master_addr=a.master_addr, master_port=a.master_port,
+        rdzv_backend=a.rdzv_backend, rdzv_endpoint=a.rdzv_endpoint, hosts_store=hosts_store(a, config.environ),
+    ))
+
+
+def main(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: str,
+         environ: Mapping[str, str] | None = None, inventory: Inventory | None = None) -> int:
+    """The launcher: validate, print what was inferred, then print the command (--dry_run) or run it."""
+    try:
+        config = make_config(parser, argv, train_script=train_script, environ=environ, inventory=inventory)
+        launch = build_command(config)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for line in config.inferred:
+        print(line, file=sys.stderr)
+    if launch.dry_run:
+        import shlex
+
+        print(shlex.join(launch.cmd))
+        return EXIT_OK
+    return run(config, launch)

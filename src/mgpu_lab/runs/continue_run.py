@@ -1,0 +1,275 @@
+"""Continuing a run across jobs in its own run folder: ``--continue_run {latest|RUN_DIR}`` (stdlib only, no torch).
+
+Two files in every run folder that rank 0 writes:
+
+- ``run.json`` (:data:`META_FILE`): who wrote the folder (library, task, ml_framework), written once, atomically,
+  when rank 0 creates the folder. A continuing job must match it.
+- ``run.lock`` (:data:`LOCK_FILE`): the job writing to the folder now (host, pid of rank 0, job key, the
+  launcher's pid, lease, last renewal), renewed every :data:`RENEW_S` seconds by a thread of rank 0 and removed
+  when the run ends. A lock is *stale*, so a crashed job never leaves it stuck, when its pid is dead on this host,
+  or when it was not renewed for :data:`LEASE_S` seconds (a job on another host that died).
+
+The launcher checks a ``--continue_run`` folder before any rank starts (:func:`check`); rank 0 then takes the
+lock (:func:`hold`). A lock held by the same job key (a restart under ``--max_restarts``, a requeued SLURM job)
+is taken over. Which files are checkpoints is the adapter's knowledge, so the checkpoint itself is found by the
+callers (:func:`no_checkpoint` words the refusal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mgpu_lab.core.atomic import atomic_write_bytes
+from mgpu_lab.core.errors import UsageError
+
+META_FILE = "run.json"
+LOCK_FILE = "run.lock"
+LATEST = "latest"
+#: A lock not renewed for this long is stale (a job on another host that died without removing it).
+LEASE_S = 120.0
+#: How often rank 0 renews its lock.
+RENEW_S = 20.0
+#: Environment variable carrying the launcher's pid to the ranks (rank 0 writes it into the lock).
+LAUNCHER_PID_ENV = "MGPU_LAB_LAUNCHER_PID"
+
+
+# --- run.json ------------------------------------------------------------------------------------------
+
+def write_meta(run_dir: str | os.PathLike, library: str, task: str, ml_framework: str) -> None:
+    """Rank 0: record who writes this run folder (atomically)."""
+    body = {"library": library, "task": task, "ml_framework": ml_framework}
+    atomic_write_bytes(Path(run_dir) / META_FILE, (json.dumps(body, indent=2) + "\n").encode())
+
+
+def read_meta(run_dir: str | os.PathLike) -> dict[str, str] | None:
+    """The folder's ``run.json`` as a dict of strings, or None when there is none (or it is unreadable)."""
+    try:
+        data = json.loads((Path(run_dir) / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {k: str(v) for k, v in data.items() if k in ("library", "task", "ml_framework")}
+
+
+def describe(library: str, task: str, ml_framework: str | None) -> str:
+    framework = f" --ml_framework {ml_framework}" if library == "skrl" and ml_framework else ""
+    return f"--rl_library {library}{framework} --task {task}"
+
+
+# --- which folder ----------------------------------------------------------------------------------------
+
+def resolve(value: str, log_root: str, library: str, task: str) -> Path:
+    """The run folder ``--continue_run value`` names: ``latest`` is the newest run folder of this library and task
+    under ``log_root``; anything else is a folder path. UsageError when there is none."""
+    from mgpu_lab.runs import resume
+
+    if value == LATEST:
+        found = resume.runs(log_root, library, task)
+        if not found:
+            raise UsageError(f"--continue_run latest: no run of {library} on {task} under "
+                             f"{Path(log_root).resolve() / library / task}; start one without --continue_run")
+        return found[-1].resolve()
+    path = Path(value)
+    if not path.exists():
+        raise UsageError(f"--continue_run {value}: no such folder")
+    if not path.is_dir():
+        raise UsageError(f"--continue_run {value}: not a folder (give a run folder, or latest)")
+    return path.resolve()
+
+
+def check_meta(run_dir: Path, value: str, library: str, task: str, ml_framework: str) -> None:
+    """UsageError when the folder was written by another library, task or framework. A folder without run.json
+    (written before it existed) is judged by its place ``<library>/<task>/<run>``."""
+    meta = read_meta(run_dir)
+    if meta is None:
+        meta = {"library": run_dir.parent.parent.name, "task": run_dir.parent.name}
+        source = "its place under the log root"
+    else:
+        source = META_FILE
+    theirs = (meta.get("library"), meta.get("task"), meta.get("ml_framework") if library == "skrl" else None)
+    ours = (library, task, ml_framework if library == "skrl" else None)
+    if meta.get("library") == "skrl" and library == "skrl" and theirs[2] is None:
+        theirs = (theirs[0], theirs[1], ours[2])  # no framework recorded: the checkpoint's format decides later
+    if theirs != ours:
+        was = describe(theirs[0] or "?", theirs[1] or "?", theirs[2])
+        raise UsageError(f"{_subject(value, run_dir)} was written with {was} ({source}), not "
+                         f"{describe(library, task, ml_framework)}; continue it with {was}, or start a new run "
+                         "without --continue_run")
+
+
+def _subject(value: str, run_dir: Path) -> str:
+    """``--continue_run latest: RUN`` or ``--continue_run RUN:`` (the folder named once)."""
+    return f"--continue_run latest: {run_dir}" if value == LATEST else f"--continue_run {value}:"
+
+
+def no_checkpoint(value: str, run_dir: Path, library: str) -> UsageError:
+    return UsageError(f"{_subject(value, run_dir)} has no {library} checkpoint yet, so there is nothing to "
+                      "continue; start a new run without --continue_run")
+
+
+# --- run.lock --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Lock:
+    """Who writes a run folder now."""
+
+    host: str
+    pid: int
+    job_key: str
+    launcher_pid: int | None
+    lease_s: float
+    renewed: float  # time.time() of the last renewal
+
+    def age(self, now: float | None = None) -> float:
+        return (time.time() if now is None else now) - self.renewed
+
+
+def read_lock(run_dir: str | os.PathLike) -> Lock | None:
+    """The folder's lock, or None when there is none (an unreadable lock counts as none: it cannot be honoured)."""
+    try:
+        data = json.loads((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8"))
+        return Lock(str(data["host"]), int(data["pid"]), str(data["job_key"]),
+                    int(data["launcher_pid"]) if data.get("launcher_pid") is not None else None,
+                    float(data["lease_s"]), float(data["renewed"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    from mgpu_lab.job.supervise import alive
+
+    return alive(pid)
+
+
+def is_live(lock: Lock, now: float | None = None) -> bool:
+    """True while the lock's job may still write: renewed within its lease and, on this host, its pid alive."""
+    if lock.age(now) > lock.lease_s:
+        return False
+    if lock.host == socket.gethostname():
+        return _pid_alive(lock.pid)
+    return True
+
+
+def holder(lock: Lock, now: float | None = None) -> str:
+    return (f"job {lock.job_key} (host {lock.host}, pid {lock.pid}, lock renewed {max(0.0, lock.age(now)):.0f} s "
+            f"ago; a lock is stale once its pid is gone on that host or it was not renewed for {lock.lease_s:g} s)")
+
+
+def check_unlocked(run_dir: Path, value: str, job_key: str | None) -> None:
+    """UsageError when another live job writes to ``run_dir`` (its own job key is no other job)."""
+    lock = read_lock(run_dir)
+    if lock is not None and is_live(lock) and lock.job_key != job_key:
+        raise UsageError(f"{_subject(value, run_dir)} is being written by {holder(lock)}; wait for it "
+                         "to end or stop it first")
+
+
+def check(value: str, log_root: str, library: str, task: str, ml_framework: str, job_key: str | None) -> Path:
+    """Every torch-free check of ``--continue_run``: the folder, who wrote it, and that no other live job holds it."""
+    run_dir = resolve(value, log_root, library, task)
+    check_meta(run_dir, value, library, task, ml_framework)
+    check_unlocked(run_dir, value, job_key)
+    return run_dir
+
+
+def resume_point(value: str, log_root: str, library: str, task: str, ml_framework: str, job_key: str | None,
+                 list_checkpoints) -> tuple[Path, str]:  # noqa: ANN001 - resume.ListCheckpoints
+    """(run folder, its newest checkpoint) for ``--continue_run value``; UsageError when it cannot be continued."""
+    from mgpu_lab.runs.resume import newest_checkpoint
+
+    run_dir = check(value, log_root, library, task, ml_framework, job_key)
+    found = newest_checkpoint(run_dir, list_checkpoints)
+    if found is None:
+        raise no_checkpoint(value, run_dir, library)
+    return run_dir, str(found[1].resolve())
+
+
+def check_before_launch(targs) -> Path:  # noqa: ANN001 - train.py's parsed arguments
+    """The launcher, before any rank starts: every check of ``--continue_run`` including its newest checkpoint's
+    library and format (imports torch and the adapter, which knows the library's checkpoint files)."""
+    from mgpu_lab.train import adapters
+    from mgpu_lab.runs.checkpoint import check_library
+    from mgpu_lab.runs.resume import job_key
+    from mgpu_lab.train.config import TrainConfig
+
+    adapter = adapters.load(targs.rl_library)
+    cfg = TrainConfig(rl_library=targs.rl_library, task=targs.task, ml_framework=targs.ml_framework)
+    run_dir, checkpoint = resume_point(targs.continue_run, targs.log_root, targs.rl_library, targs.task,
+                                       targs.ml_framework, job_key(), lambda d: adapter.checkpoints(d, cfg))
+    check_library(checkpoint, targs.rl_library, targs.ml_framework)
+    return run_dir
+
+
+def start_writing(run_dir: str | os.PathLike, *, created: bool, library: str, task: str, ml_framework: str,
+                  job_key: str | None, value: str | None) -> Holder:
+    """Rank 0, once its run folder is known: record who writes it (a new folder, or one without run.json) and
+    take its lock."""
+    if created or read_meta(run_dir) is None:
+        write_meta(run_dir, library, task, ml_framework)
+    return hold(run_dir, job_key, value=value)
+
+
+class Holder:
+    """Rank 0's lock on its run folder: written at :func:`hold`, renewed by a daemon thread, removed by
+    :meth:`release`."""
+
+    def __init__(self, run_dir: Path, lock: Lock, renew_s: float) -> None:
+        self.path = run_dir / LOCK_FILE
+        self.lock = lock
+        self.renew_s = renew_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name="mgpu_lab-run-lock", daemon=True)
+
+    def _write(self) -> None:
+        atomic_write_bytes(self.path, json.dumps(asdict(self.lock)).encode(), durable=False)
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.renew_s):
+            current = read_lock(self.path.parent)
+            if current is not None and (current.pid, current.host) != (self.lock.pid, self.lock.host):
+                return  # taken over (ours went stale meanwhile): never overwrite another job's lock
+            self.lock = Lock(**{**asdict(self.lock), "renewed": time.time()})
+            try:
+                self._write()
+            except OSError:
+                pass  # a full disk: the lease runs out, which is the safe side
+
+    def release(self) -> None:
+        """Stop renewing and remove the lock if it is still ours."""
+        self._stop.set()
+        current = read_lock(self.path.parent)
+        if current is not None and (current.pid, current.host) == (self.lock.pid, self.lock.host):
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+
+
+def hold(run_dir: str | os.PathLike, job_key: str | None, *, value: str | None = None,
+         lease_s: float = LEASE_S, renew_s: float = RENEW_S,
+         environ: dict[str, str] | os._Environ = os.environ) -> Holder:
+    """Rank 0: take the folder's lock (UsageError when another live job holds it) and keep renewing it."""
+    folder = Path(run_dir)
+    key = job_key or f"pid-{os.getpid()}"
+    check_unlocked(folder, value or str(folder), key)
+    raw = environ.get(LAUNCHER_PID_ENV, "")
+    lock = Lock(socket.gethostname(), os.getpid(), key, int(raw) if raw.isdigit() else None, lease_s, time.time())
+    held = Holder(folder, lock, renew_s)
+    held._write()
+    current = read_lock(folder)  # two jobs that both found the lock stale: the last write wins, the other refuses
+    if current is None or (current.pid, current.host) != (lock.pid, lock.host):
+        raise UsageError(f"--continue_run {value or folder}: another job took {folder} at the same moment"
+                         + (f": {holder(current)}" if current else ""))
+    held._thread.start()
+    return held
+
+
+def continuing_line(run_dir: str | os.PathLike, iteration: int, checkpoint: str) -> str:
+    """The log line of a continued run."""
+    return f"[INFO] continuing {run_dir} at iteration {iteration} (from {checkpoint})"

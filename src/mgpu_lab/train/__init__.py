@@ -1,0 +1,1 @@
+"""The rank side: one training process, its library adapters, tasks and distributed set-up."""

@@ -1,0 +1,86 @@
+"""Checks of ``train.py``'s input that need no torch and no RL library (stdlib only).
+
+The trainer runs them before it imports anything heavy, and the launcher runs the very same checks on the
+arguments it forwards, with the job's world size, so a bad value is refused once, before any rank starts.
+Each check raises :class:`mgpu_lab.core.errors.UsageError` with one line.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mgpu_lab.core.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+#: Largest seed: NumPy's legacy seeding (np.random.seed, used by rsl_rl, rl_games and skrl) takes 0..2**32-1.
+SEED_MAX = 2**32 - 1
+LATEST = "latest"
+
+
+def check_seed(seed: int, ranks: int) -> None:
+    """Every rank seeds with ``seed + rank``: all of them must stay in NumPy's range."""
+    if not 0 <= seed <= SEED_MAX - (ranks - 1):
+        room = f" (rank R seeds with seed + R, and {ranks} ranks must stay under {SEED_MAX + 1})" if ranks > 1 else ""
+        raise UsageError(f"--seed must be between 0 and {SEED_MAX - (ranks - 1)}{room}: NumPy's seed range, used by "
+                         f"every library; got {seed}")
+
+
+def check_checkpoint_path(checkpoint: str | None) -> None:
+    """--checkpoint names an existing regular file (or is ``latest``)."""
+    if checkpoint is None or checkpoint == LATEST:
+        return
+    if not os.path.exists(checkpoint):
+        raise UsageError(f"--checkpoint {checkpoint}: no such file")
+    if not os.path.isfile(checkpoint):
+        raise UsageError(f"--checkpoint {checkpoint}: not a file")
+    if os.path.getsize(checkpoint) == 0:
+        raise UsageError(f"--checkpoint {checkpoint}: an empty file, not a checkpoint")
+
+
+def check_args(args: Namespace, ranks: int) -> None:
+    """Every torch-free check of the trainer's parsed arguments; ``ranks`` is the job's world size (1 alone)."""
+    from mgpu_lab.runs import run_dir
+    from mgpu_lab.core.source_loader import task_catalog
+
+    catalog = task_catalog()
+    if args.task not in catalog.TASKS:
+        raise UsageError(f"--task {args.task}: {catalog.unknown_task_message(args.task)}")
+    for flag in ("num_envs", "max_iterations", "save_interval"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag} must be >= 1, got {value}")
+    if args.ml_framework == "jax" and args.rl_library != "skrl":
+        raise UsageError(f"--ml_framework jax is for skrl only, not {args.rl_library}")
+    check_seed(args.seed, ranks)
+    run_dir.check_run_name(args.run_name)
+    run_dir.check_log_root(args.log_root, args.rl_library, args.task)
+    check_checkpoint_path(args.checkpoint)
+    check_continue_run(args)
+
+
+def check_continue_run(args: Namespace, folder: bool = True) -> None:
+    """--continue_run: not with --checkpoint; then (``folder``) the folder, who wrote it, and no other live job on
+    it."""
+    value = getattr(args, "continue_run", None)
+    if value is None:
+        return
+    if args.checkpoint is not None:
+        raise UsageError(f"--continue_run {value} with --checkpoint {args.checkpoint}: give one of them "
+                         "(--continue_run resumes from the folder's newest checkpoint)")
+    if not folder:
+        return
+    from mgpu_lab.runs import continue_run
+    from mgpu_lab.runs.resume import job_key
+
+    continue_run.check(value, args.log_root, args.rl_library, args.task, args.ml_framework, job_key())
+
+
+def world_size_hint(distributed: bool, environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
+    """The launcher's world size for the seed check (1 when not distributed or not readable yet)."""
+    if not distributed:
+        return 1
+    raw = environ.get("WORLD_SIZE") or environ.get("JAX_WORLD_SIZE") or "1"
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 1

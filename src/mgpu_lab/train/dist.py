@@ -1,0 +1,269 @@
+"""Rank and device bookkeeping for one training process (torchrun or skrl's JAX launcher).
+
+The RL libraries initialise the process group themselves, so nothing here calls
+``init_process_group``: this module only reads the launcher's environment, picks the device and the
+backend (NCCL on ``cuda:LOCAL_RANK``, gloo on CPU), and offers small helpers every adapter needs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from mgpu_lab.train.config import UsageError
+
+_TORCHRUN_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE")
+_JAX_VARS = ("JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE")
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Where this process sits in the job."""
+
+    distributed: bool = False
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    device: str = "cpu"
+    backend: str = "gloo"  # "nccl" | "gloo"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+
+def _read_int(name: str) -> int:
+    raw = os.environ[name]
+    try:
+        return int(raw)
+    except ValueError:
+        raise UsageError(f"{name}={raw!r} is not an integer") from None
+
+
+def launcher_env() -> tuple[int, int, int] | None:
+    """(local_rank, rank, world_size) from torchrun's or skrl JAX's variables, or None if absent."""
+    for names in (_TORCHRUN_VARS, _JAX_VARS):
+        if all(n in os.environ for n in names):
+            local_rank, rank, world = (_read_int(n) for n in names)
+            return local_rank, rank, world
+    return None
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def check_device(device: str) -> str:
+    """Normalise ``cpu`` / ``cuda`` / ``cuda:N``; raise UsageError when CUDA is asked for but absent."""
+    dev = device.strip().lower()
+    if dev == "cpu":
+        return "cpu"
+    if dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit()):
+        if not cuda_available():
+            raise UsageError(f"--device {device}: CUDA is not available here; use --device cpu")
+        if dev != "cuda":
+            import torch
+
+            index = int(dev[5:])
+            if index >= torch.cuda.device_count():
+                raise UsageError(
+                    f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+        return dev
+    raise UsageError(f"--device {device!r}: expected cpu, cuda or cuda:N")
+
+
+def context_from_env(device: str, distributed: bool) -> DistContext:
+    """Build the DistContext for this process.
+
+    Without ``distributed`` this is rank 0 of 1 on ``device``. With it, the launcher's variables
+    must be set; a CUDA device becomes ``cuda:LOCAL_RANK`` with NCCL, a CPU device uses gloo.
+    """
+    dev = check_device(device)
+    if not distributed:
+        return DistContext(False, 0, 0, 1, "cuda:0" if dev == "cuda" else dev, "nccl" if dev != "cpu" else "gloo")
+    env = launcher_env()
+    if env is None:
+        raise UsageError(
+            "--distributed needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE); "
+            "launch with `isaaclab train_multigpu ...` instead")
+    local_rank, rank, world = env
+    if world < 1 or not (0 <= rank < world) or local_rank < 0:
+        raise UsageError(f"inconsistent launcher environment: rank {rank}, local rank {local_rank}, world {world}")
+    if dev == "cpu":
+        return DistContext(True, rank, local_rank, world, "cpu", "gloo")
+    import torch
+
+    if local_rank >= torch.cuda.device_count():
+        raise UsageError(
+            f"local rank {local_rank} has no GPU: {torch.cuda.device_count()} visible; "
+            "lower --num_gpus or use --device cpu")
+    return DistContext(True, rank, local_rank, world, f"cuda:{local_rank}", "nccl")
+
+
+def is_rank0(ctx: DistContext) -> bool:
+    return ctx.rank == 0
+
+
+def rank_seed(seed: int, ctx: DistContext) -> int:
+    """Seed offset by rank, so ranks explore different trajectories."""
+    return seed + ctx.rank
+
+
+def log_line(text: str) -> None:
+    """Print one whole line with a single write, so lines from ranks sharing a pipe never interleave.
+
+    (``print`` writes the text and the newline separately; with unbuffered output another rank's line
+    can land between the two.)
+    """
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def report_synchronized(ctx: DistContext) -> None:
+    """Print the contract line every rank prints after the initial parameter broadcast."""
+    log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: parameters synchronized")
+
+
+def param_digest(tensors: Iterable[Any]) -> str:
+    """sha256 over shape, dtype and raw bytes of each tensor, in order (equal digests = equal parameters)."""
+    import torch
+
+    h = hashlib.sha256()
+    for t in tensors:
+        t = t.detach().to("cpu").contiguous()
+        h.update(str(tuple(t.shape)).encode())
+        h.update(str(t.dtype).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+#: Testing aid, off unless set: a marker file path. The first atomic_write whose target's file name
+#: matches STOP_IN_SAVE_NAME_ENV (an fnmatch pattern, default ``*``) writes the marker (JSON: temp file,
+#: target, pid) after the temp file is complete and fsynced, then stops the process with SIGSTOP before
+#: ``os.replace``: a test can kill it there and know the kill landed mid-save.
+STOP_IN_SAVE_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE"
+STOP_IN_SAVE_NAME_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE_NAME"
+
+
+def _stop_in_save(tmp: str, target: str) -> None:
+    """The STOP_IN_SAVE_ENV testing aid (a no-op unless set): marker file, then SIGSTOP, once per marker."""
+    marker = os.environ.get(STOP_IN_SAVE_ENV)
+    if not marker or not fnmatch.fnmatch(os.path.basename(target), os.environ.get(STOP_IN_SAVE_NAME_ENV) or "*"):
+        return
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return  # already stopped once for this marker
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"tmp": tmp, "target": str(target), "pid": os.getpid()}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def atomic_write(path: str | os.PathLike, write: Any) -> Path:
+    """A durable :func:`mgpu_lab.core.atomic.atomic_write` (fsync, then os.replace) with the trainer's
+    STOP_IN_SAVE_ENV testing aid between the two; returns the target as a Path."""
+    from mgpu_lab.core import atomic
+
+    return Path(atomic.atomic_write(path, write, durable=True, before_replace=_stop_in_save))
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
+    """``torch.save`` made atomic (temp file in the same folder + fsync + os.replace).
+
+    The checkpoint is serialized in memory first and written with one plain file write, so a full
+    disk is an OSError (ENOSPC) naming the file, not an error from inside torch's zip writer.
+    """
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return atomic_write(path, lambda f: f.write(buffer.getbuffer()))
+
+
+def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str, library: str) -> dict[str, Any]:
+    """Read a checkpoint dict on the CPU without running code from it (``weights_only=True`` and the
+    library's allow-list, see :mod:`mgpu_lab.runs.checkpoint`), or raise a one-line UsageError: refused,
+    unreadable, or without ``required`` keys."""
+    from mgpu_lab.runs.checkpoint import load_torch_dict
+
+    return load_torch_dict(path, library, required, kind)
+
+
+def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> bool:
+    """Give every process group this rank creates a store namespace of its torchrun attempt; True if installed.
+
+    torchrun keeps its store across restarts of the worker group, and a rank killed by a signal leaves
+    its gloo/NCCL address keys in it: a restarted group then reads the dead rank's address and never
+    connects ("Gloo connectFullMesh failed ... Connection refused"). The libraries call
+    ``torch.distributed.init_process_group(backend, ...)`` with the env:// default, so this wraps that one
+    function in this process: such a call gets the env:// store under the prefix
+    ``mgpu_lab/attempt_<TORCHELASTIC_RESTART_COUNT>/``. Calls with their own store or init_method pass through.
+    """
+    attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "").strip()
+    if not attempt:
+        return False
+    import torch.distributed as tdist
+
+    original = tdist.init_process_group
+    if getattr(original, "__mgpu_lab_attempt__", None) is not None:
+        return True
+
+    def init_process_group(backend: Any = None, init_method: str | None = None, timeout: Any = None,
+                           world_size: int = -1, rank: int = -1, store: Any = None, **kwargs: Any) -> Any:
+        if store is None and init_method in (None, "env://"):
+            extra = {"timeout": timeout} if timeout is not None else {}
+            store, rank, world_size = next(tdist.rendezvous("env://", rank=rank, world_size=world_size, **extra))
+            store = tdist.PrefixStore(f"mgpu_lab/attempt_{attempt}/", store)
+        return original(backend=backend, timeout=timeout, world_size=world_size, rank=rank, store=store, **kwargs)
+
+    init_process_group.__mgpu_lab_attempt__ = attempt  # type: ignore[attr-defined]
+    init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+    tdist.init_process_group = init_process_group
+    return True
+
+
+def sum_over_ranks(value: int, ctx: DistContext) -> int:
+    """``value`` summed over every rank of the job (an all_reduce on the default process group)."""
+    if not ctx.distributed or ctx.world_size == 1:
+        return value
+    import torch
+    import torch.distributed as tdist
+
+    if not tdist.is_initialized():
+        raise RuntimeError("no process group to sum over (the library tore it down early)")
+    total = torch.tensor([value], dtype=torch.int64, device=ctx.device)
+    tdist.all_reduce(total, op=tdist.ReduceOp.SUM)
+    return int(total.item())
+
+
+def device_warning(ctx: DistContext, current: int) -> str | None:
+    """The ``[WARN]`` line for a distributed CUDA rank whose current device is not ``cuda:LOCAL_RANK``."""
+    if not (ctx.distributed and ctx.is_cuda) or current == ctx.local_rank:
+        return None
+    return (f"[WARN] rank {ctx.rank}/{ctx.world_size}: running on cuda:{current}, not cuda:{ctx.local_rank} "
+            f"(LOCAL_RANK {ctx.local_rank}); two ranks on one GPU hang NCCL at parameter sync: "
+            "check CUDA_VISIBLE_DEVICES and how the ranks were launched")
+
+
+def destroy_process_group() -> None:
+    """Tear down the default process group if one is up (quietly)."""
+    try:
+        import torch.distributed as tdist
+
+        if tdist.is_available() and tdist.is_initialized():
+            tdist.destroy_process_group()
+    except Exception:
+        pass

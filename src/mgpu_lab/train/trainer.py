@@ -1,0 +1,299 @@
+"""The trainer's runtime: one rank (or the only process) of a training run, after ``train.py`` parsed its input.
+
+``scripts/reinforcement_learning/train.py`` owns the argparse definition and calls :func:`main`. Here:
+
+- the torch-free checks (:mod:`mgpu_lab.train.checks`) and a checkpoint's library and format
+  (:func:`mgpu_lab.runs.checkpoint.check_library`), before any RL library is imported;
+- device choice, the resume point, the run folder, the adapter's ``train``, and the log lines of the
+  contract (``[INFO] training time: ...``, ``[INFO] throughput: ...``);
+- how a failure ends: bad input is one line and exit 2 (recorded for the launcher as a refusal, so it can
+  say "all N ranks refused: ..."), a lost peer is one line and exit 1, running out of memory is one line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from mgpu_lab.core.errors import EXIT_USAGE, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+    from mgpu_lab.train.adapters import Adapter
+    from mgpu_lab.health.rank_progress import Fault, RankProgress
+    from mgpu_lab.train.config import TrainConfig
+
+
+def refuse(message: str) -> int:
+    """Bad input: one line on stderr; the exit status the caller returns."""
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+    return EXIT_USAGE
+
+
+def _run_dir(log_root: str, library: str, task: str, run_name: str | None, create: bool = True) -> Path:
+    """Rank 0 (``create``): make a new run folder atomically (never one another run has); others: its planned name."""
+    from mgpu_lab.runs import run_dir
+
+    if not create:
+        return run_dir.planned(log_root, library, task, run_name)
+    try:
+        return run_dir.create(log_root, library, task, run_name)
+    except OSError as exc:
+        raise UsageError(f"--log_root {log_root}: cannot create the run folder "
+                         f"({exc.strerror or exc}: {exc.filename or log_root})") from None
+
+
+def _resume_point(args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: int,
+                  key: str | None) -> tuple[Path | None, str | None]:
+    """(run folder to reuse or None, checkpoint to load or None): a restart's own run, ``latest``, or --checkpoint."""
+    from mgpu_lab.runs import resume
+
+    def listing(run_dir: Path):
+        return adapter.checkpoints(run_dir, cfg)
+
+    if restart and key:
+        run_dir = resume.find_job_run(args.log_root, args.rl_library, args.task, key)
+        if run_dir is not None:
+            found = resume.newest_checkpoint(run_dir, listing)
+            return run_dir, (str(found[1]) if found else None)
+        if getattr(args, "continue_run", None) is None:
+            return None, None  # rank 0 never recorded this job's folder: start over in a new one
+    if getattr(args, "continue_run", None) is not None:  # continue a run in its own folder
+        from mgpu_lab.runs import continue_run
+
+        return continue_run.resume_point(args.continue_run, args.log_root, args.rl_library, args.task,
+                                         args.ml_framework, key, listing)
+    if args.checkpoint == resume.LATEST:
+        found = resume.latest_checkpoint(args.log_root, args.rl_library, args.task, listing)
+        if found is None:
+            framework = f" --ml_framework {args.ml_framework}" if args.rl_library == "skrl" else ""
+            raise UsageError(f"--checkpoint latest: no {args.rl_library}{framework} checkpoint of {args.task} under "
+                             f"{Path(args.log_root).resolve() / args.rl_library / args.task}")
+        return None, str(found[1])
+    return None, (str(Path(args.checkpoint).resolve()) if args.checkpoint else None)
+
+
+def _train(args: Namespace, progress: RankProgress) -> int:
+    """Everything after the torch-free checks: context, adapter, resume point, training, the contract's log lines."""
+    from mgpu_lab.train import adapters
+    from mgpu_lab.runs import resume
+    from mgpu_lab.runs.checkpoint import check_library
+    from mgpu_lab.health.failures import lost_peer, peer_detail
+    from mgpu_lab.train.dist import (context_from_env, destroy_process_group, device_warning, is_rank0, log_line,
+                               param_digest, store_per_attempt, sum_over_ranks)
+    from mgpu_lab.train.resources import check_num_envs, out_of_memory_message
+    from mgpu_lab.runs.run_dir import discard
+    from mgpu_lab.train.tasks.catalog import TASK_DEFAULTS
+    from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.train.write_guard import WriteGuard
+
+    defaults = TASK_DEFAULTS.get(args.task, {})
+    if args.checkpoint is not None and args.checkpoint != resume.LATEST:
+        # the file's library and format first: a refused checkpoint pays no RL library import
+        check_library(args.checkpoint, args.rl_library, args.ml_framework, args.task)
+    if args.device is None:
+        from mgpu_lab.train.dist import cuda_available
+
+        if args.distributed and not cuda_available():
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            shown = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
+            raise UsageError(f"--distributed: no CUDA device is usable here{shown}; ranks train on the CPU only "
+                             "with --device cpu")
+        args.device = "cuda:0" if cuda_available() else "cpu"
+    ctx = context_from_env(args.device, args.distributed)
+    try:
+        restart = resume.restart_count()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    key = resume.job_key()
+    check_num_envs(args.num_envs or defaults.get("num_envs", 256), ctx.device)  # before the library import
+    adapter = adapters.load(args.rl_library)
+    cfg = TrainConfig(
+        rl_library=args.rl_library,
+        task=args.task,
+        num_envs=args.num_envs or defaults.get("num_envs", 256),
+        max_iterations=args.max_iterations or defaults.get("max_iterations", 100),
+        seed=args.seed,
+        device=ctx.device,
+        distributed=ctx.distributed,
+        ml_framework=args.ml_framework,
+        run_name=args.run_name,
+        save_interval=args.save_interval,
+        log_root=args.log_root,
+        restart=restart,
+        on_iteration=progress.on_iteration,
+    )
+    reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
+    if cfg.checkpoint is not None:
+        if cfg.checkpoint != args.checkpoint:  # found here (latest, or a restart's own run): check it too
+            check_library(cfg.checkpoint, args.rl_library, args.ml_framework, args.task)
+        cfg.start_iteration = adapter.checkpoint_iteration(cfg.checkpoint, cfg)
+
+
+    if cfg.remaining_iterations <= 0:
+        if restart:  # the previous attempt saved the last iteration and died before leaving: nothing is left
+            if is_rank0(ctx):
+                log_line(f"[INFO] restart {restart}: {cfg.checkpoint} is at iteration {cfg.start_iteration}, "
+                         f"the run's last; nothing left to train")
+            progress.done()
+            return 0
+        given = f"--checkpoint {cfg.checkpoint}:" if getattr(args, "continue_run", None) is None else \
+            f"--continue_run {args.continue_run}: {cfg.checkpoint} is"
+        raise UsageError(f"{given} already at iteration {cfg.start_iteration} and "
+                         f"--max_iterations {cfg.max_iterations} counts from iteration 0: nothing left to train "
+                         "(raise --max_iterations)")
+
+    log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: device {ctx.device}, backend "
+             f"{ctx.backend if ctx.distributed else 'none'}, node {progress.node}")
+    created = reuse is None and is_rank0(ctx)  # a folder this process makes (and removes if the run is refused)
+    run_lock = None  # rank 0: its lock on the run folder (mgpu_lab.runs.continue_run)
+    cfg.log_dir = str(reuse) if reuse is not None else str(_run_dir(args.log_root, args.rl_library, args.task,
+                                                                     args.run_name, create=is_rank0(ctx)))
+    if is_rank0(ctx):
+        log_line(f"[INFO] {args.rl_library} on {args.task}: {cfg.num_envs} envs/rank x {ctx.world_size} rank(s), "
+                 f"device {ctx.device}, backend {ctx.backend if ctx.distributed else 'none'}")
+        log_line(f"[INFO] logging to {cfg.log_dir}")
+        continuing = getattr(args, "continue_run", None) is not None and reuse is not None
+        if key is not None and (reuse is None or continuing):
+            resume.record_job_key(cfg.log_dir, key)
+        progress.run_dir(cfg.log_dir)
+        from mgpu_lab.runs import continue_run  # run.json and the folder's lock (see mgpu_lab.runs.continue_run)
+
+        run_lock = continue_run.start_writing(cfg.log_dir, created=created, library=args.rl_library, task=args.task,
+                                              ml_framework=args.ml_framework, job_key=key,
+                                              value=getattr(args, "continue_run", None))
+        if continuing and not restart:
+            log_line(continue_run.continuing_line(cfg.log_dir, cfg.start_iteration, cfg.checkpoint))
+    if restart and cfg.checkpoint is None and is_rank0(ctx):
+        log_line(f"[INFO] restart {restart}: no checkpoint of this job yet; training from iteration 0")
+    if ctx.is_cuda:
+        def check_device() -> None:
+            import torch
+
+            warning = device_warning(ctx, torch.cuda.current_device())
+            if warning:
+                log_line(warning)
+
+        progress.first_iteration_checks.append(check_device)
+
+    if ctx.distributed:
+        store_per_attempt()  # a restarted group must not read the dead attempt's addresses
+    progress.start()  # heartbeats from here on: every library sets its process group up inside train()
+    start = time.perf_counter()
+    guard = WriteGuard(cfg.log_dir, ctx.rank, progress.failed).install()  # a dead writer thread: one line, exit 1
+    try:
+        result = adapter.train(cfg, ctx)
+    except UsageError:  # refused before training: leave nothing behind
+        destroy_process_group()
+        if run_lock is not None:
+            run_lock.release()
+        if created:
+            discard(cfg.log_dir)
+        raise
+    except OSError as exc:  # disk full, read-only file system, ...: one line, exit 1
+        guard.fatal(exc)
+    except MemoryError:
+        sys.stderr.write(f"error: rank {ctx.rank}: {out_of_memory_message(cfg.num_envs, ctx.device)}\n")
+        sys.stderr.flush()
+        os._exit(1)  # the libraries' writers and process group may be mid-operation: leave at once
+    except RuntimeError as exc:
+        text = str(exc).lower()
+        if ctx.distributed and lost_peer(text):  # another rank died first (it says why)
+            progress.failed(exc)
+            detail = peer_detail(str(exc) or type(exc).__name__)
+            sys.stderr.write(f"error: rank {ctx.rank}: another rank left the job ({detail}); "
+                             "the first failure is reported by that rank and the launcher\n")
+            sys.stderr.flush()
+            raise SystemExit(1) from None
+        if "out of memory" not in text and "can't allocate memory" not in text:  # CUDA and CPU allocator failures
+            raise
+        sys.stderr.write(f"error: rank {ctx.rank}: {out_of_memory_message(cfg.num_envs, ctx.device)}\n")
+        sys.stderr.flush()
+        os._exit(1)
+    guard.uninstall()
+    elapsed = time.perf_counter() - start
+    seconds = result.seconds if result.seconds else elapsed
+
+    log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: stepped {result.env_steps} env-steps")
+    total_steps = result.world_env_steps if result.world_env_steps is not None else sum_over_ranks(result.env_steps,
+                                                                                                    ctx)
+    if is_rank0(ctx):
+        rate = total_steps / seconds if seconds > 0 else float("inf")
+        log_line(f"[INFO] training time: {seconds:.2f} s")
+        log_line(f"[INFO] throughput: {rate:.0f} env-steps/s over {ctx.world_size} rank(s)")
+        if result.checkpoint:
+            log_line(f"[INFO] checkpoint: {result.checkpoint}")
+    log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: parameter digest {param_digest(result.params)}")
+    progress.done()
+    if run_lock is not None:
+        run_lock.release()
+    destroy_process_group()
+    return 0
+
+
+def _record_refusal(args: Namespace, message: str) -> None:
+    """Tell the launcher (when it supervises this rank) that this rank refused its input."""
+    from mgpu_lab.health import rank_progress
+    from mgpu_lab.train.dist import launcher_env
+
+    try:
+        where = launcher_env() if args.distributed else None
+        if where is not None:
+            local_rank, rank, world_size = where
+            rank_progress.from_env(rank, local_rank, world_size, ()).refused(message)
+    except (UsageError, ValueError, OSError):
+        pass  # the line on stderr still says it
+
+
+def _supervised_train(args: Namespace, faults: tuple[Fault, ...]) -> int:
+    """Run ``_train`` for this rank with its RankProgress; record the first failure before ``record`` re-raises.
+
+    A refusal (UsageError) is recorded as one ("refused", its line) so the launcher can tell bad input that
+    every rank refused from a failure, then ends this rank with exit 2 and no traceback.
+    """
+    from mgpu_lab.health import rank_progress
+    from mgpu_lab.train.dist import launcher_env
+
+    try:
+        where = launcher_env() if args.distributed else None
+        local_rank, rank, world_size = where if where is not None else (0, 0, 1)
+        progress = rank_progress.from_env(rank, local_rank, world_size, faults)
+    except (UsageError, ValueError) as exc:
+        return refuse(str(exc))
+    try:
+        return _train(args, progress)
+    except UsageError as exc:
+        progress.refused(str(exc))
+        return refuse(str(exc))
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            progress.failed(exc)
+        raise
+    except Exception as exc:
+        progress.failed(exc)
+        raise
+
+
+def main(args: Namespace) -> int:
+    """Check the input (no torch), then train inside torch's elastic ``record``, so a failing rank's traceback
+    is reported to torchrun; returns the exit status."""
+    from mgpu_lab.health.rank_progress import FAULT_ENV, parse_faults
+    from mgpu_lab.train.checks import check_args, world_size_hint
+
+    try:
+        check_args(args, world_size_hint(args.distributed))
+        faults = parse_faults(os.environ.get(FAULT_ENV))
+        if args.ml_framework == "jax" and any(f.kind == "skip" for f in faults):
+            raise UsageError(f"{FAULT_ENV}: skip acts on torch.distributed collectives, which skrl --ml_framework "
+                             "jax does not use")
+    except (UsageError, ValueError) as exc:
+        _record_refusal(args, str(exc))
+        return refuse(str(exc))
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(_supervised_train)(args, faults)
