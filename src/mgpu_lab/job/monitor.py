@@ -179,7 +179,7 @@ class JobMonitor:
         import time
 
         from mgpu_lab.health import heartbeat
-        from mgpu_lab.job.monitor import supervise
+        from mgpu_lab.job import supervise
 
         if self.live_stacks.collect_if_requested(self.dir, now, self._trigger_nccl_dumps) and self.trace_prefix:
             print(f"[INFO] stacks: NCCL flight recorder dumps (when NCCL wrote any): {self.trace_prefix}<rank>",
@@ -219,7 +219,7 @@ class JobMonitor:
     def _workers_started(self, pid: int | None) -> bool:
         """torchrun starts the workers (processes running the training script) only after its rendezvous."""
         from mgpu_lab.core import procs
-        from mgpu_lab.job.monitor import supervise
+        from mgpu_lab.job import supervise
 
         if pid is None:
             return False
@@ -360,7 +360,7 @@ def run_job(spec: JobSpec) -> int:
     import time
 
     from mgpu_lab.health import heartbeat
-    from mgpu_lab.job.monitor import supervise
+    from mgpu_lab.job import supervise
 
     grace = supervise.grace_from_env(os.environ)
     env = dict(os.environ)
