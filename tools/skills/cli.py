@@ -180,9 +180,11 @@ def _check(args: argparse.Namespace) -> int:
             return hit["rc"]
     from loader import SetupError, load_config, load_project
     from report import Summary, exit_code, render
-    from runner import ProfileError, chosen_profiles, in_profiles, load_rules, run_rules, unknown_patterns
+    from runner import ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, run_rules, unknown_patterns
+    from suppress import ConfigError, apply as suppress, per_file_ignores
 
     rules = load_rules()
+    known = {r.code for r in rules}
     select, ignore = _split(args.select), _split(args.ignore)
     bad = unknown_patterns(select + ignore, rules)
     if bad:
@@ -196,8 +198,17 @@ def _check(args: argparse.Namespace) -> int:
         except ProfileError as exc:
             raise SetupError(str(exc)) from exc
         project = load_project(root, overrides, use_cache=not args.no_cache)
+        try:
+            ignores = per_file_ignores(project.config, known)
+        except ConfigError as exc:
+            raise SetupError(str(exc)) from exc
+
+        def checked(project):  # noqa: ANN001, ANN202  (rules, then the suppression stage)
+            return suppress(project, run_rules(project, rules, select, ignore), active_codes(rules, select, ignore),
+                            known, ignores)
+
         summary = Summary()
-        findings = run_rules(project, rules, select, ignore)
+        findings, hidden = checked(project)
         if args.fix:
             from fix import FixError, apply_fixes
 
@@ -214,7 +225,7 @@ def _check(args: argparse.Namespace) -> int:
                 summary.notes.append("--fix: nothing to fix")
             if summary.fixes:  # check again: what is left after the fixes
                 project = load_project(root, overrides, use_cache=not args.no_cache)
-                findings = run_rules(project, rules, select, ignore)
+                findings, hidden = checked(project)
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -222,7 +233,7 @@ def _check(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summary.skills, summary.rst = len(project.skills), len(project.rst)
-    summary.notes = project.notes + summary.notes
+    summary.notes = project.notes + summary.notes + [n for n in (hidden.note(),) if n]
     out = render(args.format, findings, summary)
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format != "json" else ""
     rc = exit_code(findings, args.strict)

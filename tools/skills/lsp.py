@@ -34,7 +34,9 @@ from cache import ParseCache
 from inputs import overlaid, read_text
 from loader import SetupError, load_project
 from model import Finding, Project
-from runner import ProfileError, RuleInfo, chosen_profiles, in_profiles, load_rules, run_rules
+from runner import ProfileError, RuleInfo, active_codes, chosen_profiles, in_profiles, load_rules, run_rules
+from suppress import ConfigError, per_file_ignores
+from suppress import apply as apply_suppressions
 
 NAME = "skills-check"
 VERSION = "0.1.0"
@@ -125,6 +127,15 @@ class CheckerServer(LanguageServer):
         except ProfileError as exc:
             raise SetupError(f"{exc} ([tool.skills-check] profiles)") from exc
 
+    def suppressed(self, project: Project, findings: list[Finding]) -> list[Finding]:
+        """The suppression stage, as in ``check``: per-file ignores and inline suppressions applied."""
+        known = {r.code for r in self.rules}
+        try:
+            ignores = per_file_ignores(project.config, known)
+        except ConfigError as exc:
+            raise SetupError(str(exc)) from exc
+        return apply_suppressions(project, findings, active_codes(self.rules_for(project)), known, ignores)[0]
+
     # -- checking (in the worker thread) -----------------------------------------------------------------
 
     def check(self, snap: Snapshot) -> Result:
@@ -133,7 +144,7 @@ class CheckerServer(LanguageServer):
         root = self.root
         assert root is not None
         project = load_project(root, None, overlay=snap.texts, cache=self.cache)
-        findings = run_rules(project, self.rules_for(project))
+        findings = self.suppressed(project, run_rules(project, self.rules_for(project)))
         codec = self.codec()
         cache: dict[str, list[str] | None] = {}
 
