@@ -11,8 +11,9 @@
 # ///
 """Skill/doc/launcher drift checker.
 
-    uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github]
+    uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github|sarif]
         [--select CODES] [--ignore CODES] [--fix] [--strict] [--no-cache] [--explain CODE]
+        [--baseline FILE] [--write-baseline FILE]
     uv run --no-project python tools/skills/cli.py explain [CODE]
     uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
 
@@ -100,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --fix: apply only the fixes marked safe to apply unattended (they copy a source "
                             "of truth and drop nothing a person wrote)")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    check.add_argument("--baseline", metavar="FILE", default=None,
+                       help="leave out the findings recorded in FILE (see --write-baseline) and say how many matched "
+                            "and how many of its entries are gone")
+    check.add_argument("--write-baseline", metavar="FILE", default=None,
+                       help="record every finding in FILE and report none (with --baseline FILE too: keep only the "
+                            "entries that still match, to shrink it as findings are fixed)")
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
@@ -161,6 +168,19 @@ def _rules_md(write: bool) -> int:
     return 0
 
 
+def _baseline_args(args: argparse.Namespace, root: Path):  # noqa: ANN202
+    """(recorded fingerprints, --baseline path, --write-baseline path), checked before anything runs."""
+    if not (args.baseline or args.write_baseline):
+        return None, None, None
+    from baseline import inside_root, load
+
+    if args.fix and args.write_baseline:
+        raise ValueError("--write-baseline records findings and --fix removes them: run one, then the other")
+    read = inside_root(root, args.baseline, "--baseline") if args.baseline else None
+    write_to = inside_root(root, args.write_baseline, "--write-baseline") if args.write_baseline else None
+    return (load(read) if read is not None else None), read, write_to
+
+
 def _check(args: argparse.Namespace) -> int:
     if not args.root.strip():
         print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
@@ -168,7 +188,12 @@ def _check(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
     root = Path(args.root)
     results = None
-    if not args.fix and not args.no_cache and root.is_dir():
+    try:
+        recorded, read, write_to = _baseline_args(args, root)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.fix and not args.no_cache and root.is_dir() and read is None and write_to is None:
         from result_cache import ResultCache  # a warm check: replay the last report when nothing changed
 
         results = ResultCache(root, {"format": args.format, "select": args.select, "ignore": args.ignore,
@@ -232,6 +257,11 @@ def _check(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if read is not None or write_to is not None:
+        from baseline import stage
+
+        findings, notes = stage(project, findings, read, write_to, recorded)
+        summary.notes += notes
     summary.skills, summary.rst = len(project.skills), len(project.rst)
     summary.notes = project.notes + summary.notes + [n for n in (hidden.note(),) if n]
     out = render(args.format, findings, summary)
