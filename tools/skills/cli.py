@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="check the tree", allow_abbrev=False)
     check.error = parser.error  # type: ignore[method-assign]
     check.add_argument("--root", default=".", help="checkout to check (default: current directory)")
-    check.add_argument("--format", choices=("text", "json", "github"), default="text")
+    check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text",
+                       help="report format (default text; sarif: SARIF 2.1.0 for code scanning)")
     check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
     check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
     check.add_argument("--fix", action="store_true",
@@ -264,8 +265,8 @@ def _check(args: argparse.Namespace) -> int:
         summary.notes += notes
     summary.skills, summary.rst = len(project.skills), len(project.rst)
     summary.notes = project.notes + summary.notes + [n for n in (hidden.note(),) if n]
-    out = render(args.format, findings, summary)
-    err = "".join(f"note: {note}\n" for note in summary.notes) if args.format != "json" else ""
+    out = render(args.format, findings, summary, rules)
+    err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""
     rc = exit_code(findings, args.strict)
     sys.stdout.write(out)
     sys.stderr.write(err)
