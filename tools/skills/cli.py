@@ -84,7 +84,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tools/skills/cli.py", description="Check skills, RST docs and launcher for drift.",
+    installed = Path(sys.argv[0]).name == "skills-check"  # the distribution's command, not the script path
+    parser = _Parser(prog="skills-check" if installed else "tools/skills/cli.py", description="Check skills, RST docs and launcher for drift.",
                      allow_abbrev=False)
     parser.add_argument("--explain", metavar="CODE", help="print what a rule checks and exit")
     sub = parser.add_subparsers(dest="command")
@@ -366,10 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     return _guarded(argv, _check, args)
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The process: the script's ``__main__`` and the installed ``skills-check`` command."""
     try:
         sys.exit(main())
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    entry()

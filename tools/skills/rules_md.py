@@ -24,8 +24,13 @@ prints one rule's text. Codes are stable: a retired code is never reused. Select
 `--profile` or `[tool.skills-check] profiles = [...]` (default: every profile).
 
 Every finding is `path:line:col: CODE message`. A drift finding (DRxxx) points at the drifted text
-and names where the truth lives, in the message and in the JSON `truth` field. `--fix` applies the
-fixes that findings carry (the rules marked "fix" below) and checks again.
+and names where the truth lives, in the message and in the JSON `truth` field (in SARIF, `--format
+sarif`, a related location). `--fix` applies the fixes that findings carry (the rules marked "fix"
+below) and checks again.
+
+After the rules, suppressions (below, SU0xx) and per-file ignores hide what a team has judged; then a
+baseline (`--baseline FILE`, written by `--write-baseline FILE`) hides the findings a tree had when it
+adopted the checker, matched by code, file, message and the text of the line (not its number).
 """
 
 
