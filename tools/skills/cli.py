@@ -84,7 +84,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    installed = Path(sys.argv[0]).name == "skills-check"  # the distribution's command, not the script path
+    installed = Path(sys.argv[0]).stem == "skills-check"  # the distribution's command, not the script path
     parser = _Parser(prog="skills-check" if installed else "tools/skills/cli.py", description="Check skills, RST docs and launcher for drift.",
                      allow_abbrev=False)
     parser.add_argument("--explain", metavar="CODE", help="print what a rule checks and exit")

@@ -493,13 +493,20 @@ def _walk(doc: RstDoc, finder: _LineFinder, document: nodes.document) -> None:
 
 
 def _comment(finder: _LineFinder, node: nodes.comment) -> Comment:
-    """An RST comment with its lines: docutils gives the line after it; its first line is found by text."""
+    """An RST comment with its lines: docutils gives about the line after it, so its first line is found by its
+    text and its last by RST's rule (the lines indented past the ``..``)."""
     text = node.astext()
     after = _line(node) or 1
     head = text.split("\n", 1)[0]
     hit = finder.find(f".. {head}" if head else "..", max(1, after - text.count("\n") - 3))
     line, col = hit if hit else (max(1, after - 1 - text.count("\n")), 1)
-    return Comment(text=text, line=line, end_line=max(line, after - 1), col=col)
+    end = line  # the comment goes on over the lines indented past its `..` (blank lines between them)
+    for i in range(line, len(finder.lines)):
+        src = finder.lines[i]
+        if src.strip() and len(src) - len(src.lstrip()) < col:
+            break
+        end = i + 1 if src.strip() else end
+    return Comment(text=text, line=line, end_line=end, col=col)
 
 
 def _parents(node: nodes.Node):
