@@ -4,6 +4,8 @@ it reports what the script reports."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -15,6 +17,8 @@ import pytest
 
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.checker import CLI, SKILL, TOOLS, check, edit, make_tree
+
+import cli  # noqa: E402
 
 # PEP 723's reference regular expression for a script's metadata block
 PEP723 = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
@@ -65,9 +69,12 @@ def test_uvx_from_the_checker_folder_runs_without_torch_and_matches_the_script(d
     got = run([UV, "tool", "run", "--from", str(TOOLS), "skills-check", "check", "--format", "json", "--no-cache"],
               timeout=540, env=env, cwd=drifted)
     assert got.returncode == 1, got.stderr[-3000:]
-    rc, findings = check(drifted, "--no-cache")
-    assert rc == 1 and findings
-    assert json.loads(got.stdout)["findings"] == findings
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):  # the script's main, here
+        rc = cli.main(["check", "--root", str(drifted), "--format", "json", "--no-cache"])
+    script = json.loads(out.getvalue())
+    assert rc == 1 and script["findings"]
+    assert json.loads(got.stdout) == script  # findings, summary and notes alike
     cache = tmp_path / "cache"
     assert cache.is_dir() and not [p for p in cache.rglob("torch") if p.is_dir()], "torch was installed"
 

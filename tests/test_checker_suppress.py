@@ -78,8 +78,8 @@ def test_disable_enable_block_and_disable_file(tree: Path) -> None:
 
 
 def test_rst_suppression_applies_to_the_next_non_blank_line(tree: Path) -> None:
-    edit(tree, TROUBLE, "A hang at world size 2", ".. skills-check: disable-next-line SK204 -- reason\n   that goes on\n\n"
-         "A hang at world size 2")
+    edit(tree, TROUBLE, "A hang at world size 2",
+         ".. skills-check: disable-next-line SK204 -- reason\n   that goes on\n\nA hang at world size 2")
     edit(tree, TROUBLE, ":ref:`multi-gpu-nccl`", ":ref:`multi-gpu-nccls`")
     _append(tree, TROUBLE, "\n.. skills-check: disable-next-line SK204 -- nothing to hide\n\nPlain text.\n")
     _, findings = check(tree)
@@ -89,8 +89,8 @@ def test_rst_suppression_applies_to_the_next_non_blank_line(tree: Path) -> None:
 
 def test_rst_literal_block_is_not_a_comment(tree: Path) -> None:
     edit(tree, TROUBLE, ":ref:`multi-gpu-nccl`", ":ref:`multi-gpu-nccls`")
-    edit(tree, TROUBLE, "A hang at world size 2", "Example::\n\n   .. skills-check: disable-next-line SK204 -- shown\n\n"
-         "A hang at world size 2")
+    edit(tree, TROUBLE, "A hang at world size 2",
+         "Example::\n\n   .. skills-check: disable-next-line SK204 -- shown\n\nA hang at world size 2")
     _, findings = check(tree)
     assert _codes(findings, TROUBLE) == ["SK204"]
 
@@ -99,7 +99,8 @@ def test_frontmatter_yaml_comment_suppresses_a_key_finding(tree: Path) -> None:
     edit(tree, SKILL, "license: BSD-3-Clause\n", "license: BSD-3-Clause\ncolour: blue\n")
     _, before = check(tree)
     code = next(f["code"] for f in before if f["path"] == SKILL and f["line"] == line_of(tree, SKILL, "colour:"))
-    edit(tree, SKILL, "colour: blue\n", f"# skills-check: disable-next-line {code} -- kept for an old loader\ncolour: blue\n")
+    edit(tree, SKILL, "colour: blue\n",
+         f"# skills-check: disable-next-line {code} -- kept for an old loader\ncolour: blue\n")
     _, after = check(tree)
     assert _codes(after, SKILL) == []
 

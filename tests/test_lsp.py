@@ -671,7 +671,8 @@ async def _complete(client: LanguageClient, ed: Editor, text: str, needle: str) 
     before = text[:text.index(needle) + len(needle)]
     at = types.Position(before.count("\n"), len(before) - (before.rfind("\n") + 1))
     async with ed.opened(text):
-        got = await client.text_document_completion_async(types.CompletionParams(types.TextDocumentIdentifier(ed.uri), at))
+        got = await client.text_document_completion_async(
+            types.CompletionParams(types.TextDocumentIdentifier(ed.uri), at))
     items = got.items if isinstance(got, types.CompletionList) else got
     for item in items:  # every item replaces the word typed so far, on the cursor's line
         assert item.text_edit.range.end == at

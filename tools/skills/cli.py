@@ -85,8 +85,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     installed = Path(sys.argv[0]).stem == "skills-check"  # the distribution's command, not the script path
-    parser = _Parser(prog="skills-check" if installed else "tools/skills/cli.py", description="Check skills, RST docs and launcher for drift.",
-                     allow_abbrev=False)
+    parser = _Parser(prog="skills-check" if installed else "tools/skills/cli.py",
+                     description="Check skills, RST docs and launcher for drift.", allow_abbrev=False)
     parser.add_argument("--explain", metavar="CODE", help="print what a rule checks and exit")
     sub = parser.add_subparsers(dest="command")
     check = sub.add_parser("check", help="check the tree", allow_abbrev=False)

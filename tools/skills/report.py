@@ -1,4 +1,5 @@
-"""Findings -> text, JSON, GitHub workflow annotations or SARIF (sarif.py). Knows only ``Finding`` (and a few counts)."""
+"""Findings -> text, JSON, GitHub workflow annotations or SARIF (sarif.py). Knows only ``Finding`` (and a few
+counts; SARIF also the rules' texts)."""
 
 from __future__ import annotations
 
