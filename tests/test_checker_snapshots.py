@@ -20,6 +20,7 @@ from mgpu_testing.checker import RULE_FIXTURES, TOOLS, check, make_tree
 import rules  # noqa: E402
 import rules_md  # noqa: E402
 from inputs import INPUT_CODES  # noqa: E402
+from suppress import SUPPRESSION_CODES  # noqa: E402
 
 CASES = sorted(p.name for p in RULE_FIXTURES.iterdir() if p.is_dir())
 
@@ -65,7 +66,7 @@ def test_base_tree_is_clean(tmp_path: Path) -> None:
 def test_every_rule_has_a_fixture_folder() -> None:
     registered = {r.code for r in rules.RULES}
     assert registered <= set(CASES), sorted(registered - set(CASES))
-    assert set(CASES) <= registered | set(INPUT_CODES)
+    assert set(CASES) <= registered | set(INPUT_CODES) | set(SUPPRESSION_CODES)
 
 
 def test_rules_md_is_generated_from_the_registry() -> None:

@@ -661,3 +661,78 @@ async def test_demo_transcript(client: LanguageClient, tree: Path) -> None:
     assert DEMO_MD.is_file(), f"{DEMO_MD} is missing: run this test with {WRITE_DEMO}=1"
     assert DEMO_MD.read_text(encoding="utf-8") == text, (
         f"{DEMO_MD.name} differs from this session: rerun with {WRITE_DEMO}=1 and review the diff")
+
+
+# -- completion ----------------------------------------------------------------------------------------
+
+
+async def _complete(client: LanguageClient, ed: Editor, text: str, needle: str) -> dict[str, types.CompletionItem]:
+    """Open ``text``, ask for completion right after ``needle``; the items by label."""
+    before = text[:text.index(needle) + len(needle)]
+    at = types.Position(before.count("\n"), len(before) - (before.rfind("\n") + 1))
+    async with ed.opened(text):
+        got = await client.text_document_completion_async(
+            types.CompletionParams(types.TextDocumentIdentifier(ed.uri), at))
+    items = got.items if isinstance(got, types.CompletionList) else got
+    for item in items:  # every item replaces the word typed so far, on the cursor's line
+        assert item.text_edit.range.end == at
+    return {item.label: item for item in items}
+
+
+@ASYNC
+async def test_completion_offers_the_missing_frontmatter_keys_with_their_documentation(client: LanguageClient,
+                                                                                      tree: Path) -> None:
+    from lsp_complete import KEY_DOCS
+    from rules.frontmatter import KNOWN_KEYS
+
+    assert set(KEY_DOCS) == set(KNOWN_KEYS)  # every key the rules know is documented, and no other
+    skill = Editor(client, tree, SKILL, "markdown")
+    text = skill.text.replace("license: BSD-3-Clause\n", "lic\n")
+    items = await _complete(client, skill, text, "\nlic")
+    assert set(items) == {"license", "compatibility", "allowed-tools"}  # the keys not written yet
+    assert KEY_DOCS["license"] in items["license"].documentation.value
+    items = await _complete(client, skill, skill.text.replace("\nname: isaaclab-demo", "\nn"), "\nn")
+    assert "name" in items and "Checked by" in items["name"].documentation.value
+    assert "SK102" in items["name"].documentation.value  # the rules that check `name`, from the registry
+
+
+@ASYNC
+async def test_completion_offers_the_folder_name_tools_and_fixed_values(client: LanguageClient, tree: Path) -> None:
+    skill = Editor(client, tree, SKILL, "markdown")
+    items = await _complete(client, skill, skill.text.replace("name: isaaclab-demo", "name: isa"), "name: isa")
+    assert list(items) == ["demo"]  # the folder skills/user/demo
+    text = skill.text.replace("license: BSD-3-Clause\n", "license: BSD-3-Clause\nallowed-tools: Read \n")
+    items = await _complete(client, skill, text, "allowed-tools: Read ")
+    assert {"Bash", "Grep", "Write"} <= set(items) and "Read" not in items
+    items = await _complete(client, skill, skill.text.replace("status: experimental", "status: s"), "status: s")
+    assert set(items) == {"experimental", "stable", "deprecated"}
+
+
+@ASYNC
+async def test_completion_offers_rule_codes_inside_a_suppression(client: LanguageClient, tree: Path) -> None:
+    ref = Editor(client, tree, REF, "markdown")
+    items = await _complete(client, ref, ref.text + "\n<!-- skills-check: dis", "skills-check: dis")
+    assert set(items) == {"disable-next-line", "disable", "enable", "disable-file"}
+    text = ref.text + "\n<!-- skills-check: disable-next-line SK101, SK2"
+    items = await _complete(client, ref, text, "SK101, SK2")
+    assert "SK203" in items and "SU002" in items and "SK101" not in items  # the codes not named yet
+    assert items["SK203"].detail and "SK203" in items["SK203"].documentation.value
+    mgpu = Editor(client, tree, MGPU, "restructuredtext")
+    items = await _complete(client, mgpu, mgpu.text + "\n.. skills-check: disable-file DR2", "disable-file DR2")
+    assert "DR204" in items
+
+
+@ASYNC
+async def test_completion_offers_a_tool_s_flags_inside_its_documented_command(client: LanguageClient,
+                                                                             tree: Path) -> None:
+    skill = Editor(client, tree, SKILL, "markdown")
+    command = "uv run isaaclab train_multigpu --num_gpus 2 --rl_library skrl --task Toy-Cartpole-v0"
+    assert command in skill.text
+    text = skill.text.replace(command, command + " --nu")
+    items = await _complete(client, skill, text, command + " --nu")
+    assert items["--num_gpus"].detail == "isaaclab train_multigpu"  # the launcher's own flag
+    assert "`--nproc_per_node`" in items["--num_gpus"].documentation.value  # its alias, from argparse
+    assert items["--num_envs"].detail == "isaaclab train (forwarded by isaaclab train_multigpu)"
+    assert "--help" not in items
+    prose = skill.text.replace("# Demo skill\n", "# Demo skill\n\nUse --nu\n")
+    assert await _complete(client, skill, prose, "Use --nu") == {}  # no command: no flags

@@ -11,8 +11,9 @@
 # ///
 """Skill/doc/launcher drift checker.
 
-    uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github]
+    uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github|sarif]
         [--select CODES] [--ignore CODES] [--fix] [--strict] [--no-cache] [--explain CODE]
+        [--baseline FILE] [--write-baseline FILE]
     uv run --no-project python tools/skills/cli.py explain [CODE]
     uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
 
@@ -83,14 +84,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tools/skills/cli.py", description="Check skills, RST docs and launcher for drift.",
-                     allow_abbrev=False)
+    installed = Path(sys.argv[0]).stem == "skills-check"  # the distribution's command, not the script path
+    parser = _Parser(prog="skills-check" if installed else "tools/skills/cli.py",
+                     description="Check skills, RST docs and launcher for drift.", allow_abbrev=False)
     parser.add_argument("--explain", metavar="CODE", help="print what a rule checks and exit")
     sub = parser.add_subparsers(dest="command")
     check = sub.add_parser("check", help="check the tree", allow_abbrev=False)
     check.error = parser.error  # type: ignore[method-assign]
     check.add_argument("--root", default=".", help="checkout to check (default: current directory)")
-    check.add_argument("--format", choices=("text", "json", "github"), default="text")
+    check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text",
+                       help="report format (default text; sarif: SARIF 2.1.0 for code scanning)")
     check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
     check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
     check.add_argument("--fix", action="store_true",
@@ -100,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --fix: apply only the fixes marked safe to apply unattended (they copy a source "
                             "of truth and drop nothing a person wrote)")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    check.add_argument("--baseline", metavar="FILE", default=None,
+                       help="leave out the findings recorded in FILE (see --write-baseline) and say how many matched "
+                            "and how many of its entries are gone")
+    check.add_argument("--write-baseline", metavar="FILE", default=None,
+                       help="record every finding in FILE and report none (with --baseline FILE too: keep only the "
+                            "entries that still match, to shrink it as findings are fixed)")
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
@@ -161,6 +170,19 @@ def _rules_md(write: bool) -> int:
     return 0
 
 
+def _baseline_args(args: argparse.Namespace, root: Path):  # noqa: ANN202
+    """(recorded fingerprints, --baseline path, --write-baseline path), checked before anything runs."""
+    if not (args.baseline or args.write_baseline):
+        return None, None, None
+    from baseline import inside_root, load
+
+    if args.fix and args.write_baseline:
+        raise ValueError("--write-baseline records findings and --fix removes them: run one, then the other")
+    read = inside_root(root, args.baseline, "--baseline") if args.baseline else None
+    write_to = inside_root(root, args.write_baseline, "--write-baseline") if args.write_baseline else None
+    return (load(read) if read is not None else None), read, write_to
+
+
 def _check(args: argparse.Namespace) -> int:
     if not args.root.strip():
         print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
@@ -168,7 +190,12 @@ def _check(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
     root = Path(args.root)
     results = None
-    if not args.fix and not args.no_cache and root.is_dir():
+    try:
+        recorded, read, write_to = _baseline_args(args, root)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.fix and not args.no_cache and root.is_dir() and read is None and write_to is None:
         from result_cache import ResultCache  # a warm check: replay the last report when nothing changed
 
         results = ResultCache(root, {"format": args.format, "select": args.select, "ignore": args.ignore,
@@ -180,9 +207,11 @@ def _check(args: argparse.Namespace) -> int:
             return hit["rc"]
     from loader import SetupError, load_config, load_project
     from report import Summary, exit_code, render
-    from runner import ProfileError, chosen_profiles, in_profiles, load_rules, run_rules, unknown_patterns
+    from runner import ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, run_rules, unknown_patterns
+    from suppress import ConfigError, apply as suppress, per_file_ignores
 
     rules = load_rules()
+    known = {r.code for r in rules}
     select, ignore = _split(args.select), _split(args.ignore)
     bad = unknown_patterns(select + ignore, rules)
     if bad:
@@ -196,8 +225,17 @@ def _check(args: argparse.Namespace) -> int:
         except ProfileError as exc:
             raise SetupError(str(exc)) from exc
         project = load_project(root, overrides, use_cache=not args.no_cache)
+        try:
+            ignores = per_file_ignores(project.config, known)
+        except ConfigError as exc:
+            raise SetupError(str(exc)) from exc
+
+        def checked(project):  # noqa: ANN001, ANN202  (rules, then the suppression stage)
+            return suppress(project, run_rules(project, rules, select, ignore), active_codes(rules, select, ignore),
+                            known, ignores)
+
         summary = Summary()
-        findings = run_rules(project, rules, select, ignore)
+        findings, hidden = checked(project)
         if args.fix:
             from fix import FixError, apply_fixes
 
@@ -214,17 +252,22 @@ def _check(args: argparse.Namespace) -> int:
                 summary.notes.append("--fix: nothing to fix")
             if summary.fixes:  # check again: what is left after the fixes
                 project = load_project(root, overrides, use_cache=not args.no_cache)
-                findings = run_rules(project, rules, select, ignore)
+                findings, hidden = checked(project)
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if read is not None or write_to is not None:
+        from baseline import stage
+
+        findings, notes = stage(project, findings, read, write_to, recorded)
+        summary.notes += notes
     summary.skills, summary.rst = len(project.skills), len(project.rst)
-    summary.notes = project.notes + summary.notes
-    out = render(args.format, findings, summary)
-    err = "".join(f"note: {note}\n" for note in summary.notes) if args.format != "json" else ""
+    summary.notes = project.notes + summary.notes + [n for n in (hidden.note(),) if n]
+    out = render(args.format, findings, summary, rules)
+    err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""
     rc = exit_code(findings, args.strict)
     sys.stdout.write(out)
     sys.stderr.write(err)
@@ -324,10 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     return _guarded(argv, _check, args)
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The process: the script's ``__main__`` and the installed ``skills-check`` command."""
     try:
         sys.exit(main())
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    entry()

@@ -12,11 +12,12 @@ import datetime
 import math
 from typing import Any
 
-from model import (MISSING, ArgSpec, Cell, Code, Finding, Fix, Heading, Include, Link, Loc, MarkdownDoc, Option,
-                   RstDoc, Table, TextEdit)
+from model import (MISSING, ArgSpec, Cell, Code, Comment, Finding, Fix, Heading, Include, Link, Loc, MarkdownDoc,
+                   Option, RstDoc, Table, TextEdit)
 
 CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
-    ArgSpec, Cell, Code, Finding, Fix, Heading, Include, Link, Loc, MarkdownDoc, Option, RstDoc, Table, TextEdit)}
+    ArgSpec, Cell, Code, Comment, Finding, Fix, Heading, Include, Link, Loc, MarkdownDoc, Option, RstDoc, Table,
+    TextEdit)}
 TAG = "$"
 
 

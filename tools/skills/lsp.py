@@ -4,7 +4,8 @@ One code path with ``check``: every check is ``load_project`` (with the editor's
 overlay over the disk, under the same guards and through the parse cache) then ``run_rules``. Its
 findings are published for every file of the tree that has some, so drift caused by an edit in one file
 shows in the file that drifted, with a related location at the truth. Code actions carry the text edits
-``check --fix`` applies; hover gives a finding's ``explain`` text, or the rules a frontmatter key answers to.
+``check --fix`` applies; hover gives a finding's ``explain`` text, or the rules a frontmatter key answers to;
+completion offers frontmatter keys and values, rule codes in suppressions and tools' flags (lsp_complete.py).
 
 Checks run one at a time in a worker thread, and requests made during one share the next: on open and
 save at once; on change at once after a quiet spell, and during a burst of edits once it pauses
@@ -33,8 +34,11 @@ import lsp_convert as conv
 from cache import ParseCache
 from inputs import overlaid, read_text
 from loader import SetupError, load_project
+from lsp_complete import complete
 from model import Finding, Project
-from runner import ProfileError, RuleInfo, chosen_profiles, in_profiles, load_rules, run_rules
+from runner import ProfileError, RuleInfo, active_codes, chosen_profiles, in_profiles, load_rules, run_rules
+from suppress import ConfigError, per_file_ignores
+from suppress import apply as apply_suppressions
 
 NAME = "skills-check"
 VERSION = "0.1.0"
@@ -125,6 +129,15 @@ class CheckerServer(LanguageServer):
         except ProfileError as exc:
             raise SetupError(f"{exc} ([tool.skills-check] profiles)") from exc
 
+    def suppressed(self, project: Project, findings: list[Finding]) -> list[Finding]:
+        """The suppression stage, as in ``check``: per-file ignores and inline suppressions applied."""
+        known = {r.code for r in self.rules}
+        try:
+            ignores = per_file_ignores(project.config, known)
+        except ConfigError as exc:
+            raise SetupError(str(exc)) from exc
+        return apply_suppressions(project, findings, active_codes(self.rules_for(project)), known, ignores)[0]
+
     # -- checking (in the worker thread) -----------------------------------------------------------------
 
     def check(self, snap: Snapshot) -> Result:
@@ -133,7 +146,7 @@ class CheckerServer(LanguageServer):
         root = self.root
         assert root is not None
         project = load_project(root, None, overlay=snap.texts, cache=self.cache)
-        findings = run_rules(project, self.rules_for(project))
+        findings = self.suppressed(project, run_rules(project, self.rules_for(project)))
         codec = self.codec()
         cache: dict[str, list[str] | None] = {}
 
@@ -299,6 +312,22 @@ class CheckerServer(LanguageServer):
                                                         value="\n\n---\n\n".join(texts)))
 
 
+    async def completion(self, params: types.CompletionParams) -> types.CompletionList | None:
+        """Frontmatter keys and values, rule codes in suppressions, a tool's flags in its commands
+        (lsp_complete.py), for the document's text as the editor has it now."""
+        rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
+        result = (self.last or await self.current()) if rel is not None else None
+        if result is None:
+            return None
+        lines = conv.split_lines(self.workspace.get_text_document(params.text_document.uri).source)
+        pos = self.codec().position_from_client_units(lines, params.position)
+        items = complete(rel, lines, pos.line, pos.character, result.project, self.rules)
+        for item in items:
+            if isinstance(item.text_edit, types.TextEdit):
+                item.text_edit.range = self.codec().range_to_client_units(lines, item.text_edit.range)
+        return types.CompletionList(is_incomplete=False, items=items)
+
+
 def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> CheckerServer:
     server = CheckerServer(root, debounce)
 
@@ -338,6 +367,10 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(params: types.HoverParams) -> types.Hover | None:
         return await server.hover(params)
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["-", " ", ","]))
+    async def completion(params: types.CompletionParams) -> types.CompletionList | None:
+        return await server.completion(params)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(params: None) -> None:

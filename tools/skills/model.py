@@ -93,6 +93,17 @@ class Include:
 
 
 @dataclass
+class Comment:
+    """A comment as its file's syntax defines it: an HTML comment in markdown (never inside code), a ``#``
+    line of YAML frontmatter, an RST comment. ``text`` is without the markers; lines are 1-based, inclusive."""
+
+    text: str
+    line: int
+    end_line: int
+    col: int = 1
+
+
+@dataclass
 class Cell:
     text: str
     line: int
@@ -121,6 +132,7 @@ class MarkdownDoc:
     links: list[Link] = field(default_factory=list)
     code: list[Code] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
+    comments: list[Comment] = field(default_factory=list)  # HTML comments and frontmatter `#` lines
     problems: list[Finding] = field(default_factory=list)  # unreadable, bad YAML, ...
     readable: bool = True  # False: the file could not be read/decoded (a problem says why); rules skip it
 
@@ -136,6 +148,7 @@ class RstDoc:
     code: list[Code] = field(default_factory=list)  # inline literals and literal/code blocks
     tables: list[Table] = field(default_factory=list)  # list-tables and plain tables
     includes: list[Include] = field(default_factory=list)  # literalinclude directives (resolved by the loader)
+    comments: list[Comment] = field(default_factory=list)  # RST comments (``.. text``)
     problems: list[Finding] = field(default_factory=list)
     readable: bool = True  # False: the file could not be read/decoded (a problem says why); rules skip it
 

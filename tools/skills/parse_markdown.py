@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from inputs import problem
-from model import Cell, Code, Heading, Link, MarkdownDoc, Table
+from model import Cell, Code, Comment, Heading, Link, MarkdownDoc, Table
 
 _SLUG_DROP = re.compile(r"[^\w\- ]", re.UNICODE)
 
@@ -265,6 +265,53 @@ def _fence_problems(doc: MarkdownDoc, lines: list[str], start: int, end: int, ma
                                     "closed: the rest of the file is read as code"))
 
 
+HTML_COMMENT_RE = re.compile(r"<!--(.*?)-->", re.S)
+
+
+def _html_comments(doc: MarkdownDoc, content: str, first_line: int) -> None:
+    """The HTML comments of an ``html_block`` token's ``content`` (its first line is ``first_line``)."""
+    for m in HTML_COMMENT_RE.finditer(content):
+        line = first_line + content.count("\n", 0, m.start())
+        col = m.start() - (content.rfind("\n", 0, m.start()) + 1) + 1
+        doc.comments.append(Comment(text=m.group(1).strip(), line=line, end_line=line + m.group(0).count("\n"),
+                                    col=col))
+
+
+def _inline_comments(doc: MarkdownDoc, lines: list[str], tok: Any) -> None:
+    """``html_inline`` comments among an inline token's children, located in the lines the token spans."""
+    if not tok.map:
+        return
+    cursor = tok.map[0]
+    for child in tok.children or ():
+        if child.type != "html_inline" or not child.content.startswith("<!--"):
+            continue
+        head = child.content.split("\n", 1)[0]
+        for i in range(cursor, min(tok.map[1], len(lines))):
+            col = lines[i].find(head)
+            if col >= 0:
+                cursor = i
+                doc.comments.append(Comment(text=child.content[4:-3].strip(), line=i + 1,
+                                            end_line=i + 1 + child.content.count("\n"), col=col + 1))
+                break
+
+
+def _yaml_comments(doc: MarkdownDoc, content: str, first_line: int) -> None:
+    """Whole-line ``#`` comments of frontmatter YAML, outside multi-line scalars (PyYAML's scanner tells
+    where each scalar spans; it keeps no comments itself)."""
+    inside: set[int] = set()
+    try:
+        for token in yaml.scan(content, Loader=yaml.SafeLoader):
+            if isinstance(token, yaml.ScalarToken):
+                end = token.end_mark.line + (1 if token.end_mark.column > 0 else 0)  # a block scalar ends at col 0
+                inside.update(range(token.start_mark.line + 1, end))
+    except yaml.YAMLError:
+        return  # an IN01x problem says why; no comment is read from YAML that does not scan
+    for i, line in enumerate(content.split("\n")):
+        if i not in inside and line.lstrip().startswith("#"):
+            doc.comments.append(Comment(text=line.lstrip()[1:].strip(), line=first_line + i, end_line=first_line + i,
+                                        col=len(line) - len(line.lstrip()) + 1))
+
+
 def parse_markdown(path: str, text: str) -> MarkdownDoc:
     """Parse markdown ``text`` (already decoded, ``\\n`` newlines) of the file at ``path``."""
     lines = text.split("\n")
@@ -281,6 +328,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
         start, end = fm.map or (0, 0)
         doc.body_start = end + 1
         _frontmatter(doc, fm.content, start + 2)
+        _yaml_comments(doc, fm.content, start + 2)
     elif lines and lines[0].rstrip() == "---":
         doc.problems.append(problem("IN011", path, 1, 1,
                                     "frontmatter block opened with --- is never closed; it is read as body text"))
@@ -305,6 +353,8 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             first = (tok.map[0] + (2 if t == "fence" else 1)) if tok.map else 1
             lang = tok.info.split()[0] if t == "fence" and tok.info.strip() else None
             doc.code.append(Code(text=tok.content, line=first, col=1, kind="block", lang=lang))
+        elif t == "html_block" and tok.map:
+            _html_comments(doc, tok.content, tok.map[0] + 1)
         elif t == "table_open":
             table = Table(header=[], rows=[], line=(tok.map[0] + 1) if tok.map else 1, title=last_heading)
         elif t == "table_close" and table is not None:
@@ -334,4 +384,6 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             col_index += 1
         elif t == "inline" and not (i > 0 and tokens[i - 1].type == "heading_open"):
             _inline(doc, lines, tok)
+        if t == "inline":
+            _inline_comments(doc, lines, tok)
     return doc

@@ -18,7 +18,7 @@ from docutils import nodes
 from docutils.parsers.rst import Directive, Parser, directives, roles
 
 from inputs import problem
-from model import Cell, Code, Heading, Include, Link, RstDoc, Table
+from model import Cell, Code, Comment, Heading, Include, Link, RstDoc, Table
 
 
 class _AnyOptions(dict):
@@ -477,6 +477,8 @@ def _walk(doc: RstDoc, finder: _LineFinder, document: nodes.document) -> None:
             src = finder.lines[line - 1] if 0 < line <= len(finder.lines) else ""
             col = len(src) - len(src.lstrip()) + 1 if src.strip() else 1
             doc.code.append(Code(text=node.astext(), line=line, col=col, kind="block", lang=node.get("language")))
+        elif isinstance(node, nodes.comment):
+            doc.comments.append(_comment(finder, node))
         elif isinstance(node, nodes.table):
             section = node.parent
             while section is not None and not isinstance(section, nodes.section):
@@ -488,6 +490,23 @@ def _walk(doc: RstDoc, finder: _LineFinder, document: nodes.document) -> None:
             for row in [table.header, *table.rows]:
                 for cell in row:
                     doc.code.extend(cell.code)
+
+
+def _comment(finder: _LineFinder, node: nodes.comment) -> Comment:
+    """An RST comment with its lines: docutils gives about the line after it, so its first line is found by its
+    text and its last by RST's rule (the lines indented past the ``..``)."""
+    text = node.astext()
+    after = _line(node) or 1
+    head = text.split("\n", 1)[0]
+    hit = finder.find(f".. {head}" if head else "..", max(1, after - text.count("\n") - 3))
+    line, col = hit if hit else (max(1, after - 1 - text.count("\n")), 1)
+    end = line  # the comment goes on over the lines indented past its `..` (blank lines between them)
+    for i in range(line, len(finder.lines)):
+        src = finder.lines[i]
+        if src.strip() and len(src) - len(src.lstrip()) < col:
+            break
+        end = i + 1 if src.strip() else end
+    return Comment(text=text, line=line, end_line=end, col=col)
 
 
 def _parents(node: nodes.Node):

@@ -1,13 +1,16 @@
-"""Findings -> text, JSON or GitHub workflow annotations. Knows only ``Finding`` (and a few counts)."""
+"""Findings -> text, JSON, GitHub workflow annotations or SARIF (sarif.py). Knows only ``Finding`` (and a few
+counts; SARIF also the rules' texts)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from model import Finding
 
-FORMATS = ("text", "json", "github")
+FORMATS = ("text", "json", "github", "sarif")
 
 
 @dataclass
@@ -97,7 +100,12 @@ def format_github(findings: list[Finding], summary: Summary) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(fmt: str, findings: list[Finding], summary: Summary) -> str:
+def render(fmt: str, findings: list[Finding], summary: Summary, rules: Iterable[Any] = ()) -> str:
+    """The report in ``fmt``; SARIF also describes ``rules`` (the rule infos that ran)."""
+    if fmt == "sarif":
+        from sarif import format_sarif
+
+        return format_sarif(findings, summary.notes, rules)
     return {"text": format_text, "json": format_json, "github": format_github}[fmt](findings, summary)
 
 

@@ -24,8 +24,32 @@ prints one rule's text. Codes are stable: a retired code is never reused. Select
 `--profile` or `[tool.skills-check] profiles = [...]` (default: every profile).
 
 Every finding is `path:line:col: CODE message`. A drift finding (DRxxx) points at the drifted text
-and names where the truth lives, in the message and in the JSON `truth` field. `--fix` applies the
-fixes that findings carry (the rules marked "fix" below) and checks again.
+and names where the truth lives, in the message and in the JSON `truth` field (in SARIF, `--format
+sarif`, a related location). `--fix` applies the fixes that findings carry (the rules marked "fix"
+below) and checks again.
+
+After the rules, suppressions (below, SU0xx) and per-file ignores hide what a team has judged; then a
+baseline (`--baseline FILE`, written by `--write-baseline FILE`) hides the findings a tree had when it
+adopted the checker, matched by code, file, message and the text of the line (not its number).
+"""
+
+
+SUPPRESSIONS_MD = """\
+Hide one judged finding where it stands, in a comment of the file's own syntax; name the codes and say why
+after ` -- `. A comment inside a code fence or a literal block is code, not a suppression.
+
+| file | comment | applies to |
+| --- | --- | --- |
+| markdown | `<!-- skills-check: disable-next-line SK203,SK204 -- why -->` | the next non-blank line |
+| markdown | `<!-- skills-check: disable SK203 -- why -->` ... `<!-- skills-check: enable SK203 -->` | the lines between (to the end of the file without `enable`; a bare `enable` ends every block) |
+| markdown | `<!-- skills-check: disable-file SK203 -- why -->` | the whole file |
+| RST | `.. skills-check: disable-next-line DR301 -- why` (also `disable`, `enable`, `disable-file`) | the next non-blank line (an RST comment ends at a blank line) |
+| YAML frontmatter | a whole line `# skills-check: disable-next-line SK105 -- why` | the next non-blank line |
+| JSON (`evals.json`), or a whole folder | `[tool.skills-check.per-file-ignores]` in pyproject.toml: `"skills/*/evals/evals.json" = ["SK304"]` | every file the glob matches (codes or prefixes, as ruff's `per-file-ignores`) |
+
+Globs: `*` and `?` stay within a folder, `**` crosses folders, a glob without `/` matches the file name
+anywhere. The summary says how many findings each way hid. `--fix` never writes a suppression. To adopt the
+checker on a tree with many findings at once, use a baseline (`check --write-baseline`), not suppressions.
 """
 
 
@@ -46,6 +70,12 @@ def render() -> str:
             "A file the checker cannot read or parse safely becomes one finding with a location; the rules "
             "then skip it.\n", "| code | problem | explanation |", "| --- | --- | --- |"]
     for code, (summary, text) in INPUT_CODES.items():
+        out.append(f"| {code} | {summary} | {_one_line(text)} |")
+    from suppress import SUPPRESSION_CODES
+
+    out += ["", "## SU0xx: suppressions (the checker core; always on)\n", SUPPRESSIONS_MD,
+            "| code | problem | explanation |", "| --- | --- | --- |"]
+    for code, (summary, text) in SUPPRESSION_CODES.items():
         out.append(f"| {code} | {summary} | {_one_line(text)} |")
     modules: dict[str, list] = {}
     for r in sorted(RULES, key=lambda r: r.code):

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from inputs import INPUT_CODES, problem
 from loader import all_problems
 from model import Finding, Project
+from suppress import SUPPRESSION_CODES
 
 
 class RulesError(Exception):
@@ -41,7 +42,7 @@ def load_rules() -> list[RuleInfo]:
         raise RulesError(f"the rules package failed to load: {type(exc).__name__}: {exc}") from exc
     for r in RULES:
         out.append(_info(r))
-    for code, (summary, text) in INPUT_CODES.items():
+    for code, (summary, text) in {**INPUT_CODES, **SUPPRESSION_CODES}.items():
         out.append(RuleInfo(code, summary.replace(" ", "-"), None, "error", summary, f"{summary}\n\n{text}"))
     return out
 
@@ -100,6 +101,13 @@ def unknown_patterns(patterns: list[str], known: list[RuleInfo]) -> list[str]:
     """Patterns that select no known code."""
     codes = [r.code for r in known]
     return [p for p in patterns if p.strip() and not any(matches(c, [p]) for c in codes)]
+
+
+def active_codes(rules: list[RuleInfo], select: list[str] | None = None,
+                 ignore: list[str] | None = None) -> set[str]:
+    """The codes a check with these rules, ``select`` and ``ignore`` reports (what suppressions are judged by)."""
+    return {r.code for r in rules if not (select and not matches(r.code, select))
+            and not (ignore and matches(r.code, ignore))}
 
 
 def run_rules(project: Project, rules: list[RuleInfo], select: list[str] | None = None,
