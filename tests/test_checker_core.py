@@ -22,7 +22,7 @@ CLI = SKILLS_DIR / "cli.py"
 from loader import load_project  # noqa: E402
 from model import MISSING, Finding, Loc  # noqa: E402
 from parse_argparse import find_installed, parse_argparse  # noqa: E402
-from parse_markdown import github_slug, parse_markdown, split_row  # noqa: E402
+from parse_markdown import parse_markdown, split_row  # noqa: E402
 from parse_rst import parse_rst  # noqa: E402
 from report import Summary, escape_data, escape_property, exit_code, format_github  # noqa: E402
 
@@ -111,7 +111,8 @@ def test_markdown_headings_github_anchors_with_duplicates() -> None:
     doc = parse_markdown("s.md", MD)
     assert [(h.level, h.anchor, h.line) for h in doc.headings] == [
         (1, "training-on-gpus", 11), (2, "setup", 16), (2, "setup-1", 23), (3, "c--cuda-tips", 29)]
-    assert github_slug("Use `--tee 3` (per-rank)") == "use---tee-3-per-rank"
+    code_heading = parse_markdown("t.md", "# Use `--tee 3` (per-rank)\n").headings[0]
+    assert code_heading.anchor == "use---tee-3-per-rank"
 
 
 def test_markdown_links_and_inline_code_lines_and_cols() -> None:

@@ -175,20 +175,12 @@ def fenced_lines(doc: MarkdownDoc | RstDoc) -> set[int]:
 
 # --- anchors ---------------------------------------------------------------------------------
 
-def _docutils_id(text: str) -> str:
-    """docutils' ``make_id``: lower case, runs of other characters become one hyphen."""
-    text = text.lower()
-    text = re.sub(r"[^a-z0-9]+", "-", text)
-    return text.strip("-")
-
-
 def anchors_of(doc: MarkdownDoc | RstDoc) -> set[str]:
     """Fragments that resolve in ``doc``: heading anchors, and for RST also labels and their ids."""
     found = {h.anchor.lower() for h in doc.headings if h.anchor}
     if isinstance(doc, RstDoc):
-        for label in doc.labels:
-            found.add(label.lower())
-            found.add(_docutils_id(label))
+        found.update(label.lower() for label in doc.labels)
+        found.update(doc.ids)  # docutils' own ids (its make_id), never a copy of its rule
     return found
 
 
