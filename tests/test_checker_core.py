@@ -560,3 +560,26 @@ def test_repository_passes_its_own_checker(repo_check) -> None:  # noqa: ANN001
     project, findings = repo_check
     assert [f"{f.loc}: {f.code} {f.message}" for f in findings] == []
     assert len(project.skills) == 3 and project.torchrun is not None and project.tools
+
+
+def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
+    """The code of a finding is the one its rule was registered under: a rule that yields another code is a
+    rule bug (IN090 naming both), never a finding that borrows another rule's code, severity or docs."""
+    from runner import RuleInfo, run_rules
+    from rules.common import finding
+
+    root = tiny_tree(tmp_path)
+    project = load_project(root)
+
+    def borrows(_project: object) -> object:
+        yield finding("SK204", "an anchor finding from a rule that is not the anchor rule", "skills/x.md")
+
+    def own(_project: object) -> object:
+        yield finding("SK204", "the anchor rule's own finding", "skills/x.md")
+
+    rules_ = [RuleInfo("SK999", "borrower", borrows, "error", "", ""), RuleInfo("SK204", "anchor", own, "error", "", "")]
+    found = run_rules(project, rules_)
+    assert [(f.code, f.message) for f in found if f.loc.path == "skills/x.md"] == [
+        ("SK204", "the anchor rule's own finding")]
+    bugs = [f for f in found if f.code == "IN090"]
+    assert len(bugs) == 1 and "rule SK999 failed" in bugs[0].message and "'SK204'" in bugs[0].message

@@ -163,16 +163,6 @@ def line_col_of(text: str, needle: str, line_hint: int, span: int = 40) -> tuple
     return line_hint, 1
 
 
-def fenced_lines(doc: MarkdownDoc | RstDoc) -> set[int]:
-    """1-based lines that are inside code blocks (from the parser's block list)."""
-    lines: set[int] = set()
-    for code in doc.code:
-        if code.kind == "block":
-            n = code.text.count("\n") + (0 if code.text.endswith("\n") else 1)
-            lines.update(range(code.line, code.line + max(1, n)))
-    return lines
-
-
 # --- anchors ---------------------------------------------------------------------------------
 
 def anchors_of(doc: MarkdownDoc | RstDoc) -> set[str]:
