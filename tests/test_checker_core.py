@@ -22,7 +22,7 @@ CLI = SKILLS_DIR / "cli.py"
 from loader import load_project  # noqa: E402
 from model import MISSING, Finding, Loc  # noqa: E402
 from parse_argparse import find_installed, parse_argparse  # noqa: E402
-from parse_markdown import github_slug, parse_markdown, split_row  # noqa: E402
+from parse_markdown import parse_markdown, split_row  # noqa: E402
 from parse_rst import parse_rst  # noqa: E402
 from report import Summary, escape_data, escape_property, exit_code, format_github  # noqa: E402
 
@@ -111,7 +111,8 @@ def test_markdown_headings_github_anchors_with_duplicates() -> None:
     doc = parse_markdown("s.md", MD)
     assert [(h.level, h.anchor, h.line) for h in doc.headings] == [
         (1, "training-on-gpus", 11), (2, "setup", 16), (2, "setup-1", 23), (3, "c--cuda-tips", 29)]
-    assert github_slug("Use `--tee 3` (per-rank)") == "use---tee-3-per-rank"
+    code_heading = parse_markdown("t.md", "# Use `--tee 3` (per-rank)\n").headings[0]
+    assert code_heading.anchor == "use---tee-3-per-rank"
 
 
 def test_markdown_links_and_inline_code_lines_and_cols() -> None:
@@ -559,3 +560,26 @@ def test_repository_passes_its_own_checker(repo_check) -> None:  # noqa: ANN001
     project, findings = repo_check
     assert [f"{f.loc}: {f.code} {f.message}" for f in findings] == []
     assert len(project.skills) == 3 and project.torchrun is not None and project.tools
+
+
+def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
+    """The code of a finding is the one its rule was registered under: a rule that yields another code is a
+    rule bug (IN090 naming both), never a finding that borrows another rule's code, severity or docs."""
+    from runner import RuleInfo, run_rules
+    from rules.common import finding
+
+    root = tiny_tree(tmp_path)
+    project = load_project(root)
+
+    def borrows(_project: object) -> object:
+        yield finding("SK204", "an anchor finding from a rule that is not the anchor rule", "skills/x.md")
+
+    def own(_project: object) -> object:
+        yield finding("SK204", "the anchor rule's own finding", "skills/x.md")
+
+    rules_ = [RuleInfo("SK999", "borrower", borrows, "error", "", ""), RuleInfo("SK204", "anchor", own, "error", "", "")]
+    found = run_rules(project, rules_)
+    assert [(f.code, f.message) for f in found if f.loc.path == "skills/x.md"] == [
+        ("SK204", "the anchor rule's own finding")]
+    bugs = [f for f in found if f.code == "IN090"]
+    assert len(bugs) == 1 and "rule SK999 failed" in bugs[0].message and "'SK204'" in bugs[0].message

@@ -291,3 +291,18 @@ def test_backticked_path_with_anchor(tree: Path) -> None:
     edit(tree, SKILL, "multi_gpu.rst#nccl-hangs`", "multi_gpu.rst#nccl-hang`")
     _, findings = check(tree)
     assert_finding(findings, "SK204", SKILL, line_of(tree, SKILL, "#nccl-hang`"))
+
+
+def test_rst_anchors_are_docutils_own_ids(tree: Path) -> None:
+    """A section titled "2-node setup" has the id docutils gives it (``node-setup``: an id cannot start with a
+    digit), so a link to ``#node-setup`` resolves and one to ``#2-node-setup`` does not; so do explicit labels."""
+    _append(MGPU, "\n.. _2-node example:\n\n2-node setup\n------------\n\nTwo machines, one job.\n")(tree)
+    link = "../../../docs/source/features/multi_gpu.rst"
+    text = (tree / SKILL).read_text(encoding="utf-8")
+    assert link in text, "the fixture skill links the multi-GPU page"
+    _append(SKILL, f"\nSee [two nodes]({link}#node-setup), [the example]({link}#node-example) and "
+                   f"[a wrong one]({link}#2-node-setup).\n")(tree)
+    _, findings = check(tree)
+    wrong = [f for f in findings if f["code"] == "SK204"]
+    assert len(wrong) == 1, wrong
+    assert_finding(findings, "SK204", SKILL, line_of(tree, SKILL, "#2-node-setup"))

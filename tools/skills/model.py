@@ -143,6 +143,7 @@ class RstDoc:
     text: str
     n_lines: int
     labels: dict[str, int] = field(default_factory=dict)  # explicit targets `.. _name:` -> line
+    ids: set[str] = field(default_factory=set)  # the ids docutils gave sections and targets (HTML #fragments)
     headings: list[Heading] = field(default_factory=list)  # sections; anchor = docutils id
     links: list[Link] = field(default_factory=list)  # :ref:/:doc: targets and external refs
     code: list[Code] = field(default_factory=list)  # inline literals and literal/code blocks

@@ -14,39 +14,16 @@ from urllib.parse import unquote
 
 import yaml
 from markdown_it import MarkdownIt
+from mdit_py_plugins.anchors.index import slugify, unique_slug
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from inputs import problem
 from model import Cell, Code, Comment, Heading, Link, MarkdownDoc, Table
 
-_SLUG_DROP = re.compile(r"[^\w\- ]", re.UNICODE)
-
-
 @functools.cache
 def _parser() -> MarkdownIt:
     """The markdown-it parser (stateless between documents: each parse builds its own state)."""
     return MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
-
-
-def github_slug(text: str) -> str:
-    """GitHub's heading anchor for ``text`` (before duplicate suffixes)."""
-    return _SLUG_DROP.sub("", text.strip().lower()).replace(" ", "-")
-
-
-class Slugger:
-    """Hands out GitHub-style anchors, suffixing repeats with -1, -2, ..."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-
-    def slug(self, text: str) -> str:
-        base = github_slug(text)
-        slug, n = base, 0
-        while slug in self.seen:
-            n += 1
-            slug = f"{base}-{n}"
-        self.seen.add(slug)
-        return slug
 
 
 def split_row(line: str) -> list[tuple[int, int]]:
@@ -333,7 +310,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
         doc.problems.append(problem("IN011", path, 1, 1,
                                     "frontmatter block opened with --- is never closed; it is read as body text"))
         doc.frontmatter_error = True
-    slugger = Slugger()
+    slugs: set[str] = set()  # GitHub-style anchors, repeats suffixed -1, -2 (mdit-py-plugins' own rule)
     last_heading: str | None = None
     table: Table | None = None
     row: list[Cell] | None = None
@@ -346,7 +323,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             title = _inline(doc, lines, inline)
             last_heading = title.strip()
             doc.headings.append(Heading(level=int(tok.tag[1:]), text=last_heading,
-                                        anchor=slugger.slug(title), line=(tok.map[0] + 1) if tok.map else 1))
+                                        anchor=unique_slug(slugify(last_heading), slugs), line=(tok.map[0] + 1) if tok.map else 1))
         elif t in ("fence", "code_block"):
             if t == "fence" and tok.map:
                 _fence_problems(doc, md_lines, tok.map[0], tok.map[1], tok.markup)

@@ -433,9 +433,12 @@ def _walk(doc: RstDoc, finder: _LineFinder, document: nodes.document) -> None:
                               max(1, (hint or 2) - 2))
             line = hit[0] if hit else (hint or 1)
             anchor = node["ids"][0] if node["ids"] else nodes.make_id(text)
+            doc.ids.update(node["ids"])
             doc.headings.append(Heading(level=level, text=text, anchor=anchor, line=line))
         elif isinstance(node, nodes.target):
             line = _line(node) or 1
+            if not node.get("refuri"):
+                doc.ids.update(node.get("ids", []))
             for name in node.get("names", []):
                 if node.get("refuri"):
                     continue

@@ -1,7 +1,8 @@
 """Run the registered rules over a ``Project`` and filter findings by code.
 
 The rules package (``rules``) registers ``Rule`` objects (code, name, func, severity) in
-``rules.registry.RULES``; a rule that raises becomes an ``IN090`` finding and the others still run.
+``rules.registry.RULES``; a rule that raises becomes an ``IN090`` finding and the others still run. A rule
+yields only findings of its own registered code: one coded otherwise is a rule bug, reported as ``IN090``.
 """
 
 from __future__ import annotations
@@ -48,14 +49,7 @@ def load_rules() -> list[RuleInfo]:
 
 
 def _info(r: Any) -> RuleInfo:
-    if isinstance(r, tuple):  # (code, func, doc)
-        code, func = r[0], r[1]
-        doc = r[2] if len(r) > 2 else (func.__doc__ or "")
-        return RuleInfo(code, getattr(func, "__name__", code), func, "error", doc.strip().split("\n")[0], doc)
-    summary = getattr(r, "summary", "") or ""
-    explanation = getattr(r, "explanation", "") or (r.func.__doc__ or "")
-    return RuleInfo(r.code, getattr(r, "name", r.code), r.func, getattr(r, "severity", "error"), summary, explanation,
-                    getattr(r, "profile", "core"))
+    return RuleInfo(r.code, r.name, r.func, r.severity, r.summary, r.explanation or (r.func.__doc__ or ""), r.profile)
 
 
 def profile_names() -> list[str]:
@@ -124,8 +118,9 @@ def run_rules(project: Project, rules: list[RuleInfo], select: list[str] | None 
             continue
         try:
             for f in r.func(project) or ():
-                if wanted(f.code):
-                    findings.append(f)
+                if f.code != r.code:  # a finding carries the code its rule was registered under, no other
+                    raise ValueError(f"it yielded a finding coded {f.code!r} ({f.message})")
+                findings.append(f)
         except Exception as exc:  # a rule bug must not stop the check
             tb = traceback.extract_tb(exc.__traceback__)
             where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""

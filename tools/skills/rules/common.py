@@ -163,32 +163,14 @@ def line_col_of(text: str, needle: str, line_hint: int, span: int = 40) -> tuple
     return line_hint, 1
 
 
-def fenced_lines(doc: MarkdownDoc | RstDoc) -> set[int]:
-    """1-based lines that are inside code blocks (from the parser's block list)."""
-    lines: set[int] = set()
-    for code in doc.code:
-        if code.kind == "block":
-            n = code.text.count("\n") + (0 if code.text.endswith("\n") else 1)
-            lines.update(range(code.line, code.line + max(1, n)))
-    return lines
-
-
 # --- anchors ---------------------------------------------------------------------------------
-
-def _docutils_id(text: str) -> str:
-    """docutils' ``make_id``: lower case, runs of other characters become one hyphen."""
-    text = text.lower()
-    text = re.sub(r"[^a-z0-9]+", "-", text)
-    return text.strip("-")
-
 
 def anchors_of(doc: MarkdownDoc | RstDoc) -> set[str]:
     """Fragments that resolve in ``doc``: heading anchors, and for RST also labels and their ids."""
     found = {h.anchor.lower() for h in doc.headings if h.anchor}
     if isinstance(doc, RstDoc):
-        for label in doc.labels:
-            found.add(label.lower())
-            found.add(_docutils_id(label))
+        found.update(label.lower() for label in doc.labels)
+        found.update(doc.ids)  # docutils' own ids (its make_id), never a copy of its rule
     return found
 
 
