@@ -21,10 +21,14 @@ def test_profiles_choose_the_rule_sets(tmp_path: Path) -> None:
     assert codes("--profile", "spec") == ["IN014"]
     assert codes("--profile", "claude") == ["IN014", "SK103"]
     assert "SK105" in codes("--profile", "spec,isaaclab") and "SK103" not in codes("--profile", "spec,isaaclab")
-    with open(tree / "pyproject.toml", "a", encoding="utf-8") as fh:
-        fh.write('profiles = ["claude"]\n')
+    text = (tree / "pyproject.toml").read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.startswith("profiles ="))
+    edit(tree, "pyproject.toml", line, 'profiles = ["claude"]')
     assert codes() == ["IN014", "SK103"]
     assert "SK105" in codes("--profile", "isaaclab")  # the flag wins over the config
+    edit(tree, "pyproject.toml", 'profiles = ["claude"]', "")
+    assert codes() == ["IN014", "SK103"]  # no profiles configured: the generic ones (spec, claude, links)
+    assert codes("--select", "SK105") == ["SK105"]  # a code named by hand runs whatever its profile
 
 
 def test_unknown_profile_is_a_usage_error(tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ from model import Finding, Project
 
 RuleFunc = Callable[[Project], Iterable[Finding]]
 
-# Named rule sets. A repository picks some in [tool.skills-check] `profiles` or with --profile;
-# by default all are on. Input problems (IN0xx) belong to the checker core and are always on.
+# Named rule sets. A repository picks some in [tool.skills-check] `profiles` or with --profile; without
+# either, the generic ones (GENERIC) run. The others encode this repository's house conventions and run
+# only where a tree adopts them. Input problems (IN0xx) belong to the checker core and are always on.
 PROFILES: dict[str, str] = {
     "spec": "the Agent Skills specification (agentskills.io): frontmatter fields, size, references",
     "claude": "what Claude's platforms (claude.ai, the API, Claude Code) add: reserved words, no XML in "
@@ -24,6 +25,9 @@ PROFILES: dict[str, str] = {
     "drift": "this repository's sources of truth: the NCCL list, the launcher options table and every flag "
              "written in a command",
 }
+
+GENERIC = ("spec", "claude", "links")  # what runs on any tree without configuration
+HOUSE = ("isaaclab", "routing", "drift")  # this repository's conventions: run where adopted
 
 
 @dataclass(frozen=True)

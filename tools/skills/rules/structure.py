@@ -220,7 +220,7 @@ def link_anchor(project: Project) -> Iterator[Finding]:
             continue
         path = posixpath.normpath(path.removeprefix("./"))
         if not exists(project, path) and skill is not None:
-            path = posixpath.normpath(f"{skill.dir}/{path}")
+            path = skill.join(path)
         target = find_doc(project, path) if exists(project, path) else None
         if target is not None and getattr(target, "readable", True) and fragment.lower() not in anchors_of(target):
             yield finding("SK204", f"anchor #{fragment} in `{text}` names no heading in {path}", doc.path, line, col,
@@ -243,7 +243,7 @@ def reference_depth(project: Project) -> Iterator[Finding]:
         if not skill.skill_md.readable:
             continue
         direct = _linked_files(project, skill.skill_md) | {skill.skill_md.path}
-        prefix = skill.dir.rstrip("/") + "/"
+        prefix = skill.dir + "/" if skill.dir else ""
         for doc in skill.files.values():
             if not doc.readable:
                 continue
@@ -258,7 +258,7 @@ def is_repo_path(project: Project, path: str, skill: Skill | None) -> bool:
     first = path.split("/", 1)[0]
     if first in (".", "..") or not first:
         return False
-    return exists(project, first) or (skill is not None and exists(project, f"{skill.dir}/{first}"))
+    return exists(project, first) or (skill is not None and exists(project, skill.join(first)))
 
 
 def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, Skill | None, int, int, str]]:
@@ -296,7 +296,7 @@ def repo_path(project: Project) -> Iterator[Finding]:
             continue
         if exists(project, path):
             continue
-        if skill is not None and exists(project, f"{skill.dir}/{path}"):
+        if skill is not None and exists(project, skill.join(path)):
             continue
         yield finding("SK206", f"`{text}` names a path that does not exist", doc.path, line, col)
 
@@ -339,7 +339,7 @@ def _script_mentions(skill: Skill) -> Iterator[tuple[MarkdownDoc, int, int, str]
 
 
 def _script_path(skill: Skill, token: str) -> str:
-    return posixpath.normpath(f"{skill.dir}/{token}" if token.startswith("scripts/") else token)
+    return skill.join(token) if token.startswith("scripts/") else posixpath.normpath(token)
 
 
 @rule("SK208", "run-script-exists", profile="isaaclab",
@@ -368,7 +368,7 @@ def script_documented(project: Project) -> Iterator[Finding]:
         named = {_script_path(skill, token) for _, _, _, token in _script_mentions(skill)}
         for script in skill.entry_scripts:
             if script not in named:
-                rel = script[len(skill.dir) + 1:]
+                rel = posixpath.relpath(script, skill.dir or ".")
                 yield finding("SK209", f"{rel} is never named as \"Run `{rel}`\" in the skill's markdown "
                               "(agents run scripts they are told to run)", skill.skill_md.path,
                               skill.skill_md.body_start, truth=Loc(script, 1, 1))
