@@ -132,9 +132,13 @@ class CheckerServer(LanguageServer):
         if not (watched and watched.dynamic_registration):
             return
         watchers = [types.FileSystemWatcher(glob_pattern=g) for g in WATCHED]
-        await self.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
-            id=f"{NAME}-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))]))
+        try:
+            await self.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
+                id=f"{NAME}-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))]))
+        except Exception as exc:  # the editor refused: checks still run on open, change and save
+            self.window_log_message(types.LogMessageParams(
+                type=types.MessageType.Warning, message=f"{NAME}: file watchers not registered: {exc}"))
 
     def codec(self) -> PositionCodec:
         return self.workspace.position_codec
