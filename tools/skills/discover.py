@@ -5,12 +5,14 @@ One walk of the tree indexes its paths (what rules ask "does this path exist?") 
 ``.agents/skills/``, hidden group folders (``skills/.curated/<name>``), or the root itself. The walk never
 follows a folder link (a skill reached through an alias link is found once, at its real folder) and never
 leaves the root. It skips version-control folders, virtual environments (any folder holding
-``pyvenv.cfg``), ``node_modules``, caches, build output, and what the tree's ``.gitignore`` files ignore
-(matched by ``pathspec``'s implementation of git's rules). Everything under a skill belongs to that skill:
+``pyvenv.cfg``), ``node_modules``, caches, build output, and the folders the tree's ``.gitignore`` files
+ignore (matched by ``pathspec``'s implementation of git's rules; files are matched only through their
+folders, which keeps the walk cheap). Everything under a skill belongs to that skill:
 no skill is looked for inside another.
 
 ``[tool.skills-check] skills`` (a folder, a glob, or a list of them) limits the skills to those at or
-under the folders it names; without it, every skill of the tree is checked.
+under the folders it names (the .gitignore files are then not read: the folders are named); without it,
+every skill of the tree is checked.
 """
 
 from __future__ import annotations
@@ -79,21 +81,23 @@ def _skipped(name: str, full: str, ignores: Ignores, relpath: str) -> bool:
     return bool(ignores.specs) and ignores.ignored(relpath, True)
 
 
-def walk(root: Path) -> Walk:
-    """Index ``root`` and find its skills (see the module docstring)."""
+def walk(root: Path, gitignore: bool = True) -> Walk:
+    """Index ``root`` and find its skills (see the module docstring). ``gitignore=False``: the .gitignore
+    files are not read (the configuration names the skill folders, so nothing is left to discover)."""
     out = Walk()
     real_root = os.path.realpath(root)
     ignores = Ignores()
     owner: dict[str, str | None] = {}  # folder -> the skill folder it belongs to (None: no skill)
     has_md: dict[str, bool] = {}
     links: list[tuple[str, Finding]] = []  # (parent folder, problem) of folder links that cannot be walked
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=lambda e: None):
-        base = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        base = "" if base == "." else base
+    top = os.fspath(root)
+    cut = len(top.rstrip(os.sep)) + 1
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False, onerror=lambda e: None):
+        base = dirpath[cut:].replace(os.sep, "/") if len(dirpath) >= cut else ""
         if "pyvenv.cfg" in filenames and base:  # a virtual environment, whatever its name
             dirnames[:] = []
             continue
-        if ".gitignore" in filenames:
+        if gitignore and ".gitignore" in filenames:
             text, _ = read_text(root, posixpath.join(base, ".gitignore"))
             if text is not None:
                 ignores.add(base, text)
@@ -110,8 +114,7 @@ def walk(root: Path) -> Walk:
             if not _skipped(name, os.path.join(dirpath, name), ignores, rel_path):
                 kept.append(name)
         dirnames[:] = kept
-        ignoring = bool(ignores.specs)
-        for name in [*dirnames, *sorted(filenames)]:
+        for name in [*dirnames, *sorted(filenames)]:  # ignored folders are pruned; files are all indexed
             rel_path = f"{base}/{name}" if base else name
             full = os.path.join(dirpath, name)
             if os.path.islink(full):
@@ -119,10 +122,8 @@ def walk(root: Path) -> Walk:
                 if why is not None:
                     links.append((base, why))
                     continue
-            elif ignoring and name not in dirnames and ignores.ignored(rel_path, False):
-                continue
             out.paths.add(rel_path)
-            if os.path.isfile(full):
+            if name not in dirnames and os.path.isfile(full):
                 out.files.add(rel_path)
         if len(out.paths) > MAX_INDEX:
             out.problems.append(problem("IN004", ".", 1, 1, f"the tree has more than {MAX_INDEX} paths; the "

@@ -568,10 +568,10 @@ PY_TOKEN_RE = re.compile(r"(?<![\w./-])((?:\./)?[\w.-]+(?:/[\w.-]+)*\.py)\b")
 def _discover(root: Path, config: dict[str, Any], project: Project) -> list[str]:
     """Index the tree (``project.paths``/``files``/``dir_links``) and return its skill folders (discover.py);
     a configured ``skills`` folder or glob that names nothing is a finding where it was set."""
-    found = discover.walk(root)
+    patterns = discover.configured(config.get("skills"))
+    found = discover.walk(root, gitignore=patterns is None)
     project.paths, project.files, project.dir_links = found.paths, found.files, found.dir_links
     project.problems += found.problems
-    patterns = discover.configured(config.get("skills"))
     if patterns is None:
         project.orphan_dirs = found.orphans
         return found.skills

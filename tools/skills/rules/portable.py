@@ -12,7 +12,7 @@ from typing import Iterator
 from model import Finding, Fix, Project, Skill, TextEdit
 
 from .common import finding, skill_docs
-from .frontmatter import NAME_RE, _key_line, _skills_with_frontmatter
+from .frontmatter import NAME_RE, _key_line, _skills_with_frontmatter, alias_points_to
 from .registry import rule
 
 # Claude Code's built-in tool names (its tools reference, code.claude.com/docs/en/tools-reference), with the
@@ -46,7 +46,8 @@ def name_folder(project: Project) -> Iterator[Finding]:
     for skill, fm in _skills_with_frontmatter(project):
         name = fm.get("name")
         folder = posixpath.basename(skill.dir) if skill.dir else project.root.name
-        if not isinstance(name, str) or name == folder or name in linked.get(skill.dir, ()):
+        if not isinstance(name, str) or name == folder or name in linked.get(skill.dir, ()) \
+                or alias_points_to(project, name, skill):  # a link, or a Windows checkout's one-line file
             continue
         line = _key_line(skill, "name")
         fix = None
