@@ -76,6 +76,7 @@ def split_row(line: str) -> list[tuple[int, int]]:
     return spans
 
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it
 MAX_YAML_NODES = 10_000  # frontmatter nodes walked; a skill's frontmatter has a few dozen
 
 
@@ -94,26 +95,31 @@ def _yaml_error(doc: MarkdownDoc, exc: yaml.YAMLError, first_line: int) -> None:
     _frontmatter_failed(doc, "IN010", line, col, f"frontmatter YAML does not parse: {reason}")
 
 
-def _frontmatter(doc: MarkdownDoc, content: str, first_line: int) -> None:
+def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any = SAFE_LOADER) -> None:
     """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines.
 
-    Safe and bounded: PyYAML's SafeLoader (no Python objects), anchors and aliases refused before
-    anything is built (no alias bombs, no self-referencing maps), duplicate keys reported.
+    Safe and bounded: PyYAML's SafeLoader (no Python objects; its libyaml-backed CSafeLoader where PyYAML
+    was built with it: the same events, nodes and marks, parsed in C; YAML that does not parse is read
+    again by the pure-Python loader, whose error messages and marks the findings use), anchors and
+    aliases refused before anything is built (no alias bombs, no self-referencing maps), duplicate keys
+    reported.
     """
     try:
-        for event in yaml.parse(content, Loader=yaml.SafeLoader):
+        for event in yaml.parse(content, Loader=loader_class):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 mark = event.start_mark
                 _frontmatter_failed(doc, "IN013", first_line + mark.line, mark.column + 1,
                                     "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
                                     "is plain key: value pairs, so it is not read")
                 return
-        loader = yaml.SafeLoader(content)
+        loader = loader_class(content)
         try:
             node = loader.get_single_node()
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
+        if loader_class is not yaml.SafeLoader:
+            return _frontmatter(doc, content, first_line, yaml.SafeLoader)
         _yaml_error(doc, exc, first_line)
         return
     except (RecursionError, MemoryError, ValueError) as exc:
@@ -161,7 +167,7 @@ def _frontmatter(doc: MarkdownDoc, content: str, first_line: int) -> None:
                                     f"duplicate frontmatter key `{key}` (first at line {first}); YAML keeps the "
                                     "last value, the reference validator rejects the file"))
     try:
-        loader = yaml.SafeLoader(content)
+        loader = loader_class(content)
         try:
             data = loader.construct_document(node)
         finally:
