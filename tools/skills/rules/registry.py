@@ -18,11 +18,11 @@ PROFILES: dict[str, str] = {
     "claude": "what Claude's platforms (claude.ai, the API, Claude Code) add: reserved words, no XML in "
               "descriptions, third-person descriptions",
     "links": "links, #anchors and backticked repository paths in the skills and docs resolve in the checked tree",
-    "isaaclab": "Isaac Lab's skill policy: audience/status/owners, \"Use when\", required sections, "
-                "evaluations, discovery aliases, repository paths",
-    "routing": "every evals.json case ranks its expected skill first among the tree's skills (a lexical "
+    "isaaclab": "(house, where adopted) Isaac Lab's skill policy: audience/status/owners, \"Use when\", required "
+                "sections, per-section token budgets, evaluations, discovery aliases, script phrasing",
+    "routing": "(house, where adopted) every evals.json case ranks its expected skill first among the tree's skills (a lexical "
                "stand-in for an agent's choice: BM25 over each skill's name and description)",
-    "drift": "this repository's sources of truth: the NCCL list, the launcher options table and every flag "
+    "drift": "(house, where adopted) this repository's sources of truth: the NCCL list, the launcher options table and every flag "
              "written in a command",
 }
 
