@@ -17,6 +17,8 @@
     uv run --no-project python tools/skills/cli.py explain [CODE]
     uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
 
+Without [tool.skills-check] it finds every skill (a folder holding SKILL.md) under the root and runs the
+generic profiles (spec, claude, links); the house profiles run where the tree lists them.
 Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup;
 3: no skill found (a folder holding SKILL.md), so nothing was checked: never reported as clean.
 Parsed files are cached by content digest (see cache.py); ``--no-cache`` parses everything afresh.
@@ -105,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
-    for key in ("skills", "docs", "launcher", "trainer"):
+    check.add_argument("--skills", default=None, help="skill folder or glob (overrides [tool.skills-check] skills; "
+                       "default: every folder holding SKILL.md under the root)")
+    for key in ("docs", "launcher", "trainer"):
         check.add_argument(f"--{key}", default=None, help=f"path of the {key} (overrides [tool.skills-check])")
     check.add_argument("--profile", default=None, metavar="NAMES",
                        help="comma-separated rule profiles to run (spec, claude, links, isaaclab, routing, drift; default: "
