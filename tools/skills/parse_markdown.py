@@ -95,6 +95,19 @@ def _yaml_error(doc: MarkdownDoc, exc: yaml.YAMLError, first_line: int) -> None:
     _frontmatter_failed(doc, "IN010", line, col, f"frontmatter YAML does not parse: {reason}")
 
 
+def _refuses_anchors(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any) -> bool:
+    """IN013 (and True) when the YAML uses an anchor or alias; read from the parser's events, before any
+    node is built."""
+    for event in yaml.parse(content, Loader=loader_class):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            mark = event.start_mark
+            _frontmatter_failed(doc, "IN013", first_line + mark.line, mark.column + 1,
+                                "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
+                                "is plain key: value pairs, so it is not read")
+            return True
+    return False
+
+
 def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any = SAFE_LOADER) -> None:
     """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines.
 
@@ -105,13 +118,8 @@ def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: 
     reported.
     """
     try:
-        for event in yaml.parse(content, Loader=loader_class):
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                mark = event.start_mark
-                _frontmatter_failed(doc, "IN013", first_line + mark.line, mark.column + 1,
-                                    "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
-                                    "is plain key: value pairs, so it is not read")
-                return
+        if _refuses_anchors(doc, content, first_line, loader_class):
+            return
         loader = loader_class(content)
         try:
             node = loader.get_single_node()
