@@ -228,18 +228,29 @@ def license_(project: Project) -> Iterator[Finding]:
             yield _at("SK110", skill, "license", "a user skill needs a `license` string")
 
 
-@rule("SK111", "metadata", profile="isaaclab",
-      cites="Agent Skills specification (agentskills.io/specification): `metadata` is a string map; Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `metadata.author`")
-def metadata(project: Project) -> Iterator[Finding]:
-    """`metadata` is a map of strings; a user skill has `metadata.author`."""
+@rule("SK118", "metadata-map", profile="spec",
+      cites="Agent Skills specification (agentskills.io/specification): optional field `metadata`, a map from "
+            "string keys to string values")
+def metadata_map(project: Project) -> Iterator[Finding]:
+    """`metadata`, when present, maps string keys to string values."""
     for skill, fm in _skills_with_frontmatter(project):
         value = fm.get("metadata")
         if value is not None and not isinstance(value, dict):
-            yield _at("SK111", skill, "metadata", "`metadata` must be a mapping of string keys to string values")
+            yield _at("SK118", skill, "metadata", "`metadata` must be a mapping of string keys to string values")
             continue
         for key, item in (value or {}).items():
             if not isinstance(item, str):
-                yield _at("SK111", skill, f"metadata.{key}", f"`metadata.{key}` must be a string")
+                yield _at("SK118", skill, f"metadata.{key}", f"`metadata.{key}` must be a string")
+
+
+@rule("SK111", "metadata", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `metadata.author`")
+def metadata(project: Project) -> Iterator[Finding]:
+    """A user skill has `metadata.author` (the map itself is SK118's)."""
+    for skill, fm in _skills_with_frontmatter(project):
+        value = fm.get("metadata")
+        if value is not None and not isinstance(value, dict):
+            continue
         if skill.audience == "user":
             author = (value or {}).get("author")
             if not isinstance(author, str) or not author.strip():
