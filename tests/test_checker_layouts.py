@@ -172,3 +172,24 @@ def test_allowed_tools_that_do_not_exist(tmp_path: Path) -> None:
     assert [(f["code"], f["line"], f["fix"]) for f in findings] == [("SK117", 4, None), ("SK117", 4, None)]
     assert "'Grep(' is not a tool name" in findings[0]["message"]
     assert "'Teleport' is not a Claude Code tool" in findings[1]["message"]
+
+
+def test_misreadings_fixed_still_catch_the_real_defects(tmp_path: Path) -> None:
+    """The readings that stopped the false alarms still find what is wrong: a `{baseDir}` link to a file the
+    skill lacks (resolved in the skill folder), a fence in a block quote that never closes, and a link
+    from a reference file to another file of the skill that SKILL.md does not link."""
+    tree = tmp_path / "quiet"
+    shutil.copytree(FIXTURES / "quiet", tree)
+    edit(tree, "skills/base-dir/SKILL.md", "{baseDir}/assets/form.md", "{baseDir}/assets/forms.md")
+    edit(tree, "skills/quoted-fences/SKILL.md", "> ls -la\n> ```\n", "> ls -la\n")
+    (tree / "skills/in-page-anchors/extra.md").write_text("# Extra\n\nMore rules.\n", encoding="utf-8")
+    edit(tree, "skills/in-page-anchors/guide.md", "Back to the [summary](#summary).",
+         "Back to the [summary](#summary); see [extra](extra.md).")
+    rc, findings = check(tree, "--no-cache")
+    got = [(f["code"], f["path"]) for f in findings]
+    assert rc == 1 and got == [
+        ("SK203", "skills/base-dir/SKILL.md"),
+        ("SK205", "skills/in-page-anchors/guide.md"),
+        ("IN015", "skills/quoted-fences/SKILL.md"),
+    ], findings
+    assert "resolved to skills/base-dir/assets/forms.md" in findings[0]["message"]
