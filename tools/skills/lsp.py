@@ -153,7 +153,8 @@ class CheckerServer(LanguageServer):
         return snap
 
     def rules_for(self, project: Project) -> list[RuleInfo]:
-        """The rules of the profiles ``[tool.skills-check] profiles`` chooses (all when unset), as in ``check``."""
+        """The rules of the profiles ``[tool.skills-check] profiles`` chooses (the generic ones when unset), as in
+        ``check``."""
         try:
             return in_profiles(self.rules, chosen_profiles(None, project.config.get("profiles")))
         except ProfileError as exc:
