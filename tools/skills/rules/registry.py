@@ -14,10 +14,12 @@ RuleFunc = Callable[[Project], Iterable[Finding]]
 # either, the generic ones (GENERIC) run. The others encode this repository's house conventions and run
 # only where a tree adopts them. Input problems (IN0xx) belong to the checker core and are always on.
 PROFILES: dict[str, str] = {
-    "spec": "the Agent Skills specification (agentskills.io): frontmatter fields, size, references",
-    "claude": "what Claude's platforms (claude.ai, the API, Claude Code) add: reserved words, no XML in "
-              "descriptions, third-person descriptions",
-    "links": "links, #anchors and backticked repository paths in the skills and docs resolve in the checked tree",
+    "spec": "(generic, on by default) the Agent Skills specification (agentskills.io): frontmatter fields, the "
+            "name is the folder's, size, references",
+    "claude": "(generic, on by default) Claude's documented skill guidance (claude.ai, the API, Claude Code): "
+              "reserved words, no XML in descriptions, third-person descriptions, known allowed-tools, argument "
+              "substitution in shell snippets, every bundled file referenced, contents in long references",
+    "links": "(generic, on by default) links, #anchors and backticked repository paths in the skills and docs resolve in the checked tree",
     "isaaclab": "(house, where adopted) Isaac Lab's skill policy: audience/status/owners, \"Use when\", required "
                 "sections, per-section token budgets, evaluations, discovery aliases, script phrasing",
     "routing": "(house, where adopted) every evals.json case ranks its expected skill first among the tree's skills (a lexical "
