@@ -237,7 +237,8 @@ def _check(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summary.skills, summary.rst = len(project.skills), len(project.rst)
-    summary.notes = project.notes + summary.notes
+    drift = any(r.profile == "drift" for r in rules)
+    summary.notes = project.notes + (project.drift_notes if drift else []) + summary.notes
     out = render(args.format, findings, summary)
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format != "json" else ""
     rc = exit_code(findings, args.strict)

@@ -510,7 +510,8 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
             relpath = rel(root, rst)
             project.rst[relpath] = load_rst(root, relpath, cache)
     else:
-        project.notes.append(f"no docs folder at {config['docs']}")
+        if "docs" in config.get("_given", ()):  # a default folder that is absent is no news
+            project.notes.append(f"no docs folder at {config['docs']}")
     shown_elsewhere = set(project.rst) | {d.path for s in project.skills for d in (s.skill_md, *s.files.values())}
     for page in list(project.rst.values()):
         if page.readable:
@@ -518,13 +519,13 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
     for key in ("launcher", "trainer"):
         if not _config_path_ok(root, config, key, project):
             setattr(project, key, ArgSpec(path=str(config[key])))
-            project.notes.append(f"the {key} is outside the checked root: flags written for it are not judged")
+            project.drift_notes.append(f"the {key} is outside the checked root: flags written for it are not judged")
             continue
         default_absent = key not in config.get("_given", ()) and not (
             (root / config[key]).exists() or (root / config[key]).is_symlink())
         if default_absent:  # a layout without this script (e.g. upstream Isaac Lab has no launcher)
             setattr(project, key, ArgSpec(path=str(config[key])))
-            project.notes.append(f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
+            project.drift_notes.append(f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
                                  "written for it are not judged")
             continue
         spec = load_argspec(root, config[key], cache)
@@ -532,14 +533,14 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
             if f.code == "IN001":
                 f.message += f" (set by [tool.skills-check] {key} or --{key})"
         if spec.incomplete and not any(p.code == "IN030" for p in spec.problems):
-            project.notes.append(f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
+            project.drift_notes.append(f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
                                  "flags written for it are not judged")
         setattr(project, key, spec)
     _load_tools(root, config, project, cache)
     known = known_tools.load()  # kept with the checker: the same findings with or without a .venv
     project.torchrun, project.jax_launcher = known.get("torchrun"), known.get("jax")
     if not known:
-        project.notes.append(f"{known_tools.SPEC_FILE.name} is missing beside the checker: torchrun and skrl's "
+        project.drift_notes.append(f"{known_tools.SPEC_FILE.name} is missing beside the checker: torchrun and skrl's "
                              "JAX launcher options not checked")
     agents = root / ".agents" / "skills"
     if agents.is_dir():

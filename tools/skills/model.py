@@ -248,4 +248,6 @@ class Project:
     # code block per shown run of lines, located in that file (rules read them like any RST page's code)
     included: dict[str, RstDoc] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # informational lines for the summary
+    # lines about the launcher and trainer whose flags the drift rules judge: shown only when those rules run
+    drift_notes: list[str] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)  # loader-level findings
