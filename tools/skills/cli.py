@@ -205,7 +205,8 @@ def _check(args: argparse.Namespace) -> int:
             rules = in_profiles(rules, chosen_profiles(given, configured))
         except ProfileError as exc:
             raise SetupError(str(exc)) from exc
-        project = load_project(root, overrides, use_cache=not args.no_cache)
+        drift = any(r.profile == "drift" for r in rules)  # otherwise no launcher or script is read
+        project = load_project(root, overrides, use_cache=not args.no_cache, drift=drift)
         if not project.skills:
             from discover import NO_SKILLS, no_skill_line
 
@@ -228,7 +229,7 @@ def _check(args: argparse.Namespace) -> int:
             if not summary.fixes and not notes:
                 summary.notes.append("--fix: nothing to fix")
             if summary.fixes:  # check again: what is left after the fixes
-                project = load_project(root, overrides, use_cache=not args.no_cache)
+                project = load_project(root, overrides, use_cache=not args.no_cache, drift=drift)
                 findings = run_rules(project, rules, select, ignore)
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -237,8 +238,7 @@ def _check(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summary.skills, summary.rst = len(project.skills), len(project.rst)
-    drift = any(r.profile == "drift" for r in rules)
-    summary.notes = project.notes + (project.drift_notes if drift else []) + summary.notes
+    summary.notes = project.notes + project.drift_notes + summary.notes
     out = render(args.format, findings, summary)
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format != "json" else ""
     rc = exit_code(findings, args.strict)

@@ -469,8 +469,12 @@ def load_evals(relpath: str, text: str) -> tuple[Any, list]:
 
 
 def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False,
-                 overlay: Mapping[str, str] | None = None, cache: ParseCache | None = None) -> Project:
+                 overlay: Mapping[str, str] | None = None, cache: ParseCache | None = None,
+                 drift: bool = True) -> Project:
     """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
+
+    ``drift=False`` (no drift rule will run): the launcher, the trainer, the configured tools and the
+    scripts named in code are not read, since only the drift rules judge flags against their argparse.
 
     For a long-running caller (the language server): ``overlay`` (repository-relative path -> text, e.g.
     an editor's unsaved buffers) is read in place of those files on disk, under the same guards, the rest
@@ -478,11 +482,11 @@ def load_project(root: Path, overrides: dict[str, str | None] | None = None, use
     of reading and writing the cache file on each load.
     """
     with overlaid(overlay or {}):
-        return _load_project(root, overrides, use_cache, cache)
+        return _load_project(root, overrides, use_cache, cache, drift)
 
 
 def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache: bool,
-                  kept: ParseCache | None) -> Project:
+                  kept: ParseCache | None, drift: bool = True) -> Project:
     if not str(root).strip():
         raise SetupError("--root is empty: give the folder to check")
     root = Path(root)
@@ -492,30 +496,14 @@ def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache
     config = load_config(root, overrides)
     cache = kept or ParseCache(root, enabled=use_cache)
     try:
-        return _load(root, config, cache)
+        return _load(root, config, cache, drift)
     finally:
         if kept is None:
             cache.save()
 
 
-def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
-    project = Project(root=root, config=config)
-    for folder in _discover(root, config, project):
-        project.skills.append(_load_skill(root, root / folder / discover.SKILL_FILE, project, cache))
-    docs = root / config["docs"]
-    if not _config_path_ok(root, config, "docs", project):
-        pass
-    elif docs.is_dir():
-        for rst in _walk_files(root, docs, ".rst", project):
-            relpath = rel(root, rst)
-            project.rst[relpath] = load_rst(root, relpath, cache)
-    else:
-        if "docs" in config.get("_given", ()):  # a default folder that is absent is no news
-            project.notes.append(f"no docs folder at {config['docs']}")
-    shown_elsewhere = set(project.rst) | {d.path for s in project.skills for d in (s.skill_md, *s.files.values())}
-    for page in list(project.rst.values()):
-        if page.readable:
-            resolve_includes(root, page, project.included, shown_elsewhere)
+def _load_launchers(root: Path, config: dict[str, Any], project: Project, cache: ParseCache) -> None:
+    """The launcher's and trainer's argparse, the configured tools' and the known tools' (torchrun, JAX)."""
     for key in ("launcher", "trainer"):
         if not _config_path_ok(root, config, key, project):
             setattr(project, key, ArgSpec(path=str(config[key])))
@@ -542,6 +530,28 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
     if not known:
         project.drift_notes.append(f"{known_tools.SPEC_FILE.name} is missing beside the checker: torchrun and skrl's "
                              "JAX launcher options not checked")
+
+
+def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = True) -> Project:
+    project = Project(root=root, config=config)
+    for folder in _discover(root, config, project):
+        project.skills.append(_load_skill(root, root / folder / discover.SKILL_FILE, project, cache))
+    docs = root / config["docs"]
+    if not _config_path_ok(root, config, "docs", project):
+        pass
+    elif docs.is_dir():
+        for rst in _walk_files(root, docs, ".rst", project):
+            relpath = rel(root, rst)
+            project.rst[relpath] = load_rst(root, relpath, cache)
+    else:
+        if "docs" in config.get("_given", ()):  # a default folder that is absent is no news
+            project.notes.append(f"no docs folder at {config['docs']}")
+    shown_elsewhere = set(project.rst) | {d.path for s in project.skills for d in (s.skill_md, *s.files.values())}
+    for page in list(project.rst.values()):
+        if page.readable:
+            resolve_includes(root, page, project.included, shown_elsewhere)
+    if drift:
+        _load_launchers(root, config, project, cache)
     agents = root / ".agents" / "skills"
     if agents.is_dir():
         for entry in sorted(agents.iterdir(), key=lambda p: p.name):
@@ -559,7 +569,7 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
         by_folder.setdefault(posixpath.dirname(path), []).append(path)
     for skill in project.skills:
         _entry_scripts(root, skill, project, by_folder)
-    _scripts_and_links(root, project, cache)
+    _scripts_and_links(root, project, cache, drift)
     return project
 
 
@@ -603,7 +613,7 @@ def _documents(project: Project) -> list:
     return [d for d in [*docs, *project.rst.values(), *project.included.values()] if d.readable]
 
 
-def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
+def _scripts_and_links(root: Path, project: Project, cache: ParseCache, drift: bool = True) -> None:
     """Parse what the rules will ask about: every .py a skill or doc names in code (its argparse, read
     statically) and every other .md/.rst file they link to. Nothing outside the root is read."""
     docs = _documents(project)
@@ -615,7 +625,7 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
         texts = [c.text for c in doc.code] + [c.text for t in doc.tables for r in [t.header, *t.rows]
                                                for cell in r for c in cell.code]
         bases = ("", skill_dirs[doc.path]) if doc.path in skill_dirs else ("",)
-        for text in texts:
+        for text in texts if drift else ():
             for token in PY_TOKEN_RE.findall(text):
                 token = token.removeprefix("./")
                 for base in bases:
