@@ -122,6 +122,15 @@ def test_everything_under_a_skill_belongs_to_it(tmp_path: Path) -> None:
         0, [("SK211", "skills/draft-skill", "warning")])
 
 
+def test_skills_at_the_root_leave_other_top_level_folders_alone(tmp_path: Path) -> None:
+    """Skills kept as top-level folders (`<root>/<name>/SKILL.md`): `docs/` beside them is not a skill."""
+    tree = tmp_path / "top"
+    shutil.copytree(LAYOUTS / "flat" / "skills", tree)
+    shutil.copytree(LAYOUTS / "empty" / "docs", tree / "docs")
+    assert skill_dirs(tree) == ["csv-cleaner", "image-resize", "release-notes"]
+    assert check(tree, "--no-cache") == (0, [])
+
+
 def test_house_rules_run_only_where_adopted(tmp_path: Path) -> None:
     """A foreign tree breaking this repository's conventions (no "Use when", no required sections, no
     discovery aliases, no evaluations) is clean without configuration, and is held to them once it adopts

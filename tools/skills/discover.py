@@ -151,7 +151,8 @@ def _link(real_root: str, full: str, rel_path: str, out: Walk) -> Finding | None
 
 def _orphans(skills: list[str], parents: set[str], owner: dict[str, str | None],
              has_md: dict[str, bool]) -> list[str]:
-    """Folders beside skill folders (same parent) that hold markdown but no SKILL.md and no skill below."""
+    """Folders beside skill folders (same parent, not the root) that hold markdown but no SKILL.md and no
+    skill below."""
     above: set[str] = set()
     for s in skills:
         while s:
@@ -161,7 +162,9 @@ def _orphans(skills: list[str], parents: set[str], owner: dict[str, str | None],
     for folder, md in sorted(has_md.items()):
         if not folder or not md or owner.get(folder) is not None or folder in above:
             continue
-        if posixpath.dirname(folder) in parents and not posixpath.basename(folder).startswith(("_", ".")):
+        parent = posixpath.dirname(folder)
+        # beside skills in a skills folder; at the root (skills kept there) docs/ and the like are not skills
+        if parent and parent in parents and not posixpath.basename(folder).startswith(("_", ".")):
             out.append(folder)
     return out
 
