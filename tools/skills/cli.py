@@ -6,6 +6,7 @@
 #     "docutils==0.23; python_version >= '3.13'",
 #     "markdown-it-py==4.3.0",
 #     "mdit-py-plugins==0.7.0",
+#     "pathspec==1.1.1",
 #     "PyYAML==6.0.4",
 # ]
 # ///
@@ -17,7 +18,10 @@
     uv run --no-project python tools/skills/cli.py explain [CODE]
     uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
 
-Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup.
+Without [tool.skills-check] it finds every skill (a folder holding SKILL.md) under the root and runs the
+generic profiles (spec, claude, links); the house profiles run where the tree lists them.
+Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup;
+3: no skill found (a folder holding SKILL.md), so nothing was checked: never reported as clean.
 Parsed files are cached by content digest (see cache.py); ``--no-cache`` parses everything afresh.
 When the parsers are not importable, it re-runs itself once through ``uv run --no-project --script``
 (its PEP 723 header above), or says in one line what to run.
@@ -32,7 +36,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PARSERS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml")
+PARSERS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml", "pathspec")
 REEXEC_GUARD = "SKILLS_CHECK_REEXEC"  # set in the re-run child: never re-run twice
 FORCE_MISSING = "SKILLS_CHECK_FORCE_MISSING"  # tests: behave as if the parsers were missing
 
@@ -64,7 +68,7 @@ def _bootstrap(argv: list[str], missing: list[str] | None = None) -> int | None:
     if os.environ.get(REEXEC_GUARD) or uv is None:
         why = "uv is not on PATH" if uv is None else "the uv environment lacks them too"
         print(f"error: parsers missing ({', '.join(missing)}; {why}): run `{hint}` "
-              f"or install docutils markdown-it-py mdit-py-plugins PyYAML", file=sys.stderr)
+              f"or install docutils markdown-it-py mdit-py-plugins PyYAML pathspec", file=sys.stderr)
         return 2
     env = dict(os.environ, **{REEXEC_GUARD: "1"})
     try:
@@ -112,11 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
-    for key in ("skills", "docs", "launcher", "trainer"):
+    check.add_argument("--skills", default=None, help="skill folder or glob (overrides [tool.skills-check] skills; "
+                       "default: every folder holding SKILL.md under the root)")
+    for key in ("docs", "launcher", "trainer"):
         check.add_argument(f"--{key}", default=None, help=f"path of the {key} (overrides [tool.skills-check])")
     check.add_argument("--profile", default=None, metavar="NAMES",
                        help="comma-separated rule profiles to run (spec, claude, links, isaaclab, routing, drift; default: "
-                            "[tool.skills-check] profiles, else all)")
+                            "[tool.skills-check] profiles, else spec,claude,links; codes given to --select run "
+                            "whatever their profile)")
     explain = sub.add_parser("explain", help="print what a rule checks (all rules without CODE)")
     explain.add_argument("code", nargs="?")
     route = sub.add_parser("route", help="rank the skills for a prompt (the routing profile's lexical model) and "
@@ -207,7 +214,8 @@ def _check(args: argparse.Namespace) -> int:
             return hit["rc"]
     from loader import SetupError, load_config, load_project
     from report import Summary, exit_code, render
-    from runner import ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, run_rules, unknown_patterns
+    from runner import (ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, profile_names,
+                        run_rules, unknown_patterns)
     from suppress import ConfigError, apply as suppress, per_file_ignores
 
     rules = load_rules()
@@ -221,10 +229,18 @@ def _check(args: argparse.Namespace) -> int:
         given = _split(args.profile) if args.profile is not None else None
         configured = load_config(root.resolve(), overrides).get("profiles") if given is None and root.is_dir() else None
         try:
+            if select and given is None and configured is None:  # codes named by hand run, whatever their profile
+                given = profile_names()
             rules = in_profiles(rules, chosen_profiles(given, configured))
         except ProfileError as exc:
             raise SetupError(str(exc)) from exc
-        project = load_project(root, overrides, use_cache=not args.no_cache)
+        drift = any(r.profile == "drift" for r in rules)  # otherwise no launcher or script is read
+        project = load_project(root, overrides, use_cache=not args.no_cache, drift=drift)
+        if not project.skills:
+            from discover import NO_SKILLS, no_skill_line
+
+            print(no_skill_line(project), file=sys.stderr)
+            return NO_SKILLS
         try:
             ignores = per_file_ignores(project.config, known)
         except ConfigError as exc:
@@ -251,7 +267,7 @@ def _check(args: argparse.Namespace) -> int:
             if not summary.fixes and not notes:
                 summary.notes.append("--fix: nothing to fix")
             if summary.fixes:  # check again: what is left after the fixes
-                project = load_project(root, overrides, use_cache=not args.no_cache)
+                project = load_project(root, overrides, use_cache=not args.no_cache, drift=drift)
                 findings, hidden = checked(project)
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -265,7 +281,7 @@ def _check(args: argparse.Namespace) -> int:
         findings, notes = stage(project, findings, read, write_to, recorded)
         summary.notes += notes
     summary.skills, summary.rst = len(project.skills), len(project.rst)
-    summary.notes = project.notes + summary.notes + [n for n in (hidden.note(),) if n]
+    summary.notes = project.notes + project.drift_notes + summary.notes + [n for n in (hidden.note(),) if n]
     out = render(args.format, findings, summary, rules)
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""
     rc = exit_code(findings, args.strict)
@@ -292,7 +308,7 @@ def _route(args: argparse.Namespace) -> int:
         return 2
     index = index_of(project)
     if not index.docs:
-        print(f"error: no skill with a name and a description under {project.config['skills']}", file=sys.stderr)
+        print(f"error: no skill with a name and a description under {project.root}", file=sys.stderr)
         return 2
     limit = threshold(project) if project else THRESHOLD
     print(f"prompt terms: {' '.join(terms(args.prompt)) or '(none)'}")

@@ -26,6 +26,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
+import discover
 import known_tools
 from cache import ParseCache
 from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_text, rel
@@ -35,7 +36,6 @@ from inputs import overlaid  # the language server's unsaved buffers (load_proje
 
 
 DEFAULTS: dict[str, str] = {
-    "skills": "skills",
     "docs": "docs",
     "launcher": "scripts/reinforcement_learning/train_multigpu.py",
     "trainer": "scripts/reinforcement_learning/train.py",
@@ -43,7 +43,7 @@ DEFAULTS: dict[str, str] = {
 # This repository's conventions a tree can adopt (``adopt = [...]``); the rules that encode them
 # (rules/common.py ``adopted``) report only where adopted.
 CONVENTIONS = ("options-table", "nccl-list", "skill-metadata")
-_SKIP_DIRS = {"_build", ".git", "__pycache__", "node_modules", ".venv"}
+_SKIP_DIRS = discover.SKIP_DIRS
 
 
 class SetupError(Exception):
@@ -86,6 +86,10 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
             if key == "adopt" and (not isinstance(value, list) or not all(v in CONVENTIONS for v in value)):
                 raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] adopt must be a list "
                                  f"of {', '.join(CONVENTIONS)}")
+            if key == "skills" and not (isinstance(value, str) or (
+                    isinstance(value, list) and value and all(isinstance(v, str) for v in value))):
+                raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] skills must be a folder "
+                                 "or glob, or a list of them")
             if key in DEFAULTS and not isinstance(value, str):
                 raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] {key} must be a "
                                  "string path")
@@ -406,8 +410,8 @@ def _link_target(path: Path) -> str | None:
 
 def _load_skill(root: Path, skill_md: Path, project: Project, cache: ParseCache) -> Skill:
     sdir = skill_md.parent
-    srel = rel(root, sdir)
-    skill = Skill(dir=srel, audience=sdir.parent.name, skill_md=load_markdown(root, rel(root, skill_md), cache))
+    srel = "" if sdir == root else rel(root, sdir)
+    skill = Skill(dir=srel, audience=sdir.parent.name if srel else "", skill_md=load_markdown(root, rel(root, skill_md), cache))
     for md in _walk_files(root, sdir, ".md", project):
         if md == skill_md:
             continue
@@ -464,46 +468,13 @@ def load_evals(relpath: str, text: str) -> tuple[Any, list]:
     return data, problems
 
 
-def _skill_files(root: Path, skills_dir: Path, project: Project) -> list[Path]:
-    """``skills/*/*/SKILL.md``, reporting link loops, links leaving the root and folders without SKILL.md."""
-    out: list[Path] = []
-    if not skills_dir.is_dir():
-        project.problems.append(problem("IN001", rel(root, skills_dir), 1, 1, "skills folder not found"))
-        return out
-
-    def usable(path: Path, what: str) -> bool:
-        msg = link_problem(path)
-        if msg:
-            project.problems.append(problem("IN005", rel(root, path), 1, 1, f"{msg}; skipped"))
-            return False
-        why = inside(root, rel(root, path))
-        if why:
-            project.problems.append(problem("IN006", rel(root, path), 1, 1, f"{what} {why}; not read"))
-            return False
-        return True
-
-    for audience in sorted(skills_dir.iterdir(), key=lambda p: p.name):
-        if audience.name.startswith(".") or not usable(audience, "folder"):
-            continue
-        if not audience.is_dir():
-            continue
-        for sdir in sorted(audience.iterdir(), key=lambda p: p.name):
-            if sdir.name.startswith(".") or not usable(sdir, "skill folder"):
-                continue
-            if not sdir.is_dir():
-                continue
-            skill_md = sdir / "SKILL.md"
-            if not (skill_md.exists() or skill_md.is_symlink()):
-                project.orphan_dirs.append(rel(root, sdir))
-                continue
-            if usable(skill_md, "SKILL.md"):
-                out.append(skill_md)
-    return out
-
-
 def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False,
-                 overlay: Mapping[str, str] | None = None, cache: ParseCache | None = None) -> Project:
+                 overlay: Mapping[str, str] | None = None, cache: ParseCache | None = None,
+                 drift: bool = True) -> Project:
     """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
+
+    ``drift=False`` (no drift rule will run): the launcher, the trainer, the configured tools and the
+    scripts named in code are not read, since only the drift rules judge flags against their argparse.
 
     For a long-running caller (the language server): ``overlay`` (repository-relative path -> text, e.g.
     an editor's unsaved buffers) is read in place of those files on disk, under the same guards, the rest
@@ -511,11 +482,11 @@ def load_project(root: Path, overrides: dict[str, str | None] | None = None, use
     of reading and writing the cache file on each load.
     """
     with overlaid(overlay or {}):
-        return _load_project(root, overrides, use_cache, cache)
+        return _load_project(root, overrides, use_cache, cache, drift)
 
 
 def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache: bool,
-                  kept: ParseCache | None) -> Project:
+                  kept: ParseCache | None, drift: bool = True) -> Project:
     if not str(root).strip():
         raise SetupError("--root is empty: give the folder to check")
     root = Path(root)
@@ -525,18 +496,46 @@ def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache
     config = load_config(root, overrides)
     cache = kept or ParseCache(root, enabled=use_cache)
     try:
-        return _load(root, config, cache)
+        return _load(root, config, cache, drift)
     finally:
         if kept is None:
             cache.save()
 
 
-def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
+def _load_launchers(root: Path, config: dict[str, Any], project: Project, cache: ParseCache) -> None:
+    """The launcher's and trainer's argparse, the configured tools' and the known tools' (torchrun, JAX)."""
+    for key in ("launcher", "trainer"):
+        if not _config_path_ok(root, config, key, project):
+            setattr(project, key, ArgSpec(path=str(config[key])))
+            project.drift_notes.append(f"the {key} is outside the checked root: flags written for it are not judged")
+            continue
+        default_absent = key not in config.get("_given", ()) and not (
+            (root / config[key]).exists() or (root / config[key]).is_symlink())
+        if default_absent:  # a layout without this script (e.g. upstream Isaac Lab has no launcher)
+            setattr(project, key, ArgSpec(path=str(config[key])))
+            project.drift_notes.append(f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
+                                 "written for it are not judged")
+            continue
+        spec = load_argspec(root, config[key], cache)
+        for f in spec.problems:
+            if f.code == "IN001":
+                f.message += f" (set by [tool.skills-check] {key} or --{key})"
+        if spec.incomplete and not any(p.code == "IN030" for p in spec.problems):
+            project.drift_notes.append(f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
+                                 "flags written for it are not judged")
+        setattr(project, key, spec)
+    _load_tools(root, config, project, cache)
+    known = known_tools.load()  # kept with the checker: the same findings with or without a .venv
+    project.torchrun, project.jax_launcher = known.get("torchrun"), known.get("jax")
+    if not known:
+        project.drift_notes.append(f"{known_tools.SPEC_FILE.name} is missing beside the checker: torchrun and skrl's "
+                             "JAX launcher options not checked")
+
+
+def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = True) -> Project:
     project = Project(root=root, config=config)
-    _index(root, project)
-    if _config_path_ok(root, config, "skills", project):
-        for skill_md in _skill_files(root, root / config["skills"], project):
-            project.skills.append(_load_skill(root, skill_md, project, cache))
+    for folder in _discover(root, config, project):
+        project.skills.append(_load_skill(root, root / folder / discover.SKILL_FILE, project, cache))
     docs = root / config["docs"]
     if not _config_path_ok(root, config, "docs", project):
         pass
@@ -545,37 +544,14 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
             relpath = rel(root, rst)
             project.rst[relpath] = load_rst(root, relpath, cache)
     else:
-        project.notes.append(f"no docs folder at {config['docs']}")
+        if "docs" in config.get("_given", ()):  # a default folder that is absent is no news
+            project.notes.append(f"no docs folder at {config['docs']}")
     shown_elsewhere = set(project.rst) | {d.path for s in project.skills for d in (s.skill_md, *s.files.values())}
     for page in list(project.rst.values()):
         if page.readable:
             resolve_includes(root, page, project.included, shown_elsewhere)
-    for key in ("launcher", "trainer"):
-        if not _config_path_ok(root, config, key, project):
-            setattr(project, key, ArgSpec(path=str(config[key])))
-            project.notes.append(f"the {key} is outside the checked root: flags written for it are not judged")
-            continue
-        default_absent = key not in config.get("_given", ()) and not (
-            (root / config[key]).exists() or (root / config[key]).is_symlink())
-        if default_absent:  # a layout without this script (e.g. upstream Isaac Lab has no launcher)
-            setattr(project, key, ArgSpec(path=str(config[key])))
-            project.notes.append(f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
-                                 "written for it are not judged")
-            continue
-        spec = load_argspec(root, config[key], cache)
-        for f in spec.problems:
-            if f.code == "IN001":
-                f.message += f" (set by [tool.skills-check] {key} or --{key})"
-        if spec.incomplete and not any(p.code == "IN030" for p in spec.problems):
-            project.notes.append(f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
-                                 "flags written for it are not judged")
-        setattr(project, key, spec)
-    _load_tools(root, config, project, cache)
-    known = known_tools.load()  # kept with the checker: the same findings with or without a .venv
-    project.torchrun, project.jax_launcher = known.get("torchrun"), known.get("jax")
-    if not known:
-        project.notes.append(f"{known_tools.SPEC_FILE.name} is missing beside the checker: torchrun and skrl's "
-                             "JAX launcher options not checked")
+    if drift:
+        _load_launchers(root, config, project, cache)
     agents = root / ".agents" / "skills"
     if agents.is_dir():
         for entry in sorted(agents.iterdir(), key=lambda p: p.name):
@@ -593,45 +569,37 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache) -> Project:
         by_folder.setdefault(posixpath.dirname(path), []).append(path)
     for skill in project.skills:
         _entry_scripts(root, skill, project, by_folder)
-    _scripts_and_links(root, project, cache)
+    _scripts_and_links(root, project, cache, drift)
     return project
 
 
-MAX_INDEX = 200_000  # paths indexed; a tree past this is reported once and indexed no further
 PY_TOKEN_RE = re.compile(r"(?<![\w./-])((?:\./)?[\w.-]+(?:/[\w.-]+)*\.py)\b")
 
 
-def _index(root: Path, project: Project) -> None:
-    """Every path of the tree, without following folder links or leaving the root; in-root folder links
-    are kept in ``project.dir_links`` (link path -> target path)."""
-    real_root = os.path.realpath(root)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=lambda e: None):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        base = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        for name in [*dirnames, *filenames]:
-            rel_path = name if base == "." else f"{base}/{name}"
-            full = os.path.join(dirpath, name)
-            if os.path.islink(full):
-                real = os.path.realpath(full)
-                if real != real_root and not real.startswith(real_root + os.sep):
-                    continue  # a link leaving the root: not a path of this tree
-                if not os.path.exists(full):
-                    continue
-                if os.path.isdir(full):
-                    project.dir_links[rel_path] = os.path.relpath(real, real_root).replace(os.sep, "/")
-            project.paths.add(rel_path)
-            if os.path.isfile(full):
-                project.files.add(rel_path)
-        if len(project.paths) > MAX_INDEX:
-            project.problems.append(problem("IN004", ".", 1, 1, f"the tree has more than {MAX_INDEX} paths; the "
-                                            "rest are not indexed"))
-            return
+def _discover(root: Path, config: dict[str, Any], project: Project) -> list[str]:
+    """Index the tree (``project.paths``/``files``/``dir_links``) and return its skill folders (discover.py);
+    a configured ``skills`` folder or glob that names nothing is a finding where it was set."""
+    patterns = discover.configured(config.get("skills"))
+    found = discover.walk(root, gitignore=patterns is None)
+    project.paths, project.files, project.dir_links = found.paths, found.files, found.dir_links
+    project.problems += found.problems
+    if patterns is None:
+        project.orphan_dirs = found.orphans
+        return found.skills
+    skills, project.orphan_dirs, missing = discover.select(root, found, patterns)
+    line = config.get("_lines", {}).get("skills")
+    for pattern in missing:
+        where = ("pyproject.toml", line) if line else (pattern, 1)
+        project.problems.append(problem("IN001", where[0], where[1], 1, f"skills folder {pattern!r} not found "
+                                        "(set by [tool.skills-check] skills or --skills)"))
+    return skills
 
 
 def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[str, list[str]]) -> None:
     """The skill's scripts/ files that are entry points (a shebang or a ``__main__`` guard)."""
-    prefix = f"{skill.dir}/scripts/"
-    for path in sorted(by_folder.get(f"{skill.dir}/scripts", [])):
+    folder = skill.join("scripts")
+    prefix = f"{folder}/"
+    for path in sorted(by_folder.get(folder, [])):
         name = path[len(prefix):]
         if name.startswith((".", "_")):
             continue
@@ -645,7 +613,7 @@ def _documents(project: Project) -> list:
     return [d for d in [*docs, *project.rst.values(), *project.included.values()] if d.readable]
 
 
-def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
+def _scripts_and_links(root: Path, project: Project, cache: ParseCache, drift: bool = True) -> None:
     """Parse what the rules will ask about: every .py a skill or doc names in code (its argparse, read
     statically) and every other .md/.rst file they link to. Nothing outside the root is read."""
     docs = _documents(project)
@@ -657,7 +625,7 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache) -> None:
         texts = [c.text for c in doc.code] + [c.text for t in doc.tables for r in [t.header, *t.rows]
                                                for cell in r for c in cell.code]
         bases = ("", skill_dirs[doc.path]) if doc.path in skill_dirs else ("",)
-        for text in texts:
+        for text in texts if drift else ():
             for token in PY_TOKEN_RE.findall(text):
                 token = token.removeprefix("./")
                 for base in bases:

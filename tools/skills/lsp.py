@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
@@ -44,6 +45,23 @@ NAME = "skills-check"
 VERSION = "0.1.0"
 DEBOUNCE_S = 0.1  # quiet time after the last keystroke before a check (open and save check at once)
 FAULT = "SKILLS_LSP_FAULT"  # tests: comma-separated names ("textDocument/hover", "check") that raise when run
+
+
+# Files whose change on disk can change the findings: skills and docs, scripts whose argparse is read, the
+# configuration and what decides discovery (.gitignore). Folders appear and vanish with their files.
+WATCHED = ("**/*.md", "**/*.rst", "**/*.py", "**/*.json", "**/pyproject.toml", "**/.gitignore", "**/conf.py")
+CONFIG_ERROR_RE = re.compile(r"^pyproject\.toml:(?:(\d+):)?\s*(.*)$", re.DOTALL)
+TOML_AT_RE = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+def config_error_at(message: str) -> tuple[int, str] | None:
+    """(line, message) of a setup error that is about pyproject.toml (None for other setup errors)."""
+    m = CONFIG_ERROR_RE.match(message)
+    if m is None:
+        return None
+    at = TOML_AT_RE.search(m.group(2))
+    line = int(m.group(1) or (at.group(1) if at else 1))
+    return line, m.group(2)
 
 
 class InjectedFault(RuntimeError):
@@ -110,6 +128,22 @@ class CheckerServer(LanguageServer):
         self.rules = load_rules()
         self.cache = ParseCache(self.root)
 
+    async def watch_files(self) -> None:
+        """Ask the editor to report files changed on disk (``git pull``, a generator), where it can register
+        watchers dynamically: each report re-checks the tree (``workspace/didChangeWatchedFiles``)."""
+        workspace = self.client_capabilities.workspace if self.client_capabilities else None
+        watched = workspace.did_change_watched_files if workspace else None
+        if not (watched and watched.dynamic_registration):
+            return
+        watchers = [types.FileSystemWatcher(glob_pattern=g) for g in WATCHED]
+        try:
+            await self.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
+                id=f"{NAME}-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))]))
+        except Exception as exc:  # the editor refused: checks still run on open, change and save
+            self.window_log_message(types.LogMessageParams(
+                type=types.MessageType.Warning, message=f"{NAME}: file watchers not registered: {exc}"))
+
     def codec(self) -> PositionCodec:
         return self.workspace.position_codec
 
@@ -123,7 +157,8 @@ class CheckerServer(LanguageServer):
         return snap
 
     def rules_for(self, project: Project) -> list[RuleInfo]:
-        """The rules of the profiles ``[tool.skills-check] profiles`` chooses (all when unset), as in ``check``."""
+        """The rules of the profiles ``[tool.skills-check] profiles`` chooses (the generic ones when unset), as in
+        ``check``."""
         try:
             return in_profiles(self.rules, chosen_profiles(None, project.config.get("profiles")))
         except ProfileError as exc:
@@ -208,6 +243,7 @@ class CheckerServer(LanguageServer):
             result = await self.check_now()
             if result is not None and not self.waiting:
                 self.publish(result)
+                self.no_skill(result)
             for future in waiting:
                 if not future.done():
                     future.set_result(result)
@@ -217,19 +253,46 @@ class CheckerServer(LanguageServer):
         self.waiting = []
 
     async def check_now(self) -> Result | None:
-        """One check in the worker thread; a failure is told to the user and gives None."""
+        """One check in the worker thread; a failure is told to the user and gives None. A pyproject.toml
+        that does not parse, or whose [tool.skills-check] is wrong, is a diagnostic on that file instead."""
         snap = self.snapshot()
         try:
             result = await asyncio.get_running_loop().run_in_executor(self.worker, self.check, snap)
         except SetupError as exc:
-            self.tell(types.MessageType.Error, f"{NAME}: {exc}")
+            at = config_error_at(str(exc))
+            if at is None:
+                self.tell(types.MessageType.Error, f"{NAME}: {exc}")
+            else:
+                self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=f"{NAME}: {exc}"))
+                self.publish_config_error(*at, snap)
             return None
         except Exception as exc:  # a checker bug must not end the session: say so, keep serving
             self.tell(types.MessageType.Error, f"{NAME}: the check failed: {type(exc).__name__}: {exc}",
                       "".join(traceback.format_exception(exc)))
             return None
-        self.shown = None
+        if result.project.skills:
+            self.shown = None
         return result
+
+    def publish_config_error(self, line: int, message: str, snap: Snapshot) -> None:
+        """The configuration error as the one diagnostic of pyproject.toml (cleared by the next good check)."""
+        assert self.root is not None
+        diag = types.Diagnostic(range=types.Range(types.Position(max(0, line - 1), 0), types.Position(max(0, line - 1), 0)),
+                                message=message, severity=types.DiagnosticSeverity.Error, source=NAME)
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+            uri=conv.uri_of(self.root, "pyproject.toml"), diagnostics=[diag],
+            version=snap.versions.get("pyproject.toml")))
+        self.published.add("pyproject.toml")
+
+    def no_skill(self, result: Result) -> None:
+        """A workspace with no skill says so once (a message), rather than showing nothing."""
+        from discover import no_skill_line
+
+        line = no_skill_line(result.project).removeprefix("error: ")
+        if not result.project.skills and self.shown != line:
+            self.shown = line
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"{NAME}: {line}"))
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"{NAME}: {line}"))
 
     def tell(self, kind: types.MessageType, message: str, detail: str = "") -> None:
         """Log a message; an error is also shown, once until the checks succeed again or it changes (a
@@ -337,6 +400,7 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
 
     @server.feature(types.INITIALIZED)
     async def initialized(params: types.InitializedParams) -> None:
+        await server.watch_files()
         await server.request()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)

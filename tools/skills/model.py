@@ -7,6 +7,7 @@ columns are 1-based.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,14 +215,19 @@ class Tool:
 
 @dataclass
 class Skill:
-    dir: str  # e.g. "skills/user/train-multi-gpu"
-    audience: str  # folder under skills/ ("user" or "developer")
+    dir: str  # e.g. "skills/user/train-multi-gpu" ("" when the checked root is itself one skill)
+    audience: str  # the folder holding the skill folder ("user" under skills/user/; "" for a root skill)
     skill_md: MarkdownDoc
     files: dict[str, MarkdownDoc] = field(default_factory=dict)  # other .md in the skill, by path
     evals_json: str | None = None  # path of evals/evals.json when present
     evals: Any = None  # its parsed JSON (None when absent or unparsable; a problem then says why)
     evals_text: str = ""  # its text (for locations)
     entry_scripts: list[str] = field(default_factory=list)  # scripts/ files with a shebang or __main__ guard
+
+    def join(self, relpath: str) -> str:
+        """``relpath`` (written relative to the skill folder) as a repository-relative path; a skill may be
+        the root itself (``dir == ""``)."""
+        return posixpath.normpath(posixpath.join(self.dir, relpath))
 
     @property
     def name(self) -> str | None:
@@ -244,7 +250,7 @@ class Project:
     aliases: dict[str, str] = field(default_factory=dict)  # .agents/skills/<name> -> link target
     # ("" when the entry is a real directory, not a link; a Windows checkout's one-line file gives its text)
     claude_skills: str | None = None  # target of the .claude/skills link ("" real dir, None absent)
-    orphan_dirs: list[str] = field(default_factory=list)  # folders under skills/<audience>/ without SKILL.md
+    orphan_dirs: list[str] = field(default_factory=list)  # folders beside skill folders, with markdown, no SKILL.md
     # Every file and folder of the tree (repository-relative; links leaving the root, .git, .venv,
     # node_modules, _build and __pycache__ left out): what rules ask "does this path exist?".
     paths: set[str] = field(default_factory=set)
@@ -256,4 +262,6 @@ class Project:
     # code block per shown run of lines, located in that file (rules read them like any RST page's code)
     included: dict[str, RstDoc] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # informational lines for the summary
+    # lines about the launcher and trainer whose flags the drift rules judge: shown only when those rules run
+    drift_notes: list[str] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)  # loader-level findings

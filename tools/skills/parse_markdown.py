@@ -53,6 +53,7 @@ def split_row(line: str) -> list[tuple[int, int]]:
     return spans
 
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it
 MAX_YAML_NODES = 10_000  # frontmatter nodes walked; a skill's frontmatter has a few dozen
 
 
@@ -71,26 +72,39 @@ def _yaml_error(doc: MarkdownDoc, exc: yaml.YAMLError, first_line: int) -> None:
     _frontmatter_failed(doc, "IN010", line, col, f"frontmatter YAML does not parse: {reason}")
 
 
-def _frontmatter(doc: MarkdownDoc, content: str, first_line: int) -> None:
+def _refuses_anchors(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any) -> bool:
+    """IN013 (and True) when the YAML uses an anchor or alias; read from the parser's events, before any
+    node is built."""
+    for event in yaml.parse(content, Loader=loader_class):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            mark = event.start_mark
+            _frontmatter_failed(doc, "IN013", first_line + mark.line, mark.column + 1,
+                                "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
+                                "is plain key: value pairs, so it is not read")
+            return True
+    return False
+
+
+def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any = SAFE_LOADER) -> None:
     """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines.
 
-    Safe and bounded: PyYAML's SafeLoader (no Python objects), anchors and aliases refused before
-    anything is built (no alias bombs, no self-referencing maps), duplicate keys reported.
+    Safe and bounded: PyYAML's SafeLoader (no Python objects; its libyaml-backed CSafeLoader where PyYAML
+    was built with it: the same events, nodes and marks, parsed in C; YAML that does not parse is read
+    again by the pure-Python loader, whose error messages and marks the findings use), anchors and
+    aliases refused before anything is built (no alias bombs, no self-referencing maps), duplicate keys
+    reported.
     """
     try:
-        for event in yaml.parse(content, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                mark = event.start_mark
-                _frontmatter_failed(doc, "IN013", first_line + mark.line, mark.column + 1,
-                                    "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
-                                    "is plain key: value pairs, so it is not read")
-                return
-        loader = yaml.SafeLoader(content)
+        if _refuses_anchors(doc, content, first_line, loader_class):
+            return
+        loader = loader_class(content)
         try:
             node = loader.get_single_node()
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
+        if loader_class is not yaml.SafeLoader:
+            return _frontmatter(doc, content, first_line, yaml.SafeLoader)
         _yaml_error(doc, exc, first_line)
         return
     except (RecursionError, MemoryError, ValueError) as exc:
@@ -138,7 +152,7 @@ def _frontmatter(doc: MarkdownDoc, content: str, first_line: int) -> None:
                                     f"duplicate frontmatter key `{key}` (first at line {first}); YAML keeps the "
                                     "last value, the reference validator rejects the file"))
     try:
-        loader = yaml.SafeLoader(content)
+        loader = loader_class(content)
         try:
             data = loader.construct_document(node)
         finally:
@@ -225,18 +239,28 @@ def _is_fence(line: str, markup: str) -> tuple[bool, str]:
     return run >= len(markup), stripped[run:].strip()
 
 
-def _fence_problems(doc: MarkdownDoc, lines: list[str], start: int, end: int, markup: str) -> None:
-    """IN015: a fence never closed, or a would-be closing fence with text after it (it closes nothing)."""
+_QUOTE_PREFIX = re.compile(r"^\s{0,3}(?:>\s?)+")
+
+
+def _fence_problems(doc: MarkdownDoc, lines: list[str], tok: Any, quoted: bool) -> None:
+    """IN015: a fence never closed, or a would-be closing fence with text after it (it closes nothing).
+
+    Whether the fence closed is read from markdown-it's own token: its line map spans the opening line,
+    the content lines and, only when it closed, the closing line. So a fence inside a block quote or a list
+    item is judged by CommonMark's rules, whatever prefix its lines carry."""
+    start, end = tok.map
+    markup = tok.markup
     if not markup:
         return
     for n in range(start + 1, end):
-        is_fence, rest = _is_fence(lines[n], markup)
+        line = _QUOTE_PREFIX.sub("", lines[n]) if quoted else lines[n]
+        is_fence, rest = _is_fence(line, markup)
         if is_fence and rest:
             doc.problems.append(problem("IN015", doc.path, n + 1, 1, f'"{lines[n].strip()[:40]}" inside the code '
                                         f"block opened at line {start + 1} closes nothing: a closing fence takes no "
                                         "text after it, so the block runs on; put the text on its own line"))
-    last = lines[end - 1] if end - 1 > start and end - 1 < len(lines) else ""
-    closed = _is_fence(last, markup) == (True, "")
+    content_lines = tok.content.count("\n")
+    closed = end - start >= content_lines + 2
     if not closed:
         doc.problems.append(problem("IN015", doc.path, start + 1, 1, f'code fence "{markup}" opened here is never '
                                     "closed: the rest of the file is read as code"))
@@ -316,9 +340,12 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
     row: list[Cell] | None = None
     in_head = False
     col_index = 0
+    quotes = 0  # block quotes open around the current token
     for i, tok in enumerate(tokens):
         t = tok.type
-        if t == "heading_open":
+        if t in ("blockquote_open", "blockquote_close"):
+            quotes += 1 if t == "blockquote_open" else -1
+        elif t == "heading_open":
             inline = tokens[i + 1]
             title = _inline(doc, lines, inline)
             last_heading = title.strip()
@@ -326,7 +353,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
                                         anchor=unique_slug(slugify(last_heading), slugs), line=(tok.map[0] + 1) if tok.map else 1))
         elif t in ("fence", "code_block"):
             if t == "fence" and tok.map:
-                _fence_problems(doc, md_lines, tok.map[0], tok.map[1], tok.markup)
+                _fence_problems(doc, md_lines, tok, quotes > 0)
             first = (tok.map[0] + (2 if t == "fence" else 1)) if tok.map else 1
             lang = tok.info.split()[0] if t == "fence" and tok.info.strip() else None
             doc.code.append(Code(text=tok.content, line=first, col=1, kind="block", lang=lang))

@@ -7,8 +7,8 @@ arguments (format, select, ignore, profile, strict, path overrides), the report 
   the parser libraries are installed (their mtime);
 - the tree's shape: the mtime of every folder the loader indexed (a file or folder added, removed,
   renamed or replaced by a link changes its folder's mtime);
-- the content digest of every file the check reads (pyproject.toml, everything under the skills and docs
-  folders, the scripts whose argparse it reads, included and linked files, the discovery links).
+- the content digest of every file the check reads (pyproject.toml, the .gitignore files when skills
+  are discovered, everything under each skill and the docs folder, the scripts whose argparse it reads, included and linked files, the discovery links).
 A report is stored only when no folder or file changed while or just before the check ran (a change in
 the same clock tick could otherwise go unseen, the way git treats "racily clean" files). A change
 outside the checked tree (the target of a link leaving it) is not seen; ``--no-cache`` turns the cache
@@ -155,8 +155,12 @@ class ResultCache:
 def read_files(project: Any) -> set[str]:
     """The files a check of ``project`` reads (repository-relative)."""
     config = project.config
-    prefixes = tuple(f"{str(config.get(k, '')).strip('/')}/" for k in ("skills", "docs") if config.get(k))
-    out = {p for p in project.files if p.startswith(prefixes) or p == "pyproject.toml"}
+    prefixes = tuple(f"{str(config.get(k, '')).strip('/')}/" for k in ("docs",) if config.get(k))
+    prefixes += tuple(f"{s.dir}/" for s in project.skills if s.dir)
+    everything = any(not s.dir for s in project.skills)  # the root is one skill: all of it is its files
+    discovering = config.get("skills") is None  # the walk reads the .gitignore files only then
+    out = {p for p in project.files if everything or p.startswith(prefixes) or p == "pyproject.toml"
+           or (discovering and p.rsplit("/", 1)[-1] == ".gitignore")}
     out |= {p for p in project.files if p.startswith((".agents/skills/", ".claude/"))}
     specs = [project.launcher, project.trainer, *project.scripts.values(), *(t.spec for t in project.tools.values())]
     out |= {s.path for s in specs if s is not None}

@@ -21,7 +21,16 @@ file is stale. Edit the rules' docstrings (tools/skills/rules/*.py), not this fi
 `uv run --no-project python tools/skills/cli.py check` runs the rules below; `cli.py explain CODE`
 prints one rule's text. Codes are stable: a retired code is never reused. Select or skip rules with
 `--select`/`--ignore` (a prefix such as `DR1` means every DR1xx code), or whole profiles with
-`--profile` or `[tool.skills-check] profiles = [...]` (default: every profile).
+`--profile` or `[tool.skills-check] profiles = [...]`. Without either, the generic profiles run (`spec`,
+`claude`, `links`: what any skill repository is held to); `isaaclab`, `drift` and `routing` encode this
+repository's house conventions and run only where a tree lists them (this repository lists all six).
+A MUST of the Agent Skills specification is an error; advice (a length, a contents list, a budget) is a
+warning. Each rule names its profile and the source it enforces.
+
+Skills are found by discovery (tools/skills/discover.py): every folder holding `SKILL.md` under the root,
+in any layout, skipping `.git`, virtual environments, `node_modules`, build output and what `.gitignore`
+ignores; `[tool.skills-check] skills` may name the folders or globs instead. A check that finds no skill
+prints one line and exits 3.
 
 Every finding is `path:line:col: CODE message`. A drift finding (DRxxx) points at the drifted text
 and names where the truth lives, in the message and in the JSON `truth` field (in SARIF, `--format

@@ -71,14 +71,18 @@ class ProfileError(ValueError):
 
 def chosen_profiles(given: list[str] | None, configured: object) -> list[str] | None:
     """The profiles to run: ``given`` (a flag) wins over ``configured`` (``[tool.skills-check] profiles``);
-    None means every profile. ProfileError for a malformed or unknown choice."""
+    neither: the generic profiles (``rules.registry.GENERIC``: the spec, Claude's guidance, links), so a
+    tree that never adopted this repository's conventions is not held to them. ProfileError for a
+    malformed or unknown choice."""
     chosen = given
     if chosen is None and configured is not None:
         if not isinstance(configured, list) or not all(isinstance(x, str) for x in configured):
             raise ProfileError("pyproject.toml: [tool.skills-check] profiles must be a list of names")
         chosen = configured
     if chosen is None:
-        return None
+        from rules.registry import GENERIC
+
+        return list(GENERIC)
     unknown = [p for p in chosen if p not in profile_names()]
     if unknown or not chosen:
         raise ProfileError(f"unknown profile(s) {', '.join(unknown) or '(none given)'}; known: "

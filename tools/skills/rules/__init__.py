@@ -8,7 +8,7 @@ the model (``model.Project``) and yields ``model.Finding``s; the core's runner c
 
 from __future__ import annotations
 
-from . import aliases, evaluations, flags, frontmatter, nccl, options, routing, structure  # noqa: F401  (registers)
+from . import aliases, evaluations, flags, frontmatter, nccl, options, portable, routing, structure  # noqa: F401  (registers)
 from .registry import RULES, Rule, get, rule
 
 __all__ = ["RULES", "Rule", "get", "rule"]

@@ -117,6 +117,24 @@ def names_known(project: Project) -> bool:
 URL_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
+# The skill's own folder, as skill text may write it: Claude's `{baseDir}` and Claude Code's `${CLAUDE_SKILL_DIR}`.
+SKILL_DIR_RE = re.compile(r"^(?:\{baseDir\}|\$\{CLAUDE_SKILL_DIR\}|\$CLAUDE_SKILL_DIR)(?:/|$)")
+# Paths written as patterns for the reader to fill in, not as real paths: `<name>`, `{slug}`, `$VAR`,
+# `path/to/...`, `...`, globs, `your-file`.
+PLACEHOLDER_RE = re.compile(r"<[^<>]*>|\{[^{}]*\}|\$|(?:^|/)path/to(?:/|$)|\.\.\.|[*?]|(?:^|/)your[-_]", re.IGNORECASE)
+
+
+def skill_dir_relative(target: str) -> str | None:
+    """``target`` without its `{baseDir}/` prefix (relative to the skill folder), or None without one."""
+    m = SKILL_DIR_RE.match(target)
+    return target[m.end():] if m else None
+
+
+def is_placeholder(target: str) -> bool:
+    """Whether a written path is a pattern to fill in (``<name>.md``, ``path/to/file``) rather than a path."""
+    return bool(PLACEHOLDER_RE.search(target))
+
+
 def is_external(target: str) -> bool:
     return bool(URL_RE.match(target)) or target.startswith("//")
 

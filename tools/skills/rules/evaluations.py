@@ -26,7 +26,7 @@ FAILURE_RE = re.compile(
 
 def _evaluations_doc(skill: Skill) -> MarkdownDoc | None:
     for path, doc in skill.files.items():
-        if path == f"{skill.dir}/evaluations.md":
+        if path == skill.join("evaluations.md"):
             return doc
     return None
 

@@ -21,7 +21,15 @@ KNOWN_KEYS = frozenset({
     # Isaac Lab's own keys
     "audience", "status", "owners",
 })
-FIRST_PERSON_RE = re.compile(r"(?:^|[.!?]\s+)(I|I'm|I've|I'll|[Yy]ou|[Yy]our|[Yy]ou're|[Yy]ou'll)\b")
+# Claude Code's own keys (code.claude.com/docs/en/skills, frontmatter reference): Claude Code reads them,
+# other agents ignore them.
+CLAUDE_CODE_KEYS = frozenset({
+    "argument-hint", "arguments", "disable-model-invocation", "user-invocable", "model", "effort", "context",
+    "agent", "hooks", "paths", "shell", "when_to_use",
+})
+# First or second person anywhere: "I", "me", "my", "you", "your" ... as whole words ("I" only capital).
+FIRST_PERSON_RE = re.compile(r"(?<![\w'])(I|I'm|I've|I'll|I'd|(?i:me|my|you|your|yours|yourself|you're|you'll|you've|you'd))"
+                             r"(?![\w'])")
 
 
 def alias_points_to(project: Project, name: str, skill: Skill) -> bool:
@@ -143,9 +151,11 @@ def description_use_when(project: Project) -> Iterator[Finding]:
 @rule("SK106", "description-third-person", profile="claude",
       cites='Claude skill authoring best practices (docs.claude.com, agent skills best practices): write descriptions in the third person')
 def description_third_person(project: Project) -> Iterator[Finding]:
-    """`description` is written in the third person: no sentence starts with "I" or "You".
+    """`description` is written in the third person: no "I", "my", "you" or "your" anywhere in it.
 
-    `description` is in the third person: no sentence starts with "I", "I'm", "You", "Your" ...
+    `description` is in the third person: it never says "I", "me", "my", "you", "your" ... (anywhere,
+    not only at a sentence's start). The description is put into the system prompt, where a first- or
+    second-person voice confuses who is speaking; "Use when the user ..." says the same in the third person.
     """
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
@@ -153,7 +163,8 @@ def description_third_person(project: Project) -> Iterator[Finding]:
             m = FIRST_PERSON_RE.search(desc.strip())
             if m:
                 yield _at("SK106", skill, "description",
-                          f"`description` must be in the third person; a sentence starts with {m.group(1)!r}")
+                          f"`description` must be in the third person; it says {m.group(1)!r} "
+                          "(write \"the user\" or name the task)")
 
 
 @rule("SK107", "audience", profile="isaaclab",
@@ -217,18 +228,29 @@ def license_(project: Project) -> Iterator[Finding]:
             yield _at("SK110", skill, "license", "a user skill needs a `license` string")
 
 
-@rule("SK111", "metadata", profile="isaaclab",
-      cites="Agent Skills specification (agentskills.io/specification): `metadata` is a string map; Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `metadata.author`")
-def metadata(project: Project) -> Iterator[Finding]:
-    """`metadata` is a map of strings; a user skill has `metadata.author`."""
+@rule("SK118", "metadata-map", profile="spec",
+      cites="Agent Skills specification (agentskills.io/specification): optional field `metadata`, a map from "
+            "string keys to string values")
+def metadata_map(project: Project) -> Iterator[Finding]:
+    """`metadata`, when present, maps string keys to string values."""
     for skill, fm in _skills_with_frontmatter(project):
         value = fm.get("metadata")
         if value is not None and not isinstance(value, dict):
-            yield _at("SK111", skill, "metadata", "`metadata` must be a mapping of string keys to string values")
+            yield _at("SK118", skill, "metadata", "`metadata` must be a mapping of string keys to string values")
             continue
         for key, item in (value or {}).items():
             if not isinstance(item, str):
-                yield _at("SK111", skill, f"metadata.{key}", f"`metadata.{key}` must be a string")
+                yield _at("SK118", skill, f"metadata.{key}", f"`metadata.{key}` must be a string")
+
+
+@rule("SK111", "metadata", profile="isaaclab",
+      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `metadata.author`")
+def metadata(project: Project) -> Iterator[Finding]:
+    """A user skill has `metadata.author` (the map itself is SK118's)."""
+    for skill, fm in _skills_with_frontmatter(project):
+        value = fm.get("metadata")
+        if value is not None and not isinstance(value, dict):
+            continue
         if skill.audience == "user":
             author = (value or {}).get("author")
             if not isinstance(author, str) or not author.strip():
@@ -239,17 +261,20 @@ def metadata(project: Project) -> Iterator[Finding]:
 @rule("SK112", "unknown-key", severity="warning", profile="spec",
       cites='Agent Skills specification (agentskills.io/specification): the frontmatter fields are name, description, license, compatibility, metadata, allowed-tools')
 def unknown_key(project: Project) -> Iterator[Finding]:
-    """Frontmatter keys outside the spec and Isaac Lab's keys are warnings (claude.ai uploads reject them).
+    """Frontmatter keys outside the spec, Claude Code's keys and Isaac Lab's keys are warnings.
 
     A key outside the Agent Skills spec (`name`, `description`, `license`, `compatibility`, `metadata`,
-    `allowed-tools`) and Isaac Lab's keys (`audience`, `status`, `owners`). Claude Code ignores it;
-    claude.ai uploads reject it.
+    `allowed-tools`), Claude Code's own keys (`argument-hint`, `disable-model-invocation`,
+    `user-invocable`, `model`, `context`, `agent`, `hooks`, `paths` ...) and Isaac Lab's keys
+    (`audience`, `status`, `owners`) is read by no agent: Claude Code and other agents ignore it and
+    claude.ai uploads reject it. A custom field belongs under `metadata`.
     """
     for skill, fm in _skills_with_frontmatter(project):
         for key in fm:
-            if key not in KNOWN_KEYS:
-                yield _at("SK112", skill, str(key), f"unknown frontmatter key `{key}` (Claude Code ignores it; "
-                          "claude.ai uploads reject it)")
+            if key not in KNOWN_KEYS and key not in CLAUDE_CODE_KEYS:
+                yield _at("SK112", skill, str(key), f"unknown frontmatter key `{key}`: no agent reads it (not a "
+                          "key of the Agent Skills spec or of Claude Code; claude.ai uploads reject it); put "
+                          "custom fields under `metadata`")
 
 
 @rule("SK113", "compatibility", profile="spec",

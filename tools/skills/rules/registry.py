@@ -10,20 +10,26 @@ from model import Finding, Project
 
 RuleFunc = Callable[[Project], Iterable[Finding]]
 
-# Named rule sets. A repository picks some in [tool.skills-check] `profiles` or with --profile;
-# by default all are on. Input problems (IN0xx) belong to the checker core and are always on.
+# Named rule sets. A repository picks some in [tool.skills-check] `profiles` or with --profile; without
+# either, the generic ones (GENERIC) run. The others encode this repository's house conventions and run
+# only where a tree adopts them. Input problems (IN0xx) belong to the checker core and are always on.
 PROFILES: dict[str, str] = {
-    "spec": "the Agent Skills specification (agentskills.io): frontmatter fields, size, references",
-    "claude": "what Claude's platforms (claude.ai, the API, Claude Code) add: reserved words, no XML in "
-              "descriptions, third-person descriptions",
-    "links": "links, #anchors and backticked repository paths in the skills and docs resolve in the checked tree",
-    "isaaclab": "Isaac Lab's skill policy: audience/status/owners, \"Use when\", required sections, "
-                "evaluations, discovery aliases, repository paths",
-    "routing": "every evals.json case ranks its expected skill first among the tree's skills (a lexical "
+    "spec": "(generic, on by default) the Agent Skills specification (agentskills.io): frontmatter fields, the "
+            "name is the folder's, size, references",
+    "claude": "(generic, on by default) Claude's documented skill guidance (claude.ai, the API, Claude Code): "
+              "reserved words, no XML in descriptions, third-person descriptions, known allowed-tools, argument "
+              "substitution in shell snippets, every bundled file referenced, contents in long references",
+    "links": "(generic, on by default) links, #anchors and backticked repository paths in the skills and docs resolve in the checked tree",
+    "isaaclab": "(house, where adopted) Isaac Lab's skill policy: audience/status/owners, \"Use when\", required "
+                "sections, per-section token budgets, evaluations, discovery aliases, script phrasing",
+    "routing": "(house, where adopted) every evals.json case ranks its expected skill first among the tree's skills (a lexical "
                "stand-in for an agent's choice: BM25 over each skill's name and description)",
-    "drift": "this repository's sources of truth: the NCCL list, the launcher options table and every flag "
+    "drift": "(house, where adopted) this repository's sources of truth: the NCCL list, the launcher options table and every flag "
              "written in a command",
 }
+
+GENERIC = ("spec", "claude", "links")  # what runs on any tree without configuration
+HOUSE = ("isaaclab", "routing", "drift")  # this repository's conventions: run where adopted
 
 
 @dataclass(frozen=True)

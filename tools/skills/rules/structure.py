@@ -10,7 +10,8 @@ from model import Finding, Loc, MarkdownDoc, Project, RstDoc, Skill
 
 from .common import (
     all_skill_docs, anchors_of, cached, code_items, docs_dir, exists, find_doc, finding, is_external,
-    is_file, names_known, negative_lines_of, resolve, rst_docs, skill_docs, skill_names,
+    is_file, is_placeholder, names_known, negative_lines_of, resolve, rst_docs, skill_dir_relative, skill_docs,
+    skill_names,
 )
 from .registry import rule
 
@@ -46,7 +47,7 @@ def required_sections(project: Project) -> Iterator[Finding]:
                 yield finding("SK201", f"SKILL.md has no \"{section}\" section", doc.path, doc.body_start)
 
 
-@rule("SK202", "body-length", profile="spec",
+@rule("SK202", "body-length", severity="warning", profile="spec",
       cites='Agent Skills specification (agentskills.io/specification): keep SKILL.md under 500 lines; move detail to referenced files')
 def body_length(project: Project) -> Iterator[Finding]:
     """The SKILL.md body (after the frontmatter) is under 500 lines; details go to reference files.
@@ -63,13 +64,18 @@ def body_length(project: Project) -> Iterator[Finding]:
                           "details to reference files", doc.path, doc.body_start + MAX_BODY_LINES - 1)
 
 
-@rule("SK211", "skill-md-missing", profile="spec",
+@rule("SK211", "skill-md-missing", severity="warning", profile="spec",
       cites='Agent Skills specification (agentskills.io/specification): a skill is a folder holding SKILL.md')
 def skill_md_missing(project: Project) -> Iterator[Finding]:
-    """Every folder under `skills/<audience>/` holds a SKILL.md (otherwise agents never see the skill)."""
+    """A folder beside skill folders that holds markdown also holds a SKILL.md (otherwise no agent sees it).
+
+    A folder next to skill folders (the same parent), not inside a skill, with markdown files but no
+    SKILL.md and no skill below it, looks like a skill whose SKILL.md is missing or misspelled. Everything
+    inside a skill (`scripts/`, `references/`, `assets/` ...) belongs to that skill and is never reported.
+    """
     for folder in project.orphan_dirs:
-        yield finding("SK211", "folder under the skills tree has no SKILL.md, so no agent loads it; add one or "
-                      "move the folder out", folder, 1)
+        yield finding("SK211", "folder beside the skill folders has markdown but no SKILL.md, so no agent loads "
+                      "it as a skill; add one or move the folder out", folder, 1)
 
 
 # The token estimate works offline (no tokenizer vocabulary is downloaded): a run of letters counts one
@@ -98,7 +104,7 @@ def estimate_tokens(text: str) -> int:
 @rule("SK212", "token-budget", severity="warning", profile="spec",
       cites='Agent Skills specification (agentskills.io/specification): progressive disclosure, instructions under about 5,000 tokens')
 def token_budget(project: Project) -> Iterator[Finding]:
-    """The SKILL.md body costs at most about 5,000 tokens and each `##` section at most about 2,000 (estimated offline)."""
+    """The SKILL.md body costs at most about 5,000 tokens (estimated offline)."""
     for skill in project.skills:
         doc = skill.skill_md
         if not doc.readable:
@@ -109,12 +115,23 @@ def token_budget(project: Project) -> Iterator[Finding]:
         if total > MAX_BODY_TOKENS:
             yield finding("SK212", f"SKILL.md body is about {total} tokens (estimated offline); keep it under "
                           f"{MAX_BODY_TOKENS}: agents load all of it when the skill triggers", doc.path, doc.body_start)
+
+
+@rule("SK215", "section-token-budget", severity="warning", profile="isaaclab",
+      cites="this repository's authoring rules (skills/README.md): one section of SKILL.md costs at most about 2,000 tokens")
+def section_token_budget(project: Project) -> Iterator[Finding]:
+    """Each `##` section of SKILL.md costs at most about 2,000 tokens (estimated offline, as SK212)."""
+    for skill in project.skills:
+        doc = skill.skill_md
+        if not doc.readable:
+            continue
+        lines = doc.text.split("\n")
         starts = [h for h in doc.headings if h.level <= 2 and h.line >= doc.body_start]
         for i, h in enumerate(starts):
             end = starts[i + 1].line - 1 if i + 1 < len(starts) else len(lines)
             n = estimate_tokens("\n".join(lines[h.line - 1:end]))
             if n > MAX_SECTION_TOKENS:
-                yield finding("SK212", f"section \"{h.text}\" is about {n} tokens (estimated offline); keep a section "
+                yield finding("SK215", f"section \"{h.text}\" is about {n} tokens (estimated offline); keep a section "
                               f"under {MAX_SECTION_TOKENS} and move details to a reference file", doc.path, h.line)
 
 
@@ -171,8 +188,22 @@ def _link_targets(project: Project, doc: MarkdownDoc | RstDoc) -> Iterator[tuple
         if is_external(target) or target.startswith("<"):
             continue
         path_part, _, fragment = target.partition("#")
-        path = resolve(doc.path, path_part) if path_part else doc.path
-        yield link.line, link.col, target, path, fragment
+        inner = skill_dir_relative(path_part)
+        if inner is not None:  # `{baseDir}/x`: x in the skill's folder
+            folder = _skill_dir_of(project, doc.path)
+            path = posixpath.normpath(posixpath.join(folder, inner)) if folder is not None else None
+        elif is_placeholder(path_part):
+            continue
+        else:
+            path = resolve(doc.path, path_part) if path_part else doc.path
+        if path is not None:
+            yield link.line, link.col, target, path, fragment
+
+
+def _skill_dir_of(project: Project, path: str) -> str | None:
+    """The folder of the skill holding the document at ``path`` (None outside every skill)."""
+    by_doc = cached(project, "skill-dir-of", lambda: {d.path: s.dir for s, d in all_skill_docs(project)})
+    return by_doc.get(path)
 
 
 @rule("SK203", "link-target", profile="links",
@@ -220,7 +251,7 @@ def link_anchor(project: Project) -> Iterator[Finding]:
             continue
         path = posixpath.normpath(path.removeprefix("./"))
         if not exists(project, path) and skill is not None:
-            path = posixpath.normpath(f"{skill.dir}/{path}")
+            path = skill.join(path)
         target = find_doc(project, path) if exists(project, path) else None
         if target is not None and getattr(target, "readable", True) and fragment.lower() not in anchors_of(target):
             yield finding("SK204", f"anchor #{fragment} in `{text}` names no heading in {path}", doc.path, line, col,
@@ -231,7 +262,7 @@ def _linked_files(project: Project, doc: MarkdownDoc) -> set[str]:
     return {path for _, _, _, path, _ in _link_targets(project, doc)}
 
 
-@rule("SK205", "reference-depth", profile="spec",
+@rule("SK205", "reference-depth", severity="warning", profile="spec",
       cites='Agent Skills specification (agentskills.io/specification): file references stay one level deep from SKILL.md')
 def reference_depth(project: Project) -> Iterator[Finding]:
     """Reference files are one level deep: a skill file links only to files SKILL.md links to directly.
@@ -243,11 +274,13 @@ def reference_depth(project: Project) -> Iterator[Finding]:
         if not skill.skill_md.readable:
             continue
         direct = _linked_files(project, skill.skill_md) | {skill.skill_md.path}
-        prefix = skill.dir.rstrip("/") + "/"
+        prefix = skill.dir + "/" if skill.dir else ""
         for doc in skill.files.values():
             if not doc.readable:
                 continue
             for line, col, written, path, _ in _link_targets(project, doc):
+                if path == doc.path:
+                    continue  # an in-page #anchor: the same file, not a reference
                 if path.startswith(prefix) and path.endswith(".md") and path not in direct:
                     yield finding("SK205", f"{written!r} is a second-level reference: link it from SKILL.md "
                                   "or fold it into this file", doc.path, line, col)
@@ -258,7 +291,7 @@ def is_repo_path(project: Project, path: str, skill: Skill | None) -> bool:
     first = path.split("/", 1)[0]
     if first in (".", "..") or not first:
         return False
-    return exists(project, first) or (skill is not None and exists(project, f"{skill.dir}/{first}"))
+    return exists(project, first) or (skill is not None and exists(project, skill.join(first)))
 
 
 def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, Skill | None, int, int, str]]:
@@ -266,7 +299,9 @@ def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, S
         negative = negative_lines_of(project, doc)
         for code in code_items(doc):
             if code.kind == "inline" and code.line not in negative:
-                yield doc, skill, code.line, code.col, code.text.strip()
+                text = code.text.strip()
+                inner = skill_dir_relative(text)  # `{baseDir}/scripts/x.py`: judged in the skill folder
+                yield doc, skill, code.line, code.col, inner if inner is not None else text
     for doc in rst_docs(project):
         for code in code_items(doc):
             if code.kind == "inline":
@@ -292,11 +327,11 @@ def repo_path(project: Project) -> Iterator[Finding]:
             continue  # "Run `scripts/...`": SK208 reports a missing script
         path, _, _ = text.partition("#")
         path = posixpath.normpath(path.removeprefix("./"))
-        if not is_repo_path(project, path, skill):
+        if is_placeholder(path) or not is_repo_path(project, path, skill):
             continue
         if exists(project, path):
             continue
-        if skill is not None and exists(project, f"{skill.dir}/{path}"):
+        if skill is not None and exists(project, skill.join(path)):
             continue
         yield finding("SK206", f"`{text}` names a path that does not exist", doc.path, line, col)
 
@@ -309,7 +344,7 @@ def _heading_near_top(doc: MarkdownDoc) -> bool:
     return len(local) >= 2
 
 
-@rule("SK207", "reference-contents", profile="spec",
+@rule("SK207", "reference-contents", severity="warning", profile="claude",
       cites='Claude skill authoring best practices (docs.claude.com, agent skills best practices): reference files over 100 lines start with a table of contents')
 def reference_contents(project: Project) -> Iterator[Finding]:
     """A skill reference file longer than 100 lines opens with a contents list (a Contents heading or in-page links).
@@ -339,7 +374,7 @@ def _script_mentions(skill: Skill) -> Iterator[tuple[MarkdownDoc, int, int, str]
 
 
 def _script_path(skill: Skill, token: str) -> str:
-    return posixpath.normpath(f"{skill.dir}/{token}" if token.startswith("scripts/") else token)
+    return skill.join(token) if token.startswith("scripts/") else posixpath.normpath(token)
 
 
 @rule("SK208", "run-script-exists", profile="isaaclab",
@@ -368,7 +403,7 @@ def script_documented(project: Project) -> Iterator[Finding]:
         named = {_script_path(skill, token) for _, _, _, token in _script_mentions(skill)}
         for script in skill.entry_scripts:
             if script not in named:
-                rel = script[len(skill.dir) + 1:]
+                rel = posixpath.relpath(script, skill.dir or ".")
                 yield finding("SK209", f"{rel} is never named as \"Run `{rel}`\" in the skill's markdown "
                               "(agents run scripts they are told to run)", skill.skill_md.path,
                               skill.skill_md.body_start, truth=Loc(script, 1, 1))

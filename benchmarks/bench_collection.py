@@ -1,0 +1,148 @@
+"""Time the checker on a generated public-style skill collection beside agnix, in one run (prints figures
+and the ratio; never asserted in tests).
+
+The collection (written into a temporary folder) has the shape of the large public skill repositories:
+``skills/<group>/<name>/`` (hidden ``skills/.curated/`` among the groups) and ``plugins/<p>/skills/<name>/``,
+each skill a SKILL.md with a reference file, a script and an asset, no ``[tool.skills-check]`` (so the
+generic rules run, as for any tree). Both tools check the whole collection in one call, cold: ours with
+``--no-cache``, agnix as it ships. Each figure is the median of ``--repeat`` fresh processes, the two tools
+interleaved so that load on a shared machine hits both alike; the target is ours at most 3x agnix's wall
+time.
+
+agnix (a Rust binary) comes from PyPI (``pip install agnix``) or npm (``npm install agnix``, which
+downloads the binary from GitHub); give its path with ``--agnix`` when it is not on PATH. Without it the
+script says so and times ours alone. agnix runs with HOME in the temporary folder (nothing written to
+the user's home).
+
+    uv run --frozen python benchmarks/bench_collection.py [--skills 80] [--repeat 5] [--agnix PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = REPO / "tools" / "skills" / "cli.py"
+GROUPS = ("documents", "engineering", "data", ".curated")
+PLUGINS = ("writing-kit", "ops-kit")
+
+SKILL = """---
+name: {name}
+description: Handles {words} requests from start to finish. Use when a user asks for help with {words}.
+allowed-tools: Read Grep Bash(python:*)
+---
+
+# {title}
+
+## Steps
+
+1. Read [the reference](references/guide.md#steps) for the house style.
+2. Run `scripts/run.py INPUT` to produce a draft.
+3. Fill the [template](assets/template.md) with the draft.
+
+## Checks
+
+- The draft names its sources.
+- The result fits on one page.
+"""
+
+GUIDE = """# {title} guide
+
+## Contents
+
+- [Steps](#steps)
+- [Pitfalls](#pitfalls)
+
+## Steps
+
+Work from the input to the draft, one section at a time.
+
+## Pitfalls
+
+Drafts that skip the input's structure read badly.
+"""
+
+
+def make_collection(root: Path, n: int) -> Path:
+    """``n`` skills, about a quarter under plugins, the rest in groups under skills/."""
+    for i in range(n):
+        name = f"task-{i:03d}"
+        if i % 4 == 3:
+            folder = root / "plugins" / PLUGINS[i % len(PLUGINS)] / "skills" / name
+        else:
+            folder = root / "skills" / GROUPS[i % len(GROUPS)] / name
+        words = f"task {i}"
+        title = f"Task {i}"
+        (folder / "references").mkdir(parents=True)
+        (folder / "scripts").mkdir()
+        (folder / "assets").mkdir()
+        (folder / "SKILL.md").write_text(SKILL.format(name=name, words=words, title=title), encoding="utf-8")
+        (folder / "references" / "guide.md").write_text(GUIDE.format(title=title), encoding="utf-8")
+        (folder / "scripts" / "run.py").write_text("#!/usr/bin/env python3\nprint('draft')\n", encoding="utf-8")
+        (folder / "assets" / "template.md").write_text(f"# {title}\n\n## Draft\n", encoding="utf-8")
+    (root / "README.md").write_text("# A generated skill collection\n", encoding="utf-8")
+    return root
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(wall s, cpu s, exit status) of one fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.returncode
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--skills", type=int, default=80, help="skills in the generated collection (default 80)")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per tool; the median is shown (default 5)")
+    ap.add_argument("--agnix", default=shutil.which("agnix"), help="the agnix binary (default: from PATH)")
+    args = ap.parse_args()
+    if args.skills < 1 or args.repeat < 1:
+        ap.error("--skills and --repeat must be at least 1")
+    tmp = Path(tempfile.mkdtemp(prefix="bench_collection_"))
+    try:
+        tree = make_collection(tmp / "collection", args.skills)
+        env = {**os.environ, "HOME": str(tmp / "home"), "SKILLS_CHECK_CACHE_DIR": str(tmp / "cache"),
+               "PYTHONPYCACHEPREFIX": str(tmp / "pyc")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as on a user's machine
+        (tmp / "home").mkdir()
+        cmds = {"ours": [sys.executable, str(CLI), "check", "--no-cache", "--root", str(tree)]}
+        if args.agnix:
+            cmds["agnix"] = [args.agnix, str(tree)]
+        else:
+            print("agnix is not installed (pip install agnix, or npm install agnix; then --agnix PATH): "
+                  "timing ours alone")
+        for cmd in cmds.values():
+            timed(cmd, env)  # warm the bytecode and file caches
+        runs: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cmds}
+        for _ in range(args.repeat):
+            for key, cmd in cmds.items():
+                runs[key].append(timed(cmd, env))
+        print(f"{args.skills} skills, {sum(1 for _ in tree.rglob('*') if _.is_file())} files; "
+              f"median of {args.repeat}")
+        med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), v[-1][2])
+               for k, v in runs.items()}
+        for key, (wall, cpu, rc) in med.items():
+            print(f"{key:6s} wall {wall:.3f} s  cpu {cpu:.3f} s  exit {rc}")
+        if "agnix" in med:
+            print(f"ours / agnix: wall {med['ours'][0] / med['agnix'][0]:.2f}x  cpu {med['ours'][1] / med['agnix'][1]:.2f}x"
+                  "  (target <= 3x wall)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
