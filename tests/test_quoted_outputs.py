@@ -143,21 +143,47 @@ def test_quotes_are_found_and_well_formed() -> None:
 
 
 def test_a_quote_that_is_not_printed_fails() -> None:
-    """The matcher is strict: a word changed, or lines out of order, is a mismatch; `...` and PATH are not."""
+    """The matcher is strict: a word changed, or a line of a block missing, is a mismatch; `...` and PATH are not."""
     out = "error: --checkpoint PATH: not an rl_games checkpoint: rsl_rl wrote it\nsecond line\n"
     assert mismatch("not an rl_games checkpoint: rsl_rl wrote it", out, block=False) is None
     assert mismatch("not an rl_games\n  checkpoint: rsl_rl", out, block=False) is None  # wrapped inline
     assert mismatch("--checkpoint PATH: not an ... checkpoint", out, block=False) is None
     assert mismatch("not an rl_games checkpoint: skrl wrote it", out, block=False) is not None
     assert mismatch("error: --checkpoint PATH\nsecond line", out, block=True) is None
-    assert mismatch("second line\nerror: --checkpoint PATH", out, block=True) is not None
+    assert mismatch("error: --checkpoint PATH\nthird line", out, block=True) == "third line"
+    assert mismatch("rsl_rl wrote it second line", out, block=False) is not None  # one line, not two joined
+
+
+@pytest.fixture(scope="module")
+def printed(made, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[object, str]]:
+    """What a marker's command prints, run once per command for the module (docs and skills quote the same ones)."""
+    runs: dict[str, tuple[object, str]] = {}
+
+    def get(command: str) -> tuple[object, str]:
+        if command not in runs:
+            cwd = tmp_path_factory.mktemp("cwd")
+            runs[command] = run_command(command, {name: made(name) for name in placeholders(command)}, cwd)
+            assert not [p for p in cwd.rglob("*") if p.is_file()], f"`{command}` left files behind"
+        return runs[command]
+
+    return get
 
 
 @pytest.mark.parametrize("quote", [_param(q) for q in QUOTES])
-def test_quoted_output_is_printed(quote: Quote, made, tmp_path: Path) -> None:
-    files = {name: made(name) for name in placeholders(quote.command)}
-    code, output = run_command(quote.command, files, tmp_path)
+def test_quoted_output_is_printed(quote: Quote, printed) -> None:
+    code, output = printed(quote.command)
     missing = mismatch(quote.text, output, block=quote.kind == "block")
     assert missing is None, (f"{quote.id}: `{quote.command}` (exit {code}) does not print {missing!r}; "
                              f"it printed:\n{output[-3000:]}")
-    assert not [p for p in tmp_path.rglob("*") if p.is_file()], "a quoted command left files behind"
+    assert quote.exit is None or code == quote.exit, f"{quote.id}: `{quote.command}` exits {code}, not {quote.exit}"
+
+
+def test_markers_are_read_from_comments_only() -> None:
+    """A marker shown as code (how the authoring rules document it) is no marker; a real comment is, inline too."""
+    from mgpu_testing.quoted import markers
+
+    md = ("Write `<!-- output-of: isaaclab train --x -->` before a quote.\n\n"
+          "- <!-- output-of (exit 2): isaaclab train --y --> a refusal: `error: y`\n")
+    assert markers("a.md", md) == [(3, 3, "isaaclab train --y", 2)]
+    rst = "Intro.\n\n.. output-of: isaaclab train --z\n\n- .. output-of (exit 3): python p.py\n\n  ``x``\n"
+    assert markers("a.rst", rst) == [(3, 1, "isaaclab train --z", None), (5, 3, "python p.py", 3)]
