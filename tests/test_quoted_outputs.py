@@ -2,25 +2,27 @@
 
 Quotes are marked in the documents with the command that prints them (``output-of`` markers; the format is in
 :mod:`mgpu_testing.quoted`), so a new quote is tested as soon as it is marked. Each marked command runs here
-through its own entry, as a user's command line would reach it: ``isaaclab train`` is ``train.py``'s ``main()``
-and ``isaaclab train_multigpu`` the launcher's ``main(argv)``, both in this process
-(:func:`mgpu_testing.in_process.run_in_process`); the NCCL probe, which starts ``torchrun`` itself, runs as a
-process. Files the commands read (checkpoints of each library, a crafted file) are made here first.
+through its own entry, as a user's command line reaches it: ``isaaclab ...`` through the installed console
+script's entry point (:func:`isaaclab_entry`; ``train`` and ``train_multigpu`` through their scripts' ``main``),
+in this process (:func:`mgpu_testing.in_process.run_in_process`); the NCCL probe, which starts ``torchrun``
+itself, as a process. Files the commands read (checkpoints of each library, a crafted file) are made here first.
 """
 
 from __future__ import annotations
 
+import inspect
 import pickle
 import shlex
 import sys
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 import torch
 
 from mgpu_testing import PYTHON, REPO, run
-from mgpu_testing.docs import LAUNCHER, PROBE, TRAINER, load_script
+from mgpu_testing.docs import PROBE, load_script
 from mgpu_testing.in_process import run_in_process
 from mgpu_testing.quoted import PATH_WORD, Quote, collect, mismatch, placeholders
 from mgpu_testing.training import OpensMarker, single_env
@@ -55,29 +57,39 @@ def _param(quote: Quote):
 # --------------------------------------------------------------------------- the commands, through their entries
 
 
-def _train_entry(args: list[str]) -> Callable[[], object]:
-    module = load_script(TRAINER, "_mgpu_quoted_train")
+def _script_entry(path: Path, args: list[str]) -> Callable[[], object]:
+    """An entry script's ``main``: ``main(argv)`` where it takes one, else ``main()`` reading ``sys.argv``."""
+    module = load_script(path, f"_mgpu_quoted_{path.stem}")
+    if inspect.signature(module.main).parameters:
+        return lambda: module.main(args)
 
     def call() -> object:
-        sys.argv[:] = [str(TRAINER), *args]  # train.py's main() reads its command line (run_in_process restores it)
+        sys.argv[:] = [str(path), *args]  # run_in_process puts sys.argv back
         return module.main()
 
     return call
 
 
-def _launcher_entry(args: list[str]) -> Callable[[], object]:
-    module = load_script(LAUNCHER, "_mgpu_quoted_launcher")
-    return lambda: module.main(args)
+def isaaclab_entry(args: list[str]) -> Callable[[], object]:
+    """``isaaclab ARGS`` through the installed console script's entry point. Its subcommands that replace the
+    process with an entry script (``ENTRY_SCRIPTS`` beside it: ``train``, ``train_multigpu``) run that script's
+    own ``main`` here instead of replacing pytest; every other subcommand runs through the click group itself."""
+    (point,) = entry_points(group="console_scripts", name="isaaclab")
+    main = point.load()
+    scripts = getattr(sys.modules[point.module], "ENTRY_SCRIPTS", {})
+    assert isinstance(scripts, dict) and {"train", "train_multigpu"} <= set(scripts), \
+        f"{point.value}: its module no longer names the subcommands that replace the process (ENTRY_SCRIPTS)"
+    if args and args[0] in scripts:
+        return _script_entry(REPO / scripts[args[0]][0], args[1:])
+    return lambda: main(args, prog_name="isaaclab")  # click exits with the command's status
 
 
 def run_command(command: str, files: dict[str, Path], cwd: Path) -> tuple[object, str]:
     """(exit status, stdout + stderr) of a marker's command, placeholders replaced by ``files``' paths."""
     words = shlex.split(command)
     args = [str(files[w[1:-1]]) if w.startswith("<") and w.endswith(">") else w for w in words]
-    if args[:2] == ["isaaclab", "train"]:
-        code, out, err = run_in_process(_train_entry(args[2:]), single_env(), cwd=cwd)
-    elif args[:2] == ["isaaclab", "train_multigpu"]:
-        code, out, err = run_in_process(_launcher_entry(args[2:]), single_env(), cwd=cwd)
+    if args[0] == "isaaclab":
+        code, out, err = run_in_process(isaaclab_entry(args[1:]), single_env(), cwd=cwd)
     elif args[:2] == ["python", PROBE.relative_to(REPO).as_posix()]:
         proc = run([PYTHON, str(PROBE), *args[2:]], timeout=300, env=single_env(), cwd=cwd)
         code, out, err = proc.returncode, proc.stdout, proc.stderr
@@ -96,7 +108,7 @@ def checkpoint_of(library: str, task: str, root: Path) -> Path:
     """Train one iteration of ``library`` on ``task`` on the CPU, through train.py's main(); its checkpoint."""
     args = ["--rl_library", library, "--device", "cpu", "--task", task, "--num_envs", "4", "--max_iterations", "1",
             "--log_root", str(root)]
-    code, out, err = run_in_process(_train_entry(args), single_env(OMP_NUM_THREADS="1"), cwd=root)
+    code, out, err = run_in_process(isaaclab_entry(["train", *args]), single_env(OMP_NUM_THREADS="1"), cwd=root)
     assert code == 0, err[-3000:]
     lines = [line for line in out.splitlines() if line.startswith("[INFO] checkpoint: ")]
     assert lines, out[-2000:]
@@ -117,6 +129,8 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
                 cache[name] = folder / "model_500.pt"
                 torch.save({"actor_state_dict": OpensMarker(folder / "ran"), "critic_state_dict": {}, "model": {},
                             "epoch": 1, "policy": {}, "value": {}}, cache[name])
+            elif name == "empty-dir":
+                cache[name] = folder
             elif name == "skrl-jax-pickle":
                 cache[name] = folder / "agent_500.pickle"
                 cache[name].write_bytes(pickle.dumps({"policy": OpensMarker(folder / "ran"), "value": b""}))

@@ -30,6 +30,7 @@ PLACEHOLDERS = {
     "<LIBRARY:TASK>": "the newest checkpoint of a one-iteration CPU run of LIBRARY (rsl_rl, rl_games, skrl) on TASK",
     "<crafted>": "a torch file whose unpickling would open a file (io.open): what a malicious checkpoint does",
     "<skrl-jax-pickle>": "a pickle in skrl's own JAX checkpoint format (agent_500.pickle)",
+    "<empty-dir>": "an empty folder (a --log_root where no run ever logged)",
 }
 #: the word a quote uses for the path a placeholder made
 PATH_WORD = "PATH"
