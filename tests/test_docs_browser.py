@@ -68,11 +68,20 @@ def browser() -> Iterator[object]:
 
 
 def blocks(driver, page: Path, size: tuple[int, int]) -> list[dict]:
+    """Load ``page`` in a window of ``size`` and describe its code blocks, once the page has loaded and
+    sphinx-copybutton's script has run (it adds the buttons when the document is ready)."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
     driver.set_window_size(*size)
     driver.get(page.as_uri())
-    found = driver.execute_script(BLOCKS_JS)
-    assert found, f"no code blocks on {page}"
-    return found
+    ready = ("return document.readyState === 'complete' && document.querySelector('div.highlight') !== null "
+             "&& document.querySelector('button.copybtn') !== null")
+    try:
+        WebDriverWait(driver, 60).until(lambda d: d.execute_script(ready))
+    except TimeoutException:
+        pytest.fail(f"{page}: no code block with a copy button within 60 s of loading it")
+    return driver.execute_script(BLOCKS_JS)
 
 
 @pytest.mark.parametrize("page", PAGES)
