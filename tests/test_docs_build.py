@@ -28,6 +28,7 @@ def test_the_docs_configuration_keeps_warnings_fatal(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     shutil.copy2(REPO / "docs" / "conf.py", docs / "conf.py")
+    shutil.copytree(REPO / "docs" / "_static", docs / "_static")  # the configuration's own static files
     (docs / "index.rst").write_text("Index\n=====\n\nSee :ref:`no-such-label`.\n", encoding="utf-8")
     proc = build_sphinx(docs, tmp_path / "html", tmp_path / "doctrees", timeout=120)
     assert proc.returncode != 0

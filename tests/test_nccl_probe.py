@@ -271,3 +271,26 @@ def test_nccl_settings_that_gloo_ignores() -> None:
     assert probe.nccl_settings_on_gloo(env, ("NCCL_P2P_DISABLE", "1"), ("NCCL_P2P_DISABLE", "1")) == [
         "NCCL_DEBUG=INFO (environment)"]
     assert probe.nccl_settings_on_gloo({"PATH": "/bin"}, ("GLOO_SOCKET_IFNAME", "lo"), None) == []
+
+
+def test_versions_line_names_torch_its_cuda_its_nccl_and_the_driver(tmp_path: Path) -> None:
+    """The header's versions come from the torch that runs the probe, and the driver from the kernel module's
+    record (two real formats: the open and the proprietary module); n/a where a machine has no driver."""
+    import torch
+
+    probe = probe_module()
+    try:
+        nccl = ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception:  # noqa: BLE001 - a torch built without NCCL
+        nccl = "n/a"
+    missing = str(tmp_path / "no-driver")
+    assert probe.versions_line(torch, missing) == (
+        f"versions: torch {torch.__version__}, CUDA {torch.version.cuda or 'n/a'}, NCCL {nccl}, driver n/a")
+    record = tmp_path / "version"
+    record.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  "
+                      "(dvs-builder@U16-I3-B09-2-1)  Thu Jan 23 2025\nGCC version:  gcc version 12.2.0\n")
+    assert probe.driver_version(str(record)) == "570.86.15"
+    record.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.07  Sat Feb 17 22:55:48 UTC 2024\n")
+    assert probe.versions_line(torch, str(record)).endswith(", driver 535.161.07")
+    record.write_text("something else\n")
+    assert probe.driver_version(str(record)) == "n/a"

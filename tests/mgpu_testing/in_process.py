@@ -22,7 +22,9 @@ import random
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 #: torch.distributed attributes the trainer may replace in its process (store_per_attempt, the skip fault)
@@ -192,3 +194,51 @@ class LogStreams:
 
     def __exit__(self, *exc: object) -> None:
         self._swap({id(self.out): self._outer[0], id(self.err): self._outer[1]})
+
+
+def run_in_process(call: Callable[[], Any], env: dict[str, str], *, cwd: Path | str,
+                   hide: tuple[str, ...] = ()) -> tuple[Any, str, str]:
+    """``call()`` in this process as if it were a process of its own started in ``cwd`` with environment ``env``
+    (the whole environment; ``OMP_NUM_THREADS`` in it sets torch's thread count): (exit status, stdout, stderr).
+
+    ``sys.exit`` inside the call gives its status. Everything :class:`ProcessState` knows, and ``sys.argv``, is put
+    back afterwards; what only a process can do is refused first (:func:`refuse_process_only`). Log handlers write
+    to the call's streams (:class:`LogStreams`), and warnings are printed to the call's stderr as a fresh process
+    would print them (Python's default filters, each once), not collected by pytest, so a one-line check on stderr
+    still sees them. ``hide`` names modules that are "not installed" for the call (:class:`HiddenModules`)."""
+    import contextlib
+    import io
+    import warnings
+
+    refuse_process_only(env)
+    saved = ProcessState.save()
+    argv = list(sys.argv)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        if env.get("OMP_NUM_THREADS", "").isdigit():
+            import torch
+
+            torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+        with LogStreams(out, err), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings(record=True) as caught, HiddenModules(hide):
+            warnings.resetwarnings()  # a fresh process's filters: shown once per place, these kinds ignored
+            warnings.simplefilter("default")
+            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.filterwarnings("ignore", category=category)
+            # torch's elastic ``record`` turns faulthandler on for stderr, which a captured stream cannot take
+            warnings.filterwarnings("ignore", message="Unable to enable fault handler", category=UserWarning)
+            try:
+                code = call()
+            except SystemExit as exc:  # argparse's own exits (errors, --help), a lost peer, sys.exit
+                code = exc.code
+            finally:
+                for w in caught:
+                    err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line))
+    finally:
+        sys.argv[:] = argv
+        left = saved.restore()
+    assert not left, f"the in-process call left {', '.join(left)} behind"
+    return code, out.getvalue(), err.getvalue()

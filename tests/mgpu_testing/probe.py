@@ -30,6 +30,7 @@ def check_passing_output(out: str, world: int) -> None:
     for r in rows:
         assert float(r[4]) == pytest.approx(float(r[3]) * 2 * (world - 1) / world, abs=2e-3)
     assert f"world size {world} " in out
+    assert re.search(r"^# versions: torch \S+, CUDA \S+, NCCL \S+, driver \S+$", out, re.M), "no versions line"
     assert "# result: OK" in out
     for rank in range(world):
         assert re.search(rf"^rank {rank} ok$", out, re.M), f"rank {rank} did not report ok"

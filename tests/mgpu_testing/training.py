@@ -48,53 +48,17 @@ def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
     the call (default: this process's without the launcher's rank variables); ``OMP_NUM_THREADS`` in it sets
     torch's thread count, as it would in a process. ``hide`` names modules that are "not installed" for the call.
 
-    Refusals and whole single-process trainings both run here; every process-global thing the run changes is put
-    back afterwards (:class:`mgpu_testing.in_process.ProcessState`), and what only a process can do is refused
-    (:func:`mgpu_testing.in_process.refuse_process_only`). Log handlers write to the call's streams
-    (:class:`mgpu_testing.in_process.LogStreams`), and warnings are printed to the call's stderr as a fresh
-    process would print them (Python's default filters, each once), not collected by pytest, so a one-line check
-    on stderr still sees them."""
-    import contextlib
-    import io
-    import warnings
-
+    Refusals and whole single-process trainings both run here; what the call changes in the process is put back
+    afterwards and what only a process can do is refused (:func:`mgpu_testing.in_process.run_in_process`)."""
     from mgpu_lab.train import trainer
     from mgpu_testing.docs import load_script
-    from mgpu_testing.in_process import HiddenModules, LogStreams, ProcessState, refuse_process_only
+    from mgpu_testing.in_process import run_in_process
 
     if env is None:
         env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
-    refuse_process_only(env)
     parser = load_script(Path(TRAIN), "_mgpu_train_in_process").build_parser()
-    saved = ProcessState.save()
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        os.environ.clear()
-        os.environ.update(env)
-        os.chdir(REPO)
-        if env.get("OMP_NUM_THREADS", "").isdigit():
-            import torch
-
-            torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-        with LogStreams(out, err), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                warnings.catch_warnings(record=True) as caught, HiddenModules(hide):
-            warnings.resetwarnings()  # a fresh process's filters: shown once per place, these kinds ignored
-            warnings.simplefilter("default")
-            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-                warnings.filterwarnings("ignore", category=category)
-            # torch's elastic ``record`` turns faulthandler on for stderr, which a captured stream cannot take
-            warnings.filterwarnings("ignore", message="Unable to enable fault handler", category=UserWarning)
-            try:
-                code = trainer.main(parser.parse_args(argv))
-            except SystemExit as exc:  # argparse's own exits (errors, --help), a lost peer
-                code = exc.code
-            finally:
-                for w in caught:
-                    err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line))
-    finally:
-        left = saved.restore()
-    assert not left, f"the in-process trainer left {', '.join(left)} behind"
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+    code, out, err = run_in_process(lambda: trainer.main(parser.parse_args(argv)), env, cwd=REPO, hide=hide)
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def train_args(library: str, log_root: Path, *args: str) -> list[str]:

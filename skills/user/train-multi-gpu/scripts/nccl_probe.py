@@ -74,6 +74,32 @@ def verdict_note(backend: str, fault: Fault | None, fault_unless: tuple[str, str
         return f" (rehearsal: stand-in defect --fault {fault}{unless}; says nothing about NCCL)"
     return VERDICT_GLOO_NOTE if backend == "gloo" else ""
 
+DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"  # the NVIDIA kernel module's own record (Linux)
+_DRIVER_RE = re.compile(r"^NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s", re.M)
+
+
+def driver_version(path: str = DRIVER_VERSION_FILE) -> str:
+    """The NVIDIA driver's version from the kernel module's record, or "n/a" (no driver, not Linux)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(4096)
+    except OSError:
+        return "n/a"
+    m = _DRIVER_RE.search(text)
+    return m.group(1) if m else "n/a"
+
+
+def versions_line(torch: Any, driver_file: str = DRIVER_VERSION_FILE) -> str:
+    """The versions that decide whether NCCL works: torch, the CUDA it was built with, the NCCL it bundles, the
+    driver. "n/a" for what this build or machine does not have (a CPU-only torch has neither CUDA nor NCCL)."""
+    cuda = getattr(torch.version, "cuda", None) or "n/a"
+    try:
+        nccl = ".".join(str(x) for x in torch.cuda.nccl.version())
+    except Exception:  # noqa: BLE001 - a build without NCCL raises (the type differs across versions)
+        nccl = "n/a"
+    return f"versions: torch {torch.__version__}, CUDA {cuda}, NCCL {nccl}, driver {driver_version(driver_file)}"
+
+
 _SIZE_RE = re.compile(r"^(\d+)([kmg]?)(?:i?b)?$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _SETTING_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([^\n]*)$")
@@ -879,16 +905,11 @@ class Probe:
         torch = self.torch
         settings = sorted(f"{k}={v}" for k, v in os.environ.items()
                           if k.startswith(("NCCL_", "CUDA_")) and k != "CUDA_VISIBLE_DEVICES")
-        extra = ""
-        if self.cuda:
-            try:
-                extra = f", NCCL {'.'.join(str(x) for x in torch.cuda.nccl.version())}"
-            except Exception:  # noqa: BLE001
-                pass
-            extra += f", GPU {torch.cuda.get_device_name(self.device)}"
+        gpu = f", GPU {torch.cuda.get_device_name(self.device)}" if self.cuda else ""
         a = self.args
         print(f"# nccl_probe: all_reduce (sum, float32), backend {self.backend}, world size {self.world} "
-              f"({self.local_world} per node), torch {torch.__version__}{extra}")
+              f"({self.local_world} per node){gpu}")
+        print(f"# {versions_line(torch)}")
         print(f"# sizes {_fmt_bytes(self.sizes[0])} to {_fmt_bytes(self.sizes[-1])} (x{a.step_factor}), "
               f"{a.warmup} warm-up + {a.iters} timed calls per size, deadline {self.timeout:g} s per collective")
         print(f"# settings: {' '.join(settings) if settings else '(none)'}")
