@@ -181,6 +181,10 @@ def _train(args: Namespace, progress: RankProgress) -> int:
 
         progress.first_iteration_checks.append(check_device)
 
+    from mgpu_lab.train import returns  # the all-ranks episode return, logged per iteration on rank 0
+
+    cfg.returns = returns.for_rank(ctx.rank, ctx.world_size, ctx.device, args.ml_framework, log_line)
+    cfg.on_iteration = cfg.returns.chain(cfg.on_iteration)
     if ctx.distributed:
         store_per_attempt()  # a restarted group must not read the dead attempt's addresses
     progress.start()  # heartbeats from here on: every library sets its process group up inside train()
@@ -216,6 +220,7 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         sys.stderr.flush()
         os._exit(1)
     guard.uninstall()
+    cfg.returns.finish()  # the last iteration (every rank, while the process group is up)
     elapsed = time.perf_counter() - start
     seconds = result.seconds if result.seconds else elapsed
 
