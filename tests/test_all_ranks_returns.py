@@ -11,18 +11,16 @@ The fair 1-rank vs 2-rank comparison it exists for is benchmarks/bench_fair_comp
 from __future__ import annotations
 
 import math
-import re
 import subprocess
 
 import pytest
 import torch
 from mgpu_testing import PYTHON, REPO, free_port, loopback_env
+from mgpu_testing.output_lines import ALL_RANKS, lines_matching
 from mgpu_testing.runs import WITH_HEALTHY_RUN
 
 from mgpu_lab.train.returns import NAME, AllRanksReturns
 
-ALL_RANKS = re.compile(r"^\[INFO\] iteration (\d+): all-ranks episode return ([0-9.-]+) "
-                       r"\(mean of (\d+) episodes over (\d+) rank\(s\)\)$", re.M)
 
 
 def identity(values: list[float]) -> list[float]:
@@ -113,7 +111,7 @@ def test_two_real_ranks_sum_their_episodes_and_rank_0_logs(tmp_path) -> None:
 @pytest.mark.parametrize("library", ["rsl_rl", "rl_games", "skrl", "skrl-jax"])
 def test_every_library_logs_the_all_ranks_return_once_per_iteration(library: str, healthy_run) -> None:
     run = healthy_run(library)
-    found = ALL_RANKS.findall(run.out)
+    found = lines_matching(ALL_RANKS, run.out)
     assert [int(it) for it, *_ in found] == list(range(run.iterations)), run.out[-3000:]
     assert {ranks for *_, ranks in found} == {"2"}
     assert sum(int(count) for _, _, count, _ in found) > 0, found  # cart-pole episodes end within a few steps

@@ -8,13 +8,13 @@ and docs runs here in its CPU form, and the lines the docs quote are matched aga
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 import torch
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.docs import load_script
+from mgpu_testing.output_lines import PLAY_HEADER, PLAY_SUMMARY, lines_matching
 from mgpu_testing.runs import WITH_HEALTHY_RUN, copy_run
 from mgpu_testing.training import TASK, single_env
 
@@ -23,10 +23,14 @@ from mgpu_lab.train.tasks import make_env
 
 SCRIPT = REPO / "scripts" / "reinforcement_learning" / "play.py"
 PARSER = load_script(SCRIPT, "_mgpu_play_under_test").build_parser
-HEADER = re.compile(r"^\[INFO\] play: (\S+) policy from (\S+) \(iteration (\d+)\) on (\S+): (\d+) envs, "
-                    r"device (\S+), seed (\d+)$", re.M)
-SUMMARY = re.compile(r"^\[INFO\] return over (\d+) episodes: mean (-?[0-9.]+), std ([0-9.]+), "
-                     r"min (-?[0-9.]+), max (-?[0-9.]+)$", re.M)
+
+
+def header_lines(text: str) -> list[tuple[str, ...]]:
+    return lines_matching(PLAY_HEADER, text)
+
+
+def summary_lines(text: str) -> list[tuple[str, ...]]:
+    return lines_matching(PLAY_SUMMARY, text)
 
 
 def play_in_process(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
@@ -65,8 +69,9 @@ def test_each_env_plays_its_share_and_the_first_k_count() -> None:
 
 
 def test_the_summary_line_is_mean_and_population_spread() -> None:
-    assert play.PlayResult((1.0, 3.0), 7).summary() == \
-        "[INFO] return over 2 episodes: mean 2.00, std 1.00, min 1.00, max 3.00"
+    summary = play.PlayResult((1.0, 3.0), 7).summary()
+    assert summary == "[INFO] return over 2 episodes: mean 2.00, std 1.00, min 1.00, max 3.00"
+    assert summary_lines(summary) == [("2", "2.00", "1.00", "1.00", "3.00")]
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -108,14 +113,14 @@ def test_a_two_rank_checkpoint_plays_the_same_numbers_twice(library: str, logs: 
               "--log_root", str(logs))
     first = play_in_process(capsys, *common, "--seed", "3")
     assert first[0] == 0, first
-    (header,) = HEADER.findall(first[1])
+    (header,) = header_lines(first[1])
     assert header[0] == library and Path(header[1]).is_relative_to(run_dir) and int(header[2]) == healthy.iterations
-    (summary,) = SUMMARY.findall(first[1])
+    (summary,) = summary_lines(first[1])
     assert int(summary[0]) == 12 and float(summary[3]) <= float(summary[1]) <= float(summary[4])
     second = play_in_process(capsys, *common, "--seed", "3", "--checkpoint", str(run_dir))  # a run folder
-    assert SUMMARY.findall(second[1]) == [summary], "the same seed plays the same episodes"
+    assert summary_lines(second[1]) == [summary], "the same seed plays the same episodes"
     by_file = play_in_process(capsys, *common, "--seed", "3", "--checkpoint", header[1])
-    assert SUMMARY.findall(by_file[1]) == [summary]
+    assert summary_lines(by_file[1]) == [summary]
     assert files_under(logs) == before, "play writes nothing"
 
 
@@ -138,5 +143,5 @@ def test_skrl_jax_plays_through_the_cli_twice_alike(logs: Path, healthy_run) -> 
            "--num_envs", "8", "--num_episodes", "8", "--log_root", str(logs)]
     outs = [run(cmd, timeout=300, env=single_env(JAX_PLATFORMS="cpu")) for _ in range(2)]
     assert [p.returncode for p in outs] == [0, 0], outs[0].stderr[-3000:]
-    assert SUMMARY.findall(outs[0].stdout) == SUMMARY.findall(outs[1].stdout) != []
-    assert ".msgpack" in HEADER.findall(outs[0].stdout)[0][1]
+    assert summary_lines(outs[0].stdout) == summary_lines(outs[1].stdout) != []
+    assert ".msgpack" in header_lines(outs[0].stdout)[0][1]

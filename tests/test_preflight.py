@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from mgpu_testing import PYTHON, REPO, run
+from mgpu_testing.output_lines import NOTHING_LEFT
 from mgpu_testing.runs import WITH_HEALTHY_RUN, copy_run
 from mgpu_testing.training import TASK, single_env
 from test_launcher_commands import config, reject
@@ -60,6 +61,7 @@ def test_nothing_left_to_train_is_refused_before_any_rank(how: str, tmp_path: Pa
                     f"--max_iterations {n} counts from iteration 0: nothing left to train (--max_iterations is the "
                     f"run's total, not a count added to the resumed iteration as in Isaac Lab's own train.py: give "
                     f"--max_iterations {2 * n} for {n} more)")
+    assert NOTHING_LEFT.real.fullmatch(line), "the docs quote this line through the same template"
     assert [p.name for p in (logs / "rsl_rl" / TASK).iterdir()] == [run_dir.name], "nothing written"
 
 
