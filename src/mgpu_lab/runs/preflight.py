@@ -41,10 +41,11 @@ def check_resume(targs: Any, *, dry_run: bool = False) -> str | None:
     folder); a given path's iteration is read either way. Imports torch and the RL library's adapter, which
     knows its checkpoint files; only when a checkpoint is given.
     """
-    from mgpu_lab.runs import resume
+    from mgpu_lab.train.checks import LATEST  # torch-free: a dry run without a checkpoint imports nothing heavy
 
-    if targs.checkpoint is None or targs.continue_run is not None or (dry_run and targs.checkpoint == resume.LATEST):
+    if targs.checkpoint is None or targs.continue_run is not None or (dry_run and targs.checkpoint == LATEST):
         return None
+    from mgpu_lab.runs import resume
     from mgpu_lab.runs.checkpoint import check_library
     from mgpu_lab.train import adapters
     from mgpu_lab.train.config import TrainConfig
@@ -54,7 +55,7 @@ def check_resume(targs: Any, *, dry_run: bool = False) -> str | None:
     cfg = TrainConfig(rl_library=targs.rl_library, task=targs.task, ml_framework=targs.ml_framework,
                       max_iterations=targs.max_iterations or defaults.get("max_iterations", 100))
     adapter = adapters.load(targs.rl_library)
-    if targs.checkpoint == resume.LATEST:
+    if targs.checkpoint == LATEST:
         found = resume.latest_checkpoint(targs.log_root, targs.rl_library, targs.task,
                                          lambda run_dir: adapter.checkpoints(run_dir, cfg))
         if found is None:

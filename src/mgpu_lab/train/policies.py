@@ -31,8 +31,7 @@ def _rsl_rl(cfg: TrainConfig, env: Any, path: str) -> Policy:
 
     from mgpu_lab.train.adapters import rsl_rl
 
-    ctx = DistContext(device=cfg.device)
-    rsl_rl._CURRENT_CTX = ctx  # the adapter's PPO subclass reports its (single-process) sync against it
+    ctx = DistContext(device=cfg.device)  # one process: no broadcast, no process group
     runner = rsl_rl.DistributedRunner(rsl_rl.ToyRslRlEnv(env, cfg.task), rsl_rl.runner_cfg(cfg.task, cfg),
                                       log_dir=None, device=cfg.device, ctx=ctx)
     try:
