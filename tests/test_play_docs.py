@@ -103,6 +103,11 @@ def test_every_quoted_line_has_the_printed_form(template) -> None:
 @pytest.mark.parametrize(("where", "args"), COMMANDS, ids=[w for w, _ in COMMANDS])
 def test_documented_play_command_plays_in_its_cpu_form(where: str, args: tuple[str, ...], tmp_path: Path,
                                                       healthy_run, capsys) -> None:
+    if "--help" in args:  # the help itself: argparse prints it and exits 0
+        with pytest.raises(SystemExit) as exited:
+            PARSER().parse_args(list(args))
+        assert exited.value.code == 0 and "--num_episodes" in capsys.readouterr().out
+        return
     library = option(list(args), "--rl_library", "rsl_rl")
     jax = option(list(args), "--ml_framework") == "jax"
     assert option(list(args), "--task", TASK) == TASK, f"{where}: the healthy runs train {TASK}"
