@@ -88,6 +88,15 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str, tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_ctrl_c_ends_with_one_line_and_130(tmp_path: Path, capsys, monkeypatch) -> None:
+    def interrupted(args):  # noqa: ANN001, ANN202 - Ctrl-C arriving while the episodes play
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(play, "play", interrupted)
+    code, out, err = play_in_process(capsys, "--device", "cpu", "--log_root", str(tmp_path))
+    assert (code, out, err) == (130, "", "isaaclab play: interrupted\n")
+
+
 def test_latest_without_a_checkpoint_is_refused_with_trainings_words(tmp_path: Path, capsys) -> None:
     assert_refused(play_in_process(capsys, "--device", "cpu", "--log_root", str(tmp_path / "logs")),
                    f"--checkpoint latest: no rsl_rl checkpoint of {TASK} under {tmp_path / 'logs' / 'rsl_rl' / TASK}")

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "'[INFO] return over K episodes: mean M, std S, min A, max B'. Each env plays its first ceil(K/N) episodes "
         "and the first K of those count, so short episodes are not favoured. Checkpoints are read without running "
         "code (torch.load with weights_only=True; skrl JAX: MessagePack). Nothing is written. Exit status: 0 done, "
-        "2 bad input (one line on stderr).",
+        "2 bad input (one line on stderr), 130 after Ctrl-C.",
         formatter_class=HelpFormatter,
         allow_abbrev=False,
     )

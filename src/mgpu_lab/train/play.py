@@ -145,5 +145,11 @@ def main(args: Namespace) -> int:
         sys.stderr.write(f"isaaclab play: error: {exc}\n")
         sys.stderr.flush()
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line and 128 + SIGINT, as the other commands end
+        import signal
+
+        sys.stderr.write("isaaclab play: interrupted\n")
+        sys.stderr.flush()
+        return 128 + signal.SIGINT
     log_line(result.summary())
     return 0
