@@ -24,7 +24,8 @@ from loader import load_project  # noqa: E402
 from model import MISSING, Project  # noqa: E402
 from rules import nccl  # noqa: E402
 
-COPIED = ("skills", "docs", "scripts", "src", "tests", ".agents", ".claude", "pyproject.toml", "tools", "README.md")
+COPIED = ("skills", "docs", "scripts", "src", "tests", "benchmarks", ".agents", ".claude", "pyproject.toml", "tools",
+          "README.md")
 IGNORE = shutil.ignore_patterns("__pycache__", "_build", "*.pyc")
 
 

@@ -1,7 +1,7 @@
 """The ``isaaclab`` command: thin pass-through to the entry scripts.
 
-``isaaclab train ARGS`` and ``isaaclab train_multigpu ARGS`` run
-``scripts/reinforcement_learning/train.py`` and ``train_multigpu.py`` with ARGS unchanged: the
+``isaaclab train ARGS``, ``isaaclab train_multigpu ARGS`` and ``isaaclab play ARGS`` run
+``scripts/reinforcement_learning/train.py``, ``train_multigpu.py`` and ``play.py`` with ARGS unchanged: the
 scripts' own argparse is the one truth about their flags (so ``--help`` after a subcommand is the
 script's help). The current process is replaced by the script (``os.execv``), so signals and the
 exit status are the script's own.
@@ -24,6 +24,10 @@ ENTRY_SCRIPTS: dict[str, tuple[str, str]] = {
     "train_multigpu": (
         "scripts/reinforcement_learning/train_multigpu.py",
         "Launch train.py on several GPUs or nodes through torchrun (or skrl's JAX launcher).",
+    ),
+    "play": (
+        "scripts/reinforcement_learning/play.py",
+        "Evaluate a checkpoint of any library on one device: mean and spread of the return.",
     ),
 }
 

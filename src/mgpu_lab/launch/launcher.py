@@ -235,6 +235,9 @@ def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = F
         from mgpu_lab.runs.checkpoint import check_library  # torch, no RL library: only when a checkpoint is given
 
         check_library(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
+    from mgpu_lab.runs.preflight import check_resume  # latest without a checkpoint, nothing left to train
+
+    check_resume(targs, dry_run=dry_run)
     if targs.continue_run is not None:  # its folder's newest checkpoint, before any rank starts
         from mgpu_lab.runs.continue_run import check_before_launch
 
@@ -327,11 +330,12 @@ def apply_cluster(args: argparse.Namespace, environ: Mapping[str, str], jax: boo
 
 def shm_lines(config: Config, devices: Devices) -> list[str]:
     """The /dev/shm warning before a CUDA launch (gloo CPU ranks do not use /dev/shm)."""
-    if config.on_cpu or config.nproc is None:
+    if config.on_cpu:
         return []
     from mgpu_lab.launch.cluster import ClusterError, shm_warning
+    from mgpu_lab.launch.shm_ranks import ranks_on_node  # PET_NPROC_PER_NODE and SLURM when --num_gpus is not given
 
-    ranks = int(config.nproc) if config.nproc.isdigit() else devices.visible()[0]
+    ranks = ranks_on_node(config.nproc, config.environ, lambda: devices.visible()[0])
     if ranks < 1:
         return []
     try:

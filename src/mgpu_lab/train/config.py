@@ -38,6 +38,9 @@ class TrainConfig:
     restart: int = 0
     # called by the adapter's StepClock at the first env step of each iteration (heartbeats, fault switch)
     on_iteration: Callable[[int], None] | None = None
+    # the all-ranks episode return (mgpu_lab.train.returns.AllRanksReturns): the task env feeds it finished
+    # episodes (make_env's on_episodes=returns.add); None: not tracked
+    returns: Any = None
 
     @property
     def remaining_iterations(self) -> int:

@@ -71,9 +71,9 @@ def _resume_point(args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: 
     if args.checkpoint == resume.LATEST:
         found = resume.latest_checkpoint(args.log_root, args.rl_library, args.task, listing)
         if found is None:
-            framework = f" --ml_framework {args.ml_framework}" if args.rl_library == "skrl" else ""
-            raise UsageError(f"--checkpoint latest: no {args.rl_library}{framework} checkpoint of {args.task} under "
-                             f"{Path(args.log_root).resolve() / args.rl_library / args.task}")
+            from mgpu_lab.runs.preflight import no_latest
+
+            raise no_latest(args.log_root, args.rl_library, args.task, args.ml_framework)
         return None, str(found[1])
     return None, (str(Path(args.checkpoint).resolve()) if args.checkpoint else None)
 
@@ -144,9 +144,9 @@ def _train(args: Namespace, progress: RankProgress) -> int:
             return 0
         given = f"--checkpoint {cfg.checkpoint}:" if getattr(args, "continue_run", None) is None else \
             f"--continue_run {args.continue_run}: {cfg.checkpoint} is"
-        raise UsageError(f"{given} already at iteration {cfg.start_iteration} and "
-                         f"--max_iterations {cfg.max_iterations} counts from iteration 0: nothing left to train "
-                         "(raise --max_iterations)")
+        from mgpu_lab.runs.preflight import nothing_left
+
+        raise nothing_left(given, cfg.start_iteration, cfg.max_iterations)
 
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: device {ctx.device}, backend "
              f"{ctx.backend if ctx.distributed else 'none'}, node {progress.node}")
@@ -181,6 +181,10 @@ def _train(args: Namespace, progress: RankProgress) -> int:
 
         progress.first_iteration_checks.append(check_device)
 
+    from mgpu_lab.train import returns  # the all-ranks episode return, logged per iteration on rank 0
+
+    cfg.returns = returns.for_rank(ctx.rank, ctx.world_size, ctx.device, args.ml_framework, log_line)
+    cfg.on_iteration = cfg.returns.chain(cfg.on_iteration)
     if ctx.distributed:
         store_per_attempt()  # a restarted group must not read the dead attempt's addresses
     progress.start()  # heartbeats from here on: every library sets its process group up inside train()
@@ -216,6 +220,7 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         sys.stderr.flush()
         os._exit(1)
     guard.uninstall()
+    cfg.returns.finish()  # the last iteration (every rank, while the process group is up)
     elapsed = time.perf_counter() - start
     seconds = result.seconds if result.seconds else elapsed
 

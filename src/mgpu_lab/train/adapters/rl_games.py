@@ -31,6 +31,7 @@ from mgpu_lab.train import dist as mdist
 from mgpu_lab.train.dist import DistContext
 from mgpu_lab.health.rank_progress import StepClock
 from mgpu_lab.runs.resume import numbered, resume_line
+from mgpu_lab.train.returns import episodes_hook
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
 
 #: env steps per environment between updates (one "epoch" = one iteration)
@@ -245,7 +246,7 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
 
     clock = StepClock(HORIZON, cfg.start_iteration, cfg.on_iteration)
     VecEnv, Observer, Agent = _classes(ctx, manual, clock)
-    env = make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx))
+    env = make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx), episodes_hook(cfg))
     vecenv.register(VECENV_TYPE, lambda config_name, num_actors, **kwargs: VecEnv(env))
     env_configurations.register(ENV_NAME, {"vecenv_type": VECENV_TYPE, "env_creator": lambda **kwargs: env})
 

@@ -24,6 +24,7 @@ from mgpu_lab.train.dist import (DistContext, atomic_torch_save, atomic_write, i
                            rank_seed, report_synchronized)
 from mgpu_lab.health.rank_progress import StepClock
 from mgpu_lab.runs.resume import numbered, resume_line
+from mgpu_lab.train.returns import episodes_hook
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
 
 try:
@@ -256,7 +257,7 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     train_cfg = runner_cfg(cfg.task, cfg)
     steps_per_it = train_cfg["num_steps_per_env"]
     clock = StepClock(steps_per_it, cfg.start_iteration, cfg.on_iteration)
-    env = ToyRslRlEnv(make_env(cfg.task, cfg.num_envs, ctx.device, seed), cfg.task, clock)
+    env = ToyRslRlEnv(make_env(cfg.task, cfg.num_envs, ctx.device, seed, episodes_hook(cfg)), cfg.task, clock)
     log_dir = cfg.log_dir if (is_rank0(ctx) and cfg.log_dir) else None
     runner = DistributedRunner(env, train_cfg, log_dir=log_dir, device=ctx.device, ctx=ctx)
     if log_dir:

@@ -20,6 +20,7 @@ from mgpu_lab.train import dist as mdist
 from mgpu_lab.train.dist import DistContext
 from mgpu_lab.health.rank_progress import StepClock
 from mgpu_lab.runs.resume import resume_line
+from mgpu_lab.train.returns import episodes_hook
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
 
 _TORCHRUN_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE")
@@ -273,7 +274,8 @@ def train(cfg: TrainConfig, ctx: DistContext, backend: Backend) -> TrainResult:
     Wrapper, _, Runner = backend.classes(skrl_mod)
     stats = EpisodeStats(ROLLOUTS)
     clock = StepClock(ROLLOUTS, cfg.start_iteration, cfg.on_iteration)
-    env = Wrapper(make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx)), stats, clock)
+    task_env = make_env(cfg.task, cfg.num_envs, ctx.device, mdist.rank_seed(cfg.seed, ctx), episodes_hook(cfg))
+    env = Wrapper(task_env, stats, clock)
     timesteps = ROLLOUTS * cfg.remaining_iterations  # --max_iterations counts from 0 over the whole run
     runner = Runner(env, runner_cfg(cfg, timesteps=timesteps, checkpoint_interval=checkpoint_interval(cfg)))
     agent = runner.agent  # skrl's PPO has broadcast the models from rank 0 at construction
@@ -293,6 +295,8 @@ def train(cfg: TrainConfig, ctx: DistContext, backend: Backend) -> TrainResult:
             agent.write_checkpoint(timestep=timesteps, timesteps=timesteps)
         ckpt = agent.last_checkpoint
     params = backend.params(agent)
+    if cfg.returns is not None:
+        cfg.returns.finish()  # the last iteration, before skrl JAX's backend leaves its process group
     world_steps = backend.world_steps(skrl_mod, clock.env_steps)
     return TrainResult(env_steps=clock.env_steps, iterations=cfg.remaining_iterations, params=params,
                        checkpoint=ckpt, mean_rewards=stats.mean_rewards, seconds=seconds, world_env_steps=world_steps)

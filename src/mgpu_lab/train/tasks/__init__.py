@@ -58,13 +58,17 @@ def env_class(task_id: str) -> type[ToyVecEnv]:
         raise UnknownTaskError(unknown_task_message(task_id)) from None
 
 
-def make_env(task_id: str, num_envs: int, device: str = "cpu", seed: int = 0) -> ToyVecEnv:
-    """Create ``num_envs`` copies of a built-in task as one batched env on ``device``."""
+def make_env(task_id: str, num_envs: int, device: str = "cpu", seed: int = 0,
+             on_episodes: Any = None) -> ToyVecEnv:
+    """Create ``num_envs`` copies of a built-in task as one batched env on ``device``; ``on_episodes`` (if given)
+    is called after each step with the returns of the episodes that ended in it (a non-empty 1-D tensor)."""
     try:
         entry = ENTRY_POINTS[task_id]
     except KeyError:
         raise UnknownTaskError(unknown_task_message(task_id)) from None
-    return _load(entry)(num_envs=num_envs, device=device, seed=seed)
+    env = _load(entry)(num_envs=num_envs, device=device, seed=seed)
+    env.on_episodes = on_episodes
+    return env
 
 
 def __getattr__(name: str) -> Any:

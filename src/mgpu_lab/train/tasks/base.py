@@ -50,6 +50,7 @@ class ToyVecEnv(gym.Env):
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self.episode_return_buf = torch.zeros(self.num_envs, device=self.device)
         self.all_ids = torch.arange(self.num_envs, device=self.device)
+        self.on_episodes: Any = None  # called with the returns of the episodes that end in a step (make_env)
 
     # --- to implement -------------------------------------------------------------------------
     def _sample_state(self, n: int) -> torch.Tensor:  # pragma: no cover - abstract
@@ -102,6 +103,8 @@ class ToyVecEnv(gym.Env):
             finished_return = self.episode_return_buf[done_ids]  # advanced indexing copies
             finished_length = self.episode_length_buf[done_ids]
             self._reset_ids(done_ids)
+            if self.on_episodes is not None:
+                self.on_episodes(finished_return)
         else:
             finished_return = self.episode_return_buf[:0].clone()
             finished_length = self.episode_length_buf[:0].clone()
