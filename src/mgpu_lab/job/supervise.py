@@ -24,8 +24,7 @@ import sys
 import time
 
 from mgpu_lab.core import procs
-from mgpu_lab.job.kill_grace import DEFAULT_GRACE_S, GRACE_ENV, MAX_GRACE_S, SuperviseError, grace_from_env  # noqa: F401
-from mgpu_lab.core.procs import alive, descendants, process_table  # noqa: F401 - the supervisor's view of /proc
+from mgpu_lab.core.procs import alive, descendants
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
