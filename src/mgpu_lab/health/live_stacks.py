@@ -144,7 +144,7 @@ def launcher_of(run_dir: Path) -> int:
     import socket
 
     from mgpu_lab.runs import continue_run
-    from mgpu_lab.job.supervise import alive, process_table
+    from mgpu_lab.core.procs import alive, process_table
 
     lock = continue_run.read_lock(run_dir)
     if lock is None or not continue_run.is_live(lock):

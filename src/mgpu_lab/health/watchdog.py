@@ -215,7 +215,7 @@ class Watchdog:
             return False
         if not beats or self.last_progress is None or self.training is None:
             return False
-        if not all(_alive(b.pid) for b in beats.values()):
+        if not all(procs.alive(b.pid) for b in beats.values()):
             # a rank's process is gone: torchrun stops or restarts the group (a new attempt's ranks beat
             # afresh), so this is no hang; the clock starts again once every rank beats from a live process
             self.last_progress = now
@@ -313,17 +313,6 @@ def write_report(report: Report, run_dir: Path | None) -> Path:
     report.files.append(summary)
     report.folder = folder
     return folder
-
-
-def _alive(pid: int) -> bool:
-    """A zombie (exited, not yet reaped by torchrun) is not alive; another user's process is."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return procs.state(pid) not in ("Z", "X")
 
 
 def _size(path: Path) -> int:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mgpu_lab.core.atomic import atomic_write_bytes
+from mgpu_lab.core import procs
 from mgpu_lab.core.errors import UsageError
 
 META_FILE = "run.json"
@@ -142,18 +143,12 @@ def read_lock(run_dir: str | os.PathLike) -> Lock | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
-    from mgpu_lab.job.supervise import alive
-
-    return alive(pid)
-
-
 def is_live(lock: Lock, now: float | None = None) -> bool:
     """True while the lock's job may still write: renewed within its lease and, on this host, its pid alive."""
     if lock.age(now) > lock.lease_s:
         return False
     if lock.host == socket.gethostname():
-        return _pid_alive(lock.pid)
+        return procs.alive(lock.pid)
     return True
 
 
