@@ -23,7 +23,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 #: Exit status of a run stopped by a failed write (the launcher's "the job failed").
 EXIT_FAILED = 1
@@ -68,7 +68,7 @@ class WriteGuard:
             self.fatal(args.exc_value)
         self._previous(args)
 
-    def fatal(self, exc: BaseException) -> None:
+    def fatal(self, exc: BaseException) -> NoReturn:
         """Print the one line (once, whichever thread comes first), notify, and leave with EXIT_FAILED."""
         if not self._lock.acquire(timeout=30):
             os._exit(EXIT_FAILED)
