@@ -25,10 +25,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from mgpu_lab.health.heartbeat import COLLECTIVES
+
 #: torch.distributed attributes the trainer may replace in its process (store_per_attempt, the skip fault)
-_DIST_FUNCTIONS = ("init_process_group", "all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor",
-                   "all_gather_object", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
-                   "gather", "scatter", "all_to_all", "all_to_all_single")
+_DIST_FUNCTIONS = ("init_process_group", *COLLECTIVES)
 
 
 def refuse_process_only(env: dict[str, str]) -> None:

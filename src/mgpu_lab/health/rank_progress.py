@@ -34,7 +34,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -42,13 +42,8 @@ from typing import Any, TextIO
 from mgpu_lab.health import heartbeat
 
 FAULT_ENV = "MGPU_LAB_FAULT"
-RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
 FAULT_KINDS = ("hang", "skip", "raise", "signal")
 
-#: torch.distributed functions that ``skip`` intercepts (every collective the libraries call, and more)
-COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "all_gather_object",
-               "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter",
-               "all_to_all", "all_to_all_single")
 
 
 # --- the fault switch ----------------------------------------------------------------------------------
@@ -107,10 +102,14 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
     return tuple(faults)
 
 
-def first_attempt(environ: dict[str, str] | os._Environ = os.environ) -> bool:
-    """True unless torchrun says this is a restarted worker group."""
-    raw = environ.get(RESTART_ENV, "").strip()
-    return raw in ("", "0")
+def first_attempt(environ: Mapping[str, str] = os.environ) -> bool:
+    """True unless torchrun says this is a restarted worker group (an unreadable count is no first attempt)."""
+    from mgpu_lab.runs.resume import restart_count
+
+    try:
+        return restart_count(environ) == 0
+    except ValueError:
+        return False
 
 
 def _say(text: str) -> None:
@@ -147,7 +146,7 @@ class SkipCollective:
     def install(self) -> None:
         import torch.distributed as tdist
 
-        for name in COLLECTIVES:
+        for name in heartbeat.COLLECTIVES:
             original = getattr(tdist, name, None)
             if original is not None:
                 self.originals[name] = original

@@ -205,14 +205,29 @@ def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = F
         train_checks.check_continue_run(targs, folder=False)
         targs = type(targs)(**{**vars(targs), "continue_run": None})
     train_checks.check_args(targs, ranks)
-    if targs.checkpoint is not None and targs.checkpoint != train_checks.LATEST:
-        from mgpu_lab.runs.checkpoint import check_library  # torch, no RL library: only when a checkpoint is given
+    from mgpu_lab.runs.resume import LATEST
 
-        check_library(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
+    if targs.checkpoint is not None and targs.checkpoint != LATEST:
+        # torch, no RL library: only when a checkpoint is given
+        train_checks.check_checkpoint(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
     if targs.continue_run is not None:  # its folder's newest checkpoint, before any rank starts
-        from mgpu_lab.runs.continue_run import check_before_launch
+        _check_continue_run(targs)
 
-        check_before_launch(targs)
+
+def _check_continue_run(targs: argparse.Namespace) -> None:
+    """Every check of ``--continue_run`` including its newest checkpoint's library and format (imports torch and
+    the adapter, which knows the library's checkpoint files)."""
+    from mgpu_lab.runs.checkpoint import check_library
+    from mgpu_lab.runs.continue_run import resume_point
+    from mgpu_lab.runs.resume import job_key
+    from mgpu_lab.train import adapters
+    from mgpu_lab.train.config import TrainConfig
+
+    adapter = adapters.load(targs.rl_library)
+    cfg = TrainConfig(rl_library=targs.rl_library, task=targs.task, ml_framework=targs.ml_framework)
+    _, checkpoint = resume_point(targs.continue_run, targs.log_root, targs.rl_library, targs.task,
+                                 targs.ml_framework, job_key(), lambda d: adapter.checkpoints(d, cfg))
+    check_library(checkpoint, targs.rl_library, targs.ml_framework)
 
 
 def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices, *, jax: bool) -> str:

@@ -212,9 +212,11 @@ def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> boo
     function in this process: such a call gets the env:// store under the prefix
     ``mgpu_lab/attempt_<TORCHELASTIC_RESTART_COUNT>/``. Calls with their own store or init_method pass through.
     """
-    attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "").strip()
-    if not attempt:
+    from mgpu_lab.runs.resume import RESTART_ENV, restart_count
+
+    if not environ.get(RESTART_ENV, "").strip():
         return False
+    attempt = restart_count(environ)
     import torch.distributed as tdist
 
     original = tdist.init_process_group

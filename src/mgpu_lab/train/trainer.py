@@ -112,7 +112,7 @@ def _choose_device(args: Namespace) -> str:
 def _prepare(args: Namespace, progress: RankProgress) -> _Start:
     """Everything before the run folder: checkpoint format, device, context, adapter, config, resume point."""
     from mgpu_lab.runs import resume
-    from mgpu_lab.runs.checkpoint import check_library
+    from mgpu_lab.train.checks import check_checkpoint
     from mgpu_lab.train import adapters
     from mgpu_lab.train.config import TrainConfig
     from mgpu_lab.train.dist import context_from_env
@@ -122,7 +122,7 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
     defaults = TASK_DEFAULTS.get(args.task, {})
     if args.checkpoint is not None and args.checkpoint != resume.LATEST:
         # the file's library and format first: a refused checkpoint pays no RL library import
-        check_library(args.checkpoint, args.rl_library, args.ml_framework, args.task)
+        check_checkpoint(args.checkpoint, args.rl_library, args.ml_framework, args.task)
     args.device = _choose_device(args)
     ctx = context_from_env(args.device, args.distributed)
     try:
@@ -143,7 +143,7 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
     reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
     if cfg.checkpoint is not None:
         if cfg.checkpoint != args.checkpoint:  # found here (latest, or a restart's own run): check it too
-            check_library(cfg.checkpoint, args.rl_library, args.ml_framework, args.task)
+            check_checkpoint(cfg.checkpoint, args.rl_library, args.ml_framework, args.task)
         cfg.start_iteration = adapter.checkpoint_iteration(cfg.checkpoint, cfg)
     return _Start(ctx, adapter, cfg, restart, key, reuse)
 
