@@ -19,12 +19,12 @@ from mgpu_testing import PYTHON, REPO, run
 SKILLS_DIR = REPO / "tools" / "skills"
 CLI = SKILLS_DIR / "cli.py"
 
-from loader import load_project  # noqa: E402
-from model import MISSING, Finding, Loc  # noqa: E402
-from parse_argparse import find_installed, parse_argparse  # noqa: E402
-from parse_markdown import github_slug, parse_markdown, split_row  # noqa: E402
-from parse_rst import parse_rst  # noqa: E402
-from report import Summary, escape_data, escape_property, exit_code, format_github  # noqa: E402
+from loader import load_project
+from model import MISSING, Finding, Loc
+from parse_argparse import find_installed, parse_argparse
+from parse_markdown import github_slug, parse_markdown, split_row
+from parse_rst import parse_rst
+from report import Summary, escape_data, escape_property, exit_code, format_github
 
 
 def check(root: Path, *args: str) -> SimpleNamespace:
@@ -306,7 +306,7 @@ def test_argparse_syntax_error_is_a_finding() -> None:
 
 @pytest.mark.e2e
 def test_torchrun_and_skrl_options_found_without_importing_them() -> None:
-    code = (
+    code = (  # noqa: UP031 - a Python source template, %r quotes its paths
         "import sys; sys.path.insert(0, %r)\n"
         "from pathlib import Path\n"
         "from parse_argparse import find_installed, parse_argparse\n"
@@ -438,7 +438,7 @@ def test_bad_inputs_become_findings_and_the_check_goes_on(tmp_path: Path) -> Non
         (f"{d}/evals/evals.json", "IN040"), ("skills/user/loop", "IN005"), ("tools/train.py", "IN001"),
         (f"{d}/cycle.md", "IN005"),
     } <= got
-    latin = [f for f in json.loads(res.stdout)["findings"] if f["path"] == f"{d}/latin1.md"][0]
+    latin = next(f for f in json.loads(res.stdout)["findings"] if f["path"] == f"{d}/latin1.md")
     assert (latin["line"], latin["col"]) == (3, 4)
     full = check(root)  # with every rule: still no crash
     assert full.returncode == 1 and "Traceback" not in full.stderr and "IN090" not in full.stdout
@@ -554,7 +554,7 @@ def test_loader_reads_repo_config_and_aliases(tmp_path: Path) -> None:
     assert list(project.rst) == ["docs/index.rst"]
 
 
-def test_repository_passes_its_own_checker(repo_check) -> None:  # noqa: ANN001
+def test_repository_passes_its_own_checker(repo_check) -> None:
     """The project eats its own cooking: links, anchors, aliases, tables and commands all agree."""
     project, findings = repo_check
     assert [f"{f.loc}: {f.code} {f.message}" for f in findings] == []

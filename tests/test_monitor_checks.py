@@ -24,13 +24,14 @@ from mgpu_lab.job.nccl_trace import DUMP_ENV, PIPE_ENV, NcclTrace
 
 
 def launch_config(**given: object) -> LaunchConfig:
-    values: dict[str, object] = dict(
-        rl_library="rsl_rl", forwarded=(), train_script="/nowhere/train.py", jax=False, device="cpu", on_cpu=True,
-        nproc="2", nnodes=None, node_rank=None, master_addr=None, master_port=None, rdzv_backend=None,
-        rdzv_endpoint=None, rdzv_id=None, rdzv_timeout_given=None, hang_timeout=5.0, startup_timeout=20.0,
-        log_dir=None, log_all_ranks=False, local_ranks_filter=None, coordinator_address=None, torchrun_options=(),
-        hosts_store=True, grace_s=1.0, dry_run=False, environ={},
-    )
+    values: dict[str, object] = {
+        "rl_library": "rsl_rl", "forwarded": (), "train_script": "/nowhere/train.py", "jax": False, "device": "cpu",
+        "on_cpu": True, "nproc": "2", "nnodes": None, "node_rank": None, "master_addr": None, "master_port": None,
+        "rdzv_backend": None, "rdzv_endpoint": None, "rdzv_id": None, "rdzv_timeout_given": None,
+        "hang_timeout": 5.0, "startup_timeout": 20.0, "log_dir": None, "log_all_ranks": False,
+        "local_ranks_filter": None, "coordinator_address": None, "torchrun_options": (), "hosts_store": True,
+        "grace_s": 1.0, "dry_run": False, "environ": {},
+    }
     values.update(given)
     return LaunchConfig(**values)  # type: ignore[arg-type]
 

@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from mgpu_lab.health.heartbeat import COLLECTIVES
 
@@ -145,7 +145,7 @@ class HiddenModules:
         self.names = names
         self._saved: dict[str, Any] = {}
 
-    def __enter__(self) -> HiddenModules:
+    def __enter__(self) -> Self:
         missing = object()
         self._saved = {name: sys.modules.get(name, missing) for name in self.names}
         self._missing = missing
@@ -185,7 +185,7 @@ class LogStreams:
             if target is not None:
                 handler.setStream(target)
 
-    def __enter__(self) -> LogStreams:
+    def __enter__(self) -> Self:
         self._outer = (sys.stdout, sys.stderr)
         self._swap({id(self._outer[0]): self.out, id(self._outer[1]): self.err})
         return self

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env, run
+from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env
 
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 LAUNCHER = str(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py")
@@ -187,7 +187,7 @@ def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Cal
     cmd = train_cmd(library, logs, "--num_envs", "8", "--max_iterations", "100000", "--save_interval", "1")
     env = single_env(**{STOP_IN_SAVE_ENV: str(marker), STOP_IN_SAVE_NAME_ENV: stop_at})
     log_path = tmp_path / "stderr.log"
-    log = open(log_path, "w+")  # a file, not a pipe: a chatty run cannot block on it
+    log = open(log_path, "w+")  # noqa: SIM115 - closed in the finally below; a file, not a pipe: a chatty run cannot block on it
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     try:
         wait_for_file(marker, proc, deadline, log_path)

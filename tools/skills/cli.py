@@ -285,7 +285,7 @@ def _lsp(args: argparse.Namespace) -> int:
     return lsp.main(args.root, args.debounce)
 
 
-def _guarded(argv: list[str], func, *args) -> int:  # noqa: ANN001
+def _guarded(argv: list[str], func, *args) -> int:
     """Run a command; a broken rules package is exit 2, an unusable parser library re-runs under uv."""
     try:
         return func(*args)

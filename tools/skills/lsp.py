@@ -250,14 +250,14 @@ class CheckerServer(LanguageServer):
         _fault(types.TEXT_DOCUMENT_CODE_ACTION)
         rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
         result = await self.current() if rel is not None else None
-        if result is None:
+        if result is None or rel is None or self.root is None:
             return None
         actions = []
         snap = result.snapshot
         for finding, diag in result.pairs.get(rel, []):
             if finding.fix is None or not conv.overlaps(diag.range, params.range):
                 continue
-            newline = lambda path: "\r\n" if "\r\n" in snap.texts.get(path, "") else "\n"  # noqa: E731
+            newline = lambda path: "\r\n" if "\r\n" in snap.texts.get(path, "") else "\n"
             edits = conv.text_edits(finding.fix, result.lines_of, self.codec(), newline)
             if not edits:
                 continue
@@ -273,7 +273,7 @@ class CheckerServer(LanguageServer):
         _fault(types.TEXT_DOCUMENT_HOVER)
         rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
         result = await self.current() if rel is not None else None
-        if result is None:
+        if result is None or rel is None or self.root is None:
             return None
         lines = result.lines_of(rel) or []
         pos = self.codec().position_from_client_units(lines, params.position) if lines else params.position

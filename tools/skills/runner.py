@@ -9,7 +9,8 @@ from __future__ import annotations
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from inputs import INPUT_CODES, problem
 from loader import all_problems
@@ -50,7 +51,7 @@ def _info(r: Any) -> RuleInfo:
     if isinstance(r, tuple):  # (code, func, doc)
         code, func = r[0], r[1]
         doc = r[2] if len(r) > 2 else (func.__doc__ or "")
-        return RuleInfo(code, getattr(func, "__name__", code), func, "error", doc.strip().split("\n")[0], doc)
+        return RuleInfo(code, str(getattr(func, "__name__", code)), func, "error", doc.strip().split("\n")[0], doc)
     summary = getattr(r, "summary", "") or ""
     explanation = getattr(r, "explanation", "") or (r.func.__doc__ or "")
     return RuleInfo(r.code, getattr(r, "name", r.code), r.func, getattr(r, "severity", "error"), summary, explanation,

@@ -93,7 +93,7 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
         signum = int(signal.SIGKILL)
         if len(parts) == 4:
             if kind != "signal":
-                raise ValueError(usage + f" (only signal takes an ARG)")
+                raise ValueError(usage + " (only signal takes an ARG)")
             try:
                 signum = _signal_number(parts[3])
             except ValueError as exc:
@@ -296,7 +296,7 @@ class StepClock:
     ``start_iteration`` is where a resumed run starts counting.
     """
 
-    __slots__ = ("steps_per_iteration", "start_iteration", "on_iteration", "batches", "env_steps", "_left")
+    __slots__ = ("_left", "batches", "env_steps", "on_iteration", "start_iteration", "steps_per_iteration")
 
     def __init__(self, steps_per_iteration: int, start_iteration: int = 0,
                  on_iteration: Callable[[int], None] | None = None) -> None:

@@ -101,10 +101,9 @@ class JobMonitor:
         if self.state is State.STOPPING:
             return
         beats = heartbeat.read_beats(self.dir)
-        if self.state is State.RENDEZVOUS:
-            self._rendezvous(supervisor, now, joined=bool(beats) or self._workers_started(supervisor.pid))
-            if self.state is not State.RUNNING:
-                return
+        if self.state is State.RENDEZVOUS and not self._rendezvous(
+                supervisor, now, joined=bool(beats) or self._workers_started(supervisor.pid)):
+            return
         self.liveness.poll(beats, time.time())
         if self.failure_file.poll():
             _say("[ERROR] launcher: a JAX rank failed; stopping the other ranks")
@@ -117,7 +116,8 @@ class JobMonitor:
         self.state, self.outcome, self.verdict = State.STOPPING, outcome, verdict
         supervisor.stop(signal.SIGTERM, grace_s=None if grace_s is None else min(self.config.grace_s, grace_s))
 
-    def _rendezvous(self, supervisor: Supervisor, now: float, *, joined: bool) -> None:
+    def _rendezvous(self, supervisor: Supervisor, now: float, *, joined: bool) -> bool:
+        """Poll the deadline; True once the ranks joined (the state is RUNNING)."""
         from mgpu_lab.job import rendezvous
 
         event = self.rendezvous.poll(now, joined)
@@ -129,6 +129,7 @@ class JobMonitor:
             self._stop(supervisor, EXIT_RDZV, f"isaaclab train_multigpu: error: {rendezvous.missing(self.config)}")
         elif event == checks.WAITING:
             _say(rendezvous.waiting(self.config, self.rendezvous.left(now)))
+        return self.state is State.RUNNING
 
     def _workers_started(self, pid: int | None) -> bool:
         """torchrun starts the workers (processes running the training script) only after its rendezvous."""

@@ -83,7 +83,7 @@ class ClusterError(Exception):
 class Inferred:
     """One launcher option filled from the environment, with the variables it came from."""
 
-    __slots__ = ("dest", "value", "sources")
+    __slots__ = ("dest", "sources", "value")
 
     def __init__(self, dest: str, value: str, sources: tuple[tuple[str, str], ...]) -> None:
         self.dest = dest  # the launcher option's argparse dest, e.g. "nnodes"
@@ -111,7 +111,7 @@ class NodePlan:
     ``scheduler``: ``"slurm"``, ``"kubernetes"`` or None.
     """
 
-    __slots__ = ("scheduler", "inferred", "notes", "warnings")
+    __slots__ = ("inferred", "notes", "scheduler", "warnings")
 
     def __init__(self, scheduler: str | None = None, inferred: tuple[Inferred, ...] = (),
                  notes: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> None:
@@ -223,7 +223,7 @@ def _nnodes_range(value: str) -> tuple[int, int] | None:
 def _outside_step(job: tuple[str, str], count: tuple[str, str] | None) -> NodePlan:
     """A batch script or salloc shell, not an srun step: this launcher runs on one node only."""
     nodes = int(count[1]) if count and count[1].isdigit() else 1
-    if nodes > 1:
+    if count is not None and nodes > 1:
         return NodePlan("slurm", warnings=(
             f"[WARN] launcher: SLURM job {job[1]} has {nodes} nodes ({count[0]}={count[1]}) but this launcher "
             "is not in an srun step, so it trains on this node only; start it on every node with "

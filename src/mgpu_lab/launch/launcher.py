@@ -190,7 +190,7 @@ def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> a
     def error(message: str) -> None:
         raise UsageError(f"train.py: {message} (train.py's options: isaaclab train --help)")
 
-    parser.error = error  # type: ignore[method-assign]
+    parser.error = error
     try:
         return parser.parse_args(["--rl_library", rl_library, *forwarded, "--distributed"])
     except SystemExit:  # an action of train.py's parser that exits (version, help): not a training run
@@ -361,10 +361,10 @@ def _check_launcher_options(args: argparse.Namespace, jax: bool) -> None:
         raise UsageError(f"--local_ranks_filter {args.local_ranks_filter}: give local ranks like 0 or 0,1")
     if args.log_all_ranks and args.local_ranks_filter is not None:
         raise UsageError("--log_all_ranks and --local_ranks_filter contradict each other: give only one")
-    if args.coordinator_address is not None:
-        if not re.fullmatch(r"[^:\s]+:\d{1,5}", args.coordinator_address) or \
-                not 0 < int(args.coordinator_address.rsplit(":", 1)[1]) < 65536:
-            raise UsageError(f"--coordinator_address {args.coordinator_address}: give HOST:PORT, such as 10.0.0.1:5000")
+    if args.coordinator_address is not None and (
+            not re.fullmatch(r"[^:\s]+:\d{1,5}", args.coordinator_address)
+            or not 0 < int(args.coordinator_address.rsplit(":", 1)[1]) < 65536):
+        raise UsageError(f"--coordinator_address {args.coordinator_address}: give HOST:PORT, such as 10.0.0.1:5000")
     if jax and args.nnodes is not None and int(args.nnodes) > 1 and args.coordinator_address is None:
         raise UsageError(f"--nnodes {args.nnodes} with JAX: give --coordinator_address HOST:PORT of node 0")
 

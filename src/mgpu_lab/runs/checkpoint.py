@@ -36,7 +36,7 @@ def _numpy_scalar_globals() -> list[Any]:
     try:
         from numpy._core.multiarray import scalar  # NumPy 2
     except ImportError:  # pragma: no cover - NumPy 1.x
-        from numpy.core.multiarray import scalar
+        from numpy.core.multiarray import scalar  # type: ignore[no-redef]
     return [scalar, np.dtype, type(np.dtype(np.float32)), type(np.dtype(np.float64))]
 
 
@@ -180,7 +180,7 @@ def observation_width(data: dict[str, Any], library: str) -> int | None:
     if not isinstance(policy, dict):
         return None
     for value in policy.values():
-        shape = getattr(value, "shape", ())
+        shape: tuple[int, ...] = tuple(getattr(value, "shape", ()))
         if len(shape) == 2:
             return int(shape[1])
     return None

@@ -174,7 +174,7 @@ def check(value: str, log_root: str, library: str, task: str, ml_framework: str,
 
 
 def resume_point(value: str, log_root: str, library: str, task: str, ml_framework: str, job_key: str | None,
-                 list_checkpoints) -> tuple[Path, str]:  # noqa: ANN001 - resume.ListCheckpoints
+                 list_checkpoints) -> tuple[Path, str]:
     """(run folder, its newest checkpoint) for ``--continue_run value``; UsageError when it cannot be continued."""
     from mgpu_lab.runs.resume import newest_checkpoint
 

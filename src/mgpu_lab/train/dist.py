@@ -15,7 +15,8 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from mgpu_lab.train.config import UsageError
 
@@ -233,7 +234,7 @@ def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> boo
 
     init_process_group.__mgpu_lab_attempt__ = attempt  # type: ignore[attr-defined]
     init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
-    tdist.init_process_group = init_process_group
+    tdist.init_process_group = init_process_group  # type: ignore[assignment]
     return True
 
 
@@ -267,5 +268,5 @@ def destroy_process_group() -> None:
 
         if tdist.is_available() and tdist.is_initialized():
             tdist.destroy_process_group()
-    except Exception:
+    except Exception:  # noqa: BLE001 - leaving anyway: a group that cannot be torn down changes nothing
         pass

@@ -216,7 +216,7 @@ def _open_run(args: Namespace, start: _Start, progress: RankProgress, cleanup: c
                                           ml_framework=args.ml_framework, job_key=start.key,
                                           value=getattr(args, "continue_run", None))
     cleanup.push(_unless_failed(run_lock.release))
-    if continuing and not start.restart:
+    if continuing and not start.restart and cfg.checkpoint is not None:
         log_line(continue_run.continuing_line(cfg.log_dir, cfg.start_iteration, cfg.checkpoint))
 
 
@@ -366,4 +366,5 @@ def main(args: Namespace) -> int:
         return refuse(str(exc))
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return record(_supervised_train)(args, faults)
+    status = record(_supervised_train)(args, faults)
+    return status if status is not None else 0

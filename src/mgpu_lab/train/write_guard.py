@@ -56,7 +56,7 @@ class WriteGuard:
         self._lock = threading.Lock()
         self._previous = threading.excepthook
 
-    def install(self) -> "WriteGuard":
+    def install(self) -> WriteGuard:
         threading.excepthook = self._thread_died
         return self
 
@@ -64,7 +64,7 @@ class WriteGuard:
         threading.excepthook = self._previous
 
     def _thread_died(self, args: threading.ExceptHookArgs) -> None:
-        if args.exc_type is not None and issubclass(args.exc_type, OSError):
+        if args.exc_value is not None and isinstance(args.exc_value, OSError):
             self.fatal(args.exc_value)
         self._previous(args)
 

@@ -199,8 +199,8 @@ def _agent_class(ctx: DistContext, manual_dist: bool) -> type:
                 self.multi_gpu = True
                 self.global_rank, self.world_size = ctx.rank, ctx.world_size
                 self.local_rank = -1  # torch.cuda.set_device(-1) is a no-op; train() calls it unconditionally
-                if ctx.rank != 0 and self.writer is not None:
-                    self.writer.close()
+                if ctx.rank != 0 and self.writer is not None:  # type: ignore[has-type]
+                    self.writer.close()  # type: ignore[has-type]
                     self.writer = None
             self.trained_epochs = 0
             self.loop_start: float | None = None
