@@ -467,24 +467,24 @@ def test_never_imports_or_runs_project_code(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # missing parsers: re-run through uv once, or one line; never an ImportError
 
-def _fake_uv(bin_dir: Path, log: Path, drop_force: bool) -> None:
+def _fake_uv(bin_dir: Path, log: Path, with_parsers: bool) -> None:
+    """A stand-in for uv that runs the checker with the project's parsers (``with_parsers``) or again without
+    any (``python -S``: no site-packages)."""
     bin_dir.mkdir()
-    unset = "unset SKILLS_CHECK_FORCE_MISSING\n" if drop_force else ""
     script = bin_dir / "uv"
     script.write_text(
         "#!/bin/sh\n"
         f"echo \"$@\" > {log}\n"
         "echo \"guard=$SKILLS_CHECK_REEXEC\" >> " + str(log) + "\n"
-        + unset +
         "shift 4\n"  # run --no-project --script CLI
-        f"exec {PYTHON} {CLI} \"$@\"\n")
+        f"exec {PYTHON} {'' if with_parsers else '-S '}{CLI} \"$@\"\n")
     script.chmod(0o755)
 
 
 @pytest.mark.e2e
 def test_missing_parsers_without_uv_prints_one_line(tmp_path: Path) -> None:
-    env = dict(os.environ, SKILLS_CHECK_FORCE_MISSING="1", PATH=str(tmp_path))
-    res = run([PYTHON, str(CLI), "check"], timeout=60, env=env)
+    env = dict(os.environ, PATH=str(tmp_path))
+    res = run([PYTHON, "-S", str(CLI), "check"], timeout=60, env=env)  # -S: no site-packages, so no parsers
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "uv run --no-project --script" in res.stderr and "Traceback" not in res.stderr
     # a parser that is there but fails to import
@@ -503,19 +503,19 @@ def test_missing_parsers_without_uv_prints_one_line(tmp_path: Path) -> None:
 def test_missing_parsers_reexecs_once_through_uv(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path / "tree")
     log = tmp_path / "uv.log"
-    _fake_uv(tmp_path / "bin", log, drop_force=True)
-    env = dict(os.environ, SKILLS_CHECK_FORCE_MISSING="1", PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    _fake_uv(tmp_path / "bin", log, with_parsers=True)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin")
     env.pop("SKILLS_CHECK_REEXEC", None)
-    res = run([PYTHON, str(CLI), "check", "--root", str(root), "--no-cache", "--select", "IN"], timeout=120, env=env)
+    res = run([PYTHON, "-S", str(CLI), "check", "--root", str(root), "--no-cache", "--select", "IN"], timeout=120, env=env)
     assert res.returncode == 0, res.stderr
     first, guard = log.read_text().splitlines()
     assert first == f"run --no-project --script {CLI} check --root {root} --no-cache --select IN"
     assert guard == "guard=1"
     # the guard stops a second re-run: still missing in the child -> one line, exit 2
     log2 = tmp_path / "uv2.log"
-    _fake_uv(tmp_path / "bin2", log2, drop_force=False)
+    _fake_uv(tmp_path / "bin2", log2, with_parsers=False)
     env["PATH"] = f"{tmp_path / 'bin2'}:/usr/bin:/bin"
-    res = run([PYTHON, str(CLI), "check", "--root", str(root), "--no-cache"], timeout=120, env=env)
+    res = run([PYTHON, "-S", str(CLI), "check", "--root", str(root), "--no-cache"], timeout=120, env=env)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
     assert len(log2.read_text().splitlines()) == 2  # uv was called exactly once
 

@@ -10,15 +10,17 @@ from pathlib import Path
 import pytest
 
 from mgpu_lab.job.monitor import TORCHRUN_KEPT, TORCHRUN_TEXT
-from mgpu_testing import free_port, kill_group, loopback_env
+from mgpu_testing import free_port, kill_group, loopback_env, seams_env
 from mgpu_testing.launcher import CPU2, finish, launcher_cmd, start
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
 
 
-def launch(args: list[str], **env: str) -> tuple[int, str]:
+def launch(args: list[str], gpus: int | None = None, **env: str) -> tuple[int, str]:
     full = loopback_env(**env)
+    if gpus is not None:  # made-up GPUs for the launcher's device check
+        full = seams_env(full, gpus=gpus)
     full.pop("MGPU_LAB_TRAIN_SCRIPT", None)
     proc = start(launcher_cmd(*args, "--master_port", str(free_port())), full)
     try:
@@ -57,9 +59,9 @@ def test_a_failing_rank_ends_with_the_launchers_report(tmp_path: Path) -> None:
 
 
 def test_every_rank_refusing_the_same_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    """Two made-up GPUs pass the launcher's check (MGPU_LAB_TEST_GPUS); each rank then finds no CUDA device."""
-    rc, err = launch(["--num_gpus", "2", "--num_envs", "8", "--log_root", str(tmp_path / "logs")],
-                     CUDA_VISIBLE_DEVICES="0,1", MGPU_LAB_TEST_GPUS="2", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr"),
+    """Two made-up GPUs pass the launcher's check (the suite's seam); each rank then finds no CUDA device."""
+    rc, err = launch(["--num_gpus", "2", "--num_envs", "8", "--log_root", str(tmp_path / "logs")], gpus=2,
+                     CUDA_VISIBLE_DEVICES="0,1", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr"),
                      TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "fr"))
     assert rc == 2, err[-3000:]
     assert "ChildFailedError" not in err and "Traceback" not in err, err[-3000:]

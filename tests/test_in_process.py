@@ -54,7 +54,7 @@ def test_hidden_modules_are_not_installed_for_the_call_only():
 
 
 @pytest.mark.parametrize("env", [
-    {"MGPU_LAB_SUPERVISE_DIR": "/tmp"}, {"MGPU_LAB_TEST_STOP_IN_SAVE": "/tmp/marker"},
+    {"MGPU_LAB_SUPERVISE_DIR": "/tmp"}, {"MGPU_TESTING_SEAMS": '{"stop_in_save": "/tmp/marker"}'},
     {"MGPU_LAB_FAULT": "hang:0:1"}, {"MGPU_LAB_FAULT": "raise:0:1,signal:0:2:SIGTERM"},
 ])
 def test_what_only_a_process_can_do_is_refused(env):

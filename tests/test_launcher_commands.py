@@ -400,9 +400,10 @@ def test_nvidia_smi_listing_is_read_with_mig_devices() -> None:
     assert visible({"CUDA_VISIBLE_DEVICES": "MIG-9f8e,GPU-5e6f"}, inv) == (2, "CUDA_VISIBLE_DEVICES='MIG-9f8e,GPU-5e6f'")
 
 
-def test_the_testing_aid_stands_in_for_the_driver() -> None:
-    from mgpu_lab.launch.devices import discover, visible
+def test_a_given_inventory_stands_in_for_the_driver() -> None:
+    """The seam the tests use (no environment switch in the product): an inventory passed in is the machine's."""
+    from mgpu_lab.launch.devices import Inventory, visible
 
-    inv = discover({"MGPU_LAB_TEST_GPUS": "3"})
-    assert inv.gpus == [made_up_uuid(0), made_up_uuid(1), made_up_uuid(2)]
-    assert visible({"MGPU_LAB_TEST_GPUS": "3"})[0] == 3
+    inv = Inventory([made_up_uuid(i) for i in range(3)], [], "three made-up GPUs")
+    assert visible({}, inv) == (3, "three made-up GPUs")
+    assert visible({"CUDA_VISIBLE_DEVICES": "0,2"}, inv)[0] == 2

@@ -80,9 +80,11 @@ async def until(client: LanguageClient, ready: Callable[[], bool]) -> None:
             await client.arrived.wait()  # type: ignore[attr-defined]
 
 
-def _config(**env: str) -> ClientServerConfig:
-    return ClientServerConfig(server_command=[PYTHON, str(CLI), "lsp"], client_factory=_client,
-                              server_env={**os.environ, **env} if env else None)
+FAULTY_SERVER = REPO / "tests" / "fixtures" / "lsp" / "faulty_server.py"  # the server with injected faults
+
+
+def _config(*server: str) -> ClientServerConfig:
+    return ClientServerConfig(server_command=[PYTHON, *(server or (str(CLI), "lsp"))], client_factory=_client)
 
 
 async def _initialize(client: LanguageClient, root: Path) -> None:
@@ -393,7 +395,7 @@ async def test_hover_on_a_frontmatter_key_gives_its_rules(client: LanguageClient
 # -- faults --------------------------------------------------------------------------------------------
 
 
-@pytest_lsp.fixture(config=_config(SKILLS_LSP_FAULT="textDocument/hover,check"), loop_scope="module")
+@pytest_lsp.fixture(config=_config(str(FAULTY_SERVER)), loop_scope="module")
 async def faulty(lsp_client: LanguageClient, tree: Path):
     """A server whose hover handler and whose every check raise."""
     await _initialize(lsp_client, tree)

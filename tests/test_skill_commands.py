@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from mgpu_testing import PYTHON, REPO, free_port, loopback_env, run
+from mgpu_testing import PYTHON, REPO, free_port, loopback_env, run, seams_env
 from mgpu_testing.docs import LAUNCHER, PROBE, TRAINER, load_script, rel
 from mgpu_testing.runs import WITH_HEALTHY_RUN, HealthyRun, copy_run
 from mgpu_testing.runs import run_nodes as run_nodes_together
@@ -230,7 +230,7 @@ def check_training_args(args: list[str], cmd: Command, parser, capsys) -> None:
 @pytest.mark.parametrize("cmd", LAUNCHER_CMDS, ids=lambda c: c.id)
 def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys) -> None:
     assert LAUNCHER.is_file(), f"{rel(LAUNCHER)} is missing"
-    env = loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS, MGPU_LAB_TEST_GPUS="8")  # eight made-up GPUs
+    env = seams_env(loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS), gpus=8)  # eight made-up GPUs
     proc = run([PYTHON, str(LAUNCHER), "--dry_run", *cmd.args], timeout=60, env=env)
     assert proc.returncode == 0, (
         f"{cmd.where}: `{cmd.source}` failed with --dry_run (exit {proc.returncode}):\n{proc.stderr[-2000:]}"

@@ -50,10 +50,6 @@ def build_parser() -> argparse.ArgumentParser:
         "at training iteration ITER, on the first attempt only: hang (a sleep loop outside any collective), "
         "skip (return from the next torch.distributed collective without joining it, then wait), "
         "raise (RuntimeError), signal (send itself signal ARG, default SIGKILL). "
-        "Further testing aids, off unless set: MGPU_LAB_TEST_STOP_IN_SAVE=MARKER stops the process (SIGSTOP) inside "
-        "the first checkpoint save whose file name matches MGPU_LAB_TEST_STOP_IN_SAVE_NAME (default: any), after "
-        "the temp file is written and before it is renamed, and writes MARKER first; MGPU_LAB_TEST_RUN_STAMP=STAMP "
-        "replaces the time stamp in the run folder's name. "
         "Checkpoints are loaded without running code (torch.load with weights_only=True; skrl JAX checkpoints are "
         "MessagePack, agent_<timestep>.msgpack, and pickles are refused). Exit status: 0 done, 2 bad input "
         "(nothing written), 1 the run failed (a full disk or a failed write ends it with one line).",

@@ -92,8 +92,7 @@ entry point is wrapped in torch's elastic `record`) still makes the launcher exi
 exits non-zero without an exception is not detected there.
 
 testing: MGPU_LAB_TRAIN_SCRIPT=PATH launches PATH instead of train.py (for the test suite; the
-forwarded arguments are then not checked against train.py). MGPU_LAB_TEST_GPUS=N makes the launcher
-count N made-up GPUs instead of the driver's (GPU launches rehearsed with --dry_run on any machine).
+forwarded arguments are then not checked against train.py).
 """
 
 

@@ -33,11 +33,11 @@ _DIST_FUNCTIONS = ("init_process_group", *COLLECTIVES)
 
 def refuse_process_only(env: dict[str, str]) -> None:
     """ValueError when ``env`` asks for something only a process of its own can do (see the module docstring)."""
-    from mgpu_lab.train.dist import STOP_IN_SAVE_ENV
     from mgpu_lab.health.heartbeat import SUPERVISE_DIR_ENV
+    from mgpu_testing import SEAMS_ENV
     from mgpu_lab.health.rank_progress import FAULT_ENV, parse_faults
 
-    for name in (SUPERVISE_DIR_ENV, STOP_IN_SAVE_ENV):
+    for name in (SUPERVISE_DIR_ENV, SEAMS_ENV):  # the seams act at a process's start-up
         if env.get(name):
             raise ValueError(f"{name} needs a trainer process of its own, not pytest's")
     try:

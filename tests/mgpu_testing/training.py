@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env
+from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env, seams_env
 
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 LAUNCHER = str(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py")
@@ -172,7 +172,7 @@ def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Cal
                          stop_at: str, deadline: float = 300, final_pattern: str | None = None) -> None:
     """Train with a checkpoint every iteration, SIGKILL the process group mid-save, load every checkpoint.
 
-    The trainer's testing aid ``MGPU_LAB_TEST_STOP_IN_SAVE`` stops it with SIGSTOP inside the save of
+    The suite's seam ``stop_in_save`` (:mod:`mgpu_testing.seams.sitecustomize`) stops it with SIGSTOP inside the save of
     the file named ``stop_at`` (an fnmatch pattern), after the temp file is complete and before
     ``os.replace``, and writes a marker naming both files. The test waits for the marker, checks that
     the process is stopped there, kills the group, and requires: the target was never created, the
@@ -180,12 +180,10 @@ def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Cal
     ``final_pattern`` (default ``pattern``) loads with ``loader`` (which must fail on a torn file),
     at least 3 of them.
     """
-    from mgpu_lab.train.dist import STOP_IN_SAVE_ENV, STOP_IN_SAVE_NAME_ENV
-
     marker = tmp_path / "stopped-in-save.json"
     logs = tmp_path / "logs"
     cmd = train_cmd(library, logs, "--num_envs", "8", "--max_iterations", "100000", "--save_interval", "1")
-    env = single_env(**{STOP_IN_SAVE_ENV: str(marker), STOP_IN_SAVE_NAME_ENV: stop_at})
+    env = seams_env(single_env(), stop_in_save=str(marker), stop_in_save_name=stop_at)
     log_path = tmp_path / "stderr.log"
     log = open(log_path, "w+")  # noqa: SIM115 - closed in the finally below; a file, not a pipe: a chatty run cannot block on it
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)

@@ -33,12 +33,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PARSERS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml")
 REEXEC_GUARD = "SKILLS_CHECK_REEXEC"  # set in the re-run child: never re-run twice
-FORCE_MISSING = "SKILLS_CHECK_FORCE_MISSING"  # tests: behave as if the parsers were missing
 
 
 def _missing_parsers() -> list[str]:
-    if os.environ.get(FORCE_MISSING):
-        return list(PARSERS)
     missing = []
     for name in PARSERS:
         try:

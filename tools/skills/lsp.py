@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
@@ -39,16 +38,6 @@ from runner import ProfileError, RuleInfo, chosen_profiles, in_profiles, load_ru
 NAME = "skills-check"
 VERSION = "0.1.0"
 DEBOUNCE_S = 0.1  # quiet time after the last keystroke before a check (open and save check at once)
-FAULT = "SKILLS_LSP_FAULT"  # tests: comma-separated names ("textDocument/hover", "check") that raise when run
-
-
-class InjectedFault(RuntimeError):
-    """Raised where ``SKILLS_LSP_FAULT`` names the running handler (tests of error handling)."""
-
-
-def _fault(where: str) -> None:
-    if where in os.environ.get(FAULT, "").split(","):
-        raise InjectedFault(f"injected fault in {where} ({FAULT})")
 
 
 @dataclass
@@ -129,7 +118,6 @@ class CheckerServer(LanguageServer):
 
     def check(self, snap: Snapshot) -> Result:
         """``check`` on the root with the open documents' text: findings and their diagnostics."""
-        _fault("check")
         root = self.root
         assert root is not None
         project = load_project(root, None, overlay=snap.texts, cache=self.cache)
@@ -247,7 +235,6 @@ class CheckerServer(LanguageServer):
     # -- requests -------------------------------------------------------------------------------------
 
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction] | None:
-        _fault(types.TEXT_DOCUMENT_CODE_ACTION)
         rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
         result = await self.current() if rel is not None else None
         if result is None or rel is None or self.root is None:
@@ -270,7 +257,6 @@ class CheckerServer(LanguageServer):
         return actions
 
     async def hover(self, params: types.HoverParams) -> types.Hover | None:
-        _fault(types.TEXT_DOCUMENT_HOVER)
         rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
         result = await self.current() if rel is not None else None
         if result is None or rel is None or self.root is None:

@@ -12,8 +12,6 @@ The launcher asks two questions before it builds the torchrun (or skrl JAX) comm
 Both are functions of their inputs (the environment is passed in), so the launcher, ``--dry_run`` and the
 tests see the same answer. Bad input raises :class:`ClusterError` with a one-line message.
 
-Testing aids (documented, off by default): ``MGPU_LAB_SHM_PATH`` checks another folder instead of
-``/dev/shm``; ``MGPU_LAB_SHM_FREE_BYTES`` pretends that folder has that many free bytes.
 """
 
 from __future__ import annotations
@@ -26,10 +24,6 @@ TYPE_CHECKING = False  # typing stays unimported: the launcher answers --dry_run
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-#: Testing aid: the folder checked instead of /dev/shm.
-SHM_PATH_ENV = "MGPU_LAB_SHM_PATH"
-#: Testing aid: pretend the shared-memory folder has this many free bytes.
-SHM_FREE_ENV = "MGPU_LAB_SHM_FREE_BYTES"
 SHM_PATH = "/dev/shm"
 
 # What NCCL needs in /dev/shm per rank on a node. NCCL's shared-memory transport creates one segment per
@@ -441,26 +435,22 @@ _SHM_FIX = ("docker run --shm-size={size} (or --ipc=host), or on Kubernetes moun
             "medium: Memory at /dev/shm; NCCL_SHM_DISABLE=1 is a slower workaround, not the fix")
 
 
-def shm_warning(ranks_on_node: int, env: Mapping[str, str]) -> str | None:
+def shm_warning(ranks_on_node: int, *, path: str = SHM_PATH, free_bytes: int | None = None) -> str | None:
     """One ``[WARN]`` line when the shared-memory folder is missing or smaller than NCCL needs, else None.
 
     Call it before a CUDA launch with the number of ranks on this node (not for CPU ranks: gloo does not
-    use /dev/shm). ``env`` may hold the testing aids MGPU_LAB_SHM_PATH and MGPU_LAB_SHM_FREE_BYTES.
+    use /dev/shm). ``path`` is the folder to check and ``free_bytes`` its free space (read from the file
+    system when None).
     """
     if ranks_on_node < 1:
         raise ValueError(f"ranks_on_node must be at least 1, got {ranks_on_node}")
-    path = env.get(SHM_PATH_ENV) or SHM_PATH
     need = nccl_shm_bytes(ranks_on_node)
     size = f"{max(1, math.ceil(need / GIB))}g"
     if not os.path.isdir(path):
         return (f"[WARN] launcher: {path} does not exist; NCCL keeps its shared-memory segments there and fails "
                 f"to start without it: {_SHM_FIX.format(size=size)}")
-    override = env.get(SHM_FREE_ENV)
-    if override is not None:
-        if not override.strip().isdigit():
-            raise ClusterError(f"{SHM_FREE_ENV}={override!r}: give a number of bytes (a testing aid)")
-        free = int(override)
-    else:
+    free = free_bytes
+    if free is None:
         try:
             stat = os.statvfs(path)
         except OSError:

@@ -313,19 +313,16 @@ def apply_cluster(args: argparse.Namespace, environ: Mapping[str, str], jax: boo
     return plan.lines()
 
 
-def shm_lines(nproc: str | None, on_cpu: bool, devices: Devices, environ: Mapping[str, str]) -> list[str]:
+def shm_lines(nproc: str | None, on_cpu: bool, devices: Devices) -> list[str]:
     """The /dev/shm warning before a CUDA launch (gloo CPU ranks do not use /dev/shm)."""
     if on_cpu or nproc is None:
         return []
-    from mgpu_lab.launch.cluster import ClusterError, shm_warning
+    from mgpu_lab.launch import cluster
 
     ranks = int(nproc) if nproc.isdigit() else devices.visible()[0]
     if ranks < 1:
         return []
-    try:
-        line = shm_warning(ranks, environ)
-    except ClusterError as exc:
-        raise UsageError(str(exc)) from None
+    line = cluster.shm_warning(ranks)
     return [line] if line else []
 
 
@@ -442,7 +439,7 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
         local_ranks_filter=args.local_ranks_filter, coordinator_address=args.coordinator_address,
         torchrun_options=tuple((name, getattr(args, name)) for name in passthrough if _given(args, name)),
         hosts_store=store, grace_s=grace_s, dry_run=args.dry_run, environ=environ,
-        inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices, environ)),
+        inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices)),
     )
 
 

@@ -7,11 +7,8 @@ backend (NCCL on ``cuda:LOCAL_RANK``, gloo on CPU), and offers small helpers eve
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
-import json
 import os
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,36 +144,11 @@ def param_digest(tensors: Iterable[Any]) -> str:
     return h.hexdigest()
 
 
-#: Testing aid, off unless set: a marker file path. The first atomic_write whose target's file name
-#: matches STOP_IN_SAVE_NAME_ENV (an fnmatch pattern, default ``*``) writes the marker (JSON: temp file,
-#: target, pid) after the temp file is complete and fsynced, then stops the process with SIGSTOP before
-#: ``os.replace``: a test can kill it there and know the kill landed mid-save.
-STOP_IN_SAVE_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE"
-STOP_IN_SAVE_NAME_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE_NAME"
-
-
-def _stop_in_save(tmp: str, target: str) -> None:
-    """The STOP_IN_SAVE_ENV testing aid (a no-op unless set): marker file, then SIGSTOP, once per marker."""
-    marker = os.environ.get(STOP_IN_SAVE_ENV)
-    if not marker or not fnmatch.fnmatch(os.path.basename(target), os.environ.get(STOP_IN_SAVE_NAME_ENV) or "*"):
-        return
-    try:
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return  # already stopped once for this marker
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"tmp": tmp, "target": str(target), "pid": os.getpid()}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.kill(os.getpid(), signal.SIGSTOP)
-
-
 def atomic_write(path: str | os.PathLike, write: Any) -> Path:
-    """A durable :func:`mgpu_lab.core.atomic.atomic_write` (fsync, then os.replace) with the trainer's
-    STOP_IN_SAVE_ENV testing aid between the two; returns the target as a Path."""
+    """A durable :func:`mgpu_lab.core.atomic.atomic_write` (fsync, then os.replace); returns the target as a Path."""
     from mgpu_lab.core import atomic
 
-    return Path(atomic.atomic_write(path, write, durable=True, before_replace=_stop_in_save))
+    return Path(atomic.atomic_write(path, write, durable=True))
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
