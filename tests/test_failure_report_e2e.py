@@ -17,10 +17,11 @@ pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
 
 
-def launch(args: list[str], gpus: int | None = None, **env: str) -> tuple[int, str]:
+def launch(args: list[str], gpus: int | None = None, fault: str | None = None, **env: str) -> tuple[int, str]:
     full = loopback_env(**env)
-    if gpus is not None:  # made-up GPUs for the launcher's device check
-        full = seams_env(full, gpus=gpus)
+    seams = {"gpus": gpus, "fault": fault}  # made-up GPUs for the launcher's check; a fault in the ranks
+    if any(v is not None for v in seams.values()):
+        full = seams_env(full, **{k: v for k, v in seams.items() if v is not None})
     full.pop("MGPU_LAB_TRAIN_SCRIPT", None)
     proc = start(launcher_cmd(*args, "--master_port", str(free_port())), full)
     try:
@@ -31,10 +32,10 @@ def launch(args: list[str], gpus: int | None = None, **env: str) -> tuple[int, s
 
 
 def test_a_failing_rank_ends_with_the_launchers_report(tmp_path: Path) -> None:
-    """MGPU_LAB_FAULT makes rank 1 raise at iteration 1; rank 0 then loses its peer. The one real-trainer run of a
+    """An injected fault (the suite's seam) makes rank 1 raise at iteration 1; rank 0 then loses its peer. The one real-trainer run of a
     raising rank (the fixture's variants are tests/test_watchdog.py's)."""
     rc, err = launch([*CPU2, "--num_envs", "8", "--max_iterations", "4", "--log_root", str(tmp_path / "logs")],
-                     MGPU_LAB_FAULT="raise:1:1")
+                     fault="raise:1:1")
     assert rc == 1, err[-3000:]
     assert "ChildFailedError" not in err and "Root Cause" not in err, err[-3000:]
     lines = err.rstrip().splitlines()

@@ -46,10 +46,6 @@ def build_parser() -> argparse.ArgumentParser:
         "Restarts: under torchrun with --max_restarts, a restarted worker group (TORCHELASTIC_RESTART_COUNT > 0) "
         "finds the run folder that rank 0 recorded for MGPU_LAB_JOB_KEY (set by isaaclab train_multigpu), reuses it "
         "and resumes from its newest checkpoint. "
-        "Testing aid, off unless set: MGPU_LAB_FAULT=KIND:RANK:ITER[:ARG][,...] injects a fault on global rank RANK "
-        "at training iteration ITER, on the first attempt only: hang (a sleep loop outside any collective), "
-        "skip (return from the next torch.distributed collective without joining it, then wait), "
-        "raise (RuntimeError), signal (send itself signal ARG, default SIGKILL). "
         "Checkpoints are loaded without running code (torch.load with weights_only=True; skrl JAX checkpoints are "
         "MessagePack, agent_<timestep>.msgpack, and pickles are refused). Exit status: 0 done, 2 bad input "
         "(nothing written), 1 the run failed (a full disk or a failed write ends it with one line).",

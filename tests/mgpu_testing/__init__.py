@@ -76,7 +76,8 @@ SEAMS_ENV = "MGPU_TESTING_SEAMS"
 
 def seams_env(env: dict[str, str], **seams: object) -> dict[str, str]:
     """``env`` for a process that gets ``seams`` (see :mod:`mgpu_testing.seams.sitecustomize`): ``gpus=N`` made-up
-    GPUs, ``shm_path``/``shm_free`` for /dev/shm, ``run_stamp``, ``stop_in_save``/``stop_in_save_name``."""
+    GPUs, ``shm_path``/``shm_free`` for /dev/shm, ``run_stamp``, ``stop_in_save``/``stop_in_save_name``, ``fault``
+(``KIND:RANK:ITER[:ARG],...`` for every rank's trainer)."""
     import json
 
     out = dict(env)

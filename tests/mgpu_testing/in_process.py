@@ -31,21 +31,18 @@ from mgpu_lab.health.heartbeat import COLLECTIVES
 _DIST_FUNCTIONS = ("init_process_group", *COLLECTIVES)
 
 
-def refuse_process_only(env: dict[str, str]) -> None:
-    """ValueError when ``env`` asks for something only a process of its own can do (see the module docstring)."""
+def refuse_process_only(env: dict[str, str], faults: str = "") -> None:
+    """ValueError when ``env`` or ``faults`` ask for something only a process of its own can do (see the module
+    docstring); a malformed ``faults`` is parse_faults' ValueError."""
     from mgpu_lab.health.heartbeat import SUPERVISE_DIR_ENV
+    from mgpu_lab.health.rank_progress import parse_faults
     from mgpu_testing import SEAMS_ENV
-    from mgpu_lab.health.rank_progress import FAULT_ENV, parse_faults
 
     for name in (SUPERVISE_DIR_ENV, SEAMS_ENV):  # the seams act at a process's start-up
         if env.get(name):
             raise ValueError(f"{name} needs a trainer process of its own, not pytest's")
-    try:
-        faults = parse_faults(env.get(FAULT_ENV))
-    except ValueError:
-        return  # a malformed value: the trainer refuses it before anything runs
-    if any(f.kind in ("hang", "signal") for f in faults):
-        raise ValueError(f"{FAULT_ENV}={env[FAULT_ENV]}: hang and signal faults need a trainer process of its own")
+    if any(f.kind in ("hang", "signal") for f in parse_faults(faults)):
+        raise ValueError(f"fault {faults}: hang and signal faults need a trainer process of its own")
 
 
 def _torch_settings() -> dict[str, Any]:

@@ -42,11 +42,12 @@ def single_env(**extra: str) -> dict[str, str]:
 
 
 def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
-                     hide: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+                     hide: tuple[str, ...] = (), faults: str = "") -> subprocess.CompletedProcess:
     """train.py's own parser and :func:`mgpu_lab.train.trainer.main`, in this process, as if run as a command in
     the repository with environment ``env``: (exit status, stdout, stderr). ``env`` is the whole environment of
     the call (default: this process's without the launcher's rank variables); ``OMP_NUM_THREADS`` in it sets
-    torch's thread count, as it would in a process. ``hide`` names modules that are "not installed" for the call.
+    torch's thread count, as it would in a process. ``hide`` names modules that are "not installed" for the call;
+    ``faults`` (``KIND:RANK:ITER[:ARG],...``) are passed to the trainer.
 
     Refusals and whole single-process trainings both run here; every process-global thing the run changes is put
     back afterwards (:class:`mgpu_testing.in_process.ProcessState`), and what only a process can do is refused
@@ -58,13 +59,14 @@ def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
     import io
     import warnings
 
+    from mgpu_lab.health.rank_progress import parse_faults
     from mgpu_lab.train import trainer
     from mgpu_testing.docs import load_script
     from mgpu_testing.in_process import HiddenModules, LogStreams, ProcessState, refuse_process_only
 
     if env is None:
         env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
-    refuse_process_only(env)
+    refuse_process_only(env, faults)
     parser = load_script(Path(TRAIN), "_mgpu_train_in_process").build_parser()
     saved = ProcessState.save()
     out, err = io.StringIO(), io.StringIO()
@@ -85,7 +87,7 @@ def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
             # torch's elastic ``record`` turns faulthandler on for stderr, which a captured stream cannot take
             warnings.filterwarnings("ignore", message="Unable to enable fault handler", category=UserWarning)
             try:
-                code = trainer.main(parser.parse_args(argv))
+                code = trainer.main(parser.parse_args(argv), parse_faults(faults))
             except SystemExit as exc:  # argparse's own exits (errors, --help), a lost peer
                 code = exc.code
             finally:

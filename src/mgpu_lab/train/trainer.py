@@ -349,17 +349,16 @@ def _supervised_train(args: Namespace, faults: tuple[Fault, ...]) -> int:
         raise
 
 
-def main(args: Namespace) -> int:
+def main(args: Namespace, faults: tuple[Fault, ...] = ()) -> int:
     """Check the input (no torch), then train inside torch's elastic ``record``, so a failing rank's traceback
-    is reported to torchrun; returns the exit status."""
-    from mgpu_lab.health.rank_progress import FAULT_ENV, parse_faults
+    is reported to torchrun; returns the exit status. ``faults`` are injected by the tests
+    (:mod:`mgpu_lab.health.rank_progress`); train.py passes none."""
     from mgpu_lab.train.checks import check_args, world_size_hint
 
     try:
         check_args(args, world_size_hint(args.distributed))
-        faults = parse_faults(os.environ.get(FAULT_ENV))
         if args.ml_framework == "jax" and any(f.kind == "skip" for f in faults):
-            raise UsageError(f"{FAULT_ENV}: skip acts on torch.distributed collectives, which skrl --ml_framework "
+            raise UsageError("fault skip acts on torch.distributed collectives, which skrl --ml_framework "
                              "jax does not use")
     except (UsageError, ValueError) as exc:
         _record_refusal(args, str(exc))

@@ -2,10 +2,11 @@
 ``sitecustomize`` at start-up when :func:`mgpu_testing.seams_env` put this folder on ``PYTHONPATH``.
 
 The product reads no test switch. What a test needs in a child process (made-up GPUs, another /dev/shm, a fixed
-run-folder stamp, a stop inside a checkpoint save) is asked for in ``MGPU_TESTING_SEAMS`` (JSON, read here
+run-folder stamp, a stop inside a checkpoint save, a fault in a rank) is asked for in ``MGPU_TESTING_SEAMS`` (JSON, read here
 only) and injected the way an in-process test does it with ``monkeypatch``: through the product's own
 parameters (``devices.discover``'s inventory, ``cluster.shm_warning``'s folder and free bytes,
-``run_dir.folder_name``'s stamp, ``core.atomic.atomic_write``'s ``before_replace`` hook). Nothing here runs
+``run_dir.folder_name``'s stamp, ``core.atomic.atomic_write``'s ``before_replace`` hook, ``trainer.main``'s
+faults). Nothing here runs
 without that variable. The modules patched are stdlib-only, so a patched process starts as fast as before.
 """
 
@@ -77,6 +78,16 @@ def _stop_in_save(marker: str, pattern: str) -> None:
     atomic.atomic_write = atomic_write
 
 
+def _faults(spec: str) -> None:
+    """Faults for every rank's trainer (``KIND:RANK:ITER[:ARG],...``; :mod:`mgpu_lab.health.rank_progress`)."""
+    import functools
+
+    from mgpu_lab.health.rank_progress import parse_faults
+    from mgpu_lab.train import trainer
+
+    trainer.main = functools.partial(trainer.main, faults=parse_faults(spec))
+
+
 def install(seams: dict) -> None:
     if "gpus" in seams:
         _made_up_gpus(int(seams["gpus"]))
@@ -84,6 +95,8 @@ def install(seams: dict) -> None:
         _shm(seams["shm_path"], seams.get("shm_free"))
     if "run_stamp" in seams:
         _run_stamp(seams["run_stamp"])
+    if "fault" in seams:
+        _faults(seams["fault"])
     if "stop_in_save" in seams:
         _stop_in_save(seams["stop_in_save"], seams.get("stop_in_save_name") or "*")
 
