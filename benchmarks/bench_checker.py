@@ -24,6 +24,7 @@ machine: with it off, every run recompiles docutils and the ratios measure the c
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -228,7 +229,7 @@ def main() -> int:
                               max(1, min(args.repeat, 3)))["c"]
             rows.append((n, w, c, rc))
             print(f"{n:4d} skills (--no-cache): wall {w:7.3f} s  cpu {c:7.3f} s  exit {rc}")
-        for (n0, w0, c0, _), (n1, w1, c1, _) in zip(rows, rows[1:]):
+        for (n0, w0, c0, _), (n1, w1, c1, _) in itertools.pairwise(rows):
             print(f"marginal cpu per skill {n0}->{n1}: {1000 * (c1 - c0) / (n1 - n0):6.2f} ms")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0

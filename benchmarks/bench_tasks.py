@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import gymnasium as gym
+import numpy as np
+import torch
 
-from mgpu_lab.train.tasks import make_env  # noqa: E402
+from mgpu_lab.train.tasks import make_env
 
 
 def time_toy(n: int, steps: int, device: str) -> float:

@@ -52,7 +52,7 @@ def repo() -> Path:
 
 
 @pytest.fixture(scope="session")
-def repo_check():  # noqa: ANN201
+def repo_check():
     """The checker run once on this repository (project, findings), shared by the checker tests."""
     from mgpu_testing.checker import self_check
 

@@ -19,12 +19,12 @@ from mgpu_testing import PYTHON, REPO, run
 SKILLS_DIR = REPO / "tools" / "skills"
 CLI = SKILLS_DIR / "cli.py"
 
-from loader import load_project  # noqa: E402
-from model import MISSING, Finding, Loc  # noqa: E402
-from parse_argparse import find_installed, parse_argparse  # noqa: E402
-from parse_markdown import parse_markdown, split_row  # noqa: E402
-from parse_rst import parse_rst  # noqa: E402
-from report import Summary, escape_data, escape_property, exit_code, format_github  # noqa: E402
+from loader import load_project
+from model import MISSING, Finding, Loc
+from parse_argparse import find_installed, parse_argparse
+from parse_markdown import parse_markdown, split_row
+from parse_rst import parse_rst
+from report import Summary, escape_data, escape_property, exit_code, format_github
 
 
 def check(root: Path, *args: str) -> SimpleNamespace:
@@ -307,7 +307,7 @@ def test_argparse_syntax_error_is_a_finding() -> None:
 
 @pytest.mark.e2e
 def test_torchrun_and_skrl_options_found_without_importing_them() -> None:
-    code = (
+    code = (  # noqa: UP031 - a Python source template, %r quotes its paths
         "import sys; sys.path.insert(0, %r)\n"
         "from pathlib import Path\n"
         "from parse_argparse import find_installed, parse_argparse\n"
@@ -439,7 +439,7 @@ def test_bad_inputs_become_findings_and_the_check_goes_on(tmp_path: Path) -> Non
         (f"{d}/evals/evals.json", "IN040"), ("skills/user/loop", "IN005"), ("tools/train.py", "IN001"),
         (f"{d}/cycle.md", "IN005"),
     } <= got
-    latin = [f for f in json.loads(res.stdout)["findings"] if f["path"] == f"{d}/latin1.md"][0]
+    latin = next(f for f in json.loads(res.stdout)["findings"] if f["path"] == f"{d}/latin1.md")
     assert (latin["line"], latin["col"]) == (3, 4)
     full = check(root)  # with every rule: still no crash
     assert full.returncode == 1 and "Traceback" not in full.stderr and "IN090" not in full.stdout
@@ -468,24 +468,24 @@ def test_never_imports_or_runs_project_code(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # missing parsers: re-run through uv once, or one line; never an ImportError
 
-def _fake_uv(bin_dir: Path, log: Path, drop_force: bool) -> None:
+def _fake_uv(bin_dir: Path, log: Path, with_parsers: bool) -> None:
+    """A stand-in for uv that runs the checker with the project's parsers (``with_parsers``) or again without
+    any (``python -S``: no site-packages)."""
     bin_dir.mkdir()
-    unset = "unset SKILLS_CHECK_FORCE_MISSING\n" if drop_force else ""
     script = bin_dir / "uv"
     script.write_text(
         "#!/bin/sh\n"
         f"echo \"$@\" > {log}\n"
         "echo \"guard=$SKILLS_CHECK_REEXEC\" >> " + str(log) + "\n"
-        + unset +
         "shift 4\n"  # run --no-project --script CLI
-        f"exec {PYTHON} {CLI} \"$@\"\n")
+        f"exec {PYTHON} {'' if with_parsers else '-S '}{CLI} \"$@\"\n")
     script.chmod(0o755)
 
 
 @pytest.mark.e2e
 def test_missing_parsers_without_uv_prints_one_line(tmp_path: Path) -> None:
-    env = dict(os.environ, SKILLS_CHECK_FORCE_MISSING="1", PATH=str(tmp_path))
-    res = run([PYTHON, str(CLI), "check"], timeout=60, env=env)
+    env = dict(os.environ, PATH=str(tmp_path))
+    res = run([PYTHON, "-S", str(CLI), "check"], timeout=60, env=env)  # -S: no site-packages, so no parsers
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "uv run --no-project --script" in res.stderr and "Traceback" not in res.stderr
     # a parser that is there but fails to import
@@ -504,19 +504,19 @@ def test_missing_parsers_without_uv_prints_one_line(tmp_path: Path) -> None:
 def test_missing_parsers_reexecs_once_through_uv(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path / "tree")
     log = tmp_path / "uv.log"
-    _fake_uv(tmp_path / "bin", log, drop_force=True)
-    env = dict(os.environ, SKILLS_CHECK_FORCE_MISSING="1", PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    _fake_uv(tmp_path / "bin", log, with_parsers=True)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin")
     env.pop("SKILLS_CHECK_REEXEC", None)
-    res = run([PYTHON, str(CLI), "check", "--root", str(root), "--no-cache", "--select", "IN"], timeout=120, env=env)
+    res = run([PYTHON, "-S", str(CLI), "check", "--root", str(root), "--no-cache", "--select", "IN"], timeout=120, env=env)
     assert res.returncode == 0, res.stderr
     first, guard = log.read_text().splitlines()
     assert first == f"run --no-project --script {CLI} check --root {root} --no-cache --select IN"
     assert guard == "guard=1"
     # the guard stops a second re-run: still missing in the child -> one line, exit 2
     log2 = tmp_path / "uv2.log"
-    _fake_uv(tmp_path / "bin2", log2, drop_force=False)
+    _fake_uv(tmp_path / "bin2", log2, with_parsers=False)
     env["PATH"] = f"{tmp_path / 'bin2'}:/usr/bin:/bin"
-    res = run([PYTHON, str(CLI), "check", "--root", str(root), "--no-cache"], timeout=120, env=env)
+    res = run([PYTHON, "-S", str(CLI), "check", "--root", str(root), "--no-cache"], timeout=120, env=env)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
     assert len(log2.read_text().splitlines()) == 2  # uv was called exactly once
 
@@ -555,7 +555,7 @@ def test_loader_reads_repo_config_and_aliases(tmp_path: Path) -> None:
     assert list(project.rst) == ["docs/index.rst"]
 
 
-def test_repository_passes_its_own_checker(repo_check) -> None:  # noqa: ANN001
+def test_repository_passes_its_own_checker(repo_check) -> None:
     """The project eats its own cooking: links, anchors, aliases, tables and commands all agree."""
     project, findings = repo_check
     assert [f"{f.loc}: {f.code} {f.message}" for f in findings] == []

@@ -13,8 +13,8 @@ import pytest
 
 from mgpu_testing.checker import DEMO, MGPU, REF, check, edit, make_tree
 
-import cli  # noqa: E402
-import fix  # noqa: E402
+import cli
+import fix
 
 SHM_ROW = ("   * - ``Error while creating shared memory segment`` in a container\n"
            "     - ``docker run --shm-size=1g`` or ``--ipc=host``\n     - Docker\n     - None\n")
@@ -53,7 +53,7 @@ def test_options_table_rows_and_defaults_come_from_argparse(tree: Path) -> None:
 def test_fix_applies_only_the_selected_rules(tree: Path) -> None:
     edit(tree, MGPU, "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``")
     edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
-    rc, out, _ = run_fix(tree, "--select", "DR105")
+    _, out, _ = run_fix(tree, "--select", "DR105")
     assert "added row" in out and "--nnodes" not in out
     assert [f["code"] for f in check(tree)[1]] == ["DR204"]
 
@@ -65,7 +65,7 @@ def test_fix_never_writes_outside_the_root(tree: Path, tmp_path: Path) -> None:
     os.symlink(outside, tree / DEMO)  # the skill folder is a link leaving the root
     before = (outside / "reference.md").read_bytes()
     edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
-    rc, out, _ = run_fix(tree)
+    _, out, _ = run_fix(tree)
     assert (outside / "reference.md").read_bytes() == before
     assert "fixed:" not in out
 
@@ -75,7 +75,7 @@ def test_fix_never_replaces_a_link(tree: Path) -> None:
     os.replace(tree / REF, real)
     os.symlink("reference_real.md", tree / REF)
     edit(tree, MGPU, "   * - GPUs numbered differently", SHM_ROW + "   * - GPUs numbered differently")
-    rc, out, err = run_fix(tree)
+    rc, _, err = run_fix(tree)
     assert (tree / REF).is_symlink() and os.readlink(tree / REF) == "reference_real.md"
     assert f"{REF} is a symlink" in err  # the link is not replaced by a file ...
     assert "Error while creating shared memory segment" in real.read_text(encoding="utf-8")  # its target is
@@ -96,7 +96,7 @@ def test_a_failed_write_names_what_was_and_was_not_rewritten(tree: Path, monkeyp
 
     monkeypatch.setattr(fix, "write_atomic", fail_second)
     before = {p: (tree / p).read_bytes() for p in (MGPU, REF)}
-    rc, out, err = run_fix(tree)
+    rc, _, err = run_fix(tree)
     assert rc == 2 and err.count("\n") == 1
     first, second = (p.relative_to(tree).as_posix() for p in calls)
     assert f"could not write {second}" in err and f"rewritten: {first}" in err and f"not rewritten: {second}" in err

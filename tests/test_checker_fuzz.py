@@ -11,13 +11,13 @@ from mgpu_testing import REPO
 
 SKILLS_DIR = REPO / "tools" / "skills"
 
-from inputs import read_text  # noqa: E402
-from loader import load_project  # noqa: E402
-from parse_argparse import parse_argparse  # noqa: E402
-from parse_markdown import parse_markdown, split_row  # noqa: E402
-from parse_rst import parse_rst  # noqa: E402
-from report import Summary, render  # noqa: E402
-from runner import load_rules, run_rules  # noqa: E402
+from inputs import read_text
+from loader import load_project
+from parse_argparse import parse_argparse
+from parse_markdown import parse_markdown, split_row
+from parse_rst import parse_rst
+from report import Summary, render
+from runner import load_rules, run_rules
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                       HealthCheck.function_scoped_fixture])
@@ -68,7 +68,7 @@ def test_argparse_reader_never_raises(text: str) -> None:
 
 @FUZZ
 @given(st.binary(max_size=200))
-def test_reading_any_bytes_never_raises(tmp_path_factory, data: bytes) -> None:  # noqa: ANN001
+def test_reading_any_bytes_never_raises(tmp_path_factory, data: bytes) -> None:
     root = tmp_path_factory.mktemp("bytes")
     (root / "f.md").write_bytes(data)
     text, problems = read_text(root, "f.md")
@@ -84,7 +84,7 @@ def test_reading_any_bytes_never_raises(tmp_path_factory, data: bytes) -> None: 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(mixed(MD_PIECES), mixed(RST_PIECES), mixed(PY_PIECES))
-def test_whole_check_on_malformed_tree_never_raises(tmp_path_factory, md: str, rst: str, py: str) -> None:  # noqa: ANN001
+def test_whole_check_on_malformed_tree_never_raises(tmp_path_factory, md: str, rst: str, py: str) -> None:
     root: Path = tmp_path_factory.mktemp("tree")
     skill = root / "skills" / "user" / "fz"
     skill.mkdir(parents=True)

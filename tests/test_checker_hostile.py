@@ -16,7 +16,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 from mgpu_testing.checker import (
-    DEMO, EVALS_JSON, HELPER, MGPU, REF, SKILL, assert_finding, check_bounded, edit, make_tree,
+    DEMO, EVALS_JSON, HELPER, REF, SKILL, assert_finding, check_bounded, edit, make_tree,
 )
 
 SECRET = "OUTSIDE-SECRET-7f3a"
@@ -37,7 +37,7 @@ def outside(tmp_path: Path) -> Path:
     return folder
 
 
-def bounded(root: Path, *extra: str, **kw) -> tuple[int, list[dict], str]:  # noqa: ANN003
+def bounded(root: Path, *extra: str, **kw) -> tuple[int, list[dict], str]:
     res = check_bounded(root, *extra, **kw)
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
     assert res.returncode in (0, 1), (res.returncode, res.stderr[-2000:])
@@ -183,7 +183,7 @@ def test_a_planted_cache_cannot_run_code(tree: Path, tmp_path: Path) -> None:
     assert [f.name.endswith(".results.json") for f in files] == [False, True]  # the parse cache, the results
 
     class Payload:
-        def __reduce__(self):  # noqa: ANN204
+        def __reduce__(self):
             return (open, (str(marker), "w"))
 
     planted = pickle.dumps(Payload())

@@ -15,7 +15,7 @@ import pytest
 
 from mgpu_testing.checker import LAUNCHER, MGPU, assert_finding, check, make_tree
 
-from loader import load_rst_documents  # noqa: E402
+from loader import load_rst_documents
 
 PAGE = "docs/source/features/clusters.rst"
 JOB = "docs/source/features/examples/job.sbatch"

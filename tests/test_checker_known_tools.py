@@ -9,11 +9,11 @@ from pathlib import Path
 from mgpu_testing import REPO
 from mgpu_testing.checker import make_tree
 
-import known_tools  # noqa: E402
-from loader import load_project  # noqa: E402
+import known_tools
+from loader import load_project
 
 
-def _shape(spec):  # noqa: ANN001, ANN202
+def _shape(spec):
     return sorted((o.flags, o.dest, o.takes_value, o.nargs, o.choices, o.action) for o in spec.options)
 
 

@@ -11,7 +11,7 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -20,9 +20,9 @@ from mgpu_testing import checker
 
 TOOLS = REPO / "tools" / "skills"
 
-from loader import load_project  # noqa: E402
-from model import MISSING, Project  # noqa: E402
-from rules import nccl  # noqa: E402
+from loader import load_project
+from model import MISSING, Project
+from rules import nccl
 
 COPIED = ("skills", "docs", "scripts", "src", "tests", "benchmarks", ".agents", ".claude", "pyproject.toml", "tools",
           "README.md")
@@ -232,7 +232,7 @@ MUTATIONS = {
 }
 
 
-def test_unmutated_copy_reads_what_the_self_check_reads(pristine: Path, repo_check) -> None:  # noqa: ANN001
+def test_unmutated_copy_reads_what_the_self_check_reads(pristine: Path, repo_check) -> None:
     """The baseline of every mutation: the repository passes its checker (the shared self-check), and the
     copy holds every file that check read, byte for byte, so the copy is clean too."""
     from result_cache import read_files

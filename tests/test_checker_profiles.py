@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mgpu_testing.checker import SKILL, check, edit, make_tree
 
-import cli  # noqa: E402
+import cli
 
 
 def test_profiles_choose_the_rule_sets(tmp_path: Path) -> None:
@@ -17,7 +17,7 @@ def test_profiles_choose_the_rule_sets(tmp_path: Path) -> None:
     edit(tree, SKILL, "name: isaaclab-demo", "name: claude-demo")  # SK103: Claude's reserved words (and SK116:
     # the skill's folder and its discovery link are named otherwise)
     edit(tree, SKILL, "status: experimental", "status: experimental\nstatus: stable")  # IN014: core
-    codes = lambda *extra: sorted({f["code"] for f in check(tree, *extra)[1]})  # noqa: E731
+    codes = lambda *extra: sorted({f["code"] for f in check(tree, *extra)[1]})
     assert {"SK103", "SK105", "IN014"} <= set(codes())
     assert codes("--profile", "spec") == ["IN014", "SK116"]
     assert codes("--profile", "claude") == ["IN014", "SK103"]

@@ -10,7 +10,7 @@ import pytest
 
 from mgpu_testing.checker import SKILL, check, edit, make_tree
 
-from result_cache import ResultCache  # noqa: E402
+from result_cache import ResultCache
 
 ARGS = {"format": "json", "select": "", "ignore": "", "profile": None, "strict": False,
         "skills": None, "docs": None, "launcher": None, "trainer": None}

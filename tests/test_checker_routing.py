@@ -9,8 +9,8 @@ from pathlib import Path
 
 from mgpu_testing.checker import SKILL, check, edit, make_tree
 
-import cli  # noqa: E402
-from routing import Index, stem, terms, without_exclusions  # noqa: E402
+import cli
+from routing import Index, stem, terms, without_exclusions
 
 
 def route(*argv: str) -> tuple[int, str, str]:

@@ -12,23 +12,19 @@ import contextlib
 import io
 import json
 import os
-import re
 import shlex
-import shutil
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
-from mgpu_testing import PYTHON, REPO, run
+from mgpu_testing import PYTHON, run
 from mgpu_testing.checker import (
-    BASE, DEMO, EVALS_JSON, EVALS_MD, HELPER, LAUNCHER, MGPU, REF, SKILL, TOOLS, TROUBLE, assert_finding, body_start,
-    check, edit, line_of, make_tree,
+    EVALS_JSON, EVALS_MD, LAUNCHER, MGPU, REF, SKILL, TOOLS, TROUBLE, assert_finding, check, edit, line_of, make_tree,
 )
 
-import cli  # noqa: E402
-import rules  # noqa: E402
-from rules.shell import command_lines, words  # noqa: E402
+import cli
+from rules.shell import command_lines, words
 
 
 @pytest.fixture()

@@ -7,19 +7,17 @@ import contextlib
 import io
 import json
 import shlex
-import shutil
 import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mgpu_testing import REPO
 
 
-import cli  # noqa: E402
-from rules.shell import command_lines, words  # noqa: E402
-from mgpu_testing.checker import MGPU, SKILL, make_tree  # noqa: E402
+import cli
+from rules.shell import command_lines, words
+from mgpu_testing.checker import MGPU, SKILL, make_tree
 
 FRAGMENTS = [
     "`--num_gpus`", "`--rl_library foo`", "`--`", "`-`", "`--x=`", "`NCCL_P2P_DISABLE=1`", "NCCL_=1", "CUDA_X=,",

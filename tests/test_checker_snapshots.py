@@ -17,10 +17,10 @@ import pytest
 
 from mgpu_testing.checker import RULE_FIXTURES, TOOLS, check, make_tree
 
-import rules  # noqa: E402
-import rules_md  # noqa: E402
-from inputs import INPUT_CODES  # noqa: E402
-from suppress import SUPPRESSION_CODES  # noqa: E402
+import rules
+import rules_md
+from inputs import INPUT_CODES
+from suppress import SUPPRESSION_CODES
 
 CASES = sorted(p.name for p in RULE_FIXTURES.iterdir() if p.is_dir())
 

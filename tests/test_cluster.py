@@ -295,8 +295,7 @@ FIX = ("docker run --shm-size=1g (or --ipc=host), or on Kubernetes mount an empt
 
 
 def test_dockers_default_shm_is_too_small_for_four_ranks(tmp_path: Path) -> None:
-    env = {"MGPU_LAB_SHM_PATH": str(tmp_path), "MGPU_LAB_SHM_FREE_BYTES": str(64 << 20)}
-    assert shm_warning(4, env) == (
+    assert shm_warning(4, path=str(tmp_path), free_bytes=64 << 20) == (
         f"[WARN] launcher: {tmp_path} has 64 MiB free, less than the 74 MiB NCCL needs for 4 rank(s) on this "
         f"node; enlarge it: {FIX}"
     )
@@ -304,35 +303,35 @@ def test_dockers_default_shm_is_too_small_for_four_ranks(tmp_path: Path) -> None
 
 def test_two_ranks_fit_in_dockers_default_shm(tmp_path: Path) -> None:
     """NCCL issue 1518: 2 ranks start in 64 MiB, 4 do not."""
-    env = {"MGPU_LAB_SHM_PATH": str(tmp_path), "MGPU_LAB_SHM_FREE_BYTES": str(64 << 20)}
-    assert shm_warning(2, env) is None
+    assert shm_warning(2, path=str(tmp_path), free_bytes=64 << 20) is None
 
 
 def test_the_suggested_size_grows_past_nccls_one_gigabyte(tmp_path: Path) -> None:
-    env = {"MGPU_LAB_SHM_PATH": str(tmp_path), "MGPU_LAB_SHM_FREE_BYTES": str(64 << 20)}
-    assert "docker run --shm-size=2g" in shm_warning(64, env)
+    warning = shm_warning(64, path=str(tmp_path), free_bytes=64 << 20)
+    assert warning is not None and "docker run --shm-size=2g" in warning
 
 
 def test_a_missing_shm_folder_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "no-shm"
-    assert shm_warning(2, {"MGPU_LAB_SHM_PATH": str(missing)}) == (
+    assert shm_warning(2, path=str(missing)) == (
         f"[WARN] launcher: {missing} does not exist; NCCL keeps its shared-memory segments there and fails to "
         f"start without it: {FIX}"
     )
 
 
 def test_a_large_folder_gives_no_warning(tmp_path: Path) -> None:
-    assert shm_warning(8, {"MGPU_LAB_SHM_PATH": str(tmp_path), "MGPU_LAB_SHM_FREE_BYTES": str(1 << 30)}) is None
+    assert shm_warning(8, path=str(tmp_path), free_bytes=1 << 30) is None
 
 
-def test_the_real_free_space_is_read_without_the_size_aid(tmp_path: Path) -> None:
+def test_the_real_free_space_is_read_when_not_given(tmp_path: Path) -> None:
     """tmp_path sits on a disk with more than 18 MiB free; one rank fits."""
-    assert shm_warning(1, {"MGPU_LAB_SHM_PATH": str(tmp_path)}) is None
+    assert shm_warning(1, path=str(tmp_path)) is None
 
 
-def test_a_bad_size_aid_is_a_one_line_error(tmp_path: Path) -> None:
-    with pytest.raises(ClusterError, match=r"^MGPU_LAB_SHM_FREE_BYTES='lots': give a number of bytes"):
-        shm_warning(2, {"MGPU_LAB_SHM_PATH": str(tmp_path), "MGPU_LAB_SHM_FREE_BYTES": "lots"})
+def test_the_default_folder_is_dev_shm() -> None:
+    import inspect
+
+    assert inspect.signature(shm_warning).parameters["path"].default == "/dev/shm"
 
 
 # ------------------------------------------------------------------------------------------- module

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from mgpu_lab.launch.cluster import rendezvous_port
-from mgpu_testing import PYTHON, REPO, free_port, run
+from mgpu_testing import PYTHON, REPO, free_port, run, seams_env
 from mgpu_testing.cluster import (EXAMPLES, example_commands, free_job_id, option, run_together, sbatch_options,
                                   srun_env, without_cluster)
 from mgpu_testing.probe import assert_nothing_left, tagged_env
@@ -225,13 +225,14 @@ FIX = ("docker run --shm-size=1g (or --ipc=host), or on Kubernetes mount an empt
        "/dev/shm; NCCL_SHM_DISABLE=1 is a slower workaround, not the fix")
 
 
-def shm_env(folder: Path, **extra: str) -> dict[str, str]:
-    """Four visible GPUs (the launcher only counts them) and the /dev/shm testing aids."""
-    return node_env(tagged_env()[0], CUDA_VISIBLE_DEVICES="0,1,2,3", MGPU_LAB_TEST_GPUS="4", MGPU_LAB_SHM_PATH=str(folder), **extra)
+def shm_env(folder: Path, free: int | None = None) -> dict[str, str]:
+    """Four made-up GPUs (the launcher only counts them) and ``folder`` standing for /dev/shm (the suite's seams)."""
+    return seams_env(node_env(tagged_env()[0], CUDA_VISIBLE_DEVICES="0,1,2,3"), gpus=4, shm_path=str(folder),
+                     shm_free=free)
 
 
 def test_a_small_shm_warns_before_a_cuda_launch(tmp_path: Path) -> None:
-    env = shm_env(tmp_path, MGPU_LAB_SHM_FREE_BYTES=str(64 << 20))
+    env = shm_env(tmp_path, free=64 << 20)
     proc = run([PYTHON, LAUNCHER, "--dry_run", "--num_gpus", "4", "--task", TASK], timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     expected = (f"[WARN] launcher: {tmp_path} has 64 MiB free, less than the 74 MiB NCCL needs for 4 rank(s) on "
@@ -249,7 +250,7 @@ def test_a_missing_shm_warns_in_one_line(tmp_path: Path) -> None:
 
 
 def test_cpu_ranks_get_no_shm_warning(tmp_path: Path) -> None:
-    env = shm_env(tmp_path / "absent", MGPU_LAB_SHM_FREE_BYTES="0")
+    env = shm_env(tmp_path / "absent", free=0)
     proc = run([PYTHON, LAUNCHER, "--dry_run", "--num_gpus", "4", "--device", "cpu", "--task", TASK],
                timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -270,9 +271,10 @@ def test_sbatch_example_commands_dry_run_on_every_node(name: str) -> None:
     job_id = free_job_id()
     (args,) = example_commands(EXAMPLES / name)
     for node in range(nodes):
-        env = node_env(tagged_env()[0], **srun_env(node, job_id=job_id, nodelist=f"gpu[01-{nodes:02d}]", nodes=nodes),
-                       CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(gpus)), MGPU_LAB_TEST_GPUS=str(gpus),
-                       SLURM_CPUS_PER_TASK="32")
+        env = seams_env(node_env(tagged_env()[0], **srun_env(node, job_id=job_id, nodelist=f"gpu[01-{nodes:02d}]",
+                                                             nodes=nodes),
+                                 CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(gpus)), SLURM_CPUS_PER_TASK="32"),
+                        gpus=gpus)
         proc = run([PYTHON, LAUNCHER, "--dry_run", *args], timeout=60, env=env)
         assert proc.returncode == 0, f"{name}: {proc.stderr}"
         command = proc.stdout.strip()
@@ -293,7 +295,8 @@ def test_pytorchjob_example_command_dry_runs_in_each_pod() -> None:
     for node_rank, args in enumerate(commands):
         env = node_env(tagged_env()[0], PET_NNODES="2", PET_NODE_RANK=str(node_rank), PET_NPROC_PER_NODE=nprocs,
                        PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT="23456",
-                       CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(int(nprocs))), MGPU_LAB_TEST_GPUS=nprocs)
+                       CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(int(nprocs))))
+        env = seams_env(env, gpus=int(nprocs))
         proc = run([PYTHON, LAUNCHER, "--dry_run", *args], timeout=60, env=env)
         assert proc.returncode == 0, proc.stderr
         command = proc.stdout.strip()

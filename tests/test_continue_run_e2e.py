@@ -1,8 +1,8 @@
 """Through the launcher on 2 CPU ranks: continuing a SIGTERM'd run in its own folder (--continue_run latest), the
 refusal while another live job writes to it, and every rank's stack from a running job (isaaclab stacks).
 
-Each waits on the trainer's testing aid MGPU_LAB_TEST_STOP_IN_SAVE (rank 0 writes a marker and stops itself inside
-the save of a named checkpoint), never on a sleep.
+Each waits on the suite's seam ``stop_in_save`` (rank 0 writes a marker and stops itself inside the save of a
+named checkpoint; :mod:`mgpu_testing.seams.sitecustomize`), never on a sleep.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_testing import PYTHON, REPO, kill_group, run
+from mgpu_testing import PYTHON, REPO, kill_group, run, seams_env
 from mgpu_testing.training import LAUNCHER, TASK, is_stopped, single_env, torchrun_rendezvous, wait_for, wait_for_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux signals")]
@@ -32,13 +32,11 @@ def launcher_cmd(log_root: Path, *args: str) -> list[str]:
 def start_stopping_in_save(log_root: Path, tmp_path: Path, stop_at: str, *args: str,
                            **env: str) -> tuple[subprocess.Popen, Path, Path]:
     """Start a job whose rank 0 stops inside the save of ``stop_at``; wait until it has stopped there."""
-    from mgpu_lab.train.dist import STOP_IN_SAVE_ENV, STOP_IN_SAVE_NAME_ENV
-
     marker = tmp_path / "stopped.json"
     log = tmp_path / "first.log"
     proc = subprocess.Popen(launcher_cmd(log_root, *args), cwd=REPO, stdout=log.open("w"),
                             stderr=subprocess.STDOUT, start_new_session=True,
-                            env=single_env(**{STOP_IN_SAVE_ENV: str(marker), STOP_IN_SAVE_NAME_ENV: stop_at}, **env))
+                            env=seams_env(single_env(**env), stop_in_save=str(marker), stop_in_save_name=stop_at))
     wait_for_file(marker, proc, TIMEOUT, log)
     rank0 = json.loads(marker.read_text())["pid"]
     wait_for(lambda: is_stopped(rank0), 30, "rank 0 stopped in the save", proc, log)

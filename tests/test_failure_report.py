@@ -11,7 +11,7 @@ import signal
 
 from mgpu_lab.health import failures, heartbeat
 from mgpu_lab.health.failures import Exit
-from mgpu_lab.job.monitor import StderrRouter
+from mgpu_lab.job.stderr_route import StderrRouter
 
 REFUSAL = "--distributed: no CUDA device is usable here (CUDA_VISIBLE_DEVICES=0,1); ranks train on the CPU only"
 GLOO = ("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer "

@@ -10,15 +10,18 @@ from pathlib import Path
 import pytest
 
 from mgpu_lab.job.monitor import TORCHRUN_KEPT, TORCHRUN_TEXT
-from mgpu_testing import free_port, kill_group, loopback_env
+from mgpu_testing import free_port, kill_group, loopback_env, seams_env
 from mgpu_testing.launcher import CPU2, finish, launcher_cmd, start
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
 
 
-def launch(args: list[str], **env: str) -> tuple[int, str]:
+def launch(args: list[str], gpus: int | None = None, fault: str | None = None, **env: str) -> tuple[int, str]:
     full = loopback_env(**env)
+    seams = {"gpus": gpus, "fault": fault}  # made-up GPUs for the launcher's check; a fault in the ranks
+    if any(v is not None for v in seams.values()):
+        full = seams_env(full, **{k: v for k, v in seams.items() if v is not None})
     full.pop("MGPU_LAB_TRAIN_SCRIPT", None)
     proc = start(launcher_cmd(*args, "--master_port", str(free_port())), full)
     try:
@@ -29,10 +32,10 @@ def launch(args: list[str], **env: str) -> tuple[int, str]:
 
 
 def test_a_failing_rank_ends_with_the_launchers_report(tmp_path: Path) -> None:
-    """MGPU_LAB_FAULT makes rank 1 raise at iteration 1; rank 0 then loses its peer. The one real-trainer run of a
+    """An injected fault (the suite's seam) makes rank 1 raise at iteration 1; rank 0 then loses its peer. The one real-trainer run of a
     raising rank (the fixture's variants are tests/test_watchdog.py's)."""
     rc, err = launch([*CPU2, "--num_envs", "8", "--max_iterations", "4", "--log_root", str(tmp_path / "logs")],
-                     MGPU_LAB_FAULT="raise:1:1")
+                     fault="raise:1:1")
     assert rc == 1, err[-3000:]
     assert "ChildFailedError" not in err and "Root Cause" not in err, err[-3000:]
     lines = err.rstrip().splitlines()
@@ -57,9 +60,9 @@ def test_a_failing_rank_ends_with_the_launchers_report(tmp_path: Path) -> None:
 
 
 def test_every_rank_refusing_the_same_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    """Two made-up GPUs pass the launcher's check (MGPU_LAB_TEST_GPUS); each rank then finds no CUDA device."""
-    rc, err = launch(["--num_gpus", "2", "--num_envs", "8", "--log_root", str(tmp_path / "logs")],
-                     CUDA_VISIBLE_DEVICES="0,1", MGPU_LAB_TEST_GPUS="2", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr"),
+    """Two made-up GPUs pass the launcher's check (the suite's seam); each rank then finds no CUDA device."""
+    rc, err = launch(["--num_gpus", "2", "--num_envs", "8", "--log_root", str(tmp_path / "logs")], gpus=2,
+                     CUDA_VISIBLE_DEVICES="0,1", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr"),
                      TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "fr"))
     assert rc == 2, err[-3000:]
     assert "ChildFailedError" not in err and "Traceback" not in err, err[-3000:]

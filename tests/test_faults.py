@@ -1,5 +1,6 @@
-"""MGPU_LAB_FAULT on a real 2-rank CPU job (plain torchrun, gloo, rsl_rl): ``skip`` does what it says, and the
-rank files the launcher's watchdog reads (beats, stacks, run folder) show it; a bad switch is one line.
+"""Injected faults (the suite's seam, tests/mgpu_testing/seams) on a real 2-rank CPU job (plain torchrun, gloo,
+rsl_rl): ``skip`` does what it says, and the rank files the launcher's watchdog reads (beats, stacks, run folder)
+show it; a fault the trainer cannot honour is one line.
 
 The other kinds each have their one real end-to-end test where their consequence is checked: ``hang`` in
 tests/test_watchdog.py::test_real_trainer_hang_is_named, ``raise`` in
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_testing import REPO
+from mgpu_testing import REPO, seams_env
 from mgpu_testing.training import (assert_one_line_error, single_env, stop_job, supervised_env,
                                    torchrun_train, train_in_process, wait_for)
 
@@ -33,7 +34,7 @@ def start(tmp_path: Path, fault: str) -> tuple[subprocess.Popen, Path, Path]:
     log = tmp_path / "job.log"
     with open(log, "w") as out:  # a file, not a pipe: a hung job can never block on it
         proc = subprocess.Popen(torchrun_train("rsl_rl", tmp_path / "logs", 2, *ARGS), cwd=REPO,
-                                env=supervised_env(supervise, MGPU_LAB_FAULT=fault), stdout=out,
+                                env=seams_env(supervised_env(supervise), fault=fault), stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     return proc, supervise, log
 
@@ -69,12 +70,9 @@ def test_skip_leaves_rank0_blocked_in_a_collective(tmp_path):
         stop_job(proc, supervise)
 
 
-@pytest.mark.parametrize("fault,args,expected", [
-    ("crash:1:2", (), "MGPU_LAB_FAULT: bad entry 'crash:1:2': expected KIND:RANK:ITER[:ARG]"),
-    ("skip:0:1", ("--rl_library", "skrl", "--ml_framework", "jax"), "skip acts on torch.distributed collectives"),
-])
-def test_a_bad_fault_switch_is_one_line(tmp_path, fault, args, expected):
-    """train.py's parser and the trainer in this process: refused before torch is needed."""
-    argv = ["--device", "cpu", *args, "--log_root", str(tmp_path / "logs")]
-    assert_one_line_error(train_in_process(argv, single_env(MGPU_LAB_FAULT=fault)), expected)
+def test_a_fault_the_trainer_cannot_honour_is_one_line(tmp_path):
+    """train.py's parser and the trainer in this process: skip under JAX is refused before torch is needed."""
+    argv = ["--device", "cpu", "--rl_library", "skrl", "--ml_framework", "jax", "--log_root", str(tmp_path / "logs")]
+    assert_one_line_error(train_in_process(argv, single_env(), faults="skip:0:1"),
+                          "skip acts on torch.distributed collectives")
     assert not (tmp_path / "logs").exists()

@@ -13,6 +13,7 @@ import shlex
 
 import pytest
 
+from mgpu_lab.job.config import LaunchConfig
 from mgpu_lab.launch import launcher
 from mgpu_lab.launch.devices import Inventory, made_up_uuid
 from mgpu_testing import PYTHON, REPO, loopback_env, run
@@ -34,7 +35,7 @@ def env_with(gpus: str | None = "", **extra: str) -> dict[str, str]:
     return env
 
 
-def config(*args: str, gpus: str | None = "", inventory: Inventory = EIGHT, **extra: str) -> launcher.Config:
+def config(*args: str, gpus: str | None = "", inventory: Inventory = EIGHT, **extra: str) -> LaunchConfig:
     return launcher.make_config(SCRIPT.build_parser(), list(args), train_script=TRAIN,
                                 environ=env_with(gpus, **extra), inventory=inventory)
 
@@ -42,10 +43,9 @@ def config(*args: str, gpus: str | None = "", inventory: Inventory = EIGHT, **ex
 def dry(*args: str, gpus: str | None = "", **extra: str) -> list[str]:
     """The command the launcher resolves for ``args`` (nothing inferred from a scheduler)."""
     cfg = config("--dry_run", *args, gpus=gpus, **extra)
-    assert cfg.inferred == []
-    launch = launcher.build_command(cfg)
-    assert launch.dry_run
-    return launch.cmd
+    assert cfg.inferred == ()
+    assert cfg.dry_run
+    return launcher.build_command(cfg)
 
 
 def reject(*args: str, gpus: str | None = "", inventory: Inventory = EIGHT, capsys: pytest.CaptureFixture,
@@ -283,7 +283,7 @@ def test_no_torchrun_option_the_user_did_not_give() -> None:
     assert cmd[:cmd.index(TRAIN)] == [*TORCHRUN, "--nproc_per_node", "2", "--local_ranks_filter", "0"]
     cfg = config("--dry_run", "--device", "cpu", PET_NPROC_PER_NODE="2", PET_NNODES="2", PET_NODE_RANK="1",
                  PET_RDZV_BACKEND="c10d", PET_RDZV_ENDPOINT="127.0.0.1:29400")
-    cmd = launcher.build_command(cfg).cmd
+    cmd = launcher.build_command(cfg)
     assert cmd[:cmd.index(TRAIN)] == [*TORCHRUN, "--local_ranks_filter", "0"]
 
 
@@ -400,9 +400,10 @@ def test_nvidia_smi_listing_is_read_with_mig_devices() -> None:
     assert visible({"CUDA_VISIBLE_DEVICES": "MIG-9f8e,GPU-5e6f"}, inv) == (2, "CUDA_VISIBLE_DEVICES='MIG-9f8e,GPU-5e6f'")
 
 
-def test_the_testing_aid_stands_in_for_the_driver() -> None:
-    from mgpu_lab.launch.devices import discover, visible
+def test_a_given_inventory_stands_in_for_the_driver() -> None:
+    """The seam the tests use (no environment switch in the product): an inventory passed in is the machine's."""
+    from mgpu_lab.launch.devices import Inventory, visible
 
-    inv = discover({"MGPU_LAB_TEST_GPUS": "3"})
-    assert inv.gpus == [made_up_uuid(0), made_up_uuid(1), made_up_uuid(2)]
-    assert visible({"MGPU_LAB_TEST_GPUS": "3"})[0] == 3
+    inv = Inventory([made_up_uuid(i) for i in range(3)], [], "three made-up GPUs")
+    assert visible({}, inv) == (3, "three made-up GPUs")
+    assert visible({"CUDA_VISIBLE_DEVICES": "0,2"}, inv)[0] == 2

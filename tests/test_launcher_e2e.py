@@ -103,7 +103,7 @@ def test_failing_jax_rank_is_reported_and_stops_the_others(tmp_path: Path) -> No
            "--coordinator_address", f"127.0.0.1:{free_port()}"]
     proc = start(cmd, fixture_env("raise_rank.py", tmp_path))
     try:
-        out, err = finish(proc, timeout=240)  # rank 0 alone would sleep 120 s
+        _, err = finish(proc, timeout=240)  # rank 0 alone would sleep 120 s
     finally:
         kill_group(proc)
     assert proc.returncode == 1, err
@@ -121,7 +121,7 @@ def test_hung_rank_is_killed_after_one_ctrl_c(tmp_path: Path) -> None:
         tree = process_tree(proc.pid)
         assert set(workers) <= set(tree)
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = finish(proc, timeout=60)  # torchrun alone would wait 30 s for the stubborn rank
+        _, err = finish(proc, timeout=60)  # torchrun alone would wait 30 s for the stubborn rank
     finally:
         kill_group(proc)
     assert proc.returncode == 130

@@ -32,7 +32,7 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.checker import BASE, CLI, LAUNCHER, MGPU, REF, SKILL, check, make_tree
 
-import cli  # noqa: E402  (tools/skills is on pytest's pythonpath)
+import cli
 
 DEMO_MD = REPO / "tools" / "skills" / "LSP_DEMO.md"
 WRITE_DEMO = "LSP_DEMO_WRITE"  # set to 1 to rewrite LSP_DEMO.md from this run
@@ -80,9 +80,11 @@ async def until(client: LanguageClient, ready: Callable[[], bool]) -> None:
             await client.arrived.wait()  # type: ignore[attr-defined]
 
 
-def _config(**env: str) -> ClientServerConfig:
-    return ClientServerConfig(server_command=[PYTHON, str(CLI), "lsp"], client_factory=_client,
-                              server_env={**os.environ, **env} if env else None)
+FAULTY_SERVER = REPO / "tests" / "fixtures" / "lsp" / "faulty_server.py"  # the server with injected faults
+
+
+def _config(*server: str) -> ClientServerConfig:
+    return ClientServerConfig(server_command=[PYTHON, *(server or (str(CLI), "lsp"))], client_factory=_client)
 
 
 async def _initialize(client: LanguageClient, root: Path) -> None:
@@ -149,7 +151,7 @@ class Editor:
         await published(self.client, self.uri, None, since)  # back to the disk's text
 
     @contextlib.asynccontextmanager
-    async def opened(self, text: str):  # noqa: ANN201
+    async def opened(self, text: str):
         diags = await self.open(text)
         try:
             yield diags
@@ -398,7 +400,7 @@ async def test_hover_on_a_frontmatter_key_gives_its_rules(client: LanguageClient
 # -- faults --------------------------------------------------------------------------------------------
 
 
-@pytest_lsp.fixture(config=_config(SKILLS_LSP_FAULT="textDocument/hover,check"), loop_scope="module")
+@pytest_lsp.fixture(config=_config(str(FAULTY_SERVER)), loop_scope="module")
 async def faulty(lsp_client: LanguageClient, tree: Path):
     """A server whose hover handler and whose every check raise."""
     await _initialize(lsp_client, tree)
@@ -408,7 +410,7 @@ async def faulty(lsp_client: LanguageClient, tree: Path):
 
 @ASYNC
 async def test_failures_are_reported_and_the_server_keeps_serving(faulty: LanguageClient, tree: Path) -> None:
-    failed = lambda: [m for m in faulty.log_messages if "the check failed: InjectedFault" in m.message]  # noqa: E731
+    failed = lambda: [m for m in faulty.log_messages if "the check failed: InjectedFault" in m.message]
     await until(faulty, lambda: bool(failed()))  # the check after `initialized` failed (shown, then logged)
     (shown,) = faulty.messages
     assert shown.type == types.MessageType.Error and "the check failed: InjectedFault" in shown.message
@@ -506,7 +508,7 @@ def test_conversions_of_ranges_and_edits() -> None:
                 for new in ((), ("X",), ("X", "Y")):
                     edit = TextEdit("f", start, end, new)
                     by_fix = "\n".join(fix._apply(lines, [edit])[0])
-                    edits = conv.text_edits(Fix("d", (edit,)), lambda p: lines, utf16, lambda p: "\n")["f"]
+                    edits = conv.text_edits(Fix("d", (edit,)), lambda p, lines=lines: lines, utf16, lambda p: "\n")["f"]
                     assert apply_edits(text, edits) == by_fix, (text, edit)
     lines = ["a", "b", "c"]
     crlf = conv.text_edits(Fix("d", (TextEdit("f", 1, 1, ("A",)),)), lambda p: lines, utf16, lambda p: "\r\n")

@@ -79,7 +79,19 @@ def test_the_command_prints_one_line_and_no_torchrun_banner(tmp_path: Path) -> N
 
 
 def shm_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {"MGPU_LAB_SHM_PATH": str(tmp_path), "MGPU_LAB_SHM_FREE_BYTES": str(64 << 20), **extra}
+    """The environment of a launch whose /dev/shm is ``tmp_path`` with Docker's 64 MiB free (see ``small_shm``)."""
+    return dict(extra)
+
+
+@pytest.fixture(autouse=True)
+def small_shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker's default /dev/shm (64 MiB free) at ``tmp_path``, through shm_warning's own parameters."""
+    import functools
+
+    from mgpu_lab.launch import cluster
+
+    monkeypatch.setattr(cluster, "shm_warning", functools.partial(cluster.shm_warning, path=str(tmp_path),
+                                                                  free_bytes=64 << 20))
 
 
 def test_a_pytorchjob_without_num_gpus_is_warned_about_dockers_shm(tmp_path: Path) -> None:

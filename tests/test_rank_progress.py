@@ -16,7 +16,7 @@ from mgpu_lab.train.dist import DistContext, device_warning
 from mgpu_lab.health.rank_progress import Fault, StepClock, parse_faults
 
 
-# --- MGPU_LAB_FAULT ----------------------------------------------------------------------------------
+# --- injected faults ----------------------------------------------------------------------------------
 
 def test_fault_grammar():
     assert parse_faults(None) == () and parse_faults("  ") == ()
@@ -32,7 +32,7 @@ def test_bad_fault_entries_are_one_line_errors(text):
     with pytest.raises(ValueError) as info:
         parse_faults(text)
     message = str(info.value)
-    assert message.startswith("MGPU_LAB_FAULT: bad entry") and "\n" not in message
+    assert message.startswith("fault: bad entry") and "\n" not in message
 
 
 def test_faults_fire_on_the_first_attempt_only(tmp_path):

@@ -1,7 +1,7 @@
 """Resuming: a restarted worker group (torchrun --max_restarts) resumes its own run from the newest checkpoint;
 ``--checkpoint latest``; --max_iterations counts from iteration 0 for every resume.
 
-One real restart (rsl_rl): MGPU_LAB_FAULT=signal:1:K SIGKILLs rank 1 at the first step of iteration K, on the
+One real restart (rsl_rl): the injected fault signal:1:K SIGKILLs rank 1 at the first step of iteration K, on the
 first attempt only, and torchrun starts a second worker group. K is chosen so that rank 0 has certainly finished
 writing the checkpoint the restart must find (rank 1 can only reach iteration K after a collective that rank 0
 enters after that save), so the resume point is exact.
@@ -25,7 +25,7 @@ import pytest
 from mgpu_lab.health import heartbeat
 from mgpu_lab.runs.checkpoint import load_torch, read_msgpack
 from mgpu_lab.runs.resume import JOB_KEY_ENV, JOB_KEY_FILE
-from mgpu_testing import run
+from mgpu_testing import run, seams_env
 from mgpu_testing.runs import NUM_ENVS, WITH_HEALTHY_RUN, copy_run
 from mgpu_testing.training import (DIGEST_ANYWHERE, TASK, assert_one_line_error, assert_one_rank_output, single_env,
                                    supervised_env, torchrun_train, train_args, train_cmd, train_in_process)
@@ -43,7 +43,7 @@ def test_a_restarted_group_resumes_its_own_run(tmp_path):
     kill_at, resumed_at, steps_per_iteration = 4, 3, 24
     logs = tmp_path / "logs"
     supervise = tmp_path / "supervise"
-    env = supervised_env(supervise, MGPU_LAB_FAULT=f"signal:1:{kill_at}", MGPU_LAB_JOB_KEY=f"test-{tmp_path.name}")
+    env = seams_env(supervised_env(supervise, MGPU_LAB_JOB_KEY=f"test-{tmp_path.name}"), fault=f"signal:1:{kill_at}")
     proc = run(torchrun_train("rsl_rl", logs, 2, "--num_envs", "8", "--max_iterations", str(MAX_ITERATIONS),
                               "--save_interval", "2", "--seed", "5", max_restarts=1), timeout=900, env=env)
     out = proc.stdout + proc.stderr

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from mgpu_testing import PYTHON, REPO, free_port, loopback_env, run
+from mgpu_testing import PYTHON, REPO, free_port, loopback_env
 from mgpu_testing.docs import LAUNCHER, PROBE, TRAINER, load_script, rel
 from mgpu_testing.runs import WITH_HEALTHY_RUN, HealthyRun, copy_run
 from mgpu_testing.runs import run_nodes as run_nodes_together
@@ -226,17 +226,25 @@ def check_training_args(args: list[str], cmd: Command, parser, capsys) -> None:
     assert ns.task in TASKS, f"{cmd.where}: unknown task {ns.task!r}; built-in: {sorted(TASKS)}"
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("cmd", LAUNCHER_CMDS, ids=lambda c: c.id)
-def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys) -> None:
-    assert LAUNCHER.is_file(), f"{rel(LAUNCHER)} is missing"
-    env = loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS, MGPU_LAB_TEST_GPUS="8")  # eight made-up GPUs
-    proc = run([PYTHON, str(LAUNCHER), "--dry_run", *cmd.args], timeout=60, env=env)
-    assert proc.returncode == 0, (
-        f"{cmd.where}: `{cmd.source}` failed with --dry_run (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
-    )
-    assert "train.py" in proc.stdout, proc.stdout
-    assert "Traceback" not in proc.stderr
+def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys, monkeypatch) -> None:
+    """The launcher's own main, in-process, on eight made-up GPUs (an inventory passed in, as the tests of the
+    launcher do); the entry script as a process is tests/test_launcher_e2e.py's and test_cli.py's."""
+    from mgpu_lab.launch import launcher
+    from mgpu_lab.launch.devices import Inventory, made_up_uuid
+
+    monkeypatch.chdir(REPO)
+    eight = Inventory([made_up_uuid(i) for i in range(8)], [], "eight made-up GPUs")
+    try:
+        code = launcher.main(load_script(LAUNCHER, "_mgpu_docs_launcher_script").build_parser(),
+                             ["--dry_run", *cmd.args], train_script=str(TRAINER),
+                             environ=loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS), inventory=eight)
+    except SystemExit as exc:  # --help, or argparse's own refusal through the script's one-line hook
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 0, f"{cmd.where}: `{cmd.source}` failed with --dry_run (exit {code}):\n{err[-2000:]}"
+    assert "train.py" in out, out
+    assert "Traceback" not in err
     if {"-h", "--help"} & set(cmd.args):
         return  # a pointer to the help text, not a training command
     # what the launcher forwards must be valid for train.py too (--dry_run does not run it)

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mgpu_lab.train.tasks as tasks
+from mgpu_lab.train import tasks
 from mgpu_lab.train.tasks import TASKS, UnknownTaskError, make_env
 
 TASK_IDS = list(TASKS)
@@ -161,7 +161,7 @@ def test_outputs_stay_finite_for_any_actions(task_index, n, seed, scale):
     env.reset()
     g = torch.Generator().manual_seed(seed)
     for _ in range(50):
-        obs, rew, term, trunc, _ = env.step((torch.randn(n, env.num_actions, generator=g) * scale))
+        obs, rew, _, _, _ = env.step(torch.randn(n, env.num_actions, generator=g) * scale)
         assert torch.isfinite(obs).all() and torch.isfinite(rew).all()
 
 

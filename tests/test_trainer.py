@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mgpu_testing import PYTHON, REPO, loopback_env
+from mgpu_testing import PYTHON, REPO, SEAMS_DIR, loopback_env
 from mgpu_testing.training import train_in_process
 from mgpu_lab.train import dist
 from mgpu_lab.train.config import UsageError
@@ -215,23 +215,25 @@ def test_atomic_save_cleans_up_after_a_failing_writer(tmp_path):
 
 
 WRITER = """
-import os, torch
-from mgpu_lab.train.dist import STOP_IN_SAVE_ENV, atomic_torch_save
+import sys, torch
+from mgpu_lab.train.dist import atomic_torch_save
+sys.path.insert(0, {seams!r})
+import sitecustomize  # the suite's seams (not installed: no MGPU_TESTING_SEAMS in this process's environment)
 for i in (1, 2, 3):
-    if i == 3:  # the testing aid: stop inside the third save, between the complete temp file and os.replace
-        os.environ[STOP_IN_SAVE_ENV] = {marker!r}
+    if i == 3:  # the seam: stop inside the third save, between the complete temp file and os.replace
+        sitecustomize.install({{"stop_in_save": {marker!r}}})
     atomic_torch_save({{"i": i, "w": torch.full((1_500_000,), float(i))}}, {path!r})
 """
 
 
 def test_sigkill_between_temp_write_and_replace_keeps_the_old_checkpoint(tmp_path):
-    """Stop a writer inside its third save (testing aid), SIGKILL it there: the file is still the second one."""
+    """Stop a writer inside its third save (the suite's seam), SIGKILL it there: the file is still the second one."""
     import json
 
     from mgpu_testing.training import is_stopped, wait_for_file
 
     path, marker = tmp_path / "ckpt.pt", tmp_path / "marker.json"
-    code = WRITER.format(path=str(path), marker=str(marker))
+    code = WRITER.format(path=str(path), marker=str(marker), seams=str(SEAMS_DIR))
     proc = subprocess.Popen([PYTHON, "-c", code], start_new_session=True, env=clean_env())
     try:
         wait_for_file(marker, proc, 120)
@@ -255,7 +257,10 @@ def test_sigkill_between_temp_write_and_replace_keeps_the_old_checkpoint(tmp_pat
 def test_run_dir_layout_and_exclusive_create(tmp_path, monkeypatch):
     from mgpu_lab.runs import run_dir
 
-    monkeypatch.setenv(run_dir.STAMP_ENV, "2026-01-01_00-00-00")  # testing aid: both runs want the same name
+    import functools
+
+    # the stamp given, as the seam: both runs want the same name
+    monkeypatch.setattr(run_dir, "folder_name", functools.partial(run_dir.folder_name, stamp="2026-01-01_00-00-00"))
     first = run_dir.create(str(tmp_path), "rsl_rl", "Toy-Cartpole-v0", "demo")
     assert first == (tmp_path / "rsl_rl" / "Toy-Cartpole-v0" / "2026-01-01_00-00-00_demo").resolve()
     assert first.is_dir() and not any(first.iterdir())

@@ -27,7 +27,7 @@ from mgpu_lab.health import heartbeat
 from mgpu_lab.core import procs
 from mgpu_lab.health.heartbeat import Beat
 from mgpu_lab.health.watchdog import Frame, Limit, RankState, Watchdog, blame, limits, locate, main_thread, parse_threads
-from mgpu_testing import free_port, kill_group, loopback_env
+from mgpu_testing import free_port, kill_group, loopback_env, seams_env
 from mgpu_testing.launcher import (
     CPU2, alive, beats, finish, fixture_env, kept_torchrun_text, launcher_cmd, process_tree, start, supervise_dirs,
     wait_until,
@@ -138,13 +138,13 @@ def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
 @e2e
 @linux_only
 def test_real_trainer_hang_is_named(tmp_path: Path) -> None:
-    """train.py with MGPU_LAB_FAULT=hang:1:3: rank 1 waits forever outside any collective at iteration 3.
+    """train.py with the injected fault hang:1:3 (the suite's seam): rank 1 waits forever outside any collective at iteration 3.
 
     The hang is certain (the rank never returns), so ``--hang_timeout`` only has to outlast every healthy
     stretch between two training iterations (a tenth of a second here with 8 envs; 10 s leaves a wide margin
     for a loaded machine). The library's set-up after the first beat is start-up, under the default
     ``--startup_timeout``. The test waits for the launcher's verdict, which must name the training limit."""
-    env = loopback_env(MGPU_LAB_FAULT="hang:1:3")
+    env = seams_env(loopback_env(), fault="hang:1:3")
     env.pop("MGPU_LAB_TRAIN_SCRIPT", None)
     cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--hang_timeout", "10", "--num_envs", "8",
                        "--max_iterations", "6", "--log_root", str(tmp_path / "logs"))

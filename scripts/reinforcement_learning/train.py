@@ -24,7 +24,7 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.real
 if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from mgpu_lab.core.help_format import HelpFormatter  # noqa: E402 - after the path set-up above
+from mgpu_lab.core.help_format import HelpFormatter
 
 
 def _usage_error(message: str) -> None:
@@ -46,14 +46,6 @@ def build_parser() -> argparse.ArgumentParser:
         "Restarts: under torchrun with --max_restarts, a restarted worker group (TORCHELASTIC_RESTART_COUNT > 0) "
         "finds the run folder that rank 0 recorded for MGPU_LAB_JOB_KEY (set by isaaclab train_multigpu), reuses it "
         "and resumes from its newest checkpoint. "
-        "Testing aid, off unless set: MGPU_LAB_FAULT=KIND:RANK:ITER[:ARG][,...] injects a fault on global rank RANK "
-        "at training iteration ITER, on the first attempt only: hang (a sleep loop outside any collective), "
-        "skip (return from the next torch.distributed collective without joining it, then wait), "
-        "raise (RuntimeError), signal (send itself signal ARG, default SIGKILL). "
-        "Further testing aids, off unless set: MGPU_LAB_TEST_STOP_IN_SAVE=MARKER stops the process (SIGSTOP) inside "
-        "the first checkpoint save whose file name matches MGPU_LAB_TEST_STOP_IN_SAVE_NAME (default: any), after "
-        "the temp file is written and before it is renamed, and writes MARKER first; MGPU_LAB_TEST_RUN_STAMP=STAMP "
-        "replaces the time stamp in the run folder's name. "
         "Checkpoints are loaded without running code (torch.load with weights_only=True; skrl JAX checkpoints are "
         "MessagePack, agent_<timestep>.msgpack, and pickles are refused). Exit status: 0 done, 2 bad input "
         "(nothing written), 1 the run failed (a full disk or a failed write ends it with one line).",

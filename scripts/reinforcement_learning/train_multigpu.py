@@ -21,13 +21,14 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.real
 if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from mgpu_lab.core.errors import EXIT_USAGE  # noqa: E402 - after the path set-up above
-from mgpu_lab.core.help_format import RawHelpFormatter  # noqa: E402
-from mgpu_lab.launch.launcher import CPU_RANKS_PER_CORE, LAUNCHER_TORCHRUN_GROUP, TORCHRUN_GROUP  # noqa: E402
+from mgpu_lab.core.errors import EXIT_USAGE
+from mgpu_lab.core.help_format import RawHelpFormatter
+from mgpu_lab.launch.launcher import CPU_RANKS_PER_CORE, LAUNCHER_TORCHRUN_GROUP, TORCHRUN_GROUP
 
 TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
 if TYPE_CHECKING:
-    from typing import NoReturn, Sequence
+    from typing import NoReturn
+    from collections.abc import Sequence
 
 TRAIN_SCRIPT = os.path.join(os.path.dirname(os.path.realpath(__file__)), "train.py")
 RDZV_BACKENDS = ["static", "c10d", "etcd", "etcd-v2"]
@@ -91,8 +92,7 @@ entry point is wrapped in torch's elastic `record`) still makes the launcher exi
 exits non-zero without an exception is not detected there.
 
 testing: MGPU_LAB_TRAIN_SCRIPT=PATH launches PATH instead of train.py (for the test suite; the
-forwarded arguments are then not checked against train.py). MGPU_LAB_TEST_GPUS=N makes the launcher
-count N made-up GPUs instead of the driver's (GPU launches rehearsed with --dry_run on any machine).
+forwarded arguments are then not checked against train.py).
 """
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mgpu_lab.job.config import LaunchConfig
 from mgpu_lab.launch import launcher
 from mgpu_testing import REPO
 from mgpu_testing.docs import load_script
@@ -23,8 +24,8 @@ TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 def reject(args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
            **env: str) -> str:
     """Run the launcher (no --dry_run) in an empty folder; check exit 2, one line, no traceback, nothing written."""
-    def trap(config: launcher.Config, launch: launcher.Launch) -> int:
-        raise AssertionError(f"the job would have started: {launch.cmd}")
+    def trap(config: LaunchConfig, cmd: list[str]) -> int:
+        raise AssertionError(f"the job would have started: {cmd}")
 
     monkeypatch.setattr(launcher, "run", trap)
     monkeypatch.chdir(cwd)
@@ -229,4 +230,4 @@ def test_a_checkpoint_of_another_task_is_refused(tmp_path: Path, library: str, p
     cfg = launcher.make_config(SCRIPT.build_parser(), ["--dry_run", *CPU2, "--rl_library", library, "--task",
                                                        "Toy-Pendulum-SwingUp-v0", "--checkpoint", "ck.pt"],
                                train_script=TRAIN, environ={"CUDA_VISIBLE_DEVICES": ""})
-    assert cfg.args.dry_run
+    assert cfg.dry_run

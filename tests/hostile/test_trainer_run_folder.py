@@ -3,7 +3,7 @@
 Threats covered here:
 
 - two trainers started together with the same ``--log_root`` both wanting the same folder name (the
-  testing aid ``MGPU_LAB_TEST_RUN_STAMP`` forces the same time stamp, so the collision is certain,
+  suite's seam ``run_stamp`` forces the same time stamp in both processes, so the collision is certain,
   not a matter of luck): each gets its own folder (exclusive ``mkdir``, then ``_1``), with its own
   checkpoint and TensorBoard file;
 - a checkpoint from another library (refused from its keys) or another task (refused when its
@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mgpu_lab.runs.run_dir import STAMP_ENV
-from mgpu_testing import REPO, kill_group
+from mgpu_testing import REPO, kill_group, seams_env
 from mgpu_testing.training import TASK, assert_one_line_error, single_env, train_args, train_cmd, train_in_process
 
 STAMP = "2030-01-01_00-00-00"
@@ -29,7 +28,7 @@ STAMP = "2030-01-01_00-00-00"
 def test_two_trainers_started_together_never_share_a_run_folder(tmp_path):
     """skrl: the library with the cheapest start-up (the run folder is the trainer's, not the library's)."""
     cmd = train_cmd("skrl", tmp_path, "--num_envs", "4", "--max_iterations", "1")
-    env = single_env(**{STAMP_ENV: STAMP})
+    env = seams_env(single_env(), run_stamp=STAMP)
     procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True) for _ in range(2)]
     try:

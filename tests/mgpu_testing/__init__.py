@@ -66,3 +66,21 @@ def run(cmd: list[str], *, timeout: float, env: dict[str, str] | None = None,
     finally:
         kill_group(proc)  # no stray grandchildren
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+#: the folder whose sitecustomize.py injects the suite's seams into a process a test starts
+SEAMS_DIR = Path(__file__).resolve().parent / "seams"
+#: the variable that sitecustomize.py reads (the product reads none of the suite's switches)
+SEAMS_ENV = "MGPU_TESTING_SEAMS"
+
+
+def seams_env(env: dict[str, str], **seams: object) -> dict[str, str]:
+    """``env`` for a process that gets ``seams`` (see :mod:`mgpu_testing.seams.sitecustomize`): ``gpus=N`` made-up
+    GPUs, ``shm_path``/``shm_free`` for /dev/shm, ``run_stamp``, ``stop_in_save``/``stop_in_save_name``, ``fault``
+(``KIND:RANK:ITER[:ARG],...`` for every rank's trainer)."""
+    import json
+
+    out = dict(env)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(SEAMS_DIR), env.get("PYTHONPATH", "")) if p)
+    out[SEAMS_ENV] = json.dumps(seams)
+    return out

@@ -90,7 +90,7 @@ _BOUNDED = (
 
 
 def check_bounded(root: Path | str, *extra: str, mem_mb: int = 1024, cpu_s: int = 60, wall_s: float = 120,
-                  env: dict[str, str] | None = None):  # noqa: ANN201
+                  env: dict[str, str] | None = None):
     """Run ``cli.py check --root ROOT --format json`` in a child under hard memory and CPU limits."""
     cmd = [PYTHON, "-c", _BOUNDED, str(mem_mb * 1024 * 1024), str(cpu_s), str(CLI), "check", "--root", str(root),
            "--format", "json", *extra]
@@ -98,7 +98,7 @@ def check_bounded(root: Path | str, *extra: str, mem_mb: int = 1024, cpu_s: int 
     return run(cmd, timeout=wall_s, env=dict(os.environ) if env is None else env, cwd=cwd)
 
 
-def self_check():  # noqa: ANN201
+def self_check():
     """(project, findings) of the checker on this repository, in-process and without caches, with the
     profiles its pyproject chooses (what ``cli.py check`` runs). Tests share one run through the
     session-scoped ``repo_check`` fixture (tests/conftest.py)."""

@@ -25,29 +25,26 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
+
+from mgpu_lab.health.heartbeat import COLLECTIVES
 
 #: torch.distributed attributes the trainer may replace in its process (store_per_attempt, the skip fault)
-_DIST_FUNCTIONS = ("init_process_group", "all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor",
-                   "all_gather_object", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
-                   "gather", "scatter", "all_to_all", "all_to_all_single")
+_DIST_FUNCTIONS = ("init_process_group", *COLLECTIVES)
 
 
-def refuse_process_only(env: dict[str, str]) -> None:
-    """ValueError when ``env`` asks for something only a process of its own can do (see the module docstring)."""
-    from mgpu_lab.train.dist import STOP_IN_SAVE_ENV
+def refuse_process_only(env: dict[str, str], faults: str = "") -> None:
+    """ValueError when ``env`` or ``faults`` ask for something only a process of its own can do (see the module
+    docstring); a malformed ``faults`` is parse_faults' ValueError."""
     from mgpu_lab.health.heartbeat import SUPERVISE_DIR_ENV
-    from mgpu_lab.health.rank_progress import FAULT_ENV, parse_faults
+    from mgpu_lab.health.rank_progress import parse_faults
+    from mgpu_testing import SEAMS_ENV
 
-    for name in (SUPERVISE_DIR_ENV, STOP_IN_SAVE_ENV):
+    for name in (SUPERVISE_DIR_ENV, SEAMS_ENV):  # the seams act at a process's start-up
         if env.get(name):
             raise ValueError(f"{name} needs a trainer process of its own, not pytest's")
-    try:
-        faults = parse_faults(env.get(FAULT_ENV))
-    except ValueError:
-        return  # a malformed value: the trainer refuses it before anything runs
-    if any(f.kind in ("hang", "signal") for f in faults):
-        raise ValueError(f"{FAULT_ENV}={env[FAULT_ENV]}: hang and signal faults need a trainer process of its own")
+    if any(f.kind in ("hang", "signal") for f in parse_faults(faults)):
+        raise ValueError(f"fault {faults}: hang and signal faults need a trainer process of its own")
 
 
 def _torch_settings() -> dict[str, Any]:
@@ -147,7 +144,7 @@ class HiddenModules:
         self.names = names
         self._saved: dict[str, Any] = {}
 
-    def __enter__(self) -> HiddenModules:
+    def __enter__(self) -> Self:
         missing = object()
         self._saved = {name: sys.modules.get(name, missing) for name in self.names}
         self._missing = missing
@@ -187,7 +184,7 @@ class LogStreams:
             if target is not None:
                 handler.setStream(target)
 
-    def __enter__(self) -> LogStreams:
+    def __enter__(self) -> Self:
         self._outer = (sys.stdout, sys.stderr)
         self._swap({id(self._outer[0]): self.out, id(self._outer[1]): self.err})
         return self

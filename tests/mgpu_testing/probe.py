@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from pathlib import Path
 from types import ModuleType
 
 import pytest

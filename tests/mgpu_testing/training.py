@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env, run
+from mgpu_testing import PYTHON, REPO, free_port, kill_group, loopback_env, seams_env
 
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 LAUNCHER = str(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py")
@@ -42,22 +42,26 @@ def single_env(**extra: str) -> dict[str, str]:
 
 
 def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
-                     hide: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+                     hide: tuple[str, ...] = (), faults: str = "") -> subprocess.CompletedProcess:
     """train.py's own parser and :func:`mgpu_lab.train.trainer.main`, in this process, as if run as a command in
     the repository with environment ``env``: (exit status, stdout, stderr). ``env`` is the whole environment of
     the call (default: this process's without the launcher's rank variables); ``OMP_NUM_THREADS`` in it sets
-    torch's thread count, as it would in a process. ``hide`` names modules that are "not installed" for the call.
+    torch's thread count, as it would in a process. ``hide`` names modules that are "not installed" for the call;
+    ``faults`` (``KIND:RANK:ITER[:ARG],...``) are passed to the trainer.
 
     Refusals and whole single-process trainings both run here; what the call changes in the process is put back
     afterwards and what only a process can do is refused (:func:`mgpu_testing.in_process.run_in_process`)."""
+    from mgpu_lab.health.rank_progress import parse_faults
     from mgpu_lab.train import trainer
     from mgpu_testing.docs import load_script
-    from mgpu_testing.in_process import run_in_process
+    from mgpu_testing.in_process import refuse_process_only, run_in_process
 
     if env is None:
         env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+    refuse_process_only(env, faults)
     parser = load_script(Path(TRAIN), "_mgpu_train_in_process").build_parser()
-    code, out, err = run_in_process(lambda: trainer.main(parser.parse_args(argv)), env, cwd=REPO, hide=hide)
+    code, out, err = run_in_process(lambda: trainer.main(parser.parse_args(argv), parse_faults(faults)), env,
+                                    cwd=REPO, hide=hide)
     return subprocess.CompletedProcess(argv, code, out, err)
 
 
@@ -136,7 +140,7 @@ def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Cal
                          stop_at: str, deadline: float = 300, final_pattern: str | None = None) -> None:
     """Train with a checkpoint every iteration, SIGKILL the process group mid-save, load every checkpoint.
 
-    The trainer's testing aid ``MGPU_LAB_TEST_STOP_IN_SAVE`` stops it with SIGSTOP inside the save of
+    The suite's seam ``stop_in_save`` (:mod:`mgpu_testing.seams.sitecustomize`) stops it with SIGSTOP inside the save of
     the file named ``stop_at`` (an fnmatch pattern), after the temp file is complete and before
     ``os.replace``, and writes a marker naming both files. The test waits for the marker, checks that
     the process is stopped there, kills the group, and requires: the target was never created, the
@@ -144,14 +148,12 @@ def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Cal
     ``final_pattern`` (default ``pattern``) loads with ``loader`` (which must fail on a torn file),
     at least 3 of them.
     """
-    from mgpu_lab.train.dist import STOP_IN_SAVE_ENV, STOP_IN_SAVE_NAME_ENV
-
     marker = tmp_path / "stopped-in-save.json"
     logs = tmp_path / "logs"
     cmd = train_cmd(library, logs, "--num_envs", "8", "--max_iterations", "100000", "--save_interval", "1")
-    env = single_env(**{STOP_IN_SAVE_ENV: str(marker), STOP_IN_SAVE_NAME_ENV: stop_at})
+    env = seams_env(single_env(), stop_in_save=str(marker), stop_in_save_name=stop_at)
     log_path = tmp_path / "stderr.log"
-    log = open(log_path, "w+")  # a file, not a pipe: a chatty run cannot block on it
+    log = open(log_path, "w+")  # noqa: SIM115 - closed in the finally below; a file, not a pipe: a chatty run cannot block on it
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     try:
         wait_for_file(marker, proc, deadline, log_path)

@@ -38,12 +38,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PARSERS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml", "pathspec")
 REEXEC_GUARD = "SKILLS_CHECK_REEXEC"  # set in the re-run child: never re-run twice
-FORCE_MISSING = "SKILLS_CHECK_FORCE_MISSING"  # tests: behave as if the parsers were missing
 
 
 def _missing_parsers() -> list[str]:
-    if os.environ.get(FORCE_MISSING):
-        return list(PARSERS)
     missing = []
     for name in PARSERS:
         try:
@@ -344,7 +341,7 @@ def _lsp(args: argparse.Namespace) -> int:
     return lsp.main(args.root, args.debounce)
 
 
-def _guarded(argv: list[str], func, *args) -> int:  # noqa: ANN001
+def _guarded(argv: list[str], func, *args) -> int:
     """Run a command; a broken rules package is exit 2, an unusable parser library re-runs under uv."""
     try:
         return func(*args)

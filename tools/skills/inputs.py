@@ -263,9 +263,10 @@ def read_text(root: Path, relpath: str, *, max_bytes: int | None = None) -> tupl
         if len(data) > cap:
             return None, [_why(shown, f"too large: {len(data)} bytes", cap)]
         return decode(shown, data)
-    data = read_bytes_bounded(os.path.realpath(os.path.join(os.path.realpath(root), relpath)), cap)
-    if isinstance(data, str):
-        return None, [_why(shown, data, cap)]
+    found = read_bytes_bounded(os.path.realpath(os.path.join(os.path.realpath(root), relpath)), cap)
+    if isinstance(found, str):
+        return None, [_why(shown, found, cap)]
+    data = found
     return decode(shown, data)
 
 

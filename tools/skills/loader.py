@@ -207,7 +207,7 @@ def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Pa
     return sorted(out)
 
 
-def import_parse_rst():  # noqa: ANN201
+def import_parse_rst():
     """Import the RST parser module without what it never uses.
 
     docutils imports ``urllib.request`` and ``urllib.error`` at module level (for ``include``/``csv-table``
@@ -227,7 +227,7 @@ def import_parse_rst():  # noqa: ANN201
     errors = types.ModuleType("urllib.error")
     errors.URLError = errors.HTTPError = errors.ContentTooShortError = OSError  # type: ignore[attr-defined]
 
-    def urlopen(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def urlopen(*args, **kwargs):
         if sys.modules.get("urllib.request") is stub:
             del sys.modules["urllib.request"]
         import urllib.request as real
@@ -243,8 +243,8 @@ def import_parse_rst():  # noqa: ANN201
         if saved["urllib.error"] is None:
             sys.modules["urllib.error"] = errors
         try:
-            import docutils.parsers.rst.directives.misc  # noqa: F401
-            import docutils.parsers.rst.directives.tables  # noqa: F401
+            import docutils.parsers.rst.directives.misc
+            import docutils.parsers.rst.directives.tables
             import docutils.utils.code_analyzer  # noqa: F401
         except Exception:
             pass
@@ -306,7 +306,7 @@ def _source_dir(root: Path, page: str) -> str:
     return ""
 
 
-def resolve_includes(root: Path, page: RstDoc, included: dict[str, RstDoc], skip: set[str] = frozenset()) -> None:
+def resolve_includes(root: Path, page: RstDoc, included: dict[str, RstDoc], skip: frozenset[str] | set[str] = frozenset()) -> None:
     """Read the files ``page``'s literalinclude directives show (through ``read_text``'s guards: inside
     the root, regular files, size caps) into ``included``: per file an RstDoc with the file's text and
     one code block per shown run of lines, located in that file. A file that cannot be shown becomes a
@@ -608,8 +608,8 @@ def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[s
             skill.entry_scripts.append(path)
 
 
-def _documents(project: Project) -> list:
-    docs = [d for s in project.skills for d in (s.skill_md, *s.files.values())]
+def _documents(project: Project) -> list[Any]:
+    docs: list[Any] = [d for s in project.skills for d in (s.skill_md, *s.files.values())]
     return [d for d in [*docs, *project.rst.values(), *project.included.values()] if d.readable]
 
 
@@ -656,8 +656,8 @@ def all_problems(project: Project) -> list:
         out += skill.skill_md.problems
         for doc in skill.files.values():
             out += doc.problems
-    for doc in [*project.rst.values(), *project.included.values()]:
-        out += doc.problems
+    for rst in [*project.rst.values(), *project.included.values()]:
+        out += rst.problems
     for spec in (project.launcher, project.trainer, *project.scripts.values()):
         if spec is not None:
             out += [p for p in spec.problems if p.code != "IN031"] if spec in project.scripts.values() else \

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -44,9 +43,6 @@ from suppress import apply as apply_suppressions
 NAME = "skills-check"
 VERSION = "0.1.0"
 DEBOUNCE_S = 0.1  # quiet time after the last keystroke before a check (open and save check at once)
-FAULT = "SKILLS_LSP_FAULT"  # tests: comma-separated names ("textDocument/hover", "check") that raise when run
-
-
 # Files whose change on disk can change the findings: skills and docs, scripts whose argparse is read, the
 # configuration and what decides discovery (.gitignore). Folders appear and vanish with their files.
 WATCHED = ("**/*.md", "**/*.rst", "**/*.py", "**/*.json", "**/pyproject.toml", "**/.gitignore", "**/conf.py")
@@ -63,14 +59,6 @@ def config_error_at(message: str) -> tuple[int, str] | None:
     line = int(m.group(1) or (at.group(1) if at else 1))
     return line, m.group(2)
 
-
-class InjectedFault(RuntimeError):
-    """Raised where ``SKILLS_LSP_FAULT`` names the running handler (tests of error handling)."""
-
-
-def _fault(where: str) -> None:
-    if where in os.environ.get(FAULT, "").split(","):
-        raise InjectedFault(f"injected fault in {where} ({FAULT})")
 
 
 @dataclass
@@ -177,7 +165,6 @@ class CheckerServer(LanguageServer):
 
     def check(self, snap: Snapshot) -> Result:
         """``check`` on the root with the open documents' text: findings and their diagnostics."""
-        _fault("check")
         root = self.root
         assert root is not None
         project = load_project(root, None, overlay=snap.texts, cache=self.cache)
@@ -323,17 +310,16 @@ class CheckerServer(LanguageServer):
     # -- requests -------------------------------------------------------------------------------------
 
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction] | None:
-        _fault(types.TEXT_DOCUMENT_CODE_ACTION)
         rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
         result = await self.current() if rel is not None else None
-        if result is None:
+        if result is None or rel is None or self.root is None:
             return None
         actions = []
         snap = result.snapshot
         for finding, diag in result.pairs.get(rel, []):
             if finding.fix is None or not conv.overlaps(diag.range, params.range):
                 continue
-            newline = lambda path: "\r\n" if "\r\n" in snap.texts.get(path, "") else "\n"  # noqa: E731
+            newline = lambda path: "\r\n" if "\r\n" in snap.texts.get(path, "") else "\n"
             edits = conv.text_edits(finding.fix, result.lines_of, self.codec(), newline)
             if not edits:
                 continue
@@ -346,10 +332,9 @@ class CheckerServer(LanguageServer):
         return actions
 
     async def hover(self, params: types.HoverParams) -> types.Hover | None:
-        _fault(types.TEXT_DOCUMENT_HOVER)
         rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
         result = await self.current() if rel is not None else None
-        if result is None:
+        if result is None or rel is None or self.root is None:
             return None
         lines = result.lines_of(rel) or []
         pos = self.codec().position_from_client_units(lines, params.position) if lines else params.position

@@ -102,7 +102,7 @@ _DEF_RE = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
 _KEYS = ("add_argument", "ArgumentParser", "set_defaults", "add_parser", "_group")
 
 
-def _walk_relevant(tree: ast.Module, source: _Source):  # noqa: ANN202
+def _walk_relevant(tree: ast.Module, source: _Source):
     """ast.walk over top-level statements whose text mentions argparse calls (and every class)."""
     for stmt in tree.body:
         if not isinstance(stmt, ast.ClassDef):
@@ -129,7 +129,7 @@ def _flag_action_classes(classes: list[ast.ClassDef], source: _Source | None = N
     return out
 
 
-def _scope_nodes(scope: ast.AST):  # noqa: ANN202
+def _scope_nodes(scope: ast.AST):
     """Nodes of one function (or the module) without descending into nested functions and classes."""
     stack = list(ast.iter_child_nodes(scope))
     while stack:
@@ -140,7 +140,7 @@ def _scope_nodes(scope: ast.AST):  # noqa: ANN202
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _handed_parsers(tree: ast.Module, functions: list[ast.AST], made_at: list[int]) -> list[tuple[str, str, int]]:
+def _handed_parsers(tree: ast.Module, functions: list[Any], made_at: list[int]) -> list[tuple[str, str, int]]:
     """(callee, name, line) where a parser made in a scope is passed to a call in that same scope.
 
     Only the scopes that make a parser (the innermost function around each ``made_at`` line, or the
@@ -149,7 +149,7 @@ def _handed_parsers(tree: ast.Module, functions: list[ast.AST], made_at: list[in
     scopes: list[ast.AST] = []
     for line in made_at:
         around = [f for f in functions if f.lineno <= line <= (getattr(f, "end_lineno", None) or f.lineno)]
-        scope = max(around, key=lambda f: f.lineno) if around else tree
+        scope: ast.AST = max(around, key=lambda f: f.lineno) if around else tree
         if scope not in scopes:
             scopes.append(scope)
     out = []
@@ -249,14 +249,14 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
     calls.sort(key=lambda n: (n.lineno, n.col_offset))
     set_defaults: dict[str, Any] = {}
     for call in calls:
-        name = call.func.attr  # type: ignore[union-attr]
-        if name == "set_defaults" and on_parser(call.func.value):  # type: ignore[union-attr]
+        name = call.func.attr  # type: ignore[attr-defined]
+        if name == "set_defaults" and on_parser(call.func.value):  # type: ignore[attr-defined]
             for kw in call.keywords:
                 if kw.arg:
                     ok, v = consts.literal(kw.value)
                     set_defaults[kw.arg] = v if ok else source.segment(kw.value)
             continue
-        if name != "add_argument" or not on_parser(call.func.value):  # type: ignore[union-attr]
+        if name != "add_argument" or not on_parser(call.func.value):  # type: ignore[attr-defined]
             continue
         opt = _option(source, call, consts, flag_actions)
         if opt is None:
@@ -349,7 +349,7 @@ def site_packages(root: Path) -> list[Path]:
         if entry and entry.endswith(("site-packages", "dist-packages")):
             out.append(Path(entry))
     seen: set[Path] = set()
-    return [p for p in out if not (p in seen or seen.add(p))]
+    return [p for p in out if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
 
 
 def find_installed(root: Path, package: str, relpath: str) -> Path | None:

@@ -8,6 +8,7 @@ the line of every frontmatter key (nested keys as ``metadata.author``).
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from typing import Any
 from urllib.parse import unquote
@@ -38,7 +39,7 @@ def split_row(line: str) -> list[tuple[int, int]]:
             bounds.append(i)
         i += 1
     cuts = [-1] + bounds + [len(line)]
-    segs = [(a + 1, b) for a, b in zip(cuts, cuts[1:])]
+    segs = [(a + 1, b) for a, b in itertools.pairwise(cuts)]
     if segs and bounds and not line[: bounds[0]].strip():
         segs = segs[1:]  # before a leading pipe
     if segs and bounds and not line[bounds[-1] + 1:].strip():

@@ -187,7 +187,7 @@ _TITLE_TARGET = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.DOTALL)
 
 
 def _xref_role(kind: str | None):
-    def role(name, rawtext, text, lineno, inliner, options=None, content=None):  # noqa: ANN001, ANN202
+    def role(name, rawtext, text, lineno, inliner, options=None, content=None):
         text = docutils.utils.unescape(text)
         m = _TITLE_TARGET.match(text)
         title, target = (m.group(1), m.group(2)) if m else (text, text)
@@ -201,7 +201,7 @@ def _xref_role(kind: str | None):
     return role
 
 
-def _literal_role(name, rawtext, text, lineno, inliner, options=None, content=None):  # noqa: ANN001, ANN201
+def _literal_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     text = docutils.utils.unescape(text)
     m = _TITLE_TARGET.match(text)
     shown = m.group(1) if (m and name not in ("samp", "code", "kbd")) else text
@@ -262,7 +262,7 @@ def too_deep(text: str) -> tuple[int, int] | None:
     for i, line in enumerate(text.split("\n"), start=1):
         if len(line) <= MAX_INDENT or not line[:1].isspace() and line[:1] not in "-*+#0123456789|\u2022":
             continue
-        cols = len(_NESTING_RE.match(line.expandtabs(8)).group(0))
+        cols = len(_NESTING_RE.match(line.expandtabs(8)).group(0))  # type: ignore[union-attr]  # matches any line
         if cols > MAX_INDENT:
             return i, cols
     return None

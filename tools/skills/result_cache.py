@@ -64,7 +64,7 @@ def _read(path: str, cap: int = MAX_CACHE_BYTES) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
             return None
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:

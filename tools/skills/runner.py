@@ -10,7 +10,8 @@ from __future__ import annotations
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from inputs import INPUT_CODES, problem
 from loader import all_problems

@@ -28,8 +28,17 @@ def state(pid: int) -> str | None:
 
 
 def alive(pid: int) -> bool:
-    """True while ``pid`` is a live process (a zombie counts as dead)."""
-    return state(pid) not in (None, "Z", "X")
+    """True while ``pid`` is a live process: it exists (another user's counts) and is no zombie (exited, not
+    yet reaped). The one definition of process liveness: supervisor, monitor, watchdog and run locks use it."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return state(pid) not in ("Z", "X")
 
 
 def stopped(pid: int) -> bool:

@@ -1,7 +1,7 @@
 """Run one Python file as a module of its own, without its package's ``__init__`` (stdlib only).
 
-The launcher uses it for ``train.py``'s parser and for the task catalog: ``mgpu_lab.train.tasks``'s ``__init__``
-registers the tasks with gymnasium (numpy, about a second), which a ``--dry_run`` must not pay for.
+The launcher uses it for ``train.py``'s parser, and the trainer's checks for the task catalog
+(:func:`mgpu_lab.train.checks.task_catalog`), which a ``--dry_run`` must get without numpy and gymnasium.
 ``importlib.util`` is avoided on purpose: its contextlib import costs start-up time.
 """
 
@@ -23,17 +23,3 @@ def load_source(name: str, path: str) -> types.ModuleType:
     SourceFileLoader(name, path).exec_module(module)
     sys.modules[name] = module
     return module
-
-
-def task_catalog() -> types.ModuleType:
-    """``mgpu_lab.train.tasks.catalog``: the package's own when it is imported already, else the file on its own."""
-    if "mgpu_lab.train.tasks" in sys.modules:
-        import mgpu_lab.train.tasks.catalog
-
-        return mgpu_lab.train.tasks.catalog
-    import os
-
-    import mgpu_lab
-
-    return load_source("_mgpu_lab_task_catalog", os.path.join(os.path.dirname(mgpu_lab.__file__), "train",
-                                                               "tasks", "catalog.py"))

@@ -154,8 +154,8 @@ def report(records: dict[int, heartbeat.Failure], exits: dict[int, Exit], beats:
             return Report([f"{prog}: error: all {count} ranks refused: {messages[0]}"], 2, True)
         lines = [f"{prog}: error: {len(refusals)} of {count} rank(s) refused their input:"]
         for r in sorted(refusals):
-            f = refusals[r]
-            lines.append(f"[ERROR] launcher:   {_rank_line(r, world, f.node, f.pid, 'refused: ' + f.detail)}")
+            refusal = refusals[r]
+            lines.append(f"[ERROR] launcher:   {_rank_line(r, world, refusal.node, refusal.pid, 'refused: ' + refusal.detail)}")
         lines += [f"[ERROR] launcher:   rank {r}: {STOPPED_BY_TORCHRUN}" for r in sorted(stopped)]
         return Report(lines, 2, True)
 

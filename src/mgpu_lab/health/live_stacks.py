@@ -20,6 +20,11 @@ import sys
 import time
 from pathlib import Path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
 #: Signal asking the launcher for every rank's stack.
 REQUEST_SIGNAL = signal.SIGUSR2
 #: Folder under the run folder that holds one sub-folder per request.
@@ -35,7 +40,7 @@ class LiveStacks:
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous = None
+        self._previous: Callable[[int, FrameType | None], object] | int | None = None
 
     def install(self) -> None:
         self._previous = signal.signal(REQUEST_SIGNAL, self._on_signal)
@@ -47,7 +52,7 @@ class LiveStacks:
     def _on_signal(self, signum: int, frame: object) -> None:
         self.requested = True
 
-    def collect_if_requested(self, supervise_dir: str, now: float, nccl_dump=None) -> Path | None:  # noqa: ANN001
+    def collect_if_requested(self, supervise_dir: str, now: float, nccl_dump=None) -> Path | None:
         """On a pending request: collect, write and print; return the folder written (else None)."""
         if not self.requested:
             return None
@@ -78,7 +83,7 @@ def _new_folder(run_dir: Path | None) -> Path:
     return Path(tempfile.mkdtemp(prefix="mgpu_lab_stacks_"))
 
 
-def summary_lines(ranks) -> list[str]:  # noqa: ANN001 - list[mgpu_lab.health.watchdog.RankState]
+def summary_lines(ranks) -> list[str]:
     """One line per rank: where it is (the watchdog's classification)."""
     if not ranks:
         return [f"{PREFIX} no rank of this node is training yet (no heartbeat); ask again once training runs"]
@@ -87,7 +92,7 @@ def summary_lines(ranks) -> list[str]:  # noqa: ANN001 - list[mgpu_lab.health.wa
 
 
 def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None,
-            out=None) -> Path:  # noqa: ANN001 - a text stream
+            out=None) -> Path:
     """Ask every rank of this node for its stack; write the files and the summary; print the summary."""
     from mgpu_lab.health import heartbeat
     from mgpu_lab.core.atomic import atomic_write_bytes
@@ -144,7 +149,7 @@ def launcher_of(run_dir: Path) -> int:
     import socket
 
     from mgpu_lab.runs import continue_run
-    from mgpu_lab.job.supervise import alive, process_table
+    from mgpu_lab.core.procs import alive, process_table
 
     lock = continue_run.read_lock(run_dir)
     if lock is None or not continue_run.is_live(lock):
@@ -164,7 +169,7 @@ def launcher_of(run_dir: Path) -> int:
     return lock.launcher_pid
 
 
-def request(target: str, log_root: str, timeout_s: float, out=None) -> int:  # noqa: ANN001
+def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
     """``isaaclab stacks``: ask the launcher of a live run for every rank's stack; print its summary.
     0: summary printed; 1: no answer within ``timeout_s``; 2: no live launcher to ask."""
     out = out if out is not None else sys.stdout

@@ -12,9 +12,10 @@ Adapters count env steps through a :class:`StepClock`, which turns steps into it
 per-iteration hook. Files are named by global rank (torchrun's virtual local rank gives every worker
 local rank 0).
 
-``MGPU_LAB_FAULT`` is a testing aid (off unless set): comma-separated ``KIND:RANK:ITER[:ARG]`` entries,
-each firing on the given global rank at the first training iteration at or after ITER, on the
-first attempt only (``TORCHELASTIC_RESTART_COUNT`` unset or 0):
+Injected faults (a seam: :func:`mgpu_lab.train.trainer.main` takes them as a parameter, and the tests pass
+them; nothing reads them from the environment), written ``KIND:RANK:ITER[:ARG]`` (:func:`parse_faults`), each
+fire on the given global rank at the first training iteration at or after ITER, on the first attempt only
+(``TORCHELASTIC_RESTART_COUNT`` unset or 0):
 
 - ``hang``: the rank stops making progress in a Python sleep loop, outside any collective;
 - ``skip``: the rank returns from its next ``torch.distributed`` collective without joining it, so its
@@ -34,28 +35,22 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from mgpu_lab.health import heartbeat
 
-FAULT_ENV = "MGPU_LAB_FAULT"
-RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
 FAULT_KINDS = ("hang", "skip", "raise", "signal")
 
-#: torch.distributed functions that ``skip`` intercepts (every collective the libraries call, and more)
-COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "all_gather_object",
-               "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter",
-               "all_to_all", "all_to_all_single")
 
 
 # --- the fault switch ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Fault:
-    """One ``MGPU_LAB_FAULT`` entry: ``kind`` on global rank ``rank`` at iteration ``iteration``."""
+    """One injected fault: ``kind`` on global rank ``rank`` at iteration ``iteration``."""
 
     kind: str
     rank: int
@@ -82,13 +77,13 @@ def _signal_number(text: str) -> int:
 
 
 def parse_faults(text: str | None) -> tuple[Fault, ...]:
-    """Parse ``MGPU_LAB_FAULT``; raise ValueError with a one-line message naming the bad entry."""
+    """Parse comma-separated ``KIND:RANK:ITER[:ARG]`` faults; ValueError with a one-line message naming the bad entry."""
     if not text or not text.strip():
         return ()
     faults = []
     for entry in text.split(","):
         parts = [p.strip() for p in entry.strip().split(":")]
-        usage = f"{FAULT_ENV}: bad entry {entry.strip()!r}: expected KIND:RANK:ITER[:ARG] with KIND one of " \
+        usage = f"fault: bad entry {entry.strip()!r}: expected KIND:RANK:ITER[:ARG] with KIND one of " \
                 f"{', '.join(FAULT_KINDS)}"
         if len(parts) not in (3, 4) or parts[0] not in FAULT_KINDS:
             raise ValueError(usage)
@@ -98,19 +93,23 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
         signum = int(signal.SIGKILL)
         if len(parts) == 4:
             if kind != "signal":
-                raise ValueError(usage + f" (only signal takes an ARG)")
+                raise ValueError(usage + " (only signal takes an ARG)")
             try:
                 signum = _signal_number(parts[3])
             except ValueError as exc:
-                raise ValueError(f"{FAULT_ENV}: bad entry {entry.strip()!r}: {exc}") from None
+                raise ValueError(f"fault: bad entry {entry.strip()!r}: {exc}") from None
         faults.append(Fault(kind, int(rank_text), int(it_text), signum))
     return tuple(faults)
 
 
-def first_attempt(environ: dict[str, str] | os._Environ = os.environ) -> bool:
-    """True unless torchrun says this is a restarted worker group."""
-    raw = environ.get(RESTART_ENV, "").strip()
-    return raw in ("", "0")
+def first_attempt(environ: Mapping[str, str] = os.environ) -> bool:
+    """True unless torchrun says this is a restarted worker group (an unreadable count is no first attempt)."""
+    from mgpu_lab.runs.resume import restart_count
+
+    try:
+        return restart_count(environ) == 0
+    except ValueError:
+        return False
 
 
 def _say(text: str) -> None:
@@ -120,7 +119,7 @@ def _say(text: str) -> None:
 
 def wait_forever(reason: str) -> None:
     """The injected hang: a Python sleep loop outside any collective (the launcher's watchdog ends it)."""
-    _say(f"[FAULT] {reason}: waiting forever ({FAULT_ENV})")
+    _say(f"[FAULT] {reason}: waiting forever (injected fault)")
     while True:
         time.sleep(1.0)
 
@@ -147,7 +146,7 @@ class SkipCollective:
     def install(self) -> None:
         import torch.distributed as tdist
 
-        for name in COLLECTIVES:
+        for name in heartbeat.COLLECTIVES:
             original = getattr(tdist, name, None)
             if original is not None:
                 self.originals[name] = original
@@ -159,7 +158,7 @@ class SkipCollective:
                 wait_forever(f"rank {self.fault.rank} skipped {self.skipped}, now before {name}")
             if self.armed:
                 self.skipped = name
-                _say(f"[FAULT] rank {self.fault.rank}: skipped torch.distributed.{name} ({FAULT_ENV})")
+                _say(f"[FAULT] rank {self.fault.rank}: skipped torch.distributed.{name} (injected fault)")
                 return _DoneWork() if kwargs.get("async_op") else None
             return original(*args, **kwargs)
 
@@ -187,10 +186,10 @@ class FaultSwitch:
             elif fault.kind == "hang":
                 wait_forever(f"rank {fault.rank}: injected hang at iteration {iteration}")
             elif fault.kind == "raise":
-                raise RuntimeError(f"injected fault: raise at iteration {iteration} on rank {fault.rank} ({FAULT_ENV})")
+                raise RuntimeError(f"injected fault: raise at iteration {iteration} on rank {fault.rank}")
             elif fault.kind == "signal":
                 _say(f"[FAULT] rank {fault.rank}: sending itself {signal.Signals(fault.signum).name} at iteration "
-                     f"{iteration} ({FAULT_ENV})")
+                     f"{iteration} (injected fault)")
                 os.kill(os.getpid(), fault.signum)
 
 
@@ -297,7 +296,7 @@ class StepClock:
     ``start_iteration`` is where a resumed run starts counting.
     """
 
-    __slots__ = ("steps_per_iteration", "start_iteration", "on_iteration", "batches", "env_steps", "_left")
+    __slots__ = ("_left", "batches", "env_steps", "on_iteration", "start_iteration", "steps_per_iteration")
 
     def __init__(self, steps_per_iteration: int, start_iteration: int = 0,
                  on_iteration: Callable[[int], None] | None = None) -> None:

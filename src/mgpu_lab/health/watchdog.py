@@ -25,13 +25,11 @@ from pathlib import Path
 from mgpu_lab.health import heartbeat
 from mgpu_lab.core import procs
 
-#: torch.distributed functions that block until every rank of the group takes part.
-COLLECTIVES = frozenset({
-    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all", "all_to_all_single",
-    "barrier", "monitored_barrier", "broadcast", "broadcast_object_list", "gather", "gather_object", "reduce",
-    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send", "recv", "isend", "irecv",
-    "batch_isend_irecv", "init_process_group", "new_group", "_store_based_barrier", "wait",
-})
+#: torch.distributed functions a rank waits in for its peers: the collectives, point-to-point and set-up calls.
+WAITS = frozenset(heartbeat.COLLECTIVES) | {
+    "send", "recv", "isend", "irecv", "batch_isend_irecv", "init_process_group", "new_group",
+    "_store_based_barrier", "wait",
+}
 _C10D_FILE = "torch/distributed/distributed_c10d.py"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first")
@@ -163,7 +161,7 @@ def _in_torch_distributed(frame: Frame) -> bool:
 def locate(frames: list[Frame]) -> tuple[str | None, Frame | None]:
     """(collective the thread waits in or None, the caller's frame or the innermost frame of interest)."""
     for i, frame in enumerate(frames):
-        if frame.file.replace("\\", "/").endswith(_C10D_FILE) and frame.func in COLLECTIVES:
+        if frame.file.replace("\\", "/").endswith(_C10D_FILE) and frame.func in WAITS:
             caller = next((f for f in frames[i + 1:] if not _in_torch_distributed(f)), None)
             return frame.func, caller
     interesting = next((f for f in frames if "/lib/python" not in f.file.replace("\\", "/")), None)
@@ -215,7 +213,7 @@ class Watchdog:
             return False
         if not beats or self.last_progress is None or self.training is None:
             return False
-        if not all(_alive(b.pid) for b in beats.values()):
+        if not all(procs.alive(b.pid) for b in beats.values()):
             # a rank's process is gone: torchrun stops or restarts the group (a new attempt's ranks beat
             # afresh), so this is no hang; the clock starts again once every rank beats from a live process
             self.last_progress = now
@@ -313,17 +311,6 @@ def write_report(report: Report, run_dir: Path | None) -> Path:
     report.files.append(summary)
     report.folder = folder
     return folder
-
-
-def _alive(pid: int) -> bool:
-    """A zombie (exited, not yet reaped by torchrun) is not alive; another user's process is."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return procs.state(pid) not in ("Z", "X")
 
 
 def _size(path: Path) -> int:

@@ -1,13 +1,16 @@
 """The grace period between a stop signal and SIGKILL (``MGPU_LAB_KILL_GRACE_S``), read and checked once.
 
 Its own small module (stdlib only) so the launcher checks the setting before anything starts without
-loading the whole supervisor (:mod:`mgpu_lab.job.supervise`, which re-exports these names).
+loading the whole supervisor (:mod:`mgpu_lab.job.supervise`).
 """
 
 from __future__ import annotations
 
 import math
-import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 #: Environment variable holding the grace period, in seconds, between a stop signal and SIGKILL.
 GRACE_ENV = "MGPU_LAB_KILL_GRACE_S"
@@ -19,7 +22,7 @@ class SuperviseError(Exception):
     """Bad supervision settings (reported by the launcher as a usage error)."""
 
 
-def grace_from_env(environ: dict[str, str] | os._Environ[str]) -> float:
+def grace_from_env(environ: Mapping[str, str]) -> float:
     """The kill grace period from :data:`GRACE_ENV`: a finite number of seconds, 0 to MAX_GRACE_S."""
     raw = environ.get(GRACE_ENV)
     if raw is None:

@@ -24,12 +24,12 @@ import sys
 import time
 
 from mgpu_lab.core import procs
-from mgpu_lab.job.kill_grace import DEFAULT_GRACE_S, GRACE_ENV, MAX_GRACE_S, SuperviseError, grace_from_env  # noqa: F401
-from mgpu_lab.core.procs import alive, descendants, process_table  # noqa: F401 - the supervisor's view of /proc
+from mgpu_lab.core.procs import alive, descendants
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Sequence
+    import subprocess
+    from collections.abc import Callable, Sequence
 
 #: Environment variable whose value tags every process of one job (unique per job).
 JOB_TAG_ENV = "MGPU_LAB_JOB_TAG"
@@ -233,6 +233,46 @@ class Supervisor:
         reap()
 
 
+def _watch(proc: subprocess.Popen[bytes], supervisor: Supervisor, *, tick: Callable[[Supervisor, float], None] | None,
+           tick_s: float, stderr_sink: Callable[[bytes], None] | None, parent_pid: int) -> None:
+    """Until the job is gone: hand its stderr to the sink, tick, escalate, and notice a vanished parent."""
+    import select
+
+    err_fd = proc.stderr.fileno() if proc.stderr is not None and stderr_sink is not None else None
+    next_tick = time.monotonic()
+    drain_until: float | None = None
+    while True:
+        timeout = max(0.0, next_tick - time.monotonic())
+        if err_fd is not None and stderr_sink is not None:
+            try:
+                ready, _, _ = select.select([err_fd], [], [], timeout)
+            except InterruptedError:
+                ready = []
+            if ready:
+                chunk = os.read(err_fd, 65536)
+                if chunk:
+                    stderr_sink(chunk)
+                else:
+                    err_fd = None
+        elif proc.poll() is None:
+            time.sleep(min(timeout, tick_s))
+        if proc.poll() is not None:
+            if err_fd is None:
+                return
+            if drain_until is None:  # torchrun is gone; a leftover worker may still hold the pipe
+                drain_until = time.monotonic() + 1.0
+            elif time.monotonic() >= drain_until:
+                return
+        now = time.monotonic()
+        if now >= next_tick:
+            next_tick = now + tick_s
+            if os.getppid() != parent_pid and supervisor.interrupted is None:
+                supervisor.on_signal(signal.SIGHUP, None)  # whoever started us is gone
+            supervisor.escalate_if_due()
+            if tick is not None and supervisor.signum is None:
+                tick(supervisor, now)
+
+
 def run_supervised(cmd: Sequence[str], env: dict[str, str], *, grace_s: float,
                    tick: Callable[[Supervisor, float], None] | None = None, tick_s: float = 0.25,
                    stderr_sink: Callable[[bytes], None] | None = None) -> tuple[int, Supervisor]:
@@ -243,7 +283,6 @@ def run_supervised(cmd: Sequence[str], env: dict[str, str], *, grace_s: float,
     it to the console). The status is the job's, 128 + N when it died of signal N, or 128 + N when the
     launcher got stop signal N; 2 when the command could not start.
     """
-    import select
     import subprocess
 
     prctl = _prctl()
@@ -271,40 +310,8 @@ def run_supervised(cmd: Sequence[str], env: dict[str, str], *, grace_s: float,
             print(f"isaaclab train_multigpu: error: cannot start {cmd[0]}: {exc}", file=sys.stderr)
             return 2, supervisor
         supervisor.started(proc.pid)
-        err_fd = proc.stderr.fileno() if proc.stderr is not None else None
-        next_tick = time.monotonic()
-        drain_until: float | None = None
         try:
-            while True:
-                timeout = max(0.0, next_tick - time.monotonic())
-                if err_fd is not None:
-                    try:
-                        ready, _, _ = select.select([err_fd], [], [], timeout)
-                    except InterruptedError:
-                        ready = []
-                    if ready:
-                        chunk = os.read(err_fd, 65536)
-                        if chunk:
-                            stderr_sink(chunk)  # type: ignore[misc]
-                        else:
-                            err_fd = None
-                elif proc.poll() is None:
-                    time.sleep(min(timeout, tick_s))
-                if proc.poll() is not None:
-                    if err_fd is None:
-                        break
-                    if drain_until is None:  # torchrun is gone; a leftover worker may still hold the pipe
-                        drain_until = time.monotonic() + 1.0
-                    elif time.monotonic() >= drain_until:
-                        break
-                now = time.monotonic()
-                if now >= next_tick:
-                    next_tick = now + tick_s
-                    if os.getppid() != parent_pid and supervisor.interrupted is None:
-                        supervisor.on_signal(signal.SIGHUP, None)  # whoever started us is gone
-                    supervisor.escalate_if_due()
-                    if tick is not None and supervisor.signum is None:
-                        tick(supervisor, now)
+            _watch(proc, supervisor, tick=tick, tick_s=tick_s, stderr_sink=stderr_sink, parent_pid=parent_pid)
             rc = proc.wait()
         finally:
             supervisor.clean_up()

@@ -12,8 +12,6 @@ The launcher asks two questions before it builds the torchrun (or skrl JAX) comm
 Both are functions of their inputs (the environment is passed in), so the launcher, ``--dry_run`` and the
 tests see the same answer. Bad input raises :class:`ClusterError` with a one-line message.
 
-Testing aids (documented, off by default): ``MGPU_LAB_SHM_PATH`` checks another folder instead of
-``/dev/shm``; ``MGPU_LAB_SHM_FREE_BYTES`` pretends that folder has that many free bytes.
 """
 
 from __future__ import annotations
@@ -26,10 +24,6 @@ TYPE_CHECKING = False  # typing stays unimported: the launcher answers --dry_run
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-#: Testing aid: the folder checked instead of /dev/shm.
-SHM_PATH_ENV = "MGPU_LAB_SHM_PATH"
-#: Testing aid: pretend the shared-memory folder has this many free bytes.
-SHM_FREE_ENV = "MGPU_LAB_SHM_FREE_BYTES"
 SHM_PATH = "/dev/shm"
 
 # What NCCL needs in /dev/shm per rank on a node. NCCL's shared-memory transport creates one segment per
@@ -83,7 +77,7 @@ class ClusterError(Exception):
 class Inferred:
     """One launcher option filled from the environment, with the variables it came from."""
 
-    __slots__ = ("dest", "value", "sources")
+    __slots__ = ("dest", "sources", "value")
 
     def __init__(self, dest: str, value: str, sources: tuple[tuple[str, str], ...]) -> None:
         self.dest = dest  # the launcher option's argparse dest, e.g. "nnodes"
@@ -111,7 +105,7 @@ class NodePlan:
     ``scheduler``: ``"slurm"``, ``"kubernetes"`` or None.
     """
 
-    __slots__ = ("scheduler", "inferred", "notes", "warnings")
+    __slots__ = ("inferred", "notes", "scheduler", "warnings")
 
     def __init__(self, scheduler: str | None = None, inferred: tuple[Inferred, ...] = (),
                  notes: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> None:
@@ -220,47 +214,66 @@ def _nnodes_range(value: str) -> tuple[int, int] | None:
     return low, int(m.group(2)) if m.group(2) is not None else low
 
 
-def _slurm_plan(env: Mapping[str, str], given: Mapping[str, str], *, jax: bool) -> NodePlan:
-    present = [name for name in _SLURM_MARKERS if env.get(name, "").strip()]
-    job = _first(env, _JOB_ID)
-    step = _first(env, _STEP_ID)
-    count = _first(env, _NUM_NODES)
-    if job is None and step is None:
-        shown = ", ".join(f"{name}={env[name].strip()}" for name in present)
-        raise ClusterError(
-            f"a partial SLURM environment: {shown} but no SLURM_JOB_ID; give the node flags yourself, "
-            f"{_NO_SLURM_HINT}"
-        )
-    if step is None:
-        # A batch script or salloc shell, not an srun step: this launcher runs on one node only.
-        nodes = int(count[1]) if count and count[1].isdigit() else 1
-        if nodes > 1:
-            return NodePlan("slurm", warnings=(
-                f"[WARN] launcher: SLURM job {job[1]} has {nodes} nodes ({count[0]}={count[1]}) but this launcher "
-                "is not in an srun step, so it trains on this node only; start it on every node with "
-                "srun --ntasks-per-node=1 (see the Clusters section of the multi-GPU docs)",
-            ))
-        return NodePlan("slurm", notes=(
-            f"[INFO] launcher: SLURM job {job[1]} outside an srun step: a single node, nothing inferred",
+def _outside_step(job: tuple[str, str], count: tuple[str, str] | None) -> NodePlan:
+    """A batch script or salloc shell, not an srun step: this launcher runs on one node only."""
+    nodes = int(count[1]) if count and count[1].isdigit() else 1
+    if count is not None and nodes > 1:
+        return NodePlan("slurm", warnings=(
+            f"[WARN] launcher: SLURM job {job[1]} has {nodes} nodes ({count[0]}={count[1]}) but this launcher "
+            "is not in an srun step, so it trains on this node only; start it on every node with "
+            "srun --ntasks-per-node=1 (see the Clusters section of the multi-GPU docs)",
         ))
+    return NodePlan("slurm", notes=(
+        f"[INFO] launcher: SLURM job {job[1]} outside an srun step: a single node, nothing inferred",
+    ))
 
+
+def _check_one_task_per_node(env: Mapping[str, str]) -> None:
     tasks = _first(env, ("SLURM_STEP_TASKS_PER_NODE",))
     per_node = _tasks_per_node(tasks[1]) if tasks else None
     local = _first(env, ("SLURM_LOCALID",))
     if (per_node is not None and per_node > 1) or (local is not None and local[1] != "0"):
-        shown = f"{tasks[0]}={tasks[1]}" if per_node is not None and per_node > 1 else f"{local[0]}={local[1]}"
+        shown = f"{tasks[0]}={tasks[1]}" if tasks and per_node is not None and per_node > 1 else \
+            f"{local[0]}={local[1]}" if local else ""
         raise ClusterError(
             f"SLURM started more than one task per node ({shown}); the launcher starts one rank per GPU "
             f"itself, so run one launcher per node: srun --ntasks-per-node=1 ..., {_NO_SLURM_HINT}"
         )
 
-    static = "master_addr" in given or "master_port" in given or given.get("rdzv_backend") == "static"
-    other_backend = "rdzv_backend" in given and given["rdzv_backend"] not in ("c10d", "static")
-    needs_host = (
-        ("coordinator_address" not in given) if jax
-        else ("master_addr" not in given) if static
-        else ("rdzv_endpoint" not in given and not other_backend)
-    )
+
+class _Rendezvous:
+    """Which rendezvous the given flags choose, and whether SLURM must name its host."""
+
+    def __init__(self, given: Mapping[str, str], jax: bool) -> None:
+        self.jax = jax
+        self.static = "master_addr" in given or "master_port" in given or given.get("rdzv_backend") == "static"
+        self.other_backend = "rdzv_backend" in given and given["rdzv_backend"] not in ("c10d", "static")
+        self.needs_host = (
+            ("coordinator_address" not in given) if jax
+            else ("master_addr" not in given) if self.static
+            else ("rdzv_endpoint" not in given and not self.other_backend)
+        )
+
+
+class _Inference:
+    """What SLURM implies, option by option: inferred where not given, a note where the user said otherwise."""
+
+    def __init__(self, given: Mapping[str, str]) -> None:
+        self.given = given
+        self.inferred: list[Inferred] = []
+        self.notes: list[str] = []
+
+    def __call__(self, dest: str, value: str, sources: tuple[tuple[str, str], ...]) -> None:
+        if dest not in self.given:
+            self.inferred.append(Inferred(dest, value, sources))
+        elif str(self.given[dest]) != value:
+            origin = ", ".join(f"{name}={val}" for name, val in sources)
+            self.notes.append(f"[INFO] launcher: --{dest} {self.given[dest]} given (SLURM implies {value}, "
+                              f"from {origin})")
+
+
+def _check_complete(env: Mapping[str, str], job: tuple[str, str] | None, count: tuple[str, str] | None,
+                    given: Mapping[str, str], needs_host: bool) -> None:
     needed = {
         "SLURM_JOB_ID": job is None,
         "SLURM_JOB_NUM_NODES": count is None and "nnodes" not in given,
@@ -269,23 +282,16 @@ def _slurm_plan(env: Mapping[str, str], given: Mapping[str, str], *, jax: bool) 
     }
     missing = [name for name, lacking in needed.items() if lacking]
     if missing:
-        shown = ", ".join(f"{name}={env[name].strip()}" for name in present)
+        shown = ", ".join(f"{name}={env[name].strip()}" for name in _SLURM_MARKERS if env.get(name, "").strip())
         raise ClusterError(
             f"a partial SLURM environment: {shown} but no {' or '.join(missing)}; give the node flags "
             f"yourself, {_NO_SLURM_HINT}"
         )
 
-    inferred: list[Inferred] = []
-    notes: list[str] = []
 
-    def infer(dest: str, value: str, sources: tuple[tuple[str, str], ...]) -> None:
-        if dest in given:
-            if str(given[dest]) != value:
-                origin = ", ".join(f"{name}={val}" for name, val in sources)
-                notes.append(f"[INFO] launcher: --{dest} {given[dest]} given (SLURM implies {value}, from {origin})")
-        else:
-            inferred.append(Inferred(dest, value, sources))
-
+def _infer_node(env: Mapping[str, str], count: tuple[str, str] | None, given: Mapping[str, str],
+                infer: _Inference) -> int:
+    """--nnodes and --node_rank from the step's node count and index; return the node count (0: unknown)."""
     nodes = 0
     if count is not None:
         if not count[1].isdigit() or int(count[1]) < 1:
@@ -298,46 +304,68 @@ def _slurm_plan(env: Mapping[str, str], given: Mapping[str, str], *, jax: bool) 
                 f"{nodes} node(s); give --nnodes {nodes} or leave it out, {_NO_SLURM_HINT}"
             )
         infer("nnodes", str(nodes), (count,))
-
     node_id = _first(env, _NODE_ID)
     if node_id is not None:
         if not node_id[1].isdigit() or (nodes and int(node_id[1]) >= nodes):
             raise ClusterError(f"{node_id[0]}={node_id[1]}: not a node index below {nodes}; {_NO_SLURM_HINT}")
         infer("node_rank", node_id[1], (node_id,))
+    return nodes
 
-    host = None
+
+def _first_host(nodelist: tuple[str, str], count: tuple[str, str] | None, nodes: int, jax: bool) -> str:
+    """The step's first node: where node 0 hosts the rendezvous."""
+    try:
+        hosts = expand_nodelist(nodelist[1])
+    except ClusterError as exc:
+        raise ClusterError(
+            f"{nodelist[0]}: {exc}; give the rendezvous host yourself "
+            f"({'--coordinator_address' if jax else '--rdzv_endpoint or --master_addr'}), {_NO_SLURM_HINT}"
+        ) from None
+    if nodes and len(hosts) != nodes and count is not None:
+        raise ClusterError(
+            f"{nodelist[0]}={nodelist[1]} names {len(hosts)} node(s) but {count[0]}={count[1]}; "
+            f"{_NO_SLURM_HINT}"
+        )
+    return hosts[0]
+
+
+def _slurm_plan(env: Mapping[str, str], given: Mapping[str, str], *, jax: bool) -> NodePlan:
+    job = _first(env, _JOB_ID)
+    step = _first(env, _STEP_ID)
+    count = _first(env, _NUM_NODES)
+    if job is None and step is None:
+        shown = ", ".join(f"{name}={env[name].strip()}" for name in _SLURM_MARKERS if env.get(name, "").strip())
+        raise ClusterError(
+            f"a partial SLURM environment: {shown} but no SLURM_JOB_ID; give the node flags yourself, "
+            f"{_NO_SLURM_HINT}"
+        )
+    if step is None:
+        assert job is not None
+        return _outside_step(job, count)
+    _check_one_task_per_node(env)
+    rdzv = _Rendezvous(given, jax)
+    _check_complete(env, job, count, given, rdzv.needs_host)
+    assert job is not None  # _check_complete refused its absence
+    infer = _Inference(given)
+    nodes = _infer_node(env, count, given, infer)
     nodelist = _first(env, _NODE_LIST)
-    if needs_host and nodelist is not None:
-        try:
-            hosts = expand_nodelist(nodelist[1])
-        except ClusterError as exc:
-            raise ClusterError(
-                f"{nodelist[0]}: {exc}; give the rendezvous host yourself "
-                f"({'--coordinator_address' if jax else '--rdzv_endpoint or --master_addr'}), {_NO_SLURM_HINT}"
-            ) from None
-        if nodes and len(hosts) != nodes:
-            raise ClusterError(
-                f"{nodelist[0]}={nodelist[1]} names {len(hosts)} node(s) but {count[0]}={count[1]}; "
-                f"{_NO_SLURM_HINT}"
-            )
-        host = hosts[0]
+    host = _first_host(nodelist, count, nodes, jax) if rdzv.needs_host and nodelist is not None else None
     port = str(rendezvous_port(job[1]))
     host_sources = (nodelist, job) if nodelist is not None else (job,)
-
     if jax:
         if host is not None:
             infer("coordinator_address", f"{host}:{port}", host_sources)
-    elif static:
-        if host is not None:
+    elif rdzv.static:
+        if host is not None and nodelist is not None:
             infer("master_addr", host, (nodelist,))
         infer("master_port", port, (job,))
     else:
-        if not other_backend:
+        if not rdzv.other_backend:
             infer("rdzv_backend", "c10d", (step,))
             if host is not None:
                 infer("rdzv_endpoint", f"{host}:{port}", host_sources)
         infer("rdzv_id", f"{job[1]}.{step[1]}", (job, step))
-    return NodePlan("slurm", tuple(inferred), tuple(notes))
+    return NodePlan("slurm", tuple(infer.inferred), tuple(infer.notes))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -407,26 +435,22 @@ _SHM_FIX = ("docker run --shm-size={size} (or --ipc=host), or on Kubernetes moun
             "medium: Memory at /dev/shm; NCCL_SHM_DISABLE=1 is a slower workaround, not the fix")
 
 
-def shm_warning(ranks_on_node: int, env: Mapping[str, str]) -> str | None:
+def shm_warning(ranks_on_node: int, *, path: str = SHM_PATH, free_bytes: int | None = None) -> str | None:
     """One ``[WARN]`` line when the shared-memory folder is missing or smaller than NCCL needs, else None.
 
     Call it before a CUDA launch with the number of ranks on this node (not for CPU ranks: gloo does not
-    use /dev/shm). ``env`` may hold the testing aids MGPU_LAB_SHM_PATH and MGPU_LAB_SHM_FREE_BYTES.
+    use /dev/shm). ``path`` is the folder to check and ``free_bytes`` its free space (read from the file
+    system when None).
     """
     if ranks_on_node < 1:
         raise ValueError(f"ranks_on_node must be at least 1, got {ranks_on_node}")
-    path = env.get(SHM_PATH_ENV) or SHM_PATH
     need = nccl_shm_bytes(ranks_on_node)
     size = f"{max(1, math.ceil(need / GIB))}g"
     if not os.path.isdir(path):
         return (f"[WARN] launcher: {path} does not exist; NCCL keeps its shared-memory segments there and fails "
                 f"to start without it: {_SHM_FIX.format(size=size)}")
-    override = env.get(SHM_FREE_ENV)
-    if override is not None:
-        if not override.strip().isdigit():
-            raise ClusterError(f"{SHM_FREE_ENV}={override!r}: give a number of bytes (a testing aid)")
-        free = int(override)
-    else:
+    free = free_bytes
+    if free is None:
         try:
             stat = os.statvfs(path)
         except OSError:

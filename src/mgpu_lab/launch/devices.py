@@ -8,9 +8,8 @@ every device after it. Unlike CUDA, which quietly drops every
 entry from the first bad one on, a bad entry, a device that does not exist or a device named twice is
 refused here in one line, before any rank starts.
 
-Testing aid: ``MGPU_LAB_TEST_GPUS=N`` replaces the driver's inventory with N made-up GPUs
-(UUIDs ``GPU-00000000-0000-0000-0000-00000000000<i>``, in hex), so the suite rehearses GPU launches on a
-machine without one.
+Callers may pass an :class:`Inventory` of their own (the tests rehearse GPU launches with made-up GPUs,
+:func:`made_up_uuid`, on a machine without one).
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-TEST_GPUS_ENV = "MGPU_LAB_TEST_GPUS"
 DRIVER_DIR = "/proc/driver/nvidia/gpus"
 SMI_TIMEOUT_S = 5
 
@@ -95,10 +93,7 @@ def _from_smi() -> Inventory | None:
 
 
 def discover(environ: Mapping[str, str], *, need_migs: bool = False) -> Inventory:
-    """This machine's GPUs (the testing aid first, then the driver's folder, then ``nvidia-smi -L``)."""
-    fake = environ.get(TEST_GPUS_ENV)
-    if fake is not None and fake.strip().isdigit():
-        return Inventory([made_up_uuid(i) for i in range(int(fake))], [], f"{TEST_GPUS_ENV}={fake}")
+    """This machine's GPUs (the driver's folder, then ``nvidia-smi -L``)."""
     found = None if need_migs else _from_driver()
     found = found or _from_smi() or _from_driver()
     return found or Inventory([], [], "no NVIDIA driver found")

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping, Sequence
 
+    from mgpu_lab.job.config import LaunchConfig
     from mgpu_lab.launch.devices import Inventory
 
 PROG = "isaaclab train_multigpu"
@@ -43,7 +44,6 @@ TORCHRUN_GROUP = "torchrun: rendezvous, workers and output (passed on only when 
 #: Argument group of torchrun-only options that the launcher itself interprets or maps.
 LAUNCHER_TORCHRUN_GROUP = "torchrun: options the launcher interprets"
 
-DEFAULT_RDZV_TIMEOUT_S = 600.0  # torchrun's own join timeout (static and c10d)
 TORCHRUN_MONITOR_INTERVAL_S = 0.1  # torchrun's default --monitor_interval
 CPU_RANKS_PER_CORE = 4  # CPU ranks beyond this many per core are refused
 #: torchrun gets the rendezvous deadline plus this margin: the launcher's own clear report comes first.
@@ -76,32 +76,6 @@ def forwarded_value(args: Sequence[str], flag: str) -> str | None:
 # --------------------------------------------------------------------------------------------------
 # the config
 # --------------------------------------------------------------------------------------------------
-
-class Config:
-    """The launcher's parsed and validated input."""
-
-    def __init__(self, args: argparse.Namespace, forwarded: list[str], *, jax: bool, device: str | None,
-                 nproc: str | None, train_script: str, passthrough: list[str], torchrun_only: list[str],
-                 environ: Mapping[str, str]) -> None:
-        self.args = args
-        self.forwarded = forwarded
-        self.jax = jax
-        self.device = device
-        self.nproc = nproc  # None: not passed (torchrun's PET_NPROC_PER_NODE applies)
-        self.train_script = train_script
-        self.passthrough = passthrough
-        self.torchrun_only = torchrun_only
-        self.environ = environ
-        self.inferred: list[str] = []  # what cluster detection filled in, and from where (for --dry_run)
-
-    @property
-    def on_cpu(self) -> bool:
-        return self.device is not None and self.device.strip().lower() == "cpu"
-
-    @property
-    def rdzv_timeout(self) -> float:
-        return self.args.rdzv_timeout if self.args.rdzv_timeout is not None else DEFAULT_RDZV_TIMEOUT_S
-
 
 class Devices:
     """Visible GPUs, read once and only when asked (a CPU-only launch never looks)."""
@@ -216,7 +190,7 @@ def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> a
     def error(message: str) -> None:
         raise UsageError(f"train.py: {message} (train.py's options: isaaclab train --help)")
 
-    parser.error = error  # type: ignore[method-assign]
+    parser.error = error
     try:
         return parser.parse_args(["--rl_library", rl_library, *forwarded, "--distributed"])
     except SystemExit:  # an action of train.py's parser that exits (version, help): not a training run
@@ -231,22 +205,36 @@ def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = F
         train_checks.check_continue_run(targs, folder=False)
         targs = type(targs)(**{**vars(targs), "continue_run": None})
     train_checks.check_args(targs, ranks)
-    if targs.checkpoint is not None and targs.checkpoint != train_checks.LATEST:
-        from mgpu_lab.runs.checkpoint import check_library  # torch, no RL library: only when a checkpoint is given
+    from mgpu_lab.runs.resume import LATEST
 
-        check_library(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
+    if targs.checkpoint is not None and targs.checkpoint != LATEST:
+        # torch, no RL library: only when a checkpoint is given
+        train_checks.check_checkpoint(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
     from mgpu_lab.runs.preflight import check_resume  # latest without a checkpoint, nothing left to train
 
     check_resume(targs, dry_run=dry_run)
     if targs.continue_run is not None:  # its folder's newest checkpoint, before any rank starts
-        from mgpu_lab.runs.continue_run import check_before_launch
-
-        check_before_launch(targs)
+        _check_continue_run(targs)
 
 
-def resolve_ranks(value: str, device: str | None, devices: Devices, *, jax: bool) -> str:
+def _check_continue_run(targs: argparse.Namespace) -> None:
+    """Every check of ``--continue_run`` including its newest checkpoint's library and format (imports torch and
+    the adapter, which knows the library's checkpoint files)."""
+    from mgpu_lab.runs.checkpoint import check_library
+    from mgpu_lab.runs.continue_run import resume_point
+    from mgpu_lab.runs.resume import job_key
+    from mgpu_lab.train import adapters
+    from mgpu_lab.train.config import TrainConfig
+
+    adapter = adapters.load(targs.rl_library)
+    cfg = TrainConfig(rl_library=targs.rl_library, task=targs.task, ml_framework=targs.ml_framework)
+    _, checkpoint = resume_point(targs.continue_run, targs.log_root, targs.rl_library, targs.task,
+                                 targs.ml_framework, job_key(), lambda d: adapter.checkpoints(d, cfg))
+    check_library(checkpoint, targs.rl_library, targs.ml_framework)
+
+
+def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices, *, jax: bool) -> str:
     """Validate --num_gpus against the visible devices (or CPU cores) and return the value torchrun/skrl gets."""
-    on_cpu = device is not None and device.strip().lower() == "cpu"
     if jax and not re.fullmatch(r"\d+", value):
         raise UsageError(
             f"--num_gpus {value}: skrl's JAX launcher needs an integer rank count, such as --num_gpus 2"
@@ -293,17 +281,17 @@ def resolve_ranks(value: str, device: str | None, devices: Devices, *, jax: bool
     return str(n)
 
 
-def world_size(config: Config, devices: Devices) -> int:
+def world_size(args: argparse.Namespace, nproc: str | None, on_cpu: bool, devices: Devices,
+               environ: Mapping[str, str]) -> int:
     """The job's largest world size, as far as this node can tell (for the seed's rank offset)."""
-    environ = config.environ
-    nproc = config.nproc if config.nproc is not None else environ.get("PET_NPROC_PER_NODE", "1")
-    if nproc == "cpu" or (nproc == "auto" and config.on_cpu):
+    nproc = nproc if nproc is not None else environ.get("PET_NPROC_PER_NODE", "1")
+    if nproc == "cpu" or (nproc == "auto" and on_cpu):
         per_node = os.cpu_count() or 1
     elif nproc in ("gpu", "auto"):
-        per_node = max(devices.visible()[0], 1) if not config.on_cpu else 1
+        per_node = max(devices.visible()[0], 1) if not on_cpu else 1
     else:
         per_node = int(nproc) if nproc.isdigit() else 1
-    nnodes = config.args.nnodes or environ.get("PET_NNODES", "1")
+    nnodes = args.nnodes or environ.get("PET_NNODES", "1")
     top = nnodes.split(":")[-1]
     return per_node * (int(top) if top.isdigit() else 1)
 
@@ -328,24 +316,21 @@ def apply_cluster(args: argparse.Namespace, environ: Mapping[str, str], jax: boo
     return plan.lines()
 
 
-def shm_lines(config: Config, devices: Devices) -> list[str]:
+def shm_lines(nproc: str | None, on_cpu: bool, devices: Devices, environ: Mapping[str, str]) -> list[str]:
     """The /dev/shm warning before a CUDA launch (gloo CPU ranks do not use /dev/shm)."""
-    if config.on_cpu:
+    if on_cpu:
         return []
-    from mgpu_lab.launch.cluster import ClusterError, shm_warning
+    from mgpu_lab.launch import cluster
     from mgpu_lab.launch.shm_ranks import ranks_on_node  # PET_NPROC_PER_NODE and SLURM when --num_gpus is not given
 
-    ranks = ranks_on_node(config.nproc, config.environ, lambda: devices.visible()[0])
+    ranks = ranks_on_node(nproc, environ, lambda: devices.visible()[0])
     if ranks < 1:
         return []
-    try:
-        line = shm_warning(ranks, config.environ)
-    except ClusterError as exc:
-        raise UsageError(str(exc)) from None
+    line = cluster.shm_warning(ranks)
     return [line] if line else []
 
 
-def _check_launcher_options(args: argparse.Namespace, jax: bool, torchrun_only: list[str]) -> None:
+def _check_launcher_options(args: argparse.Namespace, jax: bool) -> None:
     """The launcher's own options, each on its own (no environment, no devices)."""
     if args.nnodes is not None:
         _check_nnodes(args.nnodes, jax=jax)
@@ -377,142 +362,135 @@ def _check_launcher_options(args: argparse.Namespace, jax: bool, torchrun_only: 
         raise UsageError(f"--local_ranks_filter {args.local_ranks_filter}: give local ranks like 0 or 0,1")
     if args.log_all_ranks and args.local_ranks_filter is not None:
         raise UsageError("--log_all_ranks and --local_ranks_filter contradict each other: give only one")
-    if args.coordinator_address is not None:
-        if not re.fullmatch(r"[^:\s]+:\d{1,5}", args.coordinator_address) or \
-                not 0 < int(args.coordinator_address.rsplit(":", 1)[1]) < 65536:
-            raise UsageError(f"--coordinator_address {args.coordinator_address}: give HOST:PORT, such as 10.0.0.1:5000")
+    if args.coordinator_address is not None and (
+            not re.fullmatch(r"[^:\s]+:\d{1,5}", args.coordinator_address)
+            or not 0 < int(args.coordinator_address.rsplit(":", 1)[1]) < 65536):
+        raise UsageError(f"--coordinator_address {args.coordinator_address}: give HOST:PORT, such as 10.0.0.1:5000")
     if jax and args.nnodes is not None and int(args.nnodes) > 1 and args.coordinator_address is None:
         raise UsageError(f"--nnodes {args.nnodes} with JAX: give --coordinator_address HOST:PORT of node 0")
 
 
-def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: str,
-                environ: Mapping[str, str] | None = None, inventory: Inventory | None = None) -> Config:
-    """Parse argv once and validate everything that can be validated before anything starts (UsageError).
-
-    ``environ`` defaults to this process's environment; ``inventory`` (the machine's GPUs) is read from the
-    driver when a check needs it, unless given.
-    """
-    environ = os.environ if environ is None else environ
-    args, forwarded = parser.parse_known_args(list(argv))
-    if "--" in forwarded:  # the separator argparse stopped at; train.py must not see it
-        forwarded.remove("--")
-    passthrough = group_dests(parser, TORCHRUN_GROUP)
-    torchrun_only = passthrough + group_dests(parser, LAUNCHER_TORCHRUN_GROUP)
-
-    jax = args.rl_library == "skrl" and forwarded_value(forwarded, "--ml_framework") == "jax"
-    device = forwarded_value(forwarded, "--device")
-    devices = Devices(environ, inventory)
-
+def _check_library_choice(args: argparse.Namespace, jax: bool, torchrun_only: list[str]) -> None:
+    """skrl's JAX launcher and torchrun take different options: refuse the ones of the other."""
     if not jax and args.coordinator_address is not None:
         raise UsageError(
             "--coordinator_address is for skrl's JAX launcher only: add --rl_library skrl --ml_framework jax, "
             "or use --master_addr/--rdzv_endpoint with torchrun"
         )
-    if jax:
-        used = [name for name in torchrun_only if _given(args, name)]
-        if used:
-            flags = ", ".join(f"--{name}" for name in used)
-            raise UsageError(
-                f"{flags}: torchrun-only, not accepted by skrl's JAX launcher; it takes --nnodes, --node_rank, "
-                "--num_gpus and --coordinator_address"
-            )
-    inferred = apply_cluster(args, environ, jax)
-    _check_launcher_options(args, jax, torchrun_only)
+    used = [name for name in torchrun_only if _given(args, name)] if jax else []
+    if used:
+        flags = ", ".join(f"--{name}" for name in used)
+        raise UsageError(
+            f"{flags}: torchrun-only, not accepted by skrl's JAX launcher; it takes --nnodes, --node_rank, "
+            "--num_gpus and --coordinator_address"
+        )
+
+
+def _kill_grace(environ: Mapping[str, str]) -> float:
     from mgpu_lab.job.kill_grace import SuperviseError, grace_from_env
 
     try:
-        grace_from_env(environ)
+        return grace_from_env(environ)
     except SuperviseError as exc:
         raise UsageError(str(exc)) from None
 
+
+def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: str,
+                environ: Mapping[str, str] | None = None, inventory: Inventory | None = None) -> LaunchConfig:
+    """Parse argv once and validate everything that can be validated before anything starts (UsageError);
+    return the one :class:`~mgpu_lab.job.config.LaunchConfig` of this launch.
+
+    ``environ`` defaults to this process's environment; ``inventory`` (the machine's GPUs) is read from the
+    driver when a check needs it, unless given.
+    """
+    from mgpu_lab.job.config import LaunchConfig
+
+    environ = os.environ if environ is None else environ
+    args, forwarded = parser.parse_known_args(list(argv))
+    if "--" in forwarded:  # the separator argparse stopped at; train.py must not see it
+        forwarded.remove("--")
+    passthrough = group_dests(parser, TORCHRUN_GROUP)
+    jax = args.rl_library == "skrl" and forwarded_value(forwarded, "--ml_framework") == "jax"
+    device = forwarded_value(forwarded, "--device")
+    on_cpu = device is not None and device.strip().lower() == "cpu"
+    devices = Devices(environ, inventory)
+
+    _check_library_choice(args, jax, passthrough + group_dests(parser, LAUNCHER_TORCHRUN_GROUP))
+    inferred = apply_cluster(args, environ, jax)
+    _check_launcher_options(args, jax)
+    grace_s = _kill_grace(environ)
     if args.num_gpus == "gpu" and "PET_NPROC_PER_NODE" in environ and not jax:
         nproc = None  # the PyTorchJob's own setting applies
     else:
-        nproc = resolve_ranks(args.num_gpus, device, devices, jax=jax)
+        nproc = resolve_ranks(args.num_gpus, device, on_cpu, devices, jax=jax)
     override = environ.get(TRAIN_SCRIPT_ENV)
     script = os.path.realpath(override or train_script)
-    config = Config(args, forwarded, jax=jax, device=device, nproc=nproc, train_script=script,
-                    passthrough=passthrough, torchrun_only=torchrun_only, environ=environ)
     if not override:
         targs = parse_training_args(script, args.rl_library, forwarded)
-        check_training_args(targs, world_size(config, devices), dry_run=args.dry_run)
+        check_training_args(targs, world_size(args, nproc, on_cpu, devices, environ), dry_run=args.dry_run)
     if args.log_dir is not None:
         _check_log_dir(args.log_dir)
-    if not args.dry_run and not jax and hosts_store(args, environ):
+    store = hosts_store(args, environ)
+    if not args.dry_run and not jax and store:
         port = args.master_port if args.master_port is not None else int(environ.get("PET_MASTER_PORT", "29500"))
         _check_port_free(port)
-    config.inferred = inferred + shm_lines(config, devices)
-    return config
+    return LaunchConfig(
+        rl_library=args.rl_library, forwarded=tuple(forwarded), train_script=script, jax=jax, device=device,
+        on_cpu=on_cpu, nproc=nproc, nnodes=args.nnodes, node_rank=args.node_rank, master_addr=args.master_addr,
+        master_port=args.master_port, rdzv_backend=args.rdzv_backend, rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id, rdzv_timeout_given=args.rdzv_timeout, hang_timeout=args.hang_timeout,
+        startup_timeout=args.startup_timeout, log_dir=args.log_dir, log_all_ranks=args.log_all_ranks,
+        local_ranks_filter=args.local_ranks_filter, coordinator_address=args.coordinator_address,
+        torchrun_options=tuple((name, getattr(args, name)) for name in passthrough if _given(args, name)),
+        hosts_store=store, grace_s=grace_s, dry_run=args.dry_run, environ=environ,
+        inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices, environ)),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # config -> command
 # --------------------------------------------------------------------------------------------------
 
-class Launch:
-    """What to run: the command, whether it goes through skrl's JAX launcher, and whether only to print it."""
-
-    def __init__(self, cmd: list[str], *, jax: bool = False, dry_run: bool = False) -> None:
-        self.cmd = cmd
-        self.jax = jax
-        self.dry_run = dry_run
-
-
-def build_command(config: Config) -> Launch:
+def build_command(config: LaunchConfig) -> list[str]:
     """The one command builder: torchrun (or skrl's JAX launcher) around train.py."""
-    args = config.args
-    trainer = [config.train_script, "--rl_library", args.rl_library, *config.forwarded]
+    trainer = [config.train_script, "--rl_library", config.rl_library, *config.forwarded]
     if "--distributed" not in config.forwarded:
         trainer.append("--distributed")
-
     if config.jax:
-        cmd = [
+        return [
             sys.executable, "-m", JAX_LAUNCHER_MODULE,
-            "--nnodes", args.nnodes or "1", "--nproc_per_node", config.nproc or "1",
-            "--node_rank", str(args.node_rank or 0),
-            "--coordinator_address", args.coordinator_address or JAX_DEFAULT_COORDINATOR,
+            "--nnodes", config.nnodes or "1", "--nproc_per_node", config.nproc or "1",
+            "--node_rank", str(config.node_rank or 0),
+            "--coordinator_address", config.coordinator_address or JAX_DEFAULT_COORDINATOR,
             *trainer,
         ]
-        return Launch(cmd, jax=True, dry_run=args.dry_run)
-
     cmd = [sys.executable, "-m", TORCHRUN_MODULE]
-    if args.nnodes is not None:
-        cmd += ["--nnodes", args.nnodes]
+    if config.nnodes is not None:
+        cmd += ["--nnodes", config.nnodes]
     if config.nproc is not None:
         cmd += ["--nproc_per_node", config.nproc]
-    if args.node_rank is not None:
-        cmd += ["--node_rank", str(args.node_rank)]
-    for name in config.passthrough:
-        value = getattr(args, name)
-        if value is True:
-            cmd.append(f"--{name}")
-        elif value is not None and value is not False:
-            cmd += [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
-    if args.rdzv_timeout is not None:
-        backend = args.rdzv_backend or config.environ.get("PET_RDZV_BACKEND", "static")
+    if config.node_rank is not None:
+        cmd += ["--node_rank", str(config.node_rank)]
+    for name, value in config.torchrun_options:
+        cmd += [f"--{name}"] if value is True else [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
+    if config.rdzv_timeout_given is not None:
+        backend = config.rdzv_backend or config.environ.get("PET_RDZV_BACKEND", "static")
         key = "timeout" if backend == "static" else "join_timeout"
-        cmd += ["--rdzv_conf", f"{key}={math.ceil(args.rdzv_timeout) + RDZV_BACKSTOP_S}"]
-    if args.local_ranks_filter is None and not args.log_all_ranks:
+        cmd += ["--rdzv_conf", f"{key}={math.ceil(config.rdzv_timeout_given) + RDZV_BACKSTOP_S}"]
+    if config.local_ranks_filter is None and not config.log_all_ranks:
         cmd += ["--local_ranks_filter", "0"]
-    return Launch(cmd + trainer, dry_run=args.dry_run)
+    return cmd + trainer
 
 
 # --------------------------------------------------------------------------------------------------
 # the runner
 # --------------------------------------------------------------------------------------------------
 
-def run(config: Config, launch: Launch) -> int:
-    """Hand the validated job to the runner (:mod:`mgpu_lab.job.monitor`; imported only now, --dry_run never pays)."""
-    from mgpu_lab.job.monitor import JobSpec, run_job
+def run(config: LaunchConfig, cmd: list[str]) -> int:
+    """Hand the job to the runner (:mod:`mgpu_lab.job.monitor`; imported only now, --dry_run never pays)."""
+    from mgpu_lab.job.monitor import run_job
 
-    a = config.args
-    return run_job(JobSpec(
-        launch.cmd, jax=launch.jax, on_cpu=config.on_cpu, train_script=config.train_script,
-        hang_timeout=a.hang_timeout, startup_timeout=a.startup_timeout,
-        rdzv_timeout=config.rdzv_timeout, log_dir=a.log_dir, rdzv_id=a.rdzv_id,
-        nnodes=a.nnodes, node_rank=a.node_rank, master_addr=a.master_addr, master_port=a.master_port,
-        rdzv_backend=a.rdzv_backend, rdzv_endpoint=a.rdzv_endpoint, hosts_store=hosts_store(a, config.environ),
-    ))
+    return run_job(config, cmd)
 
 
 def main(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: str,
@@ -520,15 +498,15 @@ def main(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: 
     """The launcher: validate, print what was inferred, then print the command (--dry_run) or run it."""
     try:
         config = make_config(parser, argv, train_script=train_script, environ=environ, inventory=inventory)
-        launch = build_command(config)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    cmd = build_command(config)
     for line in config.inferred:
         print(line, file=sys.stderr)
-    if launch.dry_run:
+    if config.dry_run:
         import shlex
 
-        print(shlex.join(launch.cmd))
+        print(shlex.join(cmd))
         return EXIT_OK
-    return run(config, launch)
+    return run(config, cmd)

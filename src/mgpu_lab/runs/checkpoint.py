@@ -36,7 +36,7 @@ def _numpy_scalar_globals() -> list[Any]:
     try:
         from numpy._core.multiarray import scalar  # NumPy 2
     except ImportError:  # pragma: no cover - NumPy 1.x
-        from numpy.core.multiarray import scalar
+        from numpy.core.multiarray import scalar  # type: ignore[no-redef]
     return [scalar, np.dtype, type(np.dtype(np.float32)), type(np.dtype(np.float64))]
 
 
@@ -180,25 +180,24 @@ def observation_width(data: dict[str, Any], library: str) -> int | None:
     if not isinstance(policy, dict):
         return None
     for value in policy.values():
-        shape = getattr(value, "shape", ())
+        shape: tuple[int, ...] = tuple(getattr(value, "shape", ()))
         if len(shape) == 2:
             return int(shape[1])
     return None
 
 
-def _check_task(path: str | os.PathLike, data: dict[str, Any], library: str, task: str) -> None:
-    from mgpu_lab.train.tasks import ENTRY_POINTS, env_class
-
-    expected = env_class(task).num_obs if task in ENTRY_POINTS else None
+def _check_task(path: str | os.PathLike, data: dict[str, Any], library: str, task: str, expected: int | None) -> None:
     width = observation_width(data, library)
     if expected is not None and width is not None and width != expected:
         raise UsageError(f"--checkpoint {path}: its policy takes {width} observations and {task} gives {expected}: "
                          f"a checkpoint of another task; give the --task it was trained on")
 
 
-def check_library(path: str | os.PathLike, library: str, ml_framework: str = "torch", task: str | None = None) -> None:
+def check_library(path: str | os.PathLike, library: str, ml_framework: str = "torch", task: str | None = None,
+                  task_obs: int | None = None) -> None:
     """UsageError (one line) unless ``path`` is a checkpoint of ``library`` in the format the trainer loads, and
-    (given ``task``) its policy takes that task's observations.
+    (given ``task`` and ``task_obs``, its observation count) its policy takes that task's observations. The task's
+    count comes from the trainer's layer (:func:`mgpu_lab.train.checks.check_checkpoint`): runs know no task.
 
     Read with the same restricted loading as training (weights-only torch, or MessagePack for skrl JAX);
     needs torch (and flax for skrl JAX) but no RL library.
@@ -210,7 +209,7 @@ def check_library(path: str | os.PathLike, library: str, ml_framework: str = "to
     found = written_by(data)
     if found == library:
         if task is not None:
-            _check_task(path, data, library, task)
+            _check_task(path, data, library, task, task_obs)
         return
     keys, kind = LIBRARY_KEYS[library]
     if found is not None:

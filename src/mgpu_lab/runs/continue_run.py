@@ -26,11 +26,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mgpu_lab.core.atomic import atomic_write_bytes
+from mgpu_lab.core import procs
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.runs.resume import LATEST
 
 META_FILE = "run.json"
 LOCK_FILE = "run.lock"
-LATEST = "latest"
 #: A lock not renewed for this long is stale (a job on another host that died without removing it).
 LEASE_S = 120.0
 #: How often rank 0 renews its lock.
@@ -142,18 +143,12 @@ def read_lock(run_dir: str | os.PathLike) -> Lock | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
-    from mgpu_lab.job.supervise import alive
-
-    return alive(pid)
-
-
 def is_live(lock: Lock, now: float | None = None) -> bool:
     """True while the lock's job may still write: renewed within its lease and, on this host, its pid alive."""
     if lock.age(now) > lock.lease_s:
         return False
     if lock.host == socket.gethostname():
-        return _pid_alive(lock.pid)
+        return procs.alive(lock.pid)
     return True
 
 
@@ -179,7 +174,7 @@ def check(value: str, log_root: str, library: str, task: str, ml_framework: str,
 
 
 def resume_point(value: str, log_root: str, library: str, task: str, ml_framework: str, job_key: str | None,
-                 list_checkpoints) -> tuple[Path, str]:  # noqa: ANN001 - resume.ListCheckpoints
+                 list_checkpoints) -> tuple[Path, str]:
     """(run folder, its newest checkpoint) for ``--continue_run value``; UsageError when it cannot be continued."""
     from mgpu_lab.runs.resume import newest_checkpoint
 
@@ -188,22 +183,6 @@ def resume_point(value: str, log_root: str, library: str, task: str, ml_framewor
     if found is None:
         raise no_checkpoint(value, run_dir, library)
     return run_dir, str(found[1].resolve())
-
-
-def check_before_launch(targs) -> Path:  # noqa: ANN001 - train.py's parsed arguments
-    """The launcher, before any rank starts: every check of ``--continue_run`` including its newest checkpoint's
-    library and format (imports torch and the adapter, which knows the library's checkpoint files)."""
-    from mgpu_lab.train import adapters
-    from mgpu_lab.runs.checkpoint import check_library
-    from mgpu_lab.runs.resume import job_key
-    from mgpu_lab.train.config import TrainConfig
-
-    adapter = adapters.load(targs.rl_library)
-    cfg = TrainConfig(rl_library=targs.rl_library, task=targs.task, ml_framework=targs.ml_framework)
-    run_dir, checkpoint = resume_point(targs.continue_run, targs.log_root, targs.rl_library, targs.task,
-                                       targs.ml_framework, job_key(), lambda d: adapter.checkpoints(d, cfg))
-    check_library(checkpoint, targs.rl_library, targs.ml_framework)
-    return run_dir
 
 
 def start_writing(run_dir: str | os.PathLike, *, created: bool, library: str, task: str, ml_framework: str,

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from mgpu_lab.train.dist import atomic_write
+from mgpu_lab.core.atomic import atomic_write
 
 RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
 JOB_KEY_ENV = "MGPU_LAB_JOB_KEY"
 JOB_KEY_FILE = "job_key"
+#: the value of --checkpoint and --continue_run that means "the newest": the one definition
 LATEST = "latest"
 
 ListCheckpoints = Callable[[Path], list[tuple[int, Path]]]
@@ -32,7 +33,7 @@ ListCheckpoints = Callable[[Path], list[tuple[int, Path]]]
 _STAMP = re.compile(r"^\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d")
 
 
-def restart_count(environ: dict[str, str] | os._Environ = os.environ) -> int:
+def restart_count(environ: Mapping[str, str] = os.environ) -> int:
     """How many times torchrun restarted this worker group (0: the first attempt, or not under torchrun)."""
     raw = environ.get(RESTART_ENV, "").strip()
     if not raw:

@@ -16,9 +16,6 @@ TYPE_CHECKING = False  # pathlib, shutil and datetime are imported where used: t
 if TYPE_CHECKING:
     from pathlib import Path
 
-#: Testing aid, off unless set: use this string instead of the current time in the run folder's name,
-#: so tests can make two runs want the same folder deterministically.
-STAMP_ENV = "MGPU_LAB_TEST_RUN_STAMP"
 #: Longest --run_name in bytes (UTF-8): the folder name adds a 19-character stamp, "_" and a
 #: collision suffix, and most file systems allow 255 bytes per name.
 RUN_NAME_MAX = 200
@@ -72,10 +69,10 @@ def _read_only_fs(path: str) -> bool:
 
 
 def folder_name(run_name: str | None, stamp: str | None = None) -> str:
-    """``<timestamp>[_<run_name>]``; the stamp comes from STAMP_ENV when set (testing aid)."""
+    """``<timestamp>[_<run_name>]``, the time stamp now unless ``stamp`` is given."""
     from datetime import datetime
 
-    stamp = stamp or os.environ.get(STAMP_ENV) or datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    stamp = stamp or datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     return f"{stamp}_{run_name}" if run_name else stamp
 
 

@@ -8,16 +8,17 @@ Each check raises :class:`mgpu_lab.core.errors.UsageError` with one line.
 from __future__ import annotations
 
 import os
+import sys
 
 from mgpu_lab.core.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import types
     from argparse import Namespace
 
 #: Largest seed: NumPy's legacy seeding (np.random.seed, used by rsl_rl, rl_games and skrl) takes 0..2**32-1.
 SEED_MAX = 2**32 - 1
-LATEST = "latest"
 
 
 def check_seed(seed: int, ranks: int) -> None:
@@ -30,6 +31,8 @@ def check_seed(seed: int, ranks: int) -> None:
 
 def check_checkpoint_path(checkpoint: str | None) -> None:
     """--checkpoint names an existing regular file (or is ``latest``)."""
+    from mgpu_lab.runs.resume import LATEST
+
     if checkpoint is None or checkpoint == LATEST:
         return
     if not os.path.exists(checkpoint):
@@ -40,10 +43,21 @@ def check_checkpoint_path(checkpoint: str | None) -> None:
         raise UsageError(f"--checkpoint {checkpoint}: an empty file, not a checkpoint")
 
 
+def task_catalog() -> types.ModuleType:
+    """``mgpu_lab.train.tasks.catalog``: the package's own when it is imported already, else the file on its own
+    (``mgpu_lab.train.tasks``'s ``__init__`` registers the tasks with gymnasium: numpy, about a second)."""
+    if "mgpu_lab.train.tasks" in sys.modules:
+        import mgpu_lab.train.tasks.catalog
+
+        return mgpu_lab.train.tasks.catalog
+    from mgpu_lab.core.source_loader import load_source
+
+    return load_source("_mgpu_lab_task_catalog", os.path.join(os.path.dirname(__file__), "tasks", "catalog.py"))
+
+
 def check_args(args: Namespace, ranks: int) -> None:
     """Every torch-free check of the trainer's parsed arguments; ``ranks`` is the job's world size (1 alone)."""
     from mgpu_lab.runs import run_dir
-    from mgpu_lab.core.source_loader import task_catalog
 
     catalog = task_catalog()
     if args.task not in catalog.TASKS:
@@ -84,3 +98,16 @@ def world_size_hint(distributed: bool, environ: dict[str, str] | os._Environ[str
         return 1
     raw = environ.get("WORLD_SIZE") or environ.get("JAX_WORLD_SIZE") or "1"
     return int(raw) if raw.isdigit() and int(raw) > 0 else 1
+
+
+def check_checkpoint(path: str, library: str, ml_framework: str, task: str | None) -> None:
+    """A checkpoint's library and format (:func:`mgpu_lab.runs.checkpoint.check_library`, torch but no RL library)
+    and, for a built-in ``task``, that its policy takes the task's observations."""
+    from mgpu_lab.runs.checkpoint import check_library
+
+    task_obs = None
+    if task is not None:
+        from mgpu_lab.train.tasks import ENTRY_POINTS, env_class
+
+        task_obs = env_class(task).num_obs if task in ENTRY_POINTS else None
+    check_library(path, library, ml_framework, task, task_obs)

@@ -7,15 +7,13 @@ backend (NCCL on ``cuda:LOCAL_RANK``, gloo on CPU), and offers small helpers eve
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
-import json
 import os
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from mgpu_lab.train.config import UsageError
 
@@ -146,36 +144,11 @@ def param_digest(tensors: Iterable[Any]) -> str:
     return h.hexdigest()
 
 
-#: Testing aid, off unless set: a marker file path. The first atomic_write whose target's file name
-#: matches STOP_IN_SAVE_NAME_ENV (an fnmatch pattern, default ``*``) writes the marker (JSON: temp file,
-#: target, pid) after the temp file is complete and fsynced, then stops the process with SIGSTOP before
-#: ``os.replace``: a test can kill it there and know the kill landed mid-save.
-STOP_IN_SAVE_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE"
-STOP_IN_SAVE_NAME_ENV = "MGPU_LAB_TEST_STOP_IN_SAVE_NAME"
-
-
-def _stop_in_save(tmp: str, target: str) -> None:
-    """The STOP_IN_SAVE_ENV testing aid (a no-op unless set): marker file, then SIGSTOP, once per marker."""
-    marker = os.environ.get(STOP_IN_SAVE_ENV)
-    if not marker or not fnmatch.fnmatch(os.path.basename(target), os.environ.get(STOP_IN_SAVE_NAME_ENV) or "*"):
-        return
-    try:
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return  # already stopped once for this marker
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"tmp": tmp, "target": str(target), "pid": os.getpid()}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.kill(os.getpid(), signal.SIGSTOP)
-
-
 def atomic_write(path: str | os.PathLike, write: Any) -> Path:
-    """A durable :func:`mgpu_lab.core.atomic.atomic_write` (fsync, then os.replace) with the trainer's
-    STOP_IN_SAVE_ENV testing aid between the two; returns the target as a Path."""
+    """A durable :func:`mgpu_lab.core.atomic.atomic_write` (fsync, then os.replace); returns the target as a Path."""
     from mgpu_lab.core import atomic
 
-    return Path(atomic.atomic_write(path, write, durable=True, before_replace=_stop_in_save))
+    return Path(atomic.atomic_write(path, write, durable=True))
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
@@ -212,9 +185,11 @@ def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> boo
     function in this process: such a call gets the env:// store under the prefix
     ``mgpu_lab/attempt_<TORCHELASTIC_RESTART_COUNT>/``. Calls with their own store or init_method pass through.
     """
-    attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "").strip()
-    if not attempt:
+    from mgpu_lab.runs.resume import RESTART_ENV, restart_count
+
+    if not environ.get(RESTART_ENV, "").strip():
         return False
+    attempt = restart_count(environ)
     import torch.distributed as tdist
 
     original = tdist.init_process_group
@@ -231,7 +206,7 @@ def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> boo
 
     init_process_group.__mgpu_lab_attempt__ = attempt  # type: ignore[attr-defined]
     init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
-    tdist.init_process_group = init_process_group
+    tdist.init_process_group = init_process_group  # type: ignore[assignment]
     return True
 
 
@@ -265,5 +240,5 @@ def destroy_process_group() -> None:
 
         if tdist.is_available() and tdist.is_initialized():
             tdist.destroy_process_group()
-    except Exception:
+    except Exception:  # noqa: BLE001 - leaving anyway: a group that cannot be torn down changes nothing
         pass

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -22,10 +23,13 @@ from mgpu_lab.core.errors import EXIT_USAGE, UsageError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from argparse import Namespace
+    from collections.abc import Callable
+    from typing import NoReturn
 
-    from mgpu_lab.train.adapters import Adapter
     from mgpu_lab.health.rank_progress import Fault, RankProgress
-    from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.train.adapters import Adapter
+    from mgpu_lab.train.config import TrainConfig, TrainResult
+    from mgpu_lab.train.dist import DistContext
 
 
 def refuse(message: str) -> int:
@@ -78,133 +82,166 @@ def _resume_point(args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: 
     return None, (str(Path(args.checkpoint).resolve()) if args.checkpoint else None)
 
 
-def _train(args: Namespace, progress: RankProgress) -> int:
-    """Everything after the torch-free checks: context, adapter, resume point, training, the contract's log lines."""
-    from mgpu_lab.train import adapters
+class _Start:
+    """Where this rank starts: its context, the library's adapter, the training config, and the resume point."""
+
+    def __init__(self, ctx: DistContext, adapter: Adapter, cfg: TrainConfig, restart: int, key: str | None,
+                 reuse: Path | None) -> None:
+        self.ctx = ctx
+        self.adapter = adapter
+        self.cfg = cfg
+        self.restart = restart  # torchrun's restart count (0: the first attempt)
+        self.key = key  # the job's key across restarts (MGPU_LAB_JOB_KEY), if launched by the launcher
+        self.reuse = reuse  # the run folder to write into again (a restart's or --continue_run's), else None
+
+
+def _choose_device(args: Namespace) -> str:
+    """--device as given, else CUDA when usable; a distributed rank without CUDA refuses (no silent CPU)."""
+    from mgpu_lab.train.dist import cuda_available
+
+    if args.device is not None:
+        return args.device
+    if args.distributed and not cuda_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        shown = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
+        raise UsageError(f"--distributed: no CUDA device is usable here{shown}; ranks train on the CPU only "
+                         "with --device cpu")
+    return "cuda:0" if cuda_available() else "cpu"
+
+
+def _prepare(args: Namespace, progress: RankProgress) -> _Start:
+    """Everything before the run folder: checkpoint format, device, context, adapter, config, resume point."""
     from mgpu_lab.runs import resume
-    from mgpu_lab.runs.checkpoint import check_library
-    from mgpu_lab.health.failures import lost_peer, peer_detail
-    from mgpu_lab.train.dist import (context_from_env, destroy_process_group, device_warning, is_rank0, log_line,
-                               param_digest, store_per_attempt, sum_over_ranks)
-    from mgpu_lab.train.resources import check_num_envs, out_of_memory_message
-    from mgpu_lab.runs.run_dir import discard
-    from mgpu_lab.train.tasks.catalog import TASK_DEFAULTS
+    from mgpu_lab.train.checks import check_checkpoint
+    from mgpu_lab.train import adapters
     from mgpu_lab.train.config import TrainConfig
-    from mgpu_lab.train.write_guard import WriteGuard
+    from mgpu_lab.train.dist import context_from_env
+    from mgpu_lab.train.resources import check_num_envs
+    from mgpu_lab.train.tasks.catalog import TASK_DEFAULTS
 
     defaults = TASK_DEFAULTS.get(args.task, {})
     if args.checkpoint is not None and args.checkpoint != resume.LATEST:
         # the file's library and format first: a refused checkpoint pays no RL library import
-        check_library(args.checkpoint, args.rl_library, args.ml_framework, args.task)
-    if args.device is None:
-        from mgpu_lab.train.dist import cuda_available
-
-        if args.distributed and not cuda_available():
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-            shown = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
-            raise UsageError(f"--distributed: no CUDA device is usable here{shown}; ranks train on the CPU only "
-                             "with --device cpu")
-        args.device = "cuda:0" if cuda_available() else "cpu"
+        check_checkpoint(args.checkpoint, args.rl_library, args.ml_framework, args.task)
+    args.device = _choose_device(args)
     ctx = context_from_env(args.device, args.distributed)
     try:
         restart = resume.restart_count()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     key = resume.job_key()
-    check_num_envs(args.num_envs or defaults.get("num_envs", 256), ctx.device)  # before the library import
+    num_envs = args.num_envs or defaults.get("num_envs", 256)
+    check_num_envs(num_envs, ctx.device)  # before the library import
     adapter = adapters.load(args.rl_library)
     cfg = TrainConfig(
-        rl_library=args.rl_library,
-        task=args.task,
-        num_envs=args.num_envs or defaults.get("num_envs", 256),
-        max_iterations=args.max_iterations or defaults.get("max_iterations", 100),
-        seed=args.seed,
-        device=ctx.device,
-        distributed=ctx.distributed,
-        ml_framework=args.ml_framework,
-        run_name=args.run_name,
-        save_interval=args.save_interval,
-        log_root=args.log_root,
-        restart=restart,
+        rl_library=args.rl_library, task=args.task, num_envs=num_envs,
+        max_iterations=args.max_iterations or defaults.get("max_iterations", 100), seed=args.seed,
+        device=ctx.device, distributed=ctx.distributed, ml_framework=args.ml_framework, run_name=args.run_name,
+        save_interval=args.save_interval, log_root=args.log_root, restart=restart,
         on_iteration=progress.on_iteration,
     )
     reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
     if cfg.checkpoint is not None:
         if cfg.checkpoint != args.checkpoint:  # found here (latest, or a restart's own run): check it too
-            check_library(cfg.checkpoint, args.rl_library, args.ml_framework, args.task)
+            check_checkpoint(cfg.checkpoint, args.rl_library, args.ml_framework, args.task)
         cfg.start_iteration = adapter.checkpoint_iteration(cfg.checkpoint, cfg)
+    return _Start(ctx, adapter, cfg, restart, key, reuse)
 
 
-    if cfg.remaining_iterations <= 0:
-        if restart:  # the previous attempt saved the last iteration and died before leaving: nothing is left
-            if is_rank0(ctx):
-                log_line(f"[INFO] restart {restart}: {cfg.checkpoint} is at iteration {cfg.start_iteration}, "
-                         f"the run's last; nothing left to train")
-            progress.done()
-            return 0
-        given = f"--checkpoint {cfg.checkpoint}:" if getattr(args, "continue_run", None) is None else \
-            f"--continue_run {args.continue_run}: {cfg.checkpoint} is"
-        from mgpu_lab.runs.preflight import nothing_left
+def _nothing_left(args: Namespace, start: _Start, progress: RankProgress) -> int:
+    """The resume point is already at --max_iterations: done after a restart, refused when asked for."""
+    from mgpu_lab.train.dist import is_rank0, log_line
 
-        raise nothing_left(given, cfg.start_iteration, cfg.max_iterations)
+    cfg = start.cfg
+    if start.restart:  # the previous attempt saved the last iteration and died before leaving: nothing is left
+        if is_rank0(start.ctx):
+            log_line(f"[INFO] restart {start.restart}: {cfg.checkpoint} is at iteration {cfg.start_iteration}, "
+                     f"the run's last; nothing left to train")
+        progress.done()
+        return 0
+    given = f"--checkpoint {cfg.checkpoint}:" if getattr(args, "continue_run", None) is None else \
+        f"--continue_run {args.continue_run}: {cfg.checkpoint} is"
+    from mgpu_lab.runs.preflight import nothing_left
 
+    raise nothing_left(given, cfg.start_iteration, cfg.max_iterations)
+
+
+def _unless_failed(action: Callable[[], object]) -> Callable[..., bool]:
+    """An ExitStack exit callback that runs ``action`` when the block ends normally or by a refusal (UsageError),
+    never after a failure (a failing rank leaves at once; its process group may be mid-operation)."""
+    def on_exit(exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc_type is None or issubclass(exc_type, UsageError):
+            action()
+        return False
+
+    return on_exit
+
+
+def _on_refusal(action: Callable[[], object]) -> Callable[..., bool]:
+    """An ExitStack exit callback that runs ``action`` only when the block ends by a refusal (UsageError)."""
+    def on_exit(exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc_type is not None and issubclass(exc_type, UsageError):
+            action()
+        return False
+
+    return on_exit
+
+
+def _open_run(args: Namespace, start: _Start, progress: RankProgress, cleanup: contextlib.ExitStack) -> None:
+    """Pick (rank 0: create) the run folder, record the job, take the folder's lock; ``cleanup`` releases the
+    lock, and removes a folder this process made if the run is refused."""
+    from mgpu_lab.runs import continue_run, resume
+    from mgpu_lab.runs.run_dir import discard
+    from mgpu_lab.train.dist import is_rank0, log_line
+
+    ctx, cfg, reuse = start.ctx, start.cfg, start.reuse
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: device {ctx.device}, backend "
              f"{ctx.backend if ctx.distributed else 'none'}, node {progress.node}")
     created = reuse is None and is_rank0(ctx)  # a folder this process makes (and removes if the run is refused)
-    run_lock = None  # rank 0: its lock on the run folder (mgpu_lab.runs.continue_run)
     cfg.log_dir = str(reuse) if reuse is not None else str(_run_dir(args.log_root, args.rl_library, args.task,
                                                                      args.run_name, create=is_rank0(ctx)))
-    if is_rank0(ctx):
-        log_line(f"[INFO] {args.rl_library} on {args.task}: {cfg.num_envs} envs/rank x {ctx.world_size} rank(s), "
-                 f"device {ctx.device}, backend {ctx.backend if ctx.distributed else 'none'}")
-        log_line(f"[INFO] logging to {cfg.log_dir}")
-        continuing = getattr(args, "continue_run", None) is not None and reuse is not None
-        if key is not None and (reuse is None or continuing):
-            resume.record_job_key(cfg.log_dir, key)
-        progress.run_dir(cfg.log_dir)
-        from mgpu_lab.runs import continue_run  # run.json and the folder's lock (see mgpu_lab.runs.continue_run)
+    if not is_rank0(ctx):
+        return
+    if created:
+        cleanup.push(_on_refusal(lambda: discard(cfg.log_dir)))
+    log_line(f"[INFO] {args.rl_library} on {args.task}: {cfg.num_envs} envs/rank x {ctx.world_size} rank(s), "
+             f"device {ctx.device}, backend {ctx.backend if ctx.distributed else 'none'}")
+    log_line(f"[INFO] logging to {cfg.log_dir}")
+    continuing = getattr(args, "continue_run", None) is not None and reuse is not None
+    if start.key is not None and (reuse is None or continuing):
+        resume.record_job_key(cfg.log_dir, start.key)
+    progress.run_dir(cfg.log_dir)
+    # run.json and the folder's lock (see mgpu_lab.runs.continue_run)
+    run_lock = continue_run.start_writing(cfg.log_dir, created=created, library=args.rl_library, task=args.task,
+                                          ml_framework=args.ml_framework, job_key=start.key,
+                                          value=getattr(args, "continue_run", None))
+    cleanup.push(_unless_failed(run_lock.release))
+    if continuing and not start.restart and cfg.checkpoint is not None:
+        log_line(continue_run.continuing_line(cfg.log_dir, cfg.start_iteration, cfg.checkpoint))
 
-        run_lock = continue_run.start_writing(cfg.log_dir, created=created, library=args.rl_library, task=args.task,
-                                              ml_framework=args.ml_framework, job_key=key,
-                                              value=getattr(args, "continue_run", None))
-        if continuing and not restart:
-            log_line(continue_run.continuing_line(cfg.log_dir, cfg.start_iteration, cfg.checkpoint))
-    if restart and cfg.checkpoint is None and is_rank0(ctx):
-        log_line(f"[INFO] restart {restart}: no checkpoint of this job yet; training from iteration 0")
-    if ctx.is_cuda:
-        def check_device() -> None:
-            import torch
 
-            warning = device_warning(ctx, torch.cuda.current_device())
-            if warning:
-                log_line(warning)
-
-        progress.first_iteration_checks.append(check_device)
-
+def _fit(start: _Start, progress: RankProgress) -> tuple[TrainResult, float]:
+    """The adapter's training, with the rank's failures turned into one line each; (result, seconds)."""
+    from mgpu_lab.health.failures import lost_peer, peer_detail
     from mgpu_lab.train import returns  # the all-ranks episode return, logged per iteration on rank 0
+    from mgpu_lab.train.dist import log_line, store_per_attempt
+    from mgpu_lab.train.resources import out_of_memory_message
+    from mgpu_lab.train.write_guard import WriteGuard
 
-    cfg.returns = returns.for_rank(ctx.rank, ctx.world_size, ctx.device, args.ml_framework, log_line)
+    ctx, cfg = start.ctx, start.cfg
+    cfg.returns = returns.for_rank(ctx.rank, ctx.world_size, ctx.device, cfg.ml_framework, log_line)
     cfg.on_iteration = cfg.returns.chain(cfg.on_iteration)
     if ctx.distributed:
         store_per_attempt()  # a restarted group must not read the dead attempt's addresses
     progress.start()  # heartbeats from here on: every library sets its process group up inside train()
-    start = time.perf_counter()
+    began = time.perf_counter()
     guard = WriteGuard(cfg.log_dir, ctx.rank, progress.failed).install()  # a dead writer thread: one line, exit 1
     try:
-        result = adapter.train(cfg, ctx)
-    except UsageError:  # refused before training: leave nothing behind
-        destroy_process_group()
-        if run_lock is not None:
-            run_lock.release()
-        if created:
-            discard(cfg.log_dir)
-        raise
+        result = start.adapter.train(cfg, ctx)
     except OSError as exc:  # disk full, read-only file system, ...: one line, exit 1
         guard.fatal(exc)
     except MemoryError:
-        sys.stderr.write(f"error: rank {ctx.rank}: {out_of_memory_message(cfg.num_envs, ctx.device)}\n")
-        sys.stderr.flush()
-        os._exit(1)  # the libraries' writers and process group may be mid-operation: leave at once
+        _out_of_memory(ctx.rank, out_of_memory_message(cfg.num_envs, ctx.device))
     except RuntimeError as exc:
         text = str(exc).lower()
         if ctx.distributed and lost_peer(text):  # another rank died first (it says why)
@@ -216,13 +253,21 @@ def _train(args: Namespace, progress: RankProgress) -> int:
             raise SystemExit(1) from None
         if "out of memory" not in text and "can't allocate memory" not in text:  # CUDA and CPU allocator failures
             raise
-        sys.stderr.write(f"error: rank {ctx.rank}: {out_of_memory_message(cfg.num_envs, ctx.device)}\n")
-        sys.stderr.flush()
-        os._exit(1)
+        _out_of_memory(ctx.rank, out_of_memory_message(cfg.num_envs, ctx.device))
     guard.uninstall()
     cfg.returns.finish()  # the last iteration (every rank, while the process group is up)
-    elapsed = time.perf_counter() - start
-    seconds = result.seconds if result.seconds else elapsed
+    return result, (result.seconds or time.perf_counter() - began)
+
+
+def _out_of_memory(rank: int, message: str) -> NoReturn:
+    sys.stderr.write(f"error: rank {rank}: {message}\n")
+    sys.stderr.flush()
+    os._exit(1)  # the libraries' writers and process group may be mid-operation: leave at once
+
+
+def _report(result: TrainResult, seconds: float, ctx: DistContext) -> None:
+    """The contract's log lines: every rank's steps and digest; rank 0's time, throughput and checkpoint."""
+    from mgpu_lab.train.dist import is_rank0, log_line, param_digest, sum_over_ranks
 
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: stepped {result.env_steps} env-steps")
     total_steps = result.world_env_steps if result.world_env_steps is not None else sum_over_ranks(result.env_steps,
@@ -234,10 +279,34 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         if result.checkpoint:
             log_line(f"[INFO] checkpoint: {result.checkpoint}")
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: parameter digest {param_digest(result.params)}")
-    progress.done()
-    if run_lock is not None:
-        run_lock.release()
-    destroy_process_group()
+
+
+def _train(args: Namespace, progress: RankProgress) -> int:
+    """Everything after the torch-free checks: context, adapter, resume point, training, the contract's log lines.
+    Clean-up (the process group, the run folder's lock, a refused run's new folder) is the ExitStack's."""
+    from mgpu_lab.train.dist import destroy_process_group, device_warning, is_rank0, log_line
+
+    start = _prepare(args, progress)
+    if start.cfg.remaining_iterations <= 0:
+        return _nothing_left(args, start, progress)
+    with contextlib.ExitStack() as cleanup:
+        cleanup.push(_unless_failed(destroy_process_group))  # last: after the lock and the folder
+        _open_run(args, start, progress, cleanup)
+        ctx = start.ctx
+        if start.restart and start.cfg.checkpoint is None and is_rank0(ctx):
+            log_line(f"[INFO] restart {start.restart}: no checkpoint of this job yet; training from iteration 0")
+        if ctx.is_cuda:
+            def check_device() -> None:
+                import torch
+
+                warning = device_warning(ctx, torch.cuda.current_device())
+                if warning:
+                    log_line(warning)
+
+            progress.first_iteration_checks.append(check_device)
+        result, seconds = _fit(start, progress)
+        _report(result, seconds, ctx)
+        progress.done()
     return 0
 
 
@@ -284,21 +353,21 @@ def _supervised_train(args: Namespace, faults: tuple[Fault, ...]) -> int:
         raise
 
 
-def main(args: Namespace) -> int:
+def main(args: Namespace, faults: tuple[Fault, ...] = ()) -> int:
     """Check the input (no torch), then train inside torch's elastic ``record``, so a failing rank's traceback
-    is reported to torchrun; returns the exit status."""
-    from mgpu_lab.health.rank_progress import FAULT_ENV, parse_faults
+    is reported to torchrun; returns the exit status. ``faults`` are injected by the tests
+    (:mod:`mgpu_lab.health.rank_progress`); train.py passes none."""
     from mgpu_lab.train.checks import check_args, world_size_hint
 
     try:
         check_args(args, world_size_hint(args.distributed))
-        faults = parse_faults(os.environ.get(FAULT_ENV))
         if args.ml_framework == "jax" and any(f.kind == "skip" for f in faults):
-            raise UsageError(f"{FAULT_ENV}: skip acts on torch.distributed collectives, which skrl --ml_framework "
+            raise UsageError("fault skip acts on torch.distributed collectives, which skrl --ml_framework "
                              "jax does not use")
     except (UsageError, ValueError) as exc:
         _record_refusal(args, str(exc))
         return refuse(str(exc))
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return record(_supervised_train)(args, faults)
+    status = record(_supervised_train)(args, faults)
+    return status if status is not None else 0

@@ -23,7 +23,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 #: Exit status of a run stopped by a failed write (the launcher's "the job failed").
 EXIT_FAILED = 1
@@ -56,7 +56,7 @@ class WriteGuard:
         self._lock = threading.Lock()
         self._previous = threading.excepthook
 
-    def install(self) -> "WriteGuard":
+    def install(self) -> WriteGuard:
         threading.excepthook = self._thread_died
         return self
 
@@ -64,11 +64,11 @@ class WriteGuard:
         threading.excepthook = self._previous
 
     def _thread_died(self, args: threading.ExceptHookArgs) -> None:
-        if args.exc_type is not None and issubclass(args.exc_type, OSError):
+        if args.exc_value is not None and isinstance(args.exc_value, OSError):
             self.fatal(args.exc_value)
         self._previous(args)
 
-    def fatal(self, exc: BaseException) -> None:
+    def fatal(self, exc: BaseException) -> NoReturn:
         """Print the one line (once, whichever thread comes first), notify, and leave with EXIT_FAILED."""
         if not self._lock.acquire(timeout=30):
             os._exit(EXIT_FAILED)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import posixpath
-from typing import Iterator
+from collections.abc import Iterator
 
 from model import Finding, Loc, Project
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 from model import ArgSpec, Option, Project
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 from urllib.parse import unquote
 
 from model import Code, Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Skill, TextEdit
@@ -150,7 +151,7 @@ def resolve(from_path: str, target: str) -> str:
 def _in_tree(project: Project, relpath: str, index: set[str]) -> bool:
     """Whether ``relpath`` is in the loader's index of the tree (through in-root folder links too)."""
     relpath = posixpath.normpath(relpath)
-    if relpath in ("", ".") or relpath.startswith("../") or relpath == ".." or relpath.startswith("/"):
+    if relpath in ("", ".") or relpath.startswith(("../", "/")) or relpath == "..":
         return relpath in ("", ".") and index is project.paths
     if relpath in index:
         return True

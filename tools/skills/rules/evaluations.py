@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from model import Finding, Heading, Loc, MarkdownDoc, Project, Skill
 

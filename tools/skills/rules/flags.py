@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 from model import ArgSpec, Code, Finding, Loc, MarkdownDoc, Option, Project, RstDoc, Skill
 
@@ -69,8 +69,8 @@ def _content_cols(doc: MarkdownDoc | RstDoc, code: Code, lines: list[str]) -> li
 def _documents(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, Skill | None]]:
     for skill, doc in all_skill_docs(project):
         yield doc, skill
-    for doc in rst_docs(project):
-        yield doc, None
+    for rst in rst_docs(project):
+        yield rst, None
 
 
 def written_commands(project: Project) -> list[Written]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from model import Finding, Project, Skill
 

@@ -13,7 +13,7 @@ ranks communicate); TORCH_*, GLOO_* and other prefixes are not judged.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 from model import Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Table
 

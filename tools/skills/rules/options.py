@@ -7,7 +7,8 @@ The table is found by its content: in the multi-GPU page, the table whose first 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from model import MISSING, Cell, Finding, Fix, Loc, Option, Project, RstDoc, Table, TextEdit
 
@@ -19,6 +20,12 @@ NONE_WORDS = frozenset({"", "none", "—", "–", "-", "unset", "(none)", "n/a"}
 ONE_OF_RE = re.compile(r"\bone of\b(.*?)(?:[.;(]|$)", re.IGNORECASE | re.DOTALL)
 HELP_FLAGS = frozenset({"-h", "--help"})
 
+
+
+def _launcher_path(project: Project) -> str:
+    """The launcher's path (its rules run only when the project has a launcher)."""
+    assert project.launcher is not None
+    return project.launcher.path
 
 def _flags(cell: Cell) -> list[str]:
     """Option strings written in a cell: its code literals first, else flag-looking words."""
@@ -91,8 +98,8 @@ def _truth(project: Project, opt: Option | None) -> Loc:
     assert project.launcher is not None
     if opt is None:
         first = min((o.line for o in project.launcher.options), default=1)
-        return Loc(project.launcher.path, first, 1)
-    return Loc(project.launcher.path, opt.line, opt.col)
+        return Loc(_launcher_path(project), first, 1)
+    return Loc(_launcher_path(project), opt.line, opt.col)
 
 
 @rule("DR200", "options-table-present", profile="drift",
@@ -115,7 +122,7 @@ def options_table_present(project: Project) -> Iterator[Finding]:
         return
     if options_table(project) is None:
         yield finding("DR200", f"no launcher options table (a column of --flags) found; the launcher "
-                      f"{project.launcher.path} defines {len(_options(project))} options",
+                      f"{_launcher_path(project)} defines {len(_options(project))} options",
                       doc.path, 1, 1, truth=_truth(project, None))
 
 
@@ -133,7 +140,7 @@ def option_undocumented(project: Project) -> Iterator[Finding]:
     written = {f for _, _, _, flags in _rows(project) for f in flags}
     for opt in _options(project):
         if not set(opt.flags) & written:
-            yield finding("DR201", f"launcher option {opt.canonical} ({project.launcher.path}:{opt.line}) has no row "
+            yield finding("DR201", f"launcher option {opt.canonical} ({_launcher_path(project)}:{opt.line}) has no row "
                           "in the options table", doc.path, table.line, 1, truth=_truth(project, opt),
                           fix=_row_fix(project, doc, table, col, opt))
 
@@ -153,7 +160,7 @@ def option_unknown(project: Project) -> Iterator[Finding]:
             for f in flags:
                 if f not in known and cell is not None:
                     yield finding("DR202", f"{f} is in the options table but the launcher "
-                                  f"{project.launcher.path} has no such option", doc.path, cell.line, cell.col,
+                                  f"{_launcher_path(project)} has no such option", doc.path, cell.line, cell.col,
                                   truth=_truth(project, None))
                     break
 
@@ -182,11 +189,11 @@ def option_alias(project: Project) -> Iterator[Finding]:
         extra = [f for f in flags if f not in opt.flags]
         if missing:
             yield finding("DR203", f"{opt.canonical}: alias {', '.join(missing)} is not documented "
-                          f"({project.launcher.path}:{opt.line} defines {', '.join(opt.flags)})",
+                          f"({_launcher_path(project)}:{opt.line} defines {', '.join(opt.flags)})",
                           doc.path, cell.line, cell.col, truth=_truth(project, opt))
         if extra:
             yield finding("DR203", f"{opt.canonical}: {', '.join(extra)} is not an alias the launcher defines "
-                          f"({project.launcher.path}:{opt.line} defines {', '.join(opt.flags)})",
+                          f"({_launcher_path(project)}:{opt.line} defines {', '.join(opt.flags)})",
                           doc.path, cell.line, cell.col, truth=_truth(project, opt))
 
 
@@ -263,7 +270,7 @@ def _row_fix(project: Project, doc: RstDoc, table: Table, col: int, opt: Option)
         else:
             cells.append("")
     new = [f"{bullet}* - {cells[0]}".rstrip()] + [f"{cell_indent}- {c}".rstrip() for c in cells[1:]]
-    return Fix(f"added a row for {opt.canonical} (from {project.launcher.path}:{opt.line})",
+    return Fix(f"added a row for {opt.canonical} (from {_launcher_path(project)}:{opt.line})",
                (TextEdit(doc.path, before, before - 1, tuple(new)),), safe=opt.help is not None)
 
 
@@ -320,9 +327,9 @@ def option_default(project: Project) -> Iterator[Finding]:
             actual = None if opt.default is MISSING else opt.default
             col = cell.code[0].col if cell.code else cell.col
             yield finding("DR204", f"{opt.canonical}: the table says default {written or 'None'!s}, the launcher's "
-                          f"default is {actual!r} ({project.launcher.path}:{opt.line})",
+                          f"default is {actual!r} ({_launcher_path(project)}:{opt.line})",
                           doc.path, cell.code[0].line if cell.code else cell.line, col, truth=_truth(project, opt),
-                          fix=_default_fix(doc, cell, opt, project.launcher.path))
+                          fix=_default_fix(doc, cell, opt, _launcher_path(project)))
 
 
 def _written_choices(row: list[Cell], skip: int) -> tuple[list[str] | None, Cell | None]:
@@ -348,7 +355,7 @@ def option_choices(project: Project) -> Iterator[Finding]:
     found = options_table(project)
     if found is None:
         return
-    _, table, fcol = found
+    _, _, fcol = found
     by_flag = {f: o for o in _options(project) for f in o.flags}
     for doc, _, row, flags in _rows(project):
         opts = {id(by_flag[f]): by_flag[f] for f in flags if f in by_flag}
@@ -371,9 +378,9 @@ def option_choices(project: Project) -> Iterator[Finding]:
         assert cell is not None
         if missing:
             yield finding("DR205", f"{opt.canonical}: choice(s) {', '.join(missing)} not stated in the table "
-                          f"(choices: {', '.join(allowed)}; {project.launcher.path}:{opt.line})",
+                          f"(choices: {', '.join(allowed)}; {_launcher_path(project)}:{opt.line})",
                           doc.path, cell.line, cell.col, truth=_truth(project, opt))
         if extra:
             yield finding("DR205", f"{opt.canonical}: {', '.join(extra)} is not a choice the launcher accepts "
-                          f"(choices: {', '.join(allowed)}; {project.launcher.path}:{opt.line})",
+                          f"(choices: {', '.join(allowed)}; {_launcher_path(project)}:{opt.line})",
                           doc.path, cell.line, cell.col, truth=_truth(project, opt))

@@ -4,7 +4,7 @@ the profile it belongs to and the line of the spec or policy it enforces."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from model import Finding, Project
 

@@ -11,7 +11,8 @@ evals.json and name the winning skill and both scores. The threshold for should-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from model import Finding, Loc, Project, Skill
 
@@ -30,12 +31,12 @@ class Case:
     ranking: list  # list[routing.Scored], best first
 
 
-def index_of(project: Project):  # noqa: ANN201
+def index_of(project: Project):
     """The BM25 index over the tree's skills (name -> description), built once per check."""
     from routing import Index
 
-    def make():  # noqa: ANN202
-        skills = {}
+    def make():
+        skills: dict[str, Any] = {}
         for s in project.skills:
             desc = (s.skill_md.frontmatter or {}).get("description") if s.skill_md.readable else None
             if s.name and isinstance(desc, str):
@@ -78,7 +79,7 @@ def cases(project: Project) -> list[Case]:
     return cached(project, "routing-cases", make)
 
 
-def _score(case: Case, name: str) -> float:
+def _score(case: Case, name: str | None) -> float:
     return next((s.score for s in case.ranking if s.name == name), 0.0)
 
 
@@ -88,7 +89,7 @@ def _lost(project: Project) -> list[Case]:
     return [c for c in cases(project) if c.expected in names and c.ranking[0].name != c.expected]
 
 
-def _terms(case: Case, name: str) -> str:
+def _terms(case: Case, name: str | None) -> str:
     scored = next(s for s in case.ranking if s.name == name)
     return ", ".join(t for t, _ in scored.deciding(4)) or "none"
 
@@ -146,6 +147,7 @@ def collision(project: Project) -> Iterator[Finding]:
     """
     won: dict[tuple[str, str], list[str]] = {}
     for c in _lost(project):
+        assert c.expected is not None  # a lost case has an expected skill of this tree
         won.setdefault((c.ranking[0].name, c.expected), []).append(c.ident)
     by_name = {s.name: s for s in project.skills if s.name}
     for (a, b), ids in sorted(won.items()):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from model import Finding, Loc, MarkdownDoc, Project, RstDoc, Skill
 
@@ -161,7 +161,7 @@ def _labels(project: Project) -> dict[str, tuple[str, int]]:
     return cached(project, "rst-labels", make)
 
 
-def _doc_target(project: Project, doc: RstDoc, target: str) -> str:
+def _doc_target(project: Project, doc: MarkdownDoc | RstDoc, target: str) -> str:
     """The file a Sphinx :doc: target names (relative to the page, or to the source dir with a /)."""
     target = target.strip()
     if target.startswith("/"):
@@ -302,10 +302,10 @@ def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, S
                 text = code.text.strip()
                 inner = skill_dir_relative(text)  # `{baseDir}/scripts/x.py`: judged in the skill folder
                 yield doc, skill, code.line, code.col, inner if inner is not None else text
-    for doc in rst_docs(project):
-        for code in code_items(doc):
+    for rst in rst_docs(project):
+        for code in code_items(rst):
             if code.kind == "inline":
-                yield doc, None, code.line, code.col, code.text.strip()
+                yield rst, None, code.line, code.col, code.text.strip()
 
 
 @rule("SK206", "repo-path", profile="links",

@@ -122,11 +122,9 @@ def params_for(cfg: TrainConfig, ctx: DistContext, *, native_multi_gpu: bool, ma
     }
 
 
-def _classes(ctx: DistContext, manual_dist: bool, clock: StepClock) -> tuple[type, type, type]:
-    """Build the vecenv, observer and agent subclasses (rl_games is imported here, not at module load)."""
+def _vecenv_class(clock: StepClock) -> type:
+    """rl_games' vecenv over a built-in task (rl_games is imported here, not at module load)."""
     import torch
-    from rl_games.algos_torch.a2c_continuous import A2CAgent
-    from rl_games.common.algo_observer import DefaultAlgoObserver
     from rl_games.common.ivecenv import IVecEnv
 
     class ToyVecEnvForRlGames(IVecEnv):
@@ -152,6 +150,12 @@ def _classes(ctx: DistContext, manual_dist: bool, clock: StepClock) -> tuple[typ
                     "action_space": self.env.single_action_space,
                     "state_space": None, "agents": 1, "value_size": 1}
 
+    return ToyVecEnvForRlGames
+
+
+def _observer_class() -> type:
+    from rl_games.common.algo_observer import DefaultAlgoObserver
+
     class EpisodeObserver(DefaultAlgoObserver):
         """rl_games' default observer, also keeping each epoch's mean episode return."""
 
@@ -170,6 +174,12 @@ def _classes(ctx: DistContext, manual_dist: bool, clock: StepClock) -> tuple[typ
             if self._returns:
                 self.mean_rewards.append(sum(self._returns) / len(self._returns))
                 self._returns = []
+
+    return EpisodeObserver
+
+
+def _agent_class(ctx: DistContext, manual_dist: bool) -> type:
+    from rl_games.algos_torch.a2c_continuous import A2CAgent
 
     class MgpuA2CAgent(A2CAgent):
         """rl_games' continuous A2C/PPO with atomic checkpoints, the sync line, and gloo on CPU."""
@@ -190,8 +200,8 @@ def _classes(ctx: DistContext, manual_dist: bool, clock: StepClock) -> tuple[typ
                 self.multi_gpu = True
                 self.global_rank, self.world_size = ctx.rank, ctx.world_size
                 self.local_rank = -1  # torch.cuda.set_device(-1) is a no-op; train() calls it unconditionally
-                if ctx.rank != 0 and self.writer is not None:
-                    self.writer.close()
+                if ctx.rank != 0 and self.writer is not None:  # type: ignore[has-type]
+                    self.writer.close()  # type: ignore[has-type]
                     self.writer = None
             self.trained_epochs = 0
             self.loop_start: float | None = None
@@ -221,7 +231,12 @@ def _classes(ctx: DistContext, manual_dist: bool, clock: StepClock) -> tuple[typ
             if self._scratch:
                 shutil.rmtree(self._scratch, ignore_errors=True)
 
-    return ToyVecEnvForRlGames, EpisodeObserver, MgpuA2CAgent
+    return MgpuA2CAgent
+
+
+def _classes(ctx: DistContext, manual_dist: bool, clock: StepClock) -> tuple[type, type, type]:
+    """Build the vecenv, observer and agent subclasses (rl_games is imported here, not at module load)."""
+    return _vecenv_class(clock), _observer_class(), _agent_class(ctx, manual_dist)
 
 
 def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:

@@ -125,7 +125,7 @@ class ToyRslRlEnv(VecEnv):
         self._obs = self._wrap(env.reset())
 
     @property
-    def episode_length_buf(self) -> torch.Tensor:  # type: ignore[override]
+    def episode_length_buf(self) -> torch.Tensor:
         return self.env.episode_length_buf
 
     @episode_length_buf.setter
@@ -217,7 +217,7 @@ class DistributedRunner(OnPolicyRunner):
         loaded = _check_checkpoint(path)
         if self.alg.load(loaded, load_cfg, strict):
             self.current_learning_iteration = loaded["iter"]
-        return loaded.get("infos")
+        return loaded.get("infos") or {}
 
 
 # --- entry ---------------------------------------------------------------------------------------

@@ -180,8 +180,11 @@ class EpisodeStats:
 class ToyWrapperBase:
     """What the torch and JAX env wrappers share; mixed in before skrl's ``Wrapper`` of either framework."""
 
+    _env: Any  # skrl's Wrapper sets both
+    _unwrapped: Any
+
     def __init__(self, env: Any, stats: EpisodeStats, clock: StepClock | None = None) -> None:
-        super().__init__(env)
+        super().__init__(env)  # type: ignore[call-arg]  # skrl's Wrapper, after this mix-in
         self._stats = stats
         self._clock = clock
         self._obs: Any = None

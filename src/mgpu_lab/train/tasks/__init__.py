@@ -90,5 +90,15 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["ENTRY_POINTS", "TASKS", "TASK_DEFAULTS", "ToyVecEnv", "ToyCartpoleEnv", "ToyPendulumSwingUpEnv",
-           "UnknownTaskError", "env_class", "make_env", "unknown_task_message"]
+__all__ = [
+    "ENTRY_POINTS",
+    "TASKS",
+    "TASK_DEFAULTS",
+    "ToyCartpoleEnv",
+    "ToyPendulumSwingUpEnv",
+    "ToyVecEnv",
+    "UnknownTaskError",
+    "env_class",
+    "make_env",
+    "unknown_task_message",
+]

@@ -27,7 +27,7 @@ class ToyVecEnv(gym.Env):
     ``_sample_state(n)``, ``_observe()``, ``_dynamics(actions)`` and ``_reward_and_done(actions)``.
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": []}  # noqa: RUF012 - gymnasium.Env declares it an instance attribute
     num_obs: int
     num_actions: int
     max_episode_length: int
@@ -88,7 +88,7 @@ class ToyVecEnv(gym.Env):
         return self._observe()
 
     @torch.no_grad()
-    def step(self, actions: torch.Tensor):  # type: ignore[override]
+    def step(self, actions: torch.Tensor):
         """Advance every env by one step; see the class docstring for what comes back."""
         actions = torch.as_tensor(actions, device=self.device, dtype=torch.float32)
         actions = actions.reshape(self.num_envs, self.num_actions).clamp(-1.0, 1.0)  # a copy: callers keep theirs

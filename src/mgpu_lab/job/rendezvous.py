@@ -1,0 +1,63 @@
+"""The monitor's words about the rendezvous: where it is, which node this is, who never came. Stdlib only.
+
+The deadline itself is :class:`mgpu_lab.job.checks.RendezvousDeadline`; these functions only describe the
+job from its :class:`~mgpu_lab.job.config.LaunchConfig` (and torchrun's ``PET_*`` environment in it).
+"""
+
+from __future__ import annotations
+
+import socket
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from mgpu_lab.job.config import LaunchConfig
+
+
+def endpoint(config: LaunchConfig) -> str:
+    """``BACKEND HOST:PORT`` of the rendezvous."""
+    environ = config.environ
+    if config.rdzv_endpoint:
+        return f"{config.rdzv_backend or 'static'} {config.rdzv_endpoint}"
+    if environ.get("PET_RDZV_ENDPOINT") and config.master_addr is None:
+        return f"{environ.get('PET_RDZV_BACKEND', 'static')} {environ['PET_RDZV_ENDPOINT']}"
+    host = config.master_addr or environ.get("PET_MASTER_ADDR", "127.0.0.1")
+    port = config.master_port or environ.get("PET_MASTER_PORT", "29500")
+    return f"static {host}:{port}"
+
+
+def nodes(config: LaunchConfig) -> str:
+    return config.nnodes or config.environ.get("PET_NNODES", "1")
+
+
+def node(config: LaunchConfig) -> str:
+    rank = config.node_rank
+    rank_text = f"node_rank {rank}" if rank is not None else "node_rank assigned at the rendezvous"
+    return f"{socket.gethostname()}, {rank_text}"
+
+
+def waiting(config: LaunchConfig, left_s: float) -> str:
+    """The line said while this node waits for the others."""
+    return (f"[INFO] launcher: waiting for the rendezvous at {endpoint(config)}: this node ({node(config)}) is "
+            f"in; expecting {nodes(config)} node(s); {left_s:.0f} s left (--rdzv_timeout)")
+
+
+def answers(host: str, port: str) -> bool:
+    """Does anything accept a TCP connection at ``host:port`` (within a second)?"""
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def missing(config: LaunchConfig) -> str:
+    """Why the deadline passed: the other nodes never joined, or the rendezvous never answered."""
+    where = endpoint(config).split()[-1]
+    host, _, port = where.rpartition(":")
+    # a node that only connects: did the endpoint answer at all?
+    answered = config.hosts_store or answers(host, port or "29400")
+    what = (f"the other node(s) of {nodes(config)} expected never joined at {where}" if answered
+            else f"the rendezvous at {where} never answered, so no other node could join "
+                 f"({nodes(config)} node(s) expected)")
+    return (f"rendezvous deadline passed after {config.rdzv_timeout:g} s (--rdzv_timeout): "
+            f"never arrived: {what}; this node ({node(config)}) was ready")

@@ -1,0 +1,234 @@
+"""The job monitor's parts, each alone and in-process: its checks (each answers "what happened by now" from
+made-up times and inputs), its state machine driven by a recording supervisor, and the NCCL trace folders.
+The whole monitor runs end to end in tests/test_watchdog.py, tests/test_launcher_e2e.py and tests/test_cluster_e2e.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mgpu_lab.core.errors import EXIT_HANG, EXIT_RDZV
+from mgpu_lab.health import heartbeat
+from mgpu_lab.health.heartbeat import Beat
+from mgpu_lab.health.watchdog import Watchdog
+from mgpu_lab.job import checks
+from mgpu_lab.job.config import LaunchConfig
+from mgpu_lab.job.monitor import JobEnvironment, JobMonitor, State
+from mgpu_lab.job.nccl_trace import DUMP_ENV, PIPE_ENV, NcclTrace
+
+
+def launch_config(**given: object) -> LaunchConfig:
+    values: dict[str, object] = {
+        "rl_library": "rsl_rl", "forwarded": (), "train_script": "/nowhere/train.py", "jax": False, "device": "cpu",
+        "on_cpu": True, "nproc": "2", "nnodes": None, "node_rank": None, "master_addr": None, "master_port": None,
+        "rdzv_backend": None, "rdzv_endpoint": None, "rdzv_id": None, "rdzv_timeout_given": None,
+        "hang_timeout": 5.0, "startup_timeout": 20.0, "log_dir": None, "log_all_ranks": False,
+        "local_ranks_filter": None, "coordinator_address": None, "torchrun_options": (), "hosts_store": True,
+        "grace_s": 1.0, "dry_run": False, "environ": {},
+    }
+    values.update(given)
+    return LaunchConfig(**values)  # type: ignore[arg-type]
+
+
+def beat(rank: int, iteration: int, phase: str = "train", pid: int | None = None) -> Beat:
+    return Beat(rank=rank, local_rank=rank, world_size=2, pid=os.getpid() if pid is None else pid, node="n",
+                iteration=iteration, phase=phase, time=float(iteration))
+
+
+# ---------------------------------------------------------------------------------------------- the checks
+
+def test_rendezvous_deadline_waits_reports_then_expires() -> None:
+    check = checks.RendezvousDeadline(start=100.0, timeout_s=50.0)
+    assert check.report_every == 5.0  # a tenth of the deadline
+    assert check.poll(101.0, joined=False) is None
+    assert check.poll(105.0, joined=False) == checks.WAITING
+    assert check.poll(106.0, joined=False) is None  # said once per report_every
+    assert check.left(106.0) == 44.0
+    assert check.poll(110.0, joined=False) == checks.WAITING
+    assert check.poll(150.0, joined=False) == checks.EXPIRED
+    assert check.poll(150.0, joined=True) == checks.JOINED  # joining wins over the deadline
+
+
+@pytest.mark.parametrize(("timeout", "every"), [(5.0, 1.0), (100.0, 10.0), (3600.0, 30.0)])
+def test_rendezvous_reports_every_tenth_between_one_and_thirty_seconds(timeout: float, every: float) -> None:
+    assert checks.RendezvousDeadline(0.0, timeout).report_every == every
+
+
+def test_hang_check_follows_the_watchdog_and_is_off_at_zero(tmp_path: Path) -> None:
+    heartbeat.write_beat(tmp_path, beat(0, 1))
+    heartbeat.write_beat(tmp_path, beat(1, 1))
+    on = checks.HangCheck(Watchdog(tmp_path, 5.0, 20.0), 5.0)
+    off = checks.HangCheck(Watchdog(tmp_path, 0.0, 20.0), 0.0)
+    assert not on.poll(0.0) and not off.poll(0.0)  # the first beats are progress
+    assert not on.poll(4.0)
+    assert on.poll(5.0) and not off.poll(5.0)
+
+
+def test_liveness_names_vanished_ranks_and_a_restart_revives_them() -> None:
+    living = {10, 11}
+    check = checks.Liveness(alive=lambda pid: pid in living)
+    beats = {0: beat(0, 1, pid=10), 1: beat(1, 1, pid=11)}
+    assert check.poll(beats, 1.0) == set()
+    living.discard(11)
+    assert check.poll(beats, 2.0) == {1}
+    assert check.last_alive == {0: 2.0, 1: 1.0}
+    living.add(12)  # a restarted worker beats for rank 1
+    assert check.poll({**beats, 1: beat(1, 0, pid=12)}, 3.0) == set()
+
+
+def test_liveness_ignores_a_rank_never_seen_alive() -> None:
+    check = checks.Liveness(alive=lambda pid: False)
+    assert check.poll({0: beat(0, 1, pid=99)}, 1.0) == set()
+
+
+def test_failure_file_is_seen_once_written(tmp_path: Path) -> None:
+    path = tmp_path / "jax_error.json"
+    assert not checks.FailureFile(None).poll()
+    check = checks.FailureFile(str(path))
+    assert not check.poll()
+    path.write_text("{}")
+    assert check.poll()
+
+
+# ---------------------------------------------------------------------------------------------- the states
+
+class Recorder:
+    """The supervisor as the monitor sees it: a pid (none here) and stop(), which records its call."""
+
+    pid = None
+
+    def __init__(self) -> None:
+        self.stops: list[tuple[int, float | None]] = []
+
+    def stop(self, signum: int, grace_s: float | None = None) -> None:
+        self.stops.append((signum, grace_s))
+
+
+def test_monitor_moves_from_rendezvous_to_running_on_the_first_beat(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    monitor = JobMonitor(launch_config(rdzv_timeout_given=20.0), str(tmp_path), start=0.0, error_file=None,
+                         trace=None)
+    supervisor = Recorder()
+    assert monitor.state is State.RENDEZVOUS
+    monitor.tick(supervisor, 1.0)
+    assert monitor.state is State.RENDEZVOUS
+    heartbeat.write_beat(tmp_path, beat(0, 0, "start"))
+    monitor.tick(supervisor, 3.0)
+    assert monitor.state is State.RUNNING and supervisor.stops == []
+    assert "rendezvous complete after 3 s" in capsys.readouterr().err
+
+
+def test_monitor_stops_the_job_at_the_rendezvous_deadline(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    monitor = JobMonitor(launch_config(rdzv_timeout_given=10.0), str(tmp_path), start=0.0, error_file=None,
+                         trace=None)
+    supervisor = Recorder()
+    monitor.tick(supervisor, 1.0)
+    assert "waiting for the rendezvous at static 127.0.0.1:29500" in capsys.readouterr().err
+    monitor.tick(supervisor, 10.0)
+    assert monitor.state is State.STOPPING and monitor.outcome == EXIT_RDZV
+    assert supervisor.stops == [(signal.SIGTERM, 1.0)]  # the config's grace, under the monitor's cap
+    assert monitor.verdict is not None and "rendezvous deadline passed after 10 s" in monitor.verdict
+    monitor.tick(supervisor, 11.0)  # stopping: nothing more is checked, nothing stopped twice
+    assert len(supervisor.stops) == 1
+
+
+def test_monitor_stops_the_job_on_a_jax_error_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    error = tmp_path / "jax_error.json"
+    monitor = JobMonitor(launch_config(jax=True), str(tmp_path), start=0.0, error_file=str(error), trace=None)
+    supervisor = Recorder()
+    assert monitor.state is State.RUNNING  # skrl's JAX launcher has no rendezvous of its own
+    monitor.tick(supervisor, 1.0)
+    assert supervisor.stops == []
+    error.write_text("{}")
+    monitor.tick(supervisor, 2.0)
+    assert supervisor.stops == [(signal.SIGTERM, None)] and monitor.outcome is None  # the ranks' report decides
+    assert "a JAX rank failed" in capsys.readouterr().err
+
+
+def test_monitor_reports_a_hang_and_stops_with_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The stuck rank is a stopped process: the watchdog asks no stack of it, and the monitor kills it."""
+    rank = subprocess.Popen(["sleep", "120"])
+    try:
+        os.kill(rank.pid, signal.SIGSTOP)
+        os.waitid(os.P_PID, rank.pid, os.WSTOPPED)  # the stop has taken effect (the event, not a sleep)
+        (tmp_path / "run").mkdir()
+        heartbeat.write_run_dir(tmp_path, tmp_path / "run")
+        monitor = JobMonitor(launch_config(hang_timeout=5.0), str(tmp_path), start=0.0, error_file=None, trace=None)
+        supervisor = Recorder()
+        heartbeat.write_beat(tmp_path, beat(0, 1, pid=rank.pid))
+        monitor.tick(supervisor, 1.0)
+        assert monitor.state is State.RUNNING and supervisor.stops == []
+        monitor.tick(supervisor, 7.0)
+        assert monitor.state is State.STOPPING and monitor.outcome == EXIT_HANG
+        assert supervisor.stops == [(signal.SIGTERM, 1.0)]
+        assert rank.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        rank.kill()
+        rank.wait()
+    err = capsys.readouterr().err
+    assert "no rank made progress for 5 s" in err and "stopping the job (exit 3)" in err
+    assert f"rank 0 (pid {rank.pid}) is stopped and cannot take SIGTERM: killing it" in err
+    assert (tmp_path / "run" / "watchdog").is_dir()
+
+
+# ---------------------------------------------------------------------------------------------- the trace
+
+def test_trace_defaults_put_dumps_and_pipes_in_one_folder(tmp_path: Path) -> None:
+    env: dict[str, str] = {}
+    trace = NcclTrace.configure(env, str(tmp_path), "job-1")
+    assert env[DUMP_ENV] == env[PIPE_ENV] == str(tmp_path / "nccl_trace_job-1" / "nccl_trace_rank_")
+    assert (trace.dump_prefix, trace.pipe_prefix) == (env[DUMP_ENV], env[PIPE_ENV])
+    assert (tmp_path / "nccl_trace_job-1").is_dir()
+
+
+def test_a_user_set_dump_file_does_not_move_the_pipes(tmp_path: Path) -> None:
+    """The bug: with TORCH_FR_DUMP_TEMP_FILE set by the user, the monitor listed the dumps' folder for the
+    pipes, which the ranks make under TORCH_NCCL_DEBUG_INFO_PIPE_FILE (the launcher's folder): no rank was
+    ever asked to dump. Here a FIFO stands where a rank would make its pipe, and must be written to."""
+    user = tmp_path / "mine" / "fr_"
+    env = {DUMP_ENV: str(user)}
+    trace = NcclTrace.configure(env, str(tmp_path / "logs"), "job-2")
+    assert trace.dump_prefix == str(user) and user.parent.is_dir()
+    pipe = Path(env[PIPE_ENV] + "0.pipe")
+    assert pipe.parent != user.parent
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # the rank's end
+    try:
+        assert trace.request_dumps() == 1
+        assert os.read(reader, 16) == b"1\n"
+    finally:
+        os.close(reader)
+
+
+def test_only_the_jobs_own_pipes_are_asked(tmp_path: Path) -> None:
+    env = {PIPE_ENV: str(tmp_path / "p_")}
+    trace = NcclTrace.configure(env, str(tmp_path), "k")
+    for name in ("p_0.pipe", "p_1.pipe", "other_0.pipe", "p_2"):
+        os.mkfifo(tmp_path / name)
+    assert [Path(p).name for p in trace.pipes()] == ["p_0.pipe", "p_1.pipe"]
+    assert stat.S_ISFIFO(os.stat(trace.pipes()[0]).st_mode)
+    assert trace.request_dumps() == 0  # nobody reads them: skipped without blocking
+
+
+def test_the_job_environment_turns_the_recorder_on_for_cuda_ranks_only(tmp_path: Path) -> None:
+    cuda = JobEnvironment(launch_config(on_cpu=False, device=None, log_dir=str(tmp_path), environ={"A": "1"}),
+                          str(tmp_path / "sup"))
+    assert cuda.trace is not None and cuda.env["A"] == "1"
+    assert cuda.env[PIPE_ENV].startswith(str(tmp_path / f"nccl_trace_{cuda.key}"))
+    assert JobEnvironment(launch_config(), str(tmp_path / "sup")).trace is None
+
+
+def test_job_key_order(tmp_path: Path) -> None:
+    def key(**environ: str) -> str:
+        return JobEnvironment(launch_config(environ=environ, rdzv_id=None), str(tmp_path / "s")).key
+
+    assert key(MGPU_LAB_JOB_KEY="mine", SLURM_JOB_ID="7") == "mine"
+    assert key(SLURM_JOB_ID="7", PET_RDZV_ID="r") == "slurm-7"
+    assert key(PET_RDZV_ID="r") == "rdzv-r"
+    assert key().startswith("job-") and key() != key()
