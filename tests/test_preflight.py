@@ -1,4 +1,4 @@
-"""Refusals the launcher makes before any rank starts (mgpu_lab.runs.preflight), and the /dev/shm estimate's
+"""Refusals the launcher makes before any rank starts (mgpu_lab.train.checks.check_resume, worded in mgpu_lab.runs.preflight), and the /dev/shm estimate's
 rank count without --num_gpus (mgpu_lab.launch.shm_ranks).
 
 The launcher runs in this process with its own parser (tests/test_launcher_commands.py's helpers): exit 2 with

@@ -210,9 +210,7 @@ def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = F
     if targs.checkpoint is not None and targs.checkpoint != LATEST:
         # torch, no RL library: only when a checkpoint is given
         train_checks.check_checkpoint(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
-    from mgpu_lab.runs.preflight import check_resume  # latest without a checkpoint, nothing left to train
-
-    check_resume(targs, dry_run=dry_run)
+    train_checks.check_resume(targs, dry_run=dry_run)  # latest without a checkpoint, nothing left to train
     if targs.continue_run is not None:  # its folder's newest checkpoint, before any rank starts
         _check_continue_run(targs)
 

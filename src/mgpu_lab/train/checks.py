@@ -111,3 +111,40 @@ def check_checkpoint(path: str, library: str, ml_framework: str, task: str | Non
 
         task_obs = env_class(task).num_obs if task in ENTRY_POINTS else None
     check_library(path, library, ml_framework, task, task_obs)
+
+
+def check_resume(targs: Namespace, *, dry_run: bool = False) -> str | None:
+    """The launcher, before any rank: refuse ``--checkpoint latest`` without a checkpoint, and a checkpoint with
+    nothing left to train. Returns the checkpoint that will be loaded (None: none, or not looked up).
+
+    A dry run does not look for ``latest`` (the job finds it when it runs, as it does ``--continue_run``'s
+    folder); a given path's iteration is read either way. Imports torch and the RL library's adapter, which
+    knows its checkpoint files; only when a checkpoint is given.
+    """
+    from mgpu_lab.runs.resume import LATEST
+
+    if targs.checkpoint is None or targs.continue_run is not None or (dry_run and targs.checkpoint == LATEST):
+        return None
+    from mgpu_lab.runs import resume
+    from mgpu_lab.runs.preflight import no_latest, nothing_left
+    from mgpu_lab.train import adapters
+    from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.train.tasks.catalog import TASK_DEFAULTS
+
+    defaults = TASK_DEFAULTS.get(targs.task, {})
+    cfg = TrainConfig(rl_library=targs.rl_library, task=targs.task, ml_framework=targs.ml_framework,
+                      max_iterations=targs.max_iterations or defaults.get("max_iterations", 100))
+    adapter = adapters.load(targs.rl_library)
+    if targs.checkpoint == LATEST:
+        found = resume.latest_checkpoint(targs.log_root, targs.rl_library, targs.task,
+                                         lambda run_dir: adapter.checkpoints(run_dir, cfg))
+        if found is None:
+            raise no_latest(targs.log_root, targs.rl_library, targs.task, targs.ml_framework)
+        path = str(found[1])
+        check_checkpoint(path, targs.rl_library, targs.ml_framework, targs.task)
+    else:
+        path = str(Path(targs.checkpoint).resolve())
+    start = adapter.checkpoint_iteration(path, cfg)
+    if start >= cfg.max_iterations:
+        raise nothing_left(f"--checkpoint {path}:", start, cfg.max_iterations)
+    return path
