@@ -25,13 +25,10 @@ from pathlib import Path
 from mgpu_lab.health import heartbeat
 from mgpu_lab.core import procs
 
-#: torch.distributed functions that block until every rank of the group takes part.
-COLLECTIVES = frozenset({
-    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all", "all_to_all_single",
-    "barrier", "monitored_barrier", "broadcast", "broadcast_object_list", "gather", "gather_object", "reduce",
-    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send", "recv", "isend", "irecv",
-    "batch_isend_irecv", "init_process_group", "new_group", "_store_based_barrier", "wait",
-})
+#: torch.distributed functions a rank can be found waiting in: every collective (heartbeat.COLLECTIVES, the one
+#: list), plus the set-up and point-to-point calls that block until a peer answers.
+WAITS = frozenset(heartbeat.COLLECTIVES) | {"isend", "irecv", "init_process_group", "new_group",
+                                           "_store_based_barrier", "wait"}
 _C10D_FILE = "torch/distributed/distributed_c10d.py"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first")
@@ -163,7 +160,7 @@ def _in_torch_distributed(frame: Frame) -> bool:
 def locate(frames: list[Frame]) -> tuple[str | None, Frame | None]:
     """(collective the thread waits in or None, the caller's frame or the innermost frame of interest)."""
     for i, frame in enumerate(frames):
-        if frame.file.replace("\\", "/").endswith(_C10D_FILE) and frame.func in COLLECTIVES:
+        if frame.file.replace("\\", "/").endswith(_C10D_FILE) and frame.func in WAITS:
             caller = next((f for f in frames[i + 1:] if not _in_torch_distributed(f)), None)
             return frame.func, caller
     interesting = next((f for f in frames if "/lib/python" not in f.file.replace("\\", "/")), None)
@@ -258,6 +255,8 @@ class Watchdog:
                 continue
             st.stack = _read_from(heartbeat.stack_path(self.folder, r), sizes[r])
             st.collective, st.where = locate(main_thread(parse_threads(st.stack)))
+            if st.collective is None and st.beat.collective is not None:  # a wait no Python frame shows (DDP's
+                st.collective = st.beat.collective  # gradient all-reduce, from C++): the rank's tracker saw it
         culprits, reason = blame(list(states.values()))
         stalled = now - self.last_progress if self.last_progress is not None else 0.0
         return Report(stalled, list(states.values()), culprits, reason, self.fired, list(self.starting))

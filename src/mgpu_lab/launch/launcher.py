@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from mgpu_lab.launch.devices import Inventory
 
 PROG = "isaaclab train_multigpu"
-#: Environment variable that replaces the trainer script (used by the tests to launch small fixtures).
-TRAIN_SCRIPT_ENV = "MGPU_LAB_TRAIN_SCRIPT"
 TORCHRUN_MODULE = "torch.distributed.run"
 JAX_LAUNCHER_MODULE = "skrl.utils.distributed.jax"
 JAX_DEFAULT_COORDINATOR = "127.0.0.1:5000"  # skrl's own default
@@ -93,6 +91,7 @@ class Config:
         self.torchrun_only = torchrun_only
         self.environ = environ
         self.inferred: list[str] = []  # what cluster detection filled in, and from where (for --dry_run)
+        self.script = None  # mgpu_lab.launch.any_script.Script: a foreign training script (None: train.py)
 
     @property
     def on_cpu(self) -> bool:
@@ -395,6 +394,11 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
     passthrough = group_dests(parser, TORCHRUN_GROUP)
     torchrun_only = passthrough + group_dests(parser, LAUNCHER_TORCHRUN_GROUP)
 
+    from mgpu_lab.launch import any_script
+
+    foreign = any_script.from_args(args)  # --train_script / -m: forwarded arguments go to that script unchecked
+    if foreign is not None:
+        any_script.check(foreign, forwarded, forwarded_value(forwarded, "--checkpoint"))
     jax = args.rl_library == "skrl" and forwarded_value(forwarded, "--ml_framework") == "jax"
     device = forwarded_value(forwarded, "--device")
     devices = Devices(environ, inventory)
@@ -425,11 +429,11 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
         nproc = None  # the PyTorchJob's own setting applies
     else:
         nproc = resolve_ranks(args.num_gpus, device, devices, jax=jax)
-    override = environ.get(TRAIN_SCRIPT_ENV)
-    script = os.path.realpath(override or train_script)
+    script = foreign.target if foreign is not None else os.path.realpath(train_script)
     config = Config(args, forwarded, jax=jax, device=device, nproc=nproc, train_script=script,
                     passthrough=passthrough, torchrun_only=torchrun_only, environ=environ)
-    if not override:
+    config.script = foreign
+    if foreign is None:
         targs = parse_training_args(script, args.rl_library, forwarded)
         check_training_args(targs, world_size(config, devices), dry_run=args.dry_run)
     if args.log_dir is not None:
@@ -460,6 +464,10 @@ def build_command(config: Config) -> Launch:
     trainer = [config.train_script, "--rl_library", args.rl_library, *config.forwarded]
     if "--distributed" not in config.forwarded:
         trainer.append("--distributed")
+    if config.script is not None:
+        from mgpu_lab.launch.any_script import rank_command
+
+        trainer = rank_command(config.script, config.forwarded, jax=config.jax)
 
     if config.jax:
         cmd = [
