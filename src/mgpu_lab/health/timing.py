@@ -128,10 +128,11 @@ class Verdict:
 
 def verdict(windows: dict[int, list[Window]]) -> Verdict:
     """Name the rank that is persistently slower than the others, if one is."""
-    usable = {r: ws[1:] for r, ws in windows.items() if len(ws) > MIN_WINDOWS}
+    usable = {r: [w for w in ws[1:] if w.collectives] for r, ws in windows.items()}  # a window without any
+    usable = {r: ws for r, ws in usable.items() if len(ws) >= MIN_WINDOWS}  # collective says nothing of pace
     if len(usable) < 2:
-        return Verdict(None, 0.0, 0.0, 0.0, f"too little to compare: it takes two ranks with more than {MIN_WINDOWS} "
-                                            "windows each (run longer)")
+        return Verdict(None, 0.0, 0.0, 0.0, f"too little to compare: it takes two ranks with "
+                                            f"{MIN_WINDOWS} windows each that made collectives (run longer)")
     medians = {r: statistics.median(w.compute_share for w in ws) for r, ws in usable.items()}
     slow = max(medians, key=lambda r: medians[r])
     others = statistics.median(m for r, m in medians.items() if r != slow)
@@ -171,7 +172,7 @@ def report_lines(run_dir: str | os.PathLike) -> list[str]:
         return lines
     if v.slow is None:
         lines.append(f"{PREFIX} no straggler: {v.reason} (highest median compute share {v.share:.0%}, the others "
-                     f"{v.others:.0%}; the first window of each rank, start-up, is left out)")
+                     f"{v.others:.0%}; each rank's first window (start-up) and windows without a collective are left out)")
         return lines
     lines.append(f"[WARN] timing: rank {v.slow} is persistently slower than the others: it computes {v.share:.0%} "
                  f"of each window where the others compute {v.others:.0%} and wait for it in collectives "
