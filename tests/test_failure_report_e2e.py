@@ -19,7 +19,6 @@ pytestmark = [pytest.mark.e2e,
 
 def launch(args: list[str], **env: str) -> tuple[int, str]:
     full = loopback_env(**env)
-    full.pop("MGPU_LAB_TRAIN_SCRIPT", None)
     proc = start(launcher_cmd(*args, "--master_port", str(free_port())), full)
     try:
         _, err = finish(proc, timeout=300)

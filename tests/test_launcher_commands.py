@@ -169,12 +169,6 @@ def test_leading_double_dash_is_dropped() -> None:
     assert cmd[cmd.index(TRAIN):] == [TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--seed", "3", "--distributed"]
 
 
-def test_train_script_override_for_tests() -> None:
-    fixture = REPO / "tests" / "fixtures" / "launcher" / "print_rank.py"
-    cmd = dry("--num_gpus", "2", "--device", "cpu", MGPU_LAB_TRAIN_SCRIPT=str(fixture))
-    assert str(fixture) in cmd
-
-
 # ---------------------------------------------------------------------------------------------- rejections
 
 @pytest.mark.parametrize(
