@@ -228,15 +228,27 @@ def check_training_args(args: list[str], cmd: Command, parser, capsys) -> None:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("cmd", LAUNCHER_CMDS, ids=lambda c: c.id)
-def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys) -> None:
+def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys, tmp_path: Path) -> None:
     assert LAUNCHER.is_file(), f"{rel(LAUNCHER)} is missing"
     env = loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS, MGPU_LAB_TEST_GPUS="8")  # eight made-up GPUs
-    proc = run([PYTHON, str(LAUNCHER), "--dry_run", *cmd.args], timeout=60, env=env)
+    script = foreign_script(cmd)
+    if script is not None:  # another project's script (Isaac Lab's train.py, a user's own): a file where it says
+        (tmp_path / script).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / script).write_text("raise SystemExit('a stand-in: only --dry_run reads this path')\n")
+    proc = run([PYTHON, str(LAUNCHER), "--dry_run", *cmd.args], timeout=60, env=env,
+               cwd=tmp_path if script is not None else REPO)
     assert proc.returncode == 0, (
         f"{cmd.where}: `{cmd.source}` failed with --dry_run (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
     )
-    assert "train.py" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stderr
+    if script is not None:  # the rank entry runs it with its arguments unchanged, nothing added
+        launch_ns, forwarded = launcher_parser.parse_known_args(list(cmd.args))
+        printed = shlex.split(proc.stdout)
+        assert printed[printed.index(str((tmp_path / script).resolve())):] == \
+            [str((tmp_path / script).resolve()), *forwarded], proc.stdout
+        assert "rank_entry.py" in proc.stdout
+        return
+    assert "train.py" in proc.stdout, proc.stdout
     if {"-h", "--help"} & set(cmd.args):
         return  # a pointer to the help text, not a training command
     # what the launcher forwards must be valid for train.py too (--dry_run does not run it)
@@ -244,6 +256,11 @@ def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser
     forwarded = [a for a in forwarded if a != "--"]
     check_training_args(["--rl_library", launch_ns.rl_library, *forwarded, "--distributed"], cmd,
                         trainer_parser, capsys)
+
+
+def foreign_script(cmd: Command) -> str | None:
+    """The ``--train_script`` of a launcher example (another project's script), or None."""
+    return option(cmd.args, "--train_script") if cmd.sub == "train_multigpu" else None
 
 
 @pytest.mark.parametrize("cmd", TRAINER_CMDS, ids=lambda c: c.id)
@@ -346,6 +363,8 @@ class Shape:
 def shape_of(cmd: Command) -> Shape | None:
     """The shape of a training command, or None for one that only prints (``--dry_run``, ``--help``)."""
     if cmd.sub not in ("train", "train_multigpu") or {"--dry_run", "-h", "--help"} & set(cmd.args):
+        return None
+    if foreign_script(cmd) is not None:  # trained by its local equivalents: tests/test_any_script_e2e.py
         return None
     library = option(cmd.args, "--rl_library") or "rsl_rl"
     framework = option(cmd.args, "--ml_framework") or "torch"
