@@ -59,28 +59,28 @@ def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out) -> N
     x = torch.randn(128, 64)
     bare_model = DistributedDataParallel(net())
     bare_step = ddp_step(bare_model, torch.optim.SGD(bare_model.parameters(), lr=1e-3), x)
-    bare_reduce = dist.all_reduce
     results: dict[str, list[float]] = {"all_reduce bare": [], "all_reduce tracked": [], "DDP step bare": [],
                                        "DDP step tracked": []}
     tracker = CollectiveTracker()
     beater = None
     tracked_step = None
-    for _ in range(rounds):
-        dist.barrier()
-        results["all_reduce bare"].append(timed(lambda: bare_reduce(t), calls))
-        results["DDP step bare"].append(timed(bare_step, max(calls // 10, 1)))
-        if beater is None:
-            tracker.install()
-            beater = Beater(Supervision(folder, rank, rank, 2), tracker, TimingLog(tracker, rank, "bench", folder))
-            beater.thread.start()
-            tracked_model = DistributedDataParallel(net())
-            tracked_step = ddp_step(tracked_model, torch.optim.SGD(tracked_model.parameters(), lr=1e-3), x)
-        else:
-            tracker.install()
-        dist.barrier()
-        results["all_reduce tracked"].append(timed(lambda: dist.all_reduce(t), calls))
-        results["DDP step tracked"].append(timed(tracked_step, max(calls // 10, 1)))
-        tracker.uninstall()  # the bare runs of the next round see torch.distributed untouched
+    for round_ in range(rounds):
+        for tracked in ((False, True) if round_ % 2 == 0 else (True, False)):  # alternate the order: no bias
+            if tracked and beater is None:
+                tracker.install()
+                beater = Beater(Supervision(folder, rank, rank, 2), tracker,
+                                TimingLog(tracker, rank, "bench", folder))
+                beater.thread.start()
+                tracked_model = DistributedDataParallel(net())
+                tracked_step = ddp_step(tracked_model, torch.optim.SGD(tracked_model.parameters(), lr=1e-3), x)
+            elif tracked:
+                tracker.install()
+            dist.barrier()
+            kind = "tracked" if tracked else "bare"
+            results[f"all_reduce {kind}"].append(timed(lambda: dist.all_reduce(t), calls))
+            results[f"DDP step {kind}"].append(timed(tracked_step if tracked else bare_step, max(calls // 10, 1)))
+            if tracked:
+                tracker.uninstall()  # the bare runs see torch.distributed untouched
     beater.finish(ok=True)
     dist.destroy_process_group()
     out.put((rank, {k: statistics.median(v) for k, v in results.items()}))
@@ -89,7 +89,7 @@ def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out) -> N
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000, help="calls per timing of all_reduce (default: 2000)")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default: 5)")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds, each order alternating (default: 10)")
     args = parser.parse_args()
     import torch.multiprocessing as mp
 

@@ -222,3 +222,14 @@ def test_the_slow_fault_parses_with_its_seconds() -> None:
     with pytest.raises(ValueError, match="slow takes seconds"):
         parse_faults("slow:1:2:0")
     assert os.path.basename(any_script.ENTRY) == "rank_entry.py"
+
+
+def test_timing_without_any_run_is_one_line_exit_2(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from mgpu_lab.cli import main as isaaclab
+
+    result = CliRunner().invoke(isaaclab, ["timing", "latest", "--log_root", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("isaaclab timing: error: no per-rank timing under") and \
+        len(result.stderr.splitlines()) == 1
