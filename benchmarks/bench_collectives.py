@@ -8,7 +8,7 @@ Two gloo ranks on this machine (``torch.multiprocessing``), each timing, alterna
 2. one DDP training step (forward, backward with the gradient all-reduce, optimizer step), bare vs tracked
    (the tracked model gets the comm hook the tracker adds).
 
-Prints the median per-call time of each and the ratio tracked / bare (target: close to 1.0x for the DDP step;
+``--no_beats`` leaves the heartbeat thread out (the tracker alone). Prints the median per-call time of each and the ratio tracked / bare (target: close to 1.0x for the DDP step;
 the small all_reduce shows the fixed cost per call).
 
 Usage: ``uv run python benchmarks/bench_collectives.py [--calls N] [--rounds R]``.
@@ -41,7 +41,7 @@ def ddp_step(model, optimizer, x):  # noqa: ANN001, ANN201
     return step
 
 
-def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out) -> None:  # noqa: ANN001
+def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out, beats: bool) -> None:  # noqa: ANN001
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -70,7 +70,8 @@ def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out) -> N
                 tracker.install()
                 beater = Beater(Supervision(folder, rank, rank, 2), tracker,
                                 TimingLog(tracker, rank, "bench", folder))
-                beater.thread.start()
+                if beats:
+                    beater.thread.start()
                 tracked_model = DistributedDataParallel(net())
                 tracked_step = ddp_step(tracked_model, torch.optim.SGD(tracked_model.parameters(), lr=1e-3), x)
             elif tracked:
@@ -81,7 +82,8 @@ def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out) -> N
             results[f"DDP step {kind}"].append(timed(tracked_step if tracked else bare_step, max(calls // 10, 1)))
             if tracked:
                 tracker.uninstall()  # the bare runs see torch.distributed untouched
-    beater.finish(ok=True)
+    if beats:
+        beater.finish(ok=True)
     dist.destroy_process_group()
     out.put((rank, {k: statistics.median(v) for k, v in results.items()}))
 
@@ -90,13 +92,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000, help="calls per timing of all_reduce (default: 2000)")
     parser.add_argument("--rounds", type=int, default=10, help="rounds, each order alternating (default: 10)")
+    parser.add_argument("--no_beats", action="store_true", help="the tracker alone, without the heartbeat thread")
     args = parser.parse_args()
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="bench_collectives_") as folder:
-        procs = [ctx.Process(target=worker, args=(r, free_port_once, args.calls, args.rounds, folder, queue))
+        procs = [ctx.Process(target=worker, args=(r, free_port_once, args.calls, args.rounds, folder, queue,
+                                                      not args.no_beats))
                  for free_port_once in [free_port()] for r in (0, 1)]
         for p in procs:
             p.start()

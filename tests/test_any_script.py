@@ -233,3 +233,13 @@ def test_timing_without_any_run_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith("isaaclab timing: error: no per-rank timing under") and \
         len(result.stderr.splitlines()) == 1
+
+
+def test_the_watchdog_names_the_scripts_line_not_the_trackers() -> None:
+    from mgpu_lab.health.watchdog import Frame, locate
+
+    frames = [Frame("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 4181, "all_reduce"),
+              Frame("/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", 83, "wrapper"),
+              Frame("/repo/src/mgpu_lab/health/collectives.py", 137, "collective"),
+              Frame("/home/me/train.py", 25, "average_gradients")]
+    assert locate(frames) == ("all_reduce", frames[3])

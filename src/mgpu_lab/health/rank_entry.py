@@ -115,12 +115,17 @@ def records_folder(supervise_dir: str | None, job_root: str | None, name: str): 
     if supervise_dir is None or job_root is None:
         return None
     folder = heartbeat.read_run_dir(supervise_dir)
-    if folder is None or not folder.is_dir():
-        folder = run_dir.create(job_root, JOB_DIR_KIND, name, None)
-        heartbeat.write_run_dir(supervise_dir, folder)
-        print(f"[INFO] launcher: this job's records (watchdog, stacks, timing): {folder}", file=sys.stderr,
-              flush=True)
-    return continue_run.hold(folder, os.environ.get("MGPU_LAB_JOB_KEY"))
+    try:
+        if folder is None or not folder.is_dir():
+            folder = run_dir.create(job_root, JOB_DIR_KIND, name, None)
+            heartbeat.write_run_dir(supervise_dir, folder)
+            print(f"[INFO] rank 0: this job's records (watchdog, stacks, timing): {folder}", file=sys.stderr,
+                  flush=True)
+        return continue_run.hold(folder, os.environ.get("MGPU_LAB_JOB_KEY"))
+    except OSError as exc:  # the script still runs: only isaaclab stacks/timing will not find this job
+        print(f"[WARN] rank 0: no records folder under {job_root} ({exc.strerror or exc}); isaaclab stacks and "
+              "isaaclab timing will not find this job", file=sys.stderr, flush=True)
+        return None
 
 
 def run_target(target: str, module: bool, args: list[str]) -> int:
