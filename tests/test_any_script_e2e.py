@@ -84,6 +84,13 @@ def run_to_end(script: str, root: Path, *args: str, hang_timeout: str = "60") ->
     return Job(proc.returncode, out, err, tree, root)
 
 
+def training_windows(root: Path) -> int:
+    """The fewest timing windows with a collective in them, over both ranks (0 until both ranks wrote some)."""
+    found = timing.find_run("latest", str(root))
+    windows = timing.read(found) if found is not None else {}
+    return min((sum(1 for w in ws if w.collectives) for ws in windows.values()), default=0) if len(windows) == 2 else 0
+
+
 @pytest.fixture(scope="module", params=SCRIPTS)
 def healthy(request, tmp_path_factory) -> Job:  # noqa: ANN001
     """Rank 1 slow; stacks asked while it trains, timing read once each rank closed 6 windows; then it ends."""
