@@ -29,7 +29,8 @@ FIXTURE = REPO / "tests" / "fixtures" / "launcher" / "beat_rank.py"
 
 
 def launch(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    cmd = [sys.executable, str(LAUNCHER), "--num_gpus", "2", "--device", "cpu", "--master_port", str(free_port()),
+    cmd = [sys.executable, str(LAUNCHER), "--train_script", str(FIXTURE), "--job_log_root", "/tmp/bench_watchdog_jobs",
+           "--num_gpus", "2", "--device", "cpu", "--master_port", str(free_port()),
            *args]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -41,7 +42,7 @@ def main() -> int:
     parser.add_argument("--hang_timeout", type=float, default=5.0, help="timeout for the hang runs (default: 5)")
     args = parser.parse_args()
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
-               MASTER_ADDR="127.0.0.1", MGPU_LAB_TRAIN_SCRIPT=str(FIXTURE))
+               MASTER_ADDR="127.0.0.1")
 
     on, off = [], []
     for _ in range(args.repeat):

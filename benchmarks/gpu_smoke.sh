@@ -5,7 +5,7 @@
 #
 # 1. trains one CUDA rank per library (rsl_rl, rl_games, skrl torch) through the launcher (NCCL);
 # 2. runs the NCCL probe with --backend nccl on every visible GPU;
-# 3. triggers the hang watchdog once on a CUDA rank (MGPU_LAB_FAULT hang) and checks exit 3 and the stacks;
+# 3. triggers the hang watchdog once on a CUDA rank (--rehearse_fault hang) and checks exit 3 and the stacks;
 # 4. prints throughput GPU vs CPU (the same run with --device cpu), as a ratio.
 # Every step has a deadline (timeout); the script goes on after a failed step and exits 1 if any failed.
 set -uo pipefail
@@ -44,7 +44,7 @@ step probe_nccl $RUN python -m torch.distributed.run --nproc_per_node "$ngpu" \
     skills/user/train-multi-gpu/scripts/nccl_probe.py --backend nccl -b 8 -e 64M || failed=1
 
 # the watchdog on a CUDA rank: rank 0 stops making progress at iteration 3; expect exit 3 and stack files
-step watchdog env MGPU_LAB_FAULT=hang:0:3 $RUN isaaclab train_multigpu --num_gpus 1 --task Toy-Cartpole-v0 \
+step watchdog $RUN isaaclab train_multigpu --num_gpus 1 --task Toy-Cartpole-v0 --rehearse_fault hang:0:3 \
     --num_envs 256 --max_iterations 50 --hang_timeout 15 --log_root "$LOGS/hang"
 rc=$?
 if [ "$rc" -eq 3 ] && ls "$LOGS"/hang/*/*/*/watchdog/stack_rank0.txt >/dev/null 2>&1; then

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,8 @@ LOOPBACK_NODES = "127.0.0.[1-2]"
 #: one rank per node; the fixture all-reduces over the world and prints the sum (1 + 2 when both ranks joined)
 TINY = ["--task", TASK, "--device", "cpu", "--num_gpus", "1", "--log_all_ranks", "--all_reduce"]
 WORLD_FIXTURE = str(REPO / "tests" / "fixtures" / "launcher" / "print_rank.py")
+#: the launcher starting the world fixture instead of train.py, its records in the temp folder
+WORLD = ["--train_script", WORLD_FIXTURE, "--job_log_root", str(Path(tempfile.gettempdir()) / "mgpu_lab_cluster_jobs")]
 DRY = ["--dry_run", "--task", TASK, "--device", "cpu", "--num_gpus", "1"]
 HINT = "or --no_slurm to ignore SLURM's environment"
 
@@ -46,11 +49,6 @@ def node_env(tag_env: dict[str, str], **cluster_vars: str) -> dict[str, str]:
     env = without_cluster(tag_env)
     env.update(cluster_vars)
     return env
-
-
-def world_env(tag_env: dict[str, str], **cluster_vars: str) -> dict[str, str]:
-    """node_env, with the launcher starting the world fixture instead of train.py."""
-    return node_env(tag_env, MGPU_LAB_TRAIN_SCRIPT=WORLD_FIXTURE, **cluster_vars)
 
 
 def stderr_lines(proc) -> list[str]:
@@ -81,8 +79,8 @@ def test_slurm_two_launchers_form_one_world() -> None:
     base, tag = tagged_env()
     runs = []
     for node in (0, 1):
-        env = world_env(base, **srun_env(node, job_id=job_id, nodelist=LOOPBACK_NODES))
-        runs.append(([PYTHON, LAUNCHER, *TINY], env))
+        env = node_env(base, **srun_env(node, job_id=job_id, nodelist=LOOPBACK_NODES))
+        runs.append(([PYTHON, LAUNCHER, *WORLD, *TINY], env))
     results = run_together(runs, timeout=300)
     assert_one_world_of_two(results)
     port = rendezvous_port(job_id)
@@ -200,7 +198,7 @@ def pet_env(base: dict[str, str], node: int, port: int, env=node_env) -> dict[st
 def test_kubernetes_pet_variables_alone_form_one_world() -> None:
     port = free_port()
     base, tag = tagged_env()
-    runs = [([PYTHON, LAUNCHER, *TINY], pet_env(base, node, port, env=world_env)) for node in (0, 1)]
+    runs = [([PYTHON, LAUNCHER, *WORLD, *TINY], pet_env(base, node, port)) for node in (0, 1)]
     results = run_together(runs, timeout=300)
     assert_one_world_of_two(results)
     assert_nothing_left(tag)

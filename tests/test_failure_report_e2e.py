@@ -22,7 +22,6 @@ def launch(args: list[str], gpus: int | None = None, fault: str | None = None, *
     seams = {"gpus": gpus, "fault": fault}  # made-up GPUs for the launcher's check; a fault in the ranks
     if any(v is not None for v in seams.values()):
         full = seams_env(full, **{k: v for k, v in seams.items() if v is not None})
-    full.pop("MGPU_LAB_TRAIN_SCRIPT", None)
     proc = start(launcher_cmd(*args, "--master_port", str(free_port())), full)
     try:
         _, err = finish(proc, timeout=300)

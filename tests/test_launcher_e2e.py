@@ -1,6 +1,6 @@
 """End-to-end launcher runs: real torchrun (and skrl JAX launcher) processes, gloo on CPU, loopback, free ports.
 
-The runs launch small fixture scripts (tests/fixtures/launcher/) through ``MGPU_LAB_TRAIN_SCRIPT`` so that
+The runs launch small fixture scripts (tests/fixtures/launcher/) through the launcher's ``--train_script`` so that
 each case shows one behaviour quickly; the first goes through the user's ``uv run isaaclab train_multigpu``.
 The real train.py under the launcher is the session's healthy runs' (tests/mgpu_testing/runs.py), checked
 in tests/test_rsl_rl.py, test_rl_games.py, test_skrl.py and test_skrl_jax.py. Every subprocess has a hard
@@ -20,7 +20,7 @@ import pytest
 
 from mgpu_testing import PYTHON, free_port, kill_group, run
 from mgpu_testing.launcher import (
-    CPU2, LAUNCHER, alive, finish, fixture_env, kept_torchrun_text, process_tree, start, wait_for_pids,
+    CPU2, LAUNCHER, alive, finish, fixture_args, fixture_env, kept_torchrun_text, process_tree, start, wait_for_pids,
 )
 
 pytestmark = [pytest.mark.e2e,
@@ -38,19 +38,21 @@ def uv_isaaclab() -> list[str]:
 # ---------------------------------------------------------------------------------------------- console and logs
 
 def test_two_cpu_ranks_only_local_rank_0_on_console(tmp_path: Path) -> None:
-    cmd = [*uv_isaaclab(), *CPU2, "--master_port", str(free_port()), "--task", "Toy-Cartpole-v0"]
-    proc = run(cmd, timeout=300, env=fixture_env("print_rank.py", tmp_path))
+    cmd = [*uv_isaaclab(), *fixture_args("print_rank.py", tmp_path / "jobs"), *CPU2, "--master_port", str(free_port()),
+           "--task", "Toy-Cartpole-v0"]
+    proc = run(cmd, timeout=300, env=fixture_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.glob("rank*.pid")) == ["rank0.pid", "rank1.pid"]  # both ranks ran
-    assert "[fixture] rank 0/2 local_rank 0 distributed=True" in proc.stdout
-    assert "argv=--rl_library rsl_rl --device cpu --task Toy-Cartpole-v0 --distributed" in proc.stdout
+    assert "[fixture] rank 0/2 local_rank 0 distributed=False" in proc.stdout  # a script's arguments, unchanged
+    assert "argv=--device cpu --task Toy-Cartpole-v0\n" in proc.stdout
     assert "rank 0 stderr line" in proc.stderr
     assert "rank 1/2" not in proc.stdout + proc.stderr and "rank 1 stderr" not in proc.stderr
 
 
 def test_log_all_ranks_shows_both_ranks(tmp_path: Path) -> None:
-    cmd = [PYTHON, str(LAUNCHER), *CPU2, "--master_port", str(free_port()), "--log_all_ranks"]
-    proc = run(cmd, timeout=300, env=fixture_env("print_rank.py", tmp_path))
+    cmd = [PYTHON, str(LAUNCHER), *fixture_args("print_rank.py", tmp_path / "jobs"), *CPU2, "--master_port",
+           str(free_port()), "--log_all_ranks"]
+    proc = run(cmd, timeout=300, env=fixture_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "[fixture] rank 0/2" in proc.stdout and "[fixture] rank 1/2" in proc.stdout
     assert "rank 0 stderr line" in proc.stderr and "rank 1 stderr line" in proc.stderr
@@ -58,8 +60,9 @@ def test_log_all_ranks_shows_both_ranks(tmp_path: Path) -> None:
 
 def test_tee_and_log_dir_keep_per_rank_files(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
-    cmd = [PYTHON, str(LAUNCHER), *CPU2, "--master_port", str(free_port()), "--tee", "3", "--log_dir", str(log_dir)]
-    proc = run(cmd, timeout=300, env=fixture_env("print_rank.py", tmp_path))
+    cmd = [PYTHON, str(LAUNCHER), *fixture_args("print_rank.py", tmp_path / "jobs"), *CPU2, "--master_port",
+           str(free_port()), "--tee", "3", "--log_dir", str(log_dir)]
+    proc = run(cmd, timeout=300, env=fixture_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     for rank in (0, 1):
         stdout_logs = list(log_dir.glob(f"*/attempt_0/{rank}/stdout.log"))
@@ -80,8 +83,9 @@ def test_tee_and_log_dir_keep_per_rank_files(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------- faults
 
 def test_failing_rank_ends_the_job_and_is_named(tmp_path: Path) -> None:
-    proc = start([PYTHON, str(LAUNCHER), *CPU2, "--master_port", str(free_port())],
-                 fixture_env("raise_rank.py", tmp_path))
+    proc = start([PYTHON, str(LAUNCHER), *fixture_args("raise_rank.py", tmp_path / "jobs"), *CPU2, "--master_port",
+                  str(free_port())],
+                 fixture_env(tmp_path))
     try:
         pids = wait_for_pids(tmp_path, 2, proc)
         # rank 0 sleeps 120 s unless stopped: ending well before that is the job ending on rank 1's failure
@@ -99,9 +103,10 @@ def test_failing_rank_ends_the_job_and_is_named(tmp_path: Path) -> None:
 
 def test_failing_jax_rank_is_reported_and_stops_the_others(tmp_path: Path) -> None:
     """skrl's JAX launcher drops its workers' exit codes; the launcher still exits non-zero and stops rank 0."""
-    cmd = [PYTHON, str(LAUNCHER), "--rl_library", "skrl", "--ml_framework", "jax", *CPU2,
+    cmd = [PYTHON, str(LAUNCHER), *fixture_args("raise_rank.py", tmp_path / "jobs"), "--rl_library", "skrl",
+           "--ml_framework", "jax", *CPU2,
            "--coordinator_address", f"127.0.0.1:{free_port()}"]
-    proc = start(cmd, fixture_env("raise_rank.py", tmp_path))
+    proc = start(cmd, fixture_env(tmp_path))
     try:
         _, err = finish(proc, timeout=240)  # rank 0 alone would sleep 120 s
     finally:
@@ -114,8 +119,9 @@ def test_failing_jax_rank_is_reported_and_stops_the_others(tmp_path: Path) -> No
 
 def test_hung_rank_is_killed_after_one_ctrl_c(tmp_path: Path) -> None:
     """Rank 1 ignores SIGINT and SIGTERM; one Ctrl-C plus the escalation still leaves nothing behind."""
-    cmd = [PYTHON, str(LAUNCHER), *CPU2, "--master_port", str(free_port()), "--stubborn_rank", "1"]
-    proc = start(cmd, fixture_env("sleep_rank.py", tmp_path, MGPU_LAB_KILL_GRACE_S="2"))
+    cmd = [PYTHON, str(LAUNCHER), *fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--master_port",
+           str(free_port()), "--stubborn_rank", "1"]
+    proc = start(cmd, fixture_env(tmp_path, MGPU_LAB_KILL_GRACE_S="2"))
     try:
         workers = wait_for_pids(tmp_path, 2, proc)
         tree = process_tree(proc.pid)

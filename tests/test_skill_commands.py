@@ -227,13 +227,19 @@ def check_training_args(args: list[str], cmd: Command, parser, capsys) -> None:
 
 
 @pytest.mark.parametrize("cmd", LAUNCHER_CMDS, ids=lambda c: c.id)
-def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys, monkeypatch) -> None:
+def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys, monkeypatch,
+                                   tmp_path: Path) -> None:
     """The launcher's own main, in-process, on eight made-up GPUs (an inventory passed in, as the tests of the
-    launcher do); the entry script as a process is tests/test_launcher_e2e.py's and test_cli.py's."""
+    launcher do); the entry script as a process is tests/test_launcher_e2e.py's and test_cli.py's. Another
+    project's script (Isaac Lab's train.py, a user's own) gets a stand-in file where the example says."""
     from mgpu_lab.launch import launcher
     from mgpu_lab.launch.devices import Inventory, made_up_uuid
 
-    monkeypatch.chdir(REPO)
+    script = foreign_script(cmd)
+    if script is not None:
+        (tmp_path / script).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / script).write_text("raise SystemExit('a stand-in: only --dry_run reads this path')\n")
+    monkeypatch.chdir(tmp_path if script is not None else REPO)
     eight = Inventory([made_up_uuid(i) for i in range(8)], [], "eight made-up GPUs")
     try:
         code = launcher.main(load_script(LAUNCHER, "_mgpu_docs_launcher_script").build_parser(),
@@ -243,8 +249,15 @@ def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser
         code = exc.code
     out, err = capsys.readouterr()
     assert code == 0, f"{cmd.where}: `{cmd.source}` failed with --dry_run (exit {code}):\n{err[-2000:]}"
-    assert "train.py" in out, out
     assert "Traceback" not in err
+    if script is not None:  # the rank entry runs it with its arguments unchanged, nothing added
+        _, forwarded = launcher_parser.parse_known_args(list(cmd.args))
+        printed = shlex.split(out)
+        target = str((tmp_path / script).resolve())
+        assert printed[printed.index(target):] == [target, *forwarded], out
+        assert "rank_entry.py" in out
+        return
+    assert "train.py" in out, out
     if {"-h", "--help"} & set(cmd.args):
         return  # a pointer to the help text, not a training command
     # what the launcher forwards must be valid for train.py too (--dry_run does not run it)
@@ -252,6 +265,11 @@ def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser
     forwarded = [a for a in forwarded if a != "--"]
     check_training_args(["--rl_library", launch_ns.rl_library, *forwarded, "--distributed"], cmd,
                         trainer_parser, capsys)
+
+
+def foreign_script(cmd: Command) -> str | None:
+    """The ``--train_script`` of a launcher example (another project's script), or None."""
+    return option(cmd.args, "--train_script") if cmd.sub == "train_multigpu" else None
 
 
 @pytest.mark.parametrize("cmd", TRAINER_CMDS, ids=lambda c: c.id)
@@ -354,6 +372,8 @@ class Shape:
 def shape_of(cmd: Command) -> Shape | None:
     """The shape of a training command, or None for one that only prints (``--dry_run``, ``--help``)."""
     if cmd.sub not in ("train", "train_multigpu") or {"--dry_run", "-h", "--help"} & set(cmd.args):
+        return None
+    if foreign_script(cmd) is not None:  # trained by its local equivalents: tests/test_any_script_e2e.py
         return None
     library = option(cmd.args, "--rl_library") or "rsl_rl"
     framework = option(cmd.args, "--ml_framework") or "torch"

@@ -29,7 +29,7 @@ from mgpu_lab.health.heartbeat import Beat
 from mgpu_lab.health.watchdog import Frame, Limit, RankState, Watchdog, blame, limits, locate, main_thread, parse_threads
 from mgpu_testing import free_port, kill_group, loopback_env, seams_env
 from mgpu_testing.launcher import (
-    CPU2, alive, beats, finish, fixture_env, kept_torchrun_text, launcher_cmd, process_tree, start, supervise_dirs,
+    CPU2, alive, beats, finish, fixture_args, fixture_env, kept_torchrun_text, launcher_cmd, process_tree, start, supervise_dirs,
     wait_until,
 )
 
@@ -42,9 +42,9 @@ def run_fault(tmp_path: Path, fault: str, *extra: str, timeout: float = 180,
               between: Callable[[subprocess.Popen], None] | None = None) -> tuple[int, str, str, list[int]]:
     """Launch 2 ranks with one fault; return (exit status, stdout, stderr, every process the job had).
     ``between(proc)`` runs once the fault has been let go, before waiting for the launcher's end."""
-    cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--log_all_ranks", "--fault", fault, "--iterations",
+    cmd = launcher_cmd(*fixture_args(FIXTURE, tmp_path / "jobs"), *CPU2, "--master_port", str(free_port()), "--log_all_ranks", "--fault", fault, "--iterations",
                        "6", "--run_dir", str(tmp_path / "run"), "--go_file", str(tmp_path / "go"), *extra)
-    proc = start(cmd, fixture_env(FIXTURE))
+    proc = start(cmd, fixture_env())
     try:
         folders: list[Path] = []
 
@@ -145,7 +145,6 @@ def test_real_trainer_hang_is_named(tmp_path: Path) -> None:
     for a loaded machine). The library's set-up after the first beat is start-up, under the default
     ``--startup_timeout``. The test waits for the launcher's verdict, which must name the training limit."""
     env = seams_env(loopback_env(), fault="hang:1:3")
-    env.pop("MGPU_LAB_TRAIN_SCRIPT", None)
     cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--hang_timeout", "10", "--num_envs", "8",
                        "--max_iterations", "6", "--log_root", str(tmp_path / "logs"))
     proc = start(cmd, env)

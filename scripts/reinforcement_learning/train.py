@@ -92,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Suffix for the run folder name (a plain name: no '/', at most 200 bytes).")
     parser.add_argument("--log_root", default="logs",
                         help="Root folder for logs and checkpoints (default: logs).")
+    parser.add_argument("--rehearse_fault", default=None, metavar="KIND:RANK:ITER[:ARG]",
+                        help="Rehearse a failure on CPU before it happens on GPUs: on global rank RANK from "
+                        "iteration ITER, KIND hang (stops outside any collective), skip (leaves its next collective), "
+                        "raise, signal (ARG: the signal, default SIGKILL) or slow (ARG: seconds held back per "
+                        "iteration, default 0.5). Comma-separate several; first attempt only. For rehearsing the "
+                        "watchdog, the failure report and isaaclab timing; never in real training.")
     return parser
 
 

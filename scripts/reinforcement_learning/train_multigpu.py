@@ -91,8 +91,17 @@ TORCHELASTIC_ERROR_FILE for the ranks, so a rank that dies of an uncaught except
 entry point is wrapped in torch's elastic `record`) still makes the launcher exit 1; a rank that
 exits non-zero without an exception is not detected there.
 
-testing: MGPU_LAB_TRAIN_SCRIPT=PATH launches PATH instead of train.py (for the test suite; the
-forwarded arguments are then not checked against train.py).
+any script: --train_script PATH (or -m MODULE) runs your own torch.distributed script, or Isaac Lab's
+scripts/reinforcement_learning/<library>/train.py, on every rank instead of this project's train.py.
+Every argument the launcher does not know goes to that script unchanged (--device cpu too, which still
+makes the ranks CPU processes on gloo); --rl_library and train.py's checks do not apply, and
+--continue_run and --checkpoint latest are refused (the launcher cannot know the script's checkpoints).
+Each rank starts through a small entry of this package that installs the supervision first: a heartbeat
+on every collective it completes (torch.distributed calls and DDP's gradient all-reduce), the stack
+dump, per-rank timing. The watchdog, isaaclab stacks, isaaclab timing and the failure report then work
+as with train.py; their files go under --job_log_root/train_multigpu/<script>/<time>/.
+  isaaclab train_multigpu --num_gpus 2 --device cpu --train_script my_ddp.py --epochs 3
+
 """
 
 
@@ -127,7 +136,22 @@ def build_parser() -> argparse.ArgumentParser:
     job = parser.add_argument_group("job")
     job.add_argument(
         "--rl_library", choices=["rsl_rl", "rl_games", "skrl"], default="rsl_rl",
-        help="RL library that train.py trains with (default: rsl_rl).",
+        help="RL library that train.py trains with; not passed to a --train_script (default: rsl_rl).",
+    )
+    job.add_argument(
+        "--train_script", default=None, metavar="PATH",
+        help="Run this training script on every rank instead of train.py, with every argument the launcher "
+             "does not know, unchanged. Every launcher option applies except --rl_library; train.py's checks "
+             "are skipped, --continue_run and --checkpoint latest are refused.",
+    )
+    job.add_argument(
+        "-m", "--train_module", default=None, metavar="MODULE",
+        help="Like --train_script, for a module run as python -m MODULE.",
+    )
+    job.add_argument(
+        "--job_log_root", default="logs", metavar="DIR",
+        help="With --train_script or -m: where the job's records go (watchdog and live stacks, per-rank timing, "
+             "torchrun's failure text), under DIR/train_multigpu/<script>/<time>/ (default: logs).",
     )
     job.add_argument(
         "--num_gpus", "--nproc_per_node", dest="num_gpus", default="gpu", metavar="N|gpu|cpu|auto",

@@ -22,9 +22,15 @@ def launcher_cmd(*args: str) -> list[str]:
     return [PYTHON, str(LAUNCHER), *args]
 
 
-def fixture_env(script: str, pid_dir: Path | None = None, **extra: str) -> dict[str, str]:
-    """Loopback env that makes the launcher start ``tests/fixtures/launcher/<script>`` instead of train.py."""
-    env = loopback_env(MGPU_LAB_TRAIN_SCRIPT=str(FIXTURES / script), **extra)
+def fixture_args(script: str, job_root: Path) -> list[str]:
+    """Launcher options that start ``tests/fixtures/launcher/<script>`` instead of train.py (the product's own
+    ``--train_script``), its records under ``job_root``."""
+    return ["--train_script", str(FIXTURES / script), "--job_log_root", str(job_root)]
+
+
+def fixture_env(pid_dir: Path | None = None, **extra: str) -> dict[str, str]:
+    """Loopback env for fixture runs; the fixtures leave ``rank<R>.pid`` files in ``pid_dir``."""
+    env = loopback_env(**extra)
     if pid_dir is not None:
         env["MGPU_LAB_FIXTURE_PID_DIR"] = str(pid_dir)
     return env

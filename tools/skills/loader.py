@@ -122,9 +122,13 @@ def _check_tools(value: Any, text: str) -> None:
             continue
         if not isinstance(entry, dict):
             raise bad(f"{words!r} must be a script path or a table")
-        unknown = set(entry) - {"script", "module", "forwards", "also"}
+        unknown = set(entry) - {"script", "module", "forwards", "also", "runs_other"}
         if unknown:
-            raise bad(f"{words!r} has unknown key(s) {', '.join(sorted(unknown))} (script, module, forwards, also)")
+            raise bad(f"{words!r} has unknown key(s) {', '.join(sorted(unknown))} (script, module, forwards, also, "
+                      "runs_other)")
+        runs_other = entry.get("runs_other", [])
+        if not isinstance(runs_other, list) or not all(isinstance(a, str) and a.startswith("-") for a in runs_other):
+            raise bad(f"{words!r}: runs_other must be a list of the tool's own options (such as --train_script)")
         if sum(isinstance(entry.get(k), str) for k in ("script", "module")) != 1 or any(
                 k in entry and not isinstance(entry[k], str) for k in ("script", "module", "forwards")):
             raise bad(f"{words!r} needs one of script (a path) or module (a dotted name), as a string")
@@ -167,7 +171,8 @@ def _load_tools(root: Path, config: dict[str, Any], project: Project, cache: Par
                     if f.code == "IN001":
                         f.message += f" (the script of {words!r} in [tool.skills-check.tools])"
         project.tools[words] = Tool(tuple(words.split()), spec, entry.get("forwards"),
-                                    tuple(tuple(a.split()) for a in entry.get("also", [])))
+                                    tuple(tuple(a.split()) for a in entry.get("also", [])),
+                                    tuple(entry.get("runs_other", [])))
 
 
 def _config_path_ok(root: Path, config: dict[str, Any], key: str, project: Project) -> bool:

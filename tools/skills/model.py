@@ -207,6 +207,7 @@ class Tool:
     spec: ArgSpec
     forwards: str | None = None  # the tool (its command words) that gets the flags this one does not know
     also: tuple[tuple[str, ...], ...] = ()  # other spellings, e.g. ("python", "-m", "mgpu_lab.cli", "train")
+    runs_other: tuple[str, ...] = ()  # its options that name another program, which then gets the unknown flags
 
     @property
     def name(self) -> str:

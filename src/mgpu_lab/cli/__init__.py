@@ -111,5 +111,30 @@ def stacks(run: str, log_root: str, timeout_s: float) -> None:
     sys.exit(request(run, log_root, timeout_s))
 
 
+@main.command(name="timing")
+@click.argument("run", default="latest")
+@click.option("--log_root", default="logs", show_default=True,
+              help="Where `latest` looks for the newest run folder with timing.")
+def timing(run: str, log_root: str) -> None:
+    """Per-rank compute and collective-wait time of a run, and the rank persistently slower than the others.
+
+    RUN is a run folder (the built-in trainer's, or the records folder of a --train_script job), or `latest`:
+    the newest one under --log_root with a timing/ folder. It works on a running job too. Exit 0 printed
+    (with or without a straggler), 2 no timing found.
+    """
+    from mgpu_lab.health import timing as rank_timing
+
+    folder = rank_timing.find_run(run, log_root)
+    lines = rank_timing.report_lines(folder) if folder is not None else []
+    if not lines:
+        where = f"under {Path(log_root).resolve()}" if run == "latest" else f"in {run}"
+        click.echo(f"isaaclab timing: error: no per-rank timing {where} (ranks record it when started by "
+                   "isaaclab train_multigpu)", err=True)
+        sys.exit(2)
+    click.echo(f"{rank_timing.PREFIX} {folder.resolve()}")
+    for line in lines:
+        click.echo(line)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

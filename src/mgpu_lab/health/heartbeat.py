@@ -7,7 +7,12 @@ The launcher creates one *supervision folder* per job on each node and passes it
 - ``stack.<rank>``: where ``faulthandler`` writes every thread's Python stack when the rank receives
   :data:`STACK_SIGNAL` (registered by the trainer at start-up);
 - ``failure.<rank>``: written once when the rank fails with an exception (:class:`Failure`);
-- ``run_dir`` (rank 0 only): the absolute path of the run's log folder.
+- ``run_dir`` (rank 0 only): the absolute path of the run's log folder (where ranks also append their
+  timing, :mod:`mgpu_lab.health.timing`).
+
+:data:`COLLECTIVES` is the one list of the torch.distributed functions that every rank of a group must
+enter: the rank-side tracker (:mod:`mgpu_lab.health.collectives`) and the fault switch wrap them, the
+watchdog recognises them in a stack.
 
 The launcher reads them (:func:`read_beats`, :func:`read_failures`, :func:`read_run_dir`). Both sides
 use only the names defined here.
@@ -38,6 +43,15 @@ STACK_SIGNAL = signal.SIGUSR1
 
 RUN_DIR_FILE = "run_dir"
 
+#: torch.distributed functions that block until every rank of the group takes part (wrapped on the rank side,
+#: recognised in stacks by the watchdog).
+COLLECTIVES = ("all_reduce", "broadcast", "barrier", "monitored_barrier", "all_gather", "all_gather_into_tensor",
+               "all_gather_object", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+               "gather", "gather_object", "scatter", "scatter_object_list", "all_to_all", "all_to_all_single",
+               "send", "recv", "batch_isend_irecv")
+#: What a DDP gradient bucket's all-reduce is called in a beat (it runs from C++, never through COLLECTIVES).
+DDP_ALLREDUCE = "all_reduce (DDP gradient bucket)"
+
 
 @dataclass(frozen=True)
 class Beat:
@@ -51,6 +65,9 @@ class Beat:
     iteration: int  # -1 before the first training iteration
     phase: str  # "start", "train", "done"
     time: float
+    #: the collective this rank is inside, when its tracker saw it enter one and not leave (None: outside any, or
+    #: not tracked); lets the watchdog see a wait that leaves no torch.distributed frame in the stack (DDP's)
+    collective: str | None = None
 
 
 #: Failure kinds: an exception (or a non-zero exit), and bad input the rank refused (exit 2).

@@ -22,7 +22,9 @@ fire on the given global rank at the first training iteration at or after ITER, 
   peers block inside that collective; the rank then waits (outside any collective) instead of
   entering its next one;
 - ``raise``: the rank raises ``RuntimeError("injected fault ...")``;
-- ``signal``: the rank sends itself signal ARG (a number or a name such as ``SIGTERM``; default SIGKILL).
+- ``signal``: the rank sends itself signal ARG (a number or a name such as ``SIGTERM``; default SIGKILL);
+- ``slow``: from ITER on, the rank sleeps ARG seconds (default 0.5) at the start of every iteration: a
+  straggler, held slow by the fault itself (``isaaclab timing`` names it).
 
 This module imports no torch at load time; ``skip`` imports ``torch.distributed`` when it installs itself.
 """
@@ -42,7 +44,8 @@ from typing import Any, TextIO
 
 from mgpu_lab.health import heartbeat
 
-FAULT_KINDS = ("hang", "skip", "raise", "signal")
+FAULT_KINDS = ("hang", "skip", "raise", "signal", "slow")
+SLOW_DEFAULT_S = 0.5
 
 
 
@@ -56,9 +59,11 @@ class Fault:
     rank: int
     iteration: int
     signum: int = int(signal.SIGKILL)  # for kind "signal"
+    seconds: float = SLOW_DEFAULT_S  # for kind "slow": the sleep added to each iteration
 
     def describe(self) -> str:
         extra = f" ({signal.Signals(self.signum).name})" if self.kind == "signal" else ""
+        extra = f" ({self.seconds:g} s per iteration)" if self.kind == "slow" else extra
         return f"{self.kind}{extra} at iteration {self.iteration} on rank {self.rank}"
 
 
@@ -76,6 +81,19 @@ def _signal_number(text: str) -> int:
     return number
 
 
+def _fault_arg(kind: str, text: str, signum: int, seconds: float) -> tuple[int, float]:
+    """(signal number, seconds) with ARG applied: a signal for ``signal``, seconds (0 to 60) for ``slow``."""
+    if kind == "signal":
+        return _signal_number(text), seconds
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 60:
+        raise ValueError(f"slow takes seconds per iteration, more than 0 and at most 60, not {text!r}")
+    return signum, value
+
+
 def parse_faults(text: str | None) -> tuple[Fault, ...]:
     """Parse comma-separated ``KIND:RANK:ITER[:ARG]`` faults; ValueError with a one-line message naming the bad entry."""
     if not text or not text.strip():
@@ -90,15 +108,15 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
         kind, rank_text, it_text = parts[:3]
         if not (rank_text.isdigit() and it_text.isdigit()):
             raise ValueError(usage + " (RANK and ITER are integers >= 0)")
-        signum = int(signal.SIGKILL)
+        signum, seconds = int(signal.SIGKILL), SLOW_DEFAULT_S
         if len(parts) == 4:
-            if kind != "signal":
-                raise ValueError(usage + " (only signal takes an ARG)")
+            if kind not in ("signal", "slow"):
+                raise ValueError(usage + " (only signal and slow take an ARG)")
             try:
-                signum = _signal_number(parts[3])
+                signum, seconds = _fault_arg(kind, parts[3], signum, seconds)
             except ValueError as exc:
                 raise ValueError(f"fault: bad entry {entry.strip()!r}: {exc}") from None
-        faults.append(Fault(kind, int(rank_text), int(it_text), signum))
+        faults.append(Fault(kind, int(rank_text), int(it_text), signum, seconds))
     return tuple(faults)
 
 
@@ -178,6 +196,9 @@ class FaultSwitch:
 
     def at_iteration(self, iteration: int) -> None:
         for fault in [f for f in self.pending if f.iteration <= iteration]:
+            if fault.kind == "slow":  # stays pending: every iteration from ITER on
+                time.sleep(fault.seconds)
+                continue
             self.pending.remove(fault)
             if fault.kind == "skip":
                 for skip in self.skips:
@@ -205,9 +226,9 @@ class Supervision:
         self.pid = os.getpid()
         self._stack_file: TextIO | None = None
 
-    def beat(self, iteration: int, phase: str) -> None:
+    def beat(self, iteration: int, phase: str, collective: str | None = None) -> None:
         heartbeat.write_beat(self.folder, heartbeat.Beat(self.rank, self.local_rank, self.world_size, self.node,
-                                                         self.pid, iteration, phase, time.time()))
+                                                         self.pid, iteration, phase, time.time(), collective))
 
     def register_stack_dump(self) -> None:
         """On ``heartbeat.STACK_SIGNAL``, write every thread's Python stack into ``stack.<rank>``."""
@@ -243,18 +264,25 @@ class RankProgress:
         self.supervision = Supervision(supervise_dir, rank, local_rank, world_size) if supervise_dir else None
         self.faults = FaultSwitch(faults, rank) if faults else None
         self.first_iteration_checks: list[Callable[[], None]] = []
+        self.timing: Any = None  # mgpu_lab.health.timing.TimingLog once start() installed the collective tracker
 
     def start(self) -> None:
-        """Beat "start" and register the stack dump (before any process group is set up)."""
+        """Beat "start", register the stack dump and track collectives for timing (before any process group)."""
         if self.supervision is not None:
             self.supervision.register_stack_dump()
             self.supervision.beat(-1, "start")
+            from mgpu_lab.health.collectives import CollectiveTracker
+            from mgpu_lab.health.timing import TimingLog
+
+            self.timing = TimingLog(CollectiveTracker().install(), self.rank, self.node, self.supervision.folder)
 
     def on_iteration(self, iteration: int) -> None:
         """Called at the first env step of each training iteration (``iteration`` counts from 0 over the run)."""
         if self.iteration < 0:
             for check in self.first_iteration_checks:
                 check()
+        if self.timing is not None:  # the window that ends here: the previous iteration (None: start-up)
+            self.timing.close_window(self.iteration if self.iteration >= 0 else None)
         if self.faults is not None:
             self.faults.at_iteration(iteration)  # before the beat: a faulty rank stays behind on iterations
         self.iteration = iteration
@@ -262,6 +290,9 @@ class RankProgress:
             self.supervision.beat(iteration, "train")
 
     def done(self) -> None:
+        if self.timing is not None and self.iteration >= 0:
+            self.timing.close_window(self.iteration)
+            self.timing = None
         if self.supervision is not None:
             self.supervision.beat(self.iteration, "done")
 

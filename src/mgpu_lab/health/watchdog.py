@@ -25,11 +25,10 @@ from pathlib import Path
 from mgpu_lab.health import heartbeat
 from mgpu_lab.core import procs
 
-#: torch.distributed functions a rank waits in for its peers: the collectives, point-to-point and set-up calls.
-WAITS = frozenset(heartbeat.COLLECTIVES) | {
-    "send", "recv", "isend", "irecv", "batch_isend_irecv", "init_process_group", "new_group",
-    "_store_based_barrier", "wait",
-}
+#: torch.distributed functions a rank can be found waiting in: every collective (heartbeat.COLLECTIVES, the one
+#: list), plus the set-up and point-to-point calls that block until a peer answers.
+WAITS = frozenset(heartbeat.COLLECTIVES) | {"send", "recv", "isend", "irecv", "batch_isend_irecv", "init_process_group",
+                                           "new_group", "_store_based_barrier", "wait"}
 _C10D_FILE = "torch/distributed/distributed_c10d.py"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first")
@@ -154,8 +153,10 @@ def main_thread(threads: list[list[Frame]]) -> list[Frame]:
 
 
 def _in_torch_distributed(frame: Frame) -> bool:
+    """torch.distributed's own frames, and the rank's collective tracker wrapped around them (never the caller)."""
     path = frame.file.replace("\\", "/")
-    return "/torch/distributed/" in path or "/torch/nn/parallel/" in path or path.endswith("/functools.py")
+    return "/torch/distributed/" in path or "/torch/nn/parallel/" in path or path.endswith("/functools.py") or \
+        path.endswith("/mgpu_lab/health/collectives.py")
 
 
 def locate(frames: list[Frame]) -> tuple[str | None, Frame | None]:
@@ -256,6 +257,8 @@ class Watchdog:
                 continue
             st.stack = _read_from(heartbeat.stack_path(self.folder, r), sizes[r])
             st.collective, st.where = locate(main_thread(parse_threads(st.stack)))
+            if st.collective is None and st.beat.collective is not None:  # a wait no Python frame shows (DDP's
+                st.collective = st.beat.collective  # gradient all-reduce, from C++): the rank's tracker saw it
         culprits, reason = blame(list(states.values()))
         stalled = now - self.last_progress if self.last_progress is not None else 0.0
         return Report(stalled, list(states.values()), culprits, reason, self.fired, list(self.starting))

@@ -61,6 +61,9 @@ class LaunchConfig:
     environ: Mapping[str, str] = field(repr=False)
     #: what cluster detection filled in and the /dev/shm warning: lines for stderr (--dry_run included)
     inferred: tuple[str, ...] = ()
+    #: what every rank runs for another training script (``--train_script``/``-m``: this package's rank entry
+    #: around it); None: this project's train.py, with ``--rl_library`` and ``--distributed``
+    foreign_argv: tuple[str, ...] | None = None
 
     @property
     def rdzv_timeout(self) -> float:

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from mgpu_lab.launch.devices import Inventory
 
 PROG = "isaaclab train_multigpu"
-#: Environment variable that replaces the trainer script (used by the tests to launch small fixtures).
-TRAIN_SCRIPT_ENV = "MGPU_LAB_TRAIN_SCRIPT"
 TORCHRUN_MODULE = "torch.distributed.run"
 JAX_LAUNCHER_MODULE = "skrl.utils.distributed.jax"
 JAX_DEFAULT_COORDINATOR = "127.0.0.1:5000"  # skrl's own default
@@ -408,6 +406,11 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
     if "--" in forwarded:  # the separator argparse stopped at; train.py must not see it
         forwarded.remove("--")
     passthrough = group_dests(parser, TORCHRUN_GROUP)
+    from mgpu_lab.launch import any_script
+
+    foreign = any_script.from_args(args)  # --train_script / -m: forwarded arguments go to that script unchecked
+    if foreign is not None:
+        any_script.check(foreign, forwarded, forwarded_value(forwarded, "--checkpoint"))
     jax = args.rl_library == "skrl" and forwarded_value(forwarded, "--ml_framework") == "jax"
     device = forwarded_value(forwarded, "--device")
     on_cpu = device is not None and device.strip().lower() == "cpu"
@@ -421,9 +424,8 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
         nproc = None  # the PyTorchJob's own setting applies
     else:
         nproc = resolve_ranks(args.num_gpus, device, on_cpu, devices, jax=jax)
-    override = environ.get(TRAIN_SCRIPT_ENV)
-    script = os.path.realpath(override or train_script)
-    if not override:
+    script = foreign.target if foreign is not None else os.path.realpath(train_script)
+    if foreign is None:
         targs = parse_training_args(script, args.rl_library, forwarded)
         check_training_args(targs, world_size(args, nproc, on_cpu, devices, environ), dry_run=args.dry_run)
     if args.log_dir is not None:
@@ -442,6 +444,7 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
         torchrun_options=tuple((name, getattr(args, name)) for name in passthrough if _given(args, name)),
         hosts_store=store, grace_s=grace_s, dry_run=args.dry_run, environ=environ,
         inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices, environ)),
+        foreign_argv=None if foreign is None else tuple(any_script.rank_command(foreign, forwarded, jax=jax)),
     )
 
 
@@ -450,10 +453,12 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
 # --------------------------------------------------------------------------------------------------
 
 def build_command(config: LaunchConfig) -> list[str]:
-    """The one command builder: torchrun (or skrl's JAX launcher) around train.py."""
+    """The one command builder: torchrun (or skrl's JAX launcher) around train.py (or another script)."""
     trainer = [config.train_script, "--rl_library", config.rl_library, *config.forwarded]
     if "--distributed" not in config.forwarded:
         trainer.append("--distributed")
+    if config.foreign_argv is not None:
+        trainer = list(config.foreign_argv)
     if config.jax:
         return [
             sys.executable, "-m", JAX_LAUNCHER_MODULE,

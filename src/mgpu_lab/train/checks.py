@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     import types
     from argparse import Namespace
 
+    from mgpu_lab.health.rank_progress import Fault
+
 #: Largest seed: NumPy's legacy seeding (np.random.seed, used by rsl_rl, rl_games and skrl) takes 0..2**32-1.
 SEED_MAX = 2**32 - 1
 
@@ -68,6 +70,7 @@ def check_args(args: Namespace, ranks: int) -> None:
             raise UsageError(f"--{flag} must be >= 1, got {value}")
     if args.ml_framework == "jax" and args.rl_library != "skrl":
         raise UsageError(f"--ml_framework jax is for skrl only, not {args.rl_library}")
+    rehearsed_faults(args)
     check_seed(args.seed, ranks)
     run_dir.check_run_name(args.run_name)
     run_dir.check_log_root(args.log_root, args.rl_library, args.task)
@@ -148,3 +151,13 @@ def check_resume(targs: Namespace, *, dry_run: bool = False) -> str | None:
     if start >= cfg.max_iterations:
         raise nothing_left(f"--checkpoint {path}:", start, cfg.max_iterations)
     return path
+
+
+def rehearsed_faults(args: Namespace) -> tuple[Fault, ...]:
+    """The faults ``--rehearse_fault`` asks for (UsageError for a malformed one; none when not given)."""
+    from mgpu_lab.health.rank_progress import parse_faults
+
+    try:
+        return parse_faults(getattr(args, "rehearse_fault", None))
+    except ValueError as exc:
+        raise UsageError(f"--rehearse_fault: {exc}") from None

@@ -355,12 +355,13 @@ def _supervised_train(args: Namespace, faults: tuple[Fault, ...]) -> int:
 
 def main(args: Namespace, faults: tuple[Fault, ...] = ()) -> int:
     """Check the input (no torch), then train inside torch's elastic ``record``, so a failing rank's traceback
-    is reported to torchrun; returns the exit status. ``faults`` are injected by the tests
-    (:mod:`mgpu_lab.health.rank_progress`); train.py passes none."""
-    from mgpu_lab.train.checks import check_args, world_size_hint
+    is reported to torchrun; returns the exit status. ``faults`` (:mod:`mgpu_lab.health.rank_progress`) are
+    injected by the tests; ``--rehearse_fault`` adds the ones a user rehearses."""
+    from mgpu_lab.train.checks import check_args, rehearsed_faults, world_size_hint
 
     try:
         check_args(args, world_size_hint(args.distributed))
+        faults = tuple(faults) + rehearsed_faults(args)
         if args.ml_framework == "jax" and any(f.kind == "skip" for f in faults):
             raise UsageError("fault skip acts on torch.distributed collectives, which skrl --ml_framework "
                              "jax does not use")

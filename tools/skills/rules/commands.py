@@ -137,11 +137,31 @@ def _tool(project: Project, key: str, args: list[Word], program: Word) -> Invoca
     """The run of a configured tool: its own spec, then (for flags it lacks) the spec it forwards to."""
     tool = project.tools[key]
     specs, after = [tool.spec], []
+    if any(w.text in tool.runs_other or w.text.split("=", 1)[0] in tool.runs_other for w in args):
+        return Invocation(key, specs, _own_words(tool.spec, args), program=program)
     target = project.tools.get(tool.forwards or "")
     if target is not None and target is not tool:
         specs.append(target.spec)
         after = [target.spec]
     return Invocation(key, specs, args, after_dashdash=after, program=program)
+
+
+def _own_words(spec: ArgSpec, args: list[Word]) -> list[Word]:
+    """The words of ``args`` that ``spec``'s own options take (the rest belong to the program a ``runs_other``
+    option names: not this tool's to judge)."""
+    own, i = [], 0
+    while i < len(args):
+        text = args[i].text
+        if text == "--":
+            break
+        found = lookup([spec], text.split("=", 1)[0]) if text.startswith("-") else None
+        if found is not None:
+            own.append(args[i])
+            if takes_value(found[0]) and "=" not in text and i + 1 < len(args):
+                own.append(args[i + 1])
+                i += 1
+        i += 1
+    return own
 
 
 def _configured(project: Project, ws: list[Word]) -> Invocation | None:

@@ -1,0 +1,227 @@
+"""The rank-side collective tracker: which collective a rank is in, how many it completed, how long it waited.
+
+A training rank installs one :class:`CollectiveTracker` before its training code runs. It sees both kinds of
+collectives a training script makes, without the script knowing:
+
+- the Python-level ones (``torch.distributed.all_reduce`` and every other name in
+  :data:`mgpu_lab.health.heartbeat.COLLECTIVES`; rsl_rl, rl_games and skrl call these): each is replaced by a
+  wrapper that notes the call and its completion. A call with ``async_op=True`` completes when its work's
+  future does;
+- DDP's gradient all-reduce, which runs from C++ and never passes through those functions: every
+  ``DistributedDataParallel`` gets, at its first forward, the stock all-reduce communication hook
+  (``default_hooks.allreduce_hook``, the same reduction DDP does by default), wrapped so that each bucket's
+  all-reduce is tracked as an ``async_op`` call. A script that registers its own hook keeps it, tracked the
+  same way. This works on gloo and on NCCL alike (the hook and work futures are backend-neutral).
+
+Progress is :attr:`completed` (collectives completed) and :attr:`inside` (the one the rank is in now, or None):
+plain attributes the heartbeat writer reads from another thread. Wait time: on CPU (gloo) the wall time a
+collective takes is the time the rank waits for its peers; overlapping asynchronous ones count once. On
+CUDA the call returns once NCCL has queued its kernel, so the time comes from CUDA events recorded around
+it on the current stream and read only once the GPU passed them (``Event.query``): no synchronisation is
+added. :meth:`wait_seconds` returns what is known so far.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mgpu_lab.health import heartbeat
+
+_ORIGINAL = "__mgpu_lab_original__"
+
+
+def _first_tensor(args: tuple, kwargs: dict) -> Any:
+    """The tensor a collective works on (its first tensor argument), or None."""
+    for value in (*args, *kwargs.values()):
+        if hasattr(value, "is_cuda"):
+            return value
+        if isinstance(value, (list, tuple)) and value and hasattr(value[0], "is_cuda"):
+            return value[0]
+    return None
+
+
+class _CudaSpans:
+    """CUDA event pairs around collectives, turned into seconds once the GPU has passed both events."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Any, Any]] = []
+        self.lock = threading.Lock()
+
+    def start(self) -> Any:
+        import torch
+
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def end(self, start: Any) -> None:
+        import torch
+
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        with self.lock:
+            self.pending.append((start, event))
+
+    def harvest(self) -> float:
+        """Seconds of every span the GPU has finished (the others stay pending); never blocks."""
+        with self.lock:
+            pending, self.pending = self.pending, []
+        done, seconds = [], 0.0
+        for start, end in pending:
+            if end.query():
+                seconds += start.elapsed_time(end) / 1000.0
+            else:
+                done.append((start, end))
+        with self.lock:
+            self.pending[:0] = done
+        return seconds
+
+
+class CollectiveTracker:
+    """Wraps this process's torch.distributed collectives and DDP's gradient all-reduce (see the module text)."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.completed = 0  # collectives completed (synchronous calls, and async work whose future completed)
+        self.inside: str | None = None  # the collective this rank waits in now (None: outside any)
+        self._sync_wait = 0.0  # seconds inside synchronous CPU collectives
+        self._async_wait = 0.0  # seconds with at least one asynchronous collective in flight (union)
+        self._in_flight = 0
+        self._in_flight_since = 0.0
+        self._label: str | None = None  # what an async call is named in a beat (set by the DDP hook)
+        self._lock = threading.Lock()  # async completions arrive on the backend's threads
+        self._cuda = _CudaSpans()
+        self._cuda_wait = 0.0
+        self._restore: list[tuple[Any, str, Any]] = []
+
+    # --- installing ----------------------------------------------------------------------------------
+    def install(self) -> CollectiveTracker:
+        """Wrap every collective of ``torch.distributed`` and hook DDP (imports torch)."""
+        import torch.distributed as tdist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        for name in heartbeat.COLLECTIVES:
+            original = getattr(tdist, name, None)
+            if original is not None and not hasattr(original, _ORIGINAL):
+                self._patch(tdist, name, self._wrap(name, original))
+        self._patch(DDP, "forward", self._ddp_forward(DDP.forward))
+        self._patch(DDP, "register_comm_hook", self._ddp_register(DDP.register_comm_hook))
+        self._patch(DDP, "_register_builtin_comm_hook", self._ddp_builtin(DDP._register_builtin_comm_hook))
+        return self
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        self._restore.append((owner, name, owner.__dict__.get(name, getattr(owner, name))))
+        setattr(owner, name, replacement)
+
+    def uninstall(self) -> None:
+        for owner, name, original in reversed(self._restore):
+            setattr(owner, name, original)
+        self._restore.clear()
+
+    # --- python-level collectives --------------------------------------------------------------------
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        tracker = self
+
+        def collective(*args: Any, **kwargs: Any) -> Any:
+            tensor = _first_tensor(args, kwargs)
+            cuda = tensor is not None and tensor.is_cuda
+            if kwargs.get("async_op"):
+                return tracker._call_async(tracker._label or name, original, args, kwargs, cuda)
+            tracker.inside = name
+            start = tracker._cuda.start() if cuda else None
+            began = tracker.clock()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if cuda:
+                    tracker._cuda.end(start)
+                else:
+                    tracker._sync_wait += tracker.clock() - began
+                tracker.completed += 1
+                tracker.inside = None
+
+        collective.__name__ = name
+        collective.__wrapped__ = original  # type: ignore[attr-defined]
+        setattr(collective, _ORIGINAL, original)
+        return collective
+
+    def _call_async(self, name: str, original: Callable[..., Any], args: tuple, kwargs: dict, cuda: bool) -> Any:
+        start = self._cuda.start() if cuda else None
+        with self._lock:
+            if self._in_flight == 0:
+                self._in_flight_since = self.clock()
+            self._in_flight += 1
+            self.inside = name
+        work = original(*args, **kwargs)
+        if work is None:  # not a member of the group: nothing in flight
+            self._finish_async(None, cuda)
+            return work
+        work.get_future().then(lambda fut: self._finish_async(start, cuda))
+        return work
+
+    def _finish_async(self, start: Any, cuda: bool) -> None:
+        """A future's callback (any thread): never raises, whatever the future holds."""
+        try:
+            if cuda and start is not None:
+                self._cuda.end(start)  # the callback's stream waits for the collective: the event marks its end
+            with self._lock:
+                self._in_flight -= 1
+                self.completed += 1
+                if self._in_flight == 0:
+                    if not cuda:
+                        self._async_wait += self.clock() - self._in_flight_since
+                    self.inside = None
+        except Exception:  # noqa: BLE001 - a tracker must never break the training it watches
+            pass
+
+    # --- DDP -------------------------------------------------------------------------------------------
+    def _ddp_forward(self, forward: Callable[..., Any]) -> Callable[..., Any]:
+        def tracked_forward(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if not getattr(module, "_mgpu_lab_hooked", False):
+                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+                module._mgpu_lab_hooked = True
+                module.register_comm_hook(module.process_group, default_hooks.allreduce_hook)
+            return forward(module, *args, **kwargs)
+
+        tracked_forward.__wrapped__ = forward  # type: ignore[attr-defined]
+        return tracked_forward
+
+    def _ddp_register(self, register: Callable[..., Any]) -> Callable[..., Any]:
+        tracker = self
+
+        def tracked_register(module: Any, state: Any, hook: Callable[..., Any]) -> Any:
+            module._mgpu_lab_hooked = True  # the script's own hook (or ours): track it, register nothing else
+
+            def labelled(hook_state, bucket):  # noqa: ANN001, ANN202 - DDP checks these annotations: none
+                tracker._label = heartbeat.DDP_ALLREDUCE
+                try:
+                    return hook(hook_state, bucket)
+                finally:
+                    tracker._label = None
+
+            labelled.__name__ = getattr(hook, "__name__", "hook")
+            labelled.__qualname__ = getattr(hook, "__qualname__", labelled.__name__)
+            return register(module, state, labelled)
+
+        tracked_register.__wrapped__ = register  # type: ignore[attr-defined]
+        return tracked_register
+
+    @staticmethod
+    def _ddp_builtin(register: Callable[..., Any]) -> Callable[..., Any]:
+        def builtin(module: Any, comm_hook_type: Any) -> Any:
+            module._mgpu_lab_hooked = True  # a C++ hook the script chose: its buckets go untracked (documented)
+            return register(module, comm_hook_type)
+
+        builtin.__wrapped__ = register  # type: ignore[attr-defined]
+        return builtin
+
+    # --- reading -----------------------------------------------------------------------------------------
+    def wait_seconds(self) -> float:
+        """Seconds spent waiting in collectives so far (CUDA spans once the GPU has passed them)."""
+        self._cuda_wait += self._cuda.harvest()
+        with self._lock:
+            return self._sync_wait + self._async_wait + self._cuda_wait

@@ -1,0 +1,197 @@
+"""The rank entry for any training script: supervision installed, then the script run in this same process.
+
+The launcher, given ``--train_script PATH`` (or ``-m MODULE``), has torchrun start each rank as::
+
+    python .../mgpu_lab/health/rank_entry.py [--job_root DIR] (PATH | -m MODULE) [the script's arguments]
+
+(a file path, not ``-m``: a rank's traceback must not begin the way torchrun's own does). Before the script
+runs, this rank
+
+- registers the stack dump on the launcher's signal and beats ``start`` (:class:`~mgpu_lab.health.rank_progress.
+  Supervision`, the built-in trainer's own);
+- installs the :class:`~mgpu_lab.health.collectives.CollectiveTracker`: a daemon thread beats each time the
+  count of completed collectives or the collective the rank is in changes (phase ``train`` from the first
+  completed collective; the beat's iteration counts completed collectives), and closes a timing window
+  every :data:`mgpu_lab.health.timing.WINDOW_S` seconds;
+- rank 0 with ``--job_root``: creates the job's records folder ``<DIR>/train_multigpu/<script>/<time>/``
+  (the watchdog's and ``isaaclab stacks``' files, timing, torchrun's failure text) and holds its lock, so
+  ``isaaclab stacks latest`` and ``isaaclab timing latest`` find the job.
+
+The script then runs as ``python PATH`` (or ``python -m MODULE``) would run it: ``__main__``, its own
+``sys.argv``, the script's folder first on ``sys.path``, its exit status. An exception is recorded as this
+rank's failure (the launcher's report names it) and re-raised inside torch's elastic ``record``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __name__ == "__main__":  # run by path: this folder must not shadow anything; the package's root replaces it
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from mgpu_lab.health.collectives import CollectiveTracker
+    from mgpu_lab.health.rank_progress import Supervision
+    from mgpu_lab.health.timing import TimingLog
+
+JOB_DIR_KIND = "train_multigpu"  # <job_root>/train_multigpu/<script>/<time>: the layout isaaclab stacks searches
+USAGE = "usage: rank_entry.py [--job_root DIR] (SCRIPT | -m MODULE) [ARGS...]"
+
+
+def parse(argv: list[str]) -> tuple[str | None, str, bool, list[str]]:
+    """(job root or None, script path or module, is a module, the script's arguments)."""
+    job_root = None
+    if argv[:1] == ["--job_root"] and len(argv) > 1:
+        job_root, argv = argv[1], argv[2:]
+    if argv[:1] == ["-m"] and len(argv) > 1:
+        return job_root, argv[1], True, argv[2:]
+    if not argv:
+        raise SystemExit(USAGE)
+    return job_root, argv[0], False, argv[1:]
+
+
+def script_name(target: str, module: bool) -> str:
+    """The folder name of a script's jobs: its file stem, or the module's last component(s) without ``__main__``."""
+    if module:
+        parts = [p for p in target.split(".") if p != "__main__"]
+        return parts[-1] if parts else target
+    stem = os.path.splitext(os.path.basename(target))[0]
+    if stem in ("train", "main", "__main__"):  # Isaac Lab's scripts/reinforcement_learning/<library>/train.py
+        parent = os.path.basename(os.path.dirname(os.path.abspath(target)))
+        return f"{parent}_{stem}" if parent else stem
+    return stem
+
+
+class Beater:
+    """The daemon thread that turns the tracker's progress into beats and closes timing windows."""
+
+    def __init__(self, supervision: Supervision | None, tracker: CollectiveTracker, log: TimingLog,
+                 poll_s: float = 0.1) -> None:
+        import threading
+
+        self.supervision, self.tracker, self.log, self.poll_s = supervision, tracker, log, poll_s
+        self.stop = threading.Event()
+        self.last: tuple[int, str | None] | None = None
+        self.thread = threading.Thread(target=self._run, name="mgpu_lab-collective-beats", daemon=True)
+
+    def _run(self) -> None:
+        import time
+
+        from mgpu_lab.health.timing import WINDOW_S
+
+        next_window = time.monotonic() + WINDOW_S
+        while not self.stop.wait(self.poll_s):
+            self.beat_if_changed()
+            if time.monotonic() >= next_window:
+                next_window = time.monotonic() + WINDOW_S
+                self.log.close_window()
+
+    def beat_if_changed(self) -> None:
+        state = (self.tracker.completed, self.tracker.inside)
+        if state == self.last or state[0] == 0 and state[1] is None:
+            return
+        self.last = state
+        if self.supervision is not None:
+            try:
+                self.supervision.beat(state[0], "train", collective=state[1])
+            except OSError:
+                pass  # the launcher removed its folder: the job is ending
+
+    def finish(self, ok: bool) -> None:
+        self.stop.set()
+        self.thread.join(timeout=2.0)
+        self.log.close_window()
+        if ok and self.supervision is not None:
+            self.supervision.beat(self.tracker.completed, "done")
+
+
+def records_folder(supervise_dir: str | None, job_root: str | None, name: str):  # noqa: ANN201 - Holder | None
+    """Rank 0: the job's records folder (a restarted group keeps the first one) and its lock, or None."""
+    from mgpu_lab.health import heartbeat
+    from mgpu_lab.runs import continue_run, run_dir
+
+    if supervise_dir is None or job_root is None:
+        return None
+    folder = heartbeat.read_run_dir(supervise_dir)
+    try:
+        if folder is None or not folder.is_dir():
+            folder = run_dir.create(job_root, JOB_DIR_KIND, name, None)
+            heartbeat.write_run_dir(supervise_dir, folder)
+            print(f"[INFO] rank 0: this job's records (watchdog, stacks, timing): {folder}", file=sys.stderr,
+                  flush=True)
+        return continue_run.hold(folder, os.environ.get("MGPU_LAB_JOB_KEY"))
+    except OSError as exc:  # the script still runs: only isaaclab stacks/timing will not find this job
+        print(f"[WARN] rank 0: no records folder under {job_root} ({exc.strerror or exc}); isaaclab stacks and "
+              "isaaclab timing will not find this job", file=sys.stderr, flush=True)
+        return None
+
+
+def run_target(target: str, module: bool, args: list[str]) -> int:
+    """Run the script as ``python target args`` (or ``python -m target args``) would; return its exit status."""
+    import runpy
+
+    if module:
+        sys.argv = [target, *args]  # run_module puts the module's file in argv[0]
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        path = os.path.abspath(target)
+        sys.argv = [target, *args]
+        sys.path[0] = os.path.dirname(path)
+        runpy.run_path(path, run_name="__main__")
+    return 0
+
+
+def supervised(job_root: str | None, target: str, module: bool, args: list[str]) -> int:
+    """Install supervision, run the script, record how it ended."""
+    import socket
+
+    from mgpu_lab.health import heartbeat
+    from mgpu_lab.health.collectives import CollectiveTracker
+    from mgpu_lab.health.rank_progress import Supervision
+    from mgpu_lab.health.timing import TimingLog
+
+    env = os.environ
+    rank, local, world = int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0")), int(env.get("WORLD_SIZE", "1"))
+    folder = env.get(heartbeat.SUPERVISE_DIR_ENV) or None
+    supervision = Supervision(folder, rank, local, world) if folder and os.path.isdir(folder) else None
+    if supervision is not None:
+        supervision.register_stack_dump()
+        supervision.beat(-1, "start")
+    lock = records_folder(folder, job_root, script_name(target, module)) if rank == 0 else None
+    tracker = CollectiveTracker().install()
+    beater = Beater(supervision, tracker, TimingLog(tracker, rank, socket.gethostname(), folder))
+    beater.thread.start()
+    status = 1
+    try:
+        status = run_target(target, module, args)
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if status != 0 and supervision is not None:
+            supervision.record_failure(exc)
+        raise
+    except BaseException as exc:
+        if supervision is not None and not isinstance(exc, KeyboardInterrupt):
+            supervision.record_failure(exc)
+        raise
+    finally:
+        beater.finish(ok=status == 0)
+        if lock is not None:
+            lock.release()
+    return status
+
+
+def main(argv: list[str]) -> int:
+    try:
+        job_root, target, module, args = parse(argv)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(supervised)(job_root, target, module, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,189 @@
+"""Per-rank timing: compute time and time waiting in collectives, per window, and the straggler verdict.
+
+Each rank appends one JSON line per *window* to ``<run folder>/timing/rank<R>.jsonl`` (:class:`TimingLog`):
+a training iteration for the built-in trainer, a fixed stretch of wall time (:data:`WINDOW_S`) for a script
+launched with ``--train_script``. A line holds the window's wall time, the time spent waiting in collectives
+(:class:`mgpu_lab.health.collectives.CollectiveTracker`) and the rest, which is compute (and anything else the
+rank does outside collectives). Ranks learn the run folder from the supervision folder
+(:func:`mgpu_lab.health.heartbeat.read_run_dir`); lines from before it is known are kept and written then.
+
+Ranks run in lockstep, so a slow rank does not look slow in a stack: the others wait for it, in a
+collective. Timing shows it: the slow rank computes most of each window and waits little, its peers
+wait. :func:`verdict` names a rank whose compute share is clearly above the others' in most of its
+windows; ``isaaclab timing`` prints the table and the verdict (:func:`report_lines`). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mgpu_lab.health import heartbeat
+
+TIMING_DIR = "timing"
+#: Window length for scripts without iterations the launcher knows of (seconds of wall time).
+WINDOW_S = 1.0
+#: A rank is slower when its compute share beats the others' median by this much (absolute) ...
+MARGIN = 0.15
+#: ... in at least this share of its windows.
+PERSISTENT = 0.75
+#: Windows a rank needs (after its first, which holds the start-up) before anything is said about it.
+MIN_WINDOWS = 3
+_MAX_BUFFERED = 10000
+PREFIX = "[INFO] timing:"
+
+
+@dataclass(frozen=True)
+class Window:
+    rank: int
+    node: str
+    window: int
+    iteration: int | None  # the training iteration (built-in trainer), None for time windows
+    start: float  # time.time() at the window's start
+    wall_s: float
+    wait_s: float
+    compute_s: float
+    collectives: int
+
+    @property
+    def compute_share(self) -> float:
+        return self.compute_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def rank_file(run_dir: str | os.PathLike, rank: int) -> Path:
+    return Path(run_dir) / TIMING_DIR / f"rank{rank}.jsonl"
+
+
+class TimingLog:
+    """One rank's writer: :meth:`close_window` ends the current window and appends its line."""
+
+    def __init__(self, tracker, rank: int, node: str, supervise_dir: str | None,  # noqa: ANN001 - CollectiveTracker
+                 clock=time.perf_counter) -> None:  # noqa: ANN001
+        self.tracker = tracker
+        self.rank, self.node = rank, node
+        self.supervise_dir = supervise_dir
+        self.clock = clock
+        self.count = 0
+        self._began, self._began_wall = clock(), time.time()
+        self._wait0, self._done0 = tracker.wait_seconds(), tracker.completed
+        self._buffer: list[str] = []
+        self._target: Path | None = None
+
+    def close_window(self, iteration: int | None = None) -> Window:
+        now, wait, done = self.clock(), self.tracker.wait_seconds(), self.tracker.completed
+        wall = max(now - self._began, 0.0)
+        waited = min(max(wait - self._wait0, 0.0), wall)
+        window = Window(self.rank, self.node, self.count, iteration, self._began_wall, round(wall, 6),
+                        round(waited, 6), round(wall - waited, 6), done - self._done0)
+        self.count += 1
+        self._began, self._began_wall, self._wait0, self._done0 = now, time.time(), wait, done
+        self._buffer.append(json.dumps(asdict(window)))
+        del self._buffer[:-_MAX_BUFFERED]
+        self._flush()
+        return window
+
+    def _flush(self) -> None:
+        if self._target is None and self.supervise_dir is not None:
+            run_dir = heartbeat.read_run_dir(self.supervise_dir)
+            if run_dir is not None and run_dir.is_dir():
+                self._target = rank_file(run_dir, self.rank)
+        if self._target is None or not self._buffer:
+            return
+        try:
+            self._target.parent.mkdir(exist_ok=True)
+            with open(self._target, "a", encoding="utf-8") as fh:
+                fh.write("\n".join(self._buffer) + "\n")
+            self._buffer.clear()
+        except OSError:
+            pass  # a full or read-only disk: timing is an aid, never the reason a rank fails
+
+
+# --- reading and the verdict --------------------------------------------------------------------------
+
+def read(run_dir: str | os.PathLike) -> dict[int, list[Window]]:
+    """Every rank's windows under ``run_dir/timing`` (unreadable lines skipped)."""
+    found: dict[int, list[Window]] = {}
+    for path in sorted((Path(run_dir) / TIMING_DIR).glob("rank*.jsonl")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                w = Window(**json.loads(line))
+            except (ValueError, TypeError):
+                continue
+            found.setdefault(w.rank, []).append(w)
+    return found
+
+
+@dataclass(frozen=True)
+class Verdict:
+    slow: int | None  # the rank named, or None
+    share: float  # its median compute share
+    others: float  # the others' median compute share
+    persistent: float  # share of its windows in which it was clearly slower
+    reason: str
+
+
+def verdict(windows: dict[int, list[Window]]) -> Verdict:
+    """Name the rank that is persistently slower than the others, if one is."""
+    usable = {r: [w for w in ws[1:] if w.collectives] for r, ws in windows.items()}  # a window without any
+    usable = {r: ws for r, ws in usable.items() if len(ws) >= MIN_WINDOWS}  # collective says nothing of pace
+    if len(usable) < 2:
+        return Verdict(None, 0.0, 0.0, 0.0, f"too little to compare: it takes two ranks with "
+                                            f"{MIN_WINDOWS} windows each that made collectives (run longer)")
+    medians = {r: statistics.median(w.compute_share for w in ws) for r, ws in usable.items()}
+    slow = max(medians, key=lambda r: medians[r])
+    others = statistics.median(m for r, m in medians.items() if r != slow)
+    clear = sum(1 for w in usable[slow] if w.compute_share >= others + MARGIN) / len(usable[slow])
+    if medians[slow] >= others + MARGIN and clear >= PERSISTENT:
+        return Verdict(slow, medians[slow], others, clear, "slower in most windows")
+    return Verdict(None, medians[slow], others, clear, "no rank computes clearly longer than the others")
+
+
+ADVICE = (
+    "what to check on its node: GPU clocks and throttling (nvidia-smi -q -d CLOCK,PERFORMANCE: power, thermal or "
+    "HW slowdown), other processes on its GPU (nvidia-smi), its PCIe link and NUMA placement (nvidia-smi topo -m; "
+    "a GPU on the far socket from its CPU cores, or a link trained below its width), CPU contention (top)",
+    "what to do: fix or drain that GPU or node (cooling, power cap, clocks), pin each rank next to its GPU "
+    "(numactl --cpunodebind), or leave that GPU out (CUDA_VISIBLE_DEVICES) and run one rank fewer",
+)
+
+
+def table_lines(windows: dict[int, list[Window]]) -> list[str]:
+    lines = [f"{PREFIX} rank  node              windows  compute s   wait s  compute share (median)"]
+    for rank, ws in sorted(windows.items()):
+        body = ws[1:] or ws
+        lines.append(f"{PREFIX} {rank:>4}  {ws[0].node[:16]:<16}  {len(ws):>7}  {sum(w.compute_s for w in body):>9.2f}"
+                     f"  {sum(w.wait_s for w in body):>7.2f}  {statistics.median(w.compute_share for w in body):>6.0%}")
+    return lines
+
+
+def report_lines(run_dir: str | os.PathLike) -> list[str]:
+    """The per-rank table and the verdict for one run folder (empty when it holds no timing)."""
+    windows = read(run_dir)
+    if not windows:
+        return []
+    lines = table_lines(windows)
+    v = verdict(windows)
+    if v.slow is None and not v.share:
+        lines.append(f"{PREFIX} no verdict: {v.reason}")
+        return lines
+    if v.slow is None:
+        lines.append(f"{PREFIX} no straggler: {v.reason} (highest median compute share {v.share:.0%}, the others "
+                     f"{v.others:.0%}; each rank's first window (start-up) and windows without a collective are left out)")
+        return lines
+    lines.append(f"[WARN] timing: rank {v.slow} is persistently slower than the others: it computes {v.share:.0%} "
+                 f"of each window where the others compute {v.others:.0%} and wait for it in collectives "
+                 f"(in {v.persistent:.0%} of its windows)")
+    lines += [f"[WARN] timing: {line}" for line in ADVICE]
+    return lines
+
+
+def find_run(target: str, log_root: str) -> Path | None:
+    """A run folder: ``target`` itself, or for ``latest`` the newest under ``log_root`` that holds timing."""
+    if target != "latest":
+        return Path(target) if Path(target).is_dir() else None
+    runs = [p.parent for p in Path(log_root).glob(f"*/*/*/{TIMING_DIR}") if p.is_dir()]
+    return max(runs, key=lambda p: (p / TIMING_DIR).stat().st_mtime) if runs else None
