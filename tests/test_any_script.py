@@ -24,7 +24,7 @@ DDP_SCRIPT = REPO / "tests" / "fixtures" / "any_script" / "ddp_train.py"
 def command(*args: str) -> list[str]:
     cfg = launcher.make_config(SCRIPT.build_parser(), ["--dry_run", *args], train_script=TRAIN,
                                environ=loopback_env())
-    return launcher.build_command(cfg).cmd
+    return launcher.build_command(cfg)
 
 
 def refusal(capsys: pytest.CaptureFixture, *args: str) -> str:

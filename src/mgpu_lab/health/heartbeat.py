@@ -30,21 +30,14 @@ from mgpu_lab.core.atomic import atomic_write_bytes
 
 #: Folder (created by the launcher) where ranks leave heartbeats, stacks and failure records.
 SUPERVISE_DIR_ENV = "MGPU_LAB_SUPERVISE_DIR"
-#: torch.distributed's collectives: functions every rank of the group must call before any returns. The one
-#: list: the ``skip`` fault intercepts these (:mod:`mgpu_lab.health.rank_progress`), and the watchdog places a
-#: rank whose stack waits in one (:mod:`mgpu_lab.health.watchdog`, which adds point-to-point and set-up calls).
-COLLECTIVES = (
-    "all_reduce", "broadcast", "barrier", "monitored_barrier", "all_gather", "all_gather_into_tensor",
-    "all_gather_object", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather",
-    "gather_object", "scatter", "scatter_object_list", "all_to_all", "all_to_all_single",
-)
 #: Signal on which every rank dumps all its threads' Python stacks into ``stack.<rank>``.
 STACK_SIGNAL = signal.SIGUSR1
 
 RUN_DIR_FILE = "run_dir"
 
-#: torch.distributed functions that block until every rank of the group takes part (wrapped on the rank side,
-#: recognised in stacks by the watchdog).
+#: torch.distributed functions that block until every rank of the group (or the peer) takes part. The one list:
+#: the rank-side tracker (:mod:`mgpu_lab.health.collectives`) and the ``skip`` fault wrap these, and the watchdog
+#: places a rank whose stack waits in one (:mod:`mgpu_lab.health.watchdog`, which adds set-up calls).
 COLLECTIVES = ("all_reduce", "broadcast", "barrier", "monitored_barrier", "all_gather", "all_gather_into_tensor",
                "all_gather_object", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
                "gather", "gather_object", "scatter", "scatter_object_list", "all_to_all", "all_to_all_single",

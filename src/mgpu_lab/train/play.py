@@ -120,8 +120,7 @@ def play(args: Namespace) -> PlayResult:
 
 def check_args(args: Namespace) -> None:
     """The torch-free checks (one line each)."""
-    from mgpu_lab.core.source_loader import task_catalog
-    from mgpu_lab.train.checks import check_seed
+    from mgpu_lab.train.checks import check_seed, task_catalog
 
     catalog = task_catalog()
     if args.task not in catalog.TASKS:
