@@ -26,14 +26,14 @@ import time
 from _bench import free_port
 
 
-def timed(fn, calls: int) -> float:  # noqa: ANN001
+def timed(fn, calls: int) -> float:
     start = time.perf_counter()
     for _ in range(calls):
         fn()
     return (time.perf_counter() - start) / calls
 
 
-def ddp_step(model, optimizer, x):  # noqa: ANN001, ANN201
+def ddp_step(model, optimizer, x):
     def step() -> None:
         optimizer.zero_grad()
         model(x).sum().backward()
@@ -41,7 +41,7 @@ def ddp_step(model, optimizer, x):  # noqa: ANN001, ANN201
     return step
 
 
-def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out, beats: bool) -> None:  # noqa: ANN001
+def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out, beats: bool) -> None:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -55,7 +55,7 @@ def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out, beat
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=2)
     t = torch.ones(256)
-    net = lambda: torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Tanh(), torch.nn.Linear(256, 1))  # noqa: E731
+    net = lambda: torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Tanh(), torch.nn.Linear(256, 1))
     x = torch.randn(128, 64)
     bare_model = DistributedDataParallel(net())
     bare_step = ddp_step(bare_model, torch.optim.SGD(bare_model.parameters(), lr=1e-3), x)

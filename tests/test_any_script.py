@@ -56,7 +56,7 @@ def test_a_module_runs_as_with_python_m() -> None:
     (["--continue_run=latest"], "--continue_run with ddp_train.py:"),
     (["--checkpoint", "latest"], "--checkpoint latest with ddp_train.py: the launcher cannot know where"),
 ])
-def test_what_depends_on_train_pys_run_layout_is_refused(capsys, args: list[str], expected: str) -> None:  # noqa: ANN001
+def test_what_depends_on_train_pys_run_layout_is_refused(capsys, args: list[str], expected: str) -> None:
     err = refusal(capsys, "--train_script", str(DDP_SCRIPT), "--num_gpus", "2", "--device", "cpu", *args)
     assert err.startswith(f"isaaclab train_multigpu: error: {expected}"), err
 
@@ -72,7 +72,7 @@ def test_a_checkpoint_file_goes_to_the_script(tmp_path: Path) -> None:
     (["--train_script", str(DDP_SCRIPT), "-m", "x.y"], "--train_script and -m/--train_module both name the script"),
     (["-m", "not a module"], "-m not a module: not a module name"),
 ])
-def test_bad_script_options_are_refused_in_one_line(capsys, args: list[str], expected: str) -> None:  # noqa: ANN001
+def test_bad_script_options_are_refused_in_one_line(capsys, args: list[str], expected: str) -> None:
     err = refusal(capsys, *args, "--num_gpus", "2", "--device", "cpu")
     assert err.startswith(f"isaaclab train_multigpu: error: {expected}"), err
 
@@ -93,7 +93,7 @@ def test_entry_arguments_and_job_folder_names() -> None:
     assert rank_entry.script_name("pkg.train.__main__", True) == "train"
 
 
-def test_a_script_runs_as_main_with_its_own_argv_and_exit_status(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_script_runs_as_main_with_its_own_argv_and_exit_status(tmp_path: Path, monkeypatch) -> None:
     script = tmp_path / "prog.py"
     script.write_text("import sys\nassert __name__ == '__main__'\nprint(sys.argv, sys.path[0])\n"
                       "sys.exit(int(sys.argv[1]))\n")
@@ -108,7 +108,7 @@ def test_a_script_runs_as_main_with_its_own_argv_and_exit_status(tmp_path: Path,
 # --- the tracker, in a one-rank gloo group -------------------------------------------------------------------
 
 @pytest.fixture()
-def group(monkeypatch):  # noqa: ANN001, ANN201
+def group(monkeypatch):
     import torch.distributed as dist
 
     from mgpu_lab.health.collectives import CollectiveTracker
@@ -124,7 +124,7 @@ def group(monkeypatch):  # noqa: ANN001, ANN201
         tracker.uninstall()
 
 
-def settled(condition, seconds: float = 30.0) -> bool:  # noqa: ANN001
+def settled(condition, seconds: float = 30.0) -> bool:
     """An async collective counts once its future's callback ran (on gloo's thread): wait for it, with a deadline."""
     import time
 
@@ -134,7 +134,7 @@ def settled(condition, seconds: float = 30.0) -> bool:  # noqa: ANN001
     return condition()
 
 
-def test_python_collectives_sync_and_async_are_counted(group) -> None:  # noqa: ANN001
+def test_python_collectives_sync_and_async_are_counted(group) -> None:
     import torch
     import torch.distributed as dist
 
@@ -146,7 +146,7 @@ def test_python_collectives_sync_and_async_are_counted(group) -> None:  # noqa: 
     assert group.wait_seconds() > 0
 
 
-def test_ddp_gradient_all_reduce_is_counted_without_the_script_knowing(group) -> None:  # noqa: ANN001
+def test_ddp_gradient_all_reduce_is_counted_without_the_script_knowing(group) -> None:
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
@@ -156,14 +156,14 @@ def test_ddp_gradient_all_reduce_is_counted_without_the_script_knowing(group) ->
     assert settled(lambda: group.completed >= 3 and group.inside is None)  # one bucket (at least) per backward
 
 
-def test_a_scripts_own_comm_hook_is_kept_and_tracked(group) -> None:  # noqa: ANN001
+def test_a_scripts_own_comm_hook_is_kept_and_tracked(group) -> None:
     import torch
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel
 
     calls = []
 
-    def my_hook(state, bucket):  # noqa: ANN001, ANN202
+    def my_hook(state, bucket):
         calls.append(1)
         return default_hooks.allreduce_hook(state, bucket)
 
@@ -173,7 +173,7 @@ def test_a_scripts_own_comm_hook_is_kept_and_tracked(group) -> None:  # noqa: AN
     assert calls and settled(lambda: group.completed >= 1)
 
 
-def test_uninstall_restores_torch_distributed(group) -> None:  # noqa: ANN001
+def test_uninstall_restores_torch_distributed(group) -> None:
     import torch.distributed as dist
 
     assert hasattr(dist.all_reduce, "__wrapped__")

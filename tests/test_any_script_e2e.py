@@ -60,7 +60,7 @@ def start_job(script: str, root: Path, *args: str, hang_timeout: str = "60"):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
-def wait_training(proc) -> list[int]:  # noqa: ANN001
+def wait_training(proc) -> list[int]:
     """Both ranks completed a collective (beat phase "train"); return the job's processes then."""
     def training() -> bool:
         folders = supervise_dirs(proc)
@@ -92,7 +92,7 @@ def training_windows(root: Path) -> int:
 
 
 @pytest.fixture(scope="module", params=SCRIPTS)
-def healthy(request, tmp_path_factory) -> Job:  # noqa: ANN001
+def healthy(request, tmp_path_factory) -> Job:
     """Rank 1 slow; stacks asked while it trains, timing read once each rank closed 6 windows; then it ends."""
     base = tmp_path_factory.mktemp("healthy")
     go = base / "go"
@@ -112,7 +112,7 @@ def healthy(request, tmp_path_factory) -> Job:  # noqa: ANN001
 
 
 @pytest.fixture(scope="module", params=SCRIPTS)
-def stalled(request, tmp_path_factory) -> Job:  # noqa: ANN001
+def stalled(request, tmp_path_factory) -> Job:
     root = tmp_path_factory.mktemp("stalled") / "jobs"
     # --hang_timeout outlasts every healthy stretch of a loaded machine (a first step's lazy imports); the stall
     # itself is certain, so the test only waits longer for the verdict
@@ -120,7 +120,7 @@ def stalled(request, tmp_path_factory) -> Job:  # noqa: ANN001
 
 
 @pytest.fixture(scope="module", params=SCRIPTS)
-def raised(request, tmp_path_factory) -> Job:  # noqa: ANN001
+def raised(request, tmp_path_factory) -> Job:
     root = tmp_path_factory.mktemp("raised") / "jobs"
     return run_to_end(request.param, root, "--steps", "1000", "--raise_rank", "1")
 

@@ -12,8 +12,8 @@ import pytest
 
 from mgpu_testing.checker import SKILL, TROUBLE, edit, make_tree
 
-import cli  # noqa: E402
-from baseline import message_key  # noqa: E402
+import cli
+from baseline import message_key
 
 
 def run(root: Path, *extra: str) -> tuple[int, list[dict], list[str], str]:

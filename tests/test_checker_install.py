@@ -18,7 +18,7 @@ import pytest
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.checker import CLI, SKILL, TOOLS, check, edit, make_tree
 
-import cli  # noqa: E402
+import cli
 
 # PEP 723's reference regular expression for a script's metadata block
 PEP723 = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")

@@ -21,9 +21,9 @@ import pytest
 from mgpu_testing import REPO
 from mgpu_testing.checker import check, edit
 
-import cli  # noqa: E402  (tools/skills is on pytest's pythonpath)
-from loader import load_project  # noqa: E402
-from rules.registry import GENERIC, HOUSE  # noqa: E402
+import cli
+from loader import load_project
+from rules.registry import GENERIC, HOUSE
 
 FIXTURES = REPO / "tests" / "fixtures" / "checker"
 LAYOUTS = FIXTURES / "layouts"

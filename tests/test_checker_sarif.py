@@ -18,7 +18,7 @@ import pytest
 from mgpu_testing.checker import LAUNCHER, MGPU, REF, RULE_FIXTURES, SKILL, edit, make_tree
 from test_checker_snapshots import CASES, build
 
-import cli  # noqa: E402
+import cli
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pytest
 
 from mgpu_testing.checker import MGPU, SKILL, TROUBLE, assert_finding, check, edit, line_of, make_tree
 
-import cli  # noqa: E402
-from suppress import glob_match  # noqa: E402
+import cli
+from suppress import glob_match
 
 BROKEN = "See [gone](missing.md).\n"
 

@@ -29,7 +29,7 @@ def _client() -> LanguageClient:
     client.seen: list[tuple[str, object]] = []  # type: ignore[misc]
     client.arrived = asyncio.Event()  # type: ignore[attr-defined]
 
-    def keep(method: str):  # noqa: ANN202
+    def keep(method: str):
         base = DEFAULT_CLIENT_FEATURES.get(method)
 
         def handler(client: LanguageClient, params: object) -> None:
@@ -48,7 +48,7 @@ def _client() -> LanguageClient:
     return client
 
 
-async def _wait(client: LanguageClient, method: str, ok=lambda p: True) -> object:  # noqa: ANN001
+async def _wait(client: LanguageClient, method: str, ok=lambda p: True) -> object:
     async with asyncio.timeout(DEADLINE_S):
         while True:
             client.arrived.clear()  # type: ignore[attr-defined]

@@ -89,7 +89,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str, tmp_pa
 
 
 def test_ctrl_c_ends_with_one_line_and_130(tmp_path: Path, capsys, monkeypatch) -> None:
-    def interrupted(args):  # noqa: ANN001, ANN202 - Ctrl-C arriving while the episodes play
+    def interrupted(args):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(play, "play", interrupted)

@@ -17,7 +17,7 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.real
 if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from mgpu_lab.core.help_format import HelpFormatter  # noqa: E402 - after the path set-up above
+from mgpu_lab.core.help_format import HelpFormatter
 
 
 def _usage_error(message: str) -> None:

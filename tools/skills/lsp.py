@@ -365,7 +365,7 @@ class CheckerServer(LanguageServer):
         (lsp_complete.py), for the document's text as the editor has it now."""
         rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
         result = (self.last or await self.current()) if rel is not None else None
-        if result is None:
+        if result is None or rel is None:
             return None
         lines = conv.split_lines(self.workspace.get_text_document(params.text_document.uri).source)
         pos = self.codec().position_from_client_units(lines, params.position)

@@ -63,12 +63,18 @@ def _frontmatter_end(lines: Sequence[str]) -> int | None:
     return next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
 
 
+def _word(prefix: str) -> str:
+    """The word that ends at the cursor (empty when the cursor follows a space)."""
+    found = _WORD.search(prefix)
+    return found.group(0) if found else ""
+
+
 def suppression_items(prefix: str, line: int, rules: Iterable[RuleInfo]) -> list[types.CompletionItem] | None:
     """The actions, or the rule codes, inside a ``skills-check:`` comment; None outside one."""
     m = _SUPPRESSION.search(prefix)
     if m is None:
         return None
-    start = len(prefix) - len(_WORD.search(prefix).group(0))
+    start = len(prefix) - len(_word(prefix))
     if not m.group("codes"):
         return [_item(a, types.CompletionItemKind.Keyword, "skills-check suppression", "", line, start, len(prefix))
                 for a in ACTIONS]
@@ -91,7 +97,7 @@ def frontmatter_items(lines: Sequence[str], line: int, prefix: str, folder: str,
                       known_keys: Iterable[str], values: dict[str, Sequence[str]]) -> list[types.CompletionItem]:
     """Keys at the start of a top-level line; values after ``name:``, ``allowed-tools:`` and the keys with a
     fixed set of values."""
-    word = _WORD.search(prefix).group(0)
+    word = _word(prefix)
     start = len(prefix) - len(word)
     m = re.match(r"^([\w-]+):\s+(.*)$", prefix)
     if m is None:
@@ -148,13 +154,15 @@ def _option_doc(opt: Option, tool: str) -> str:
 
 def flag_items(lines: Sequence[str], line: int, prefix: str, project: Project) -> list[types.CompletionItem]:
     """The flags of the tool whose command the cursor is in, when the word there starts with ``-``."""
-    word = re.search(r"[^\s`]*$", prefix).group(0)
+    found = re.search(r"[^\s`]*$", prefix)
+    word = found.group(0) if found else ""
     if not word.startswith("-"):
         return []
     tool = _tool_at(_command_words(lines, line, prefix[:len(prefix) - len(word)]), project.tools)
     if tool is None:
         return []
-    chain, seen, items = [tool], set(), []
+    chain, items = [tool], []
+    seen: set[str] = set()
     forwarded = project.tools.get(tool.forwards) if tool.forwards else None
     if forwarded is not None:
         chain.append(forwarded)

@@ -25,7 +25,7 @@ alone). ``check --fix`` never writes a suppression: fixes come from the rules on
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,7 +219,7 @@ def _ignored_per_file(f: Finding, ignores: list[tuple[str, tuple[str, ...]]]) ->
 
 
 def apply(project: Project, findings: list[Finding], active: set[str], known: set[str],
-          ignores: list[tuple[str, tuple[str, ...]]] = ()) -> tuple[list[Finding], Hidden]:
+          ignores: Sequence[tuple[str, tuple[str, ...]]] = ()) -> tuple[list[Finding], Hidden]:
     """The findings left after per-file ignores and inline suppressions, plus the suppressions' own findings
     (SU001-SU003) among ``active`` codes; ``known`` is every code a suppression may name."""
     hidden = Hidden()

@@ -126,7 +126,7 @@ def timing(run: str, log_root: str) -> None:
 
     folder = rank_timing.find_run(run, log_root)
     lines = rank_timing.report_lines(folder) if folder is not None else []
-    if not lines:
+    if folder is None or not lines:
         where = f"under {Path(log_root).resolve()}" if run == "latest" else f"in {run}"
         click.echo(f"isaaclab timing: error: no per-rank timing {where} (ranks record it when started by "
                    "isaaclab train_multigpu)", err=True)

@@ -196,7 +196,7 @@ class CollectiveTracker:
         def tracked_register(module: Any, state: Any, hook: Callable[..., Any]) -> Any:
             module._mgpu_lab_hooked = True  # the script's own hook (or ours): track it, register nothing else
 
-            def labelled(hook_state, bucket):  # noqa: ANN001, ANN202 - DDP checks these annotations: none
+            def labelled(hook_state, bucket):
                 tracker._label = heartbeat.DDP_ALLREDUCE
                 try:
                     return hook(hook_state, bucket)

@@ -107,7 +107,7 @@ class Beater:
             self.supervision.beat(self.tracker.completed, "done")
 
 
-def records_folder(supervise_dir: str | None, job_root: str | None, name: str):  # noqa: ANN201 - Holder | None
+def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
     """Rank 0: the job's records folder (a restarted group keeps the first one) and its lock, or None."""
     from mgpu_lab.health import heartbeat
     from mgpu_lab.runs import continue_run, run_dir
@@ -190,7 +190,8 @@ def main(argv: list[str]) -> int:
         return 2
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return record(supervised)(job_root, target, module, args)
+    status = record(supervised)(job_root, target, module, args)
+    return status if status is not None else 0
 
 
 if __name__ == "__main__":

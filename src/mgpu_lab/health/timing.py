@@ -61,8 +61,8 @@ def rank_file(run_dir: str | os.PathLike, rank: int) -> Path:
 class TimingLog:
     """One rank's writer: :meth:`close_window` ends the current window and appends its line."""
 
-    def __init__(self, tracker, rank: int, node: str, supervise_dir: str | None,  # noqa: ANN001 - CollectiveTracker
-                 clock=time.perf_counter) -> None:  # noqa: ANN001
+    def __init__(self, tracker, rank: int, node: str, supervise_dir: str | None,
+                 clock=time.perf_counter) -> None:
         self.tracker = tracker
         self.rank, self.node = rank, node
         self.supervise_dir = supervise_dir

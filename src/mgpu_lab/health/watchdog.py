@@ -155,8 +155,8 @@ def main_thread(threads: list[list[Frame]]) -> list[Frame]:
 def _in_torch_distributed(frame: Frame) -> bool:
     """torch.distributed's own frames, and the rank's collective tracker wrapped around them (never the caller)."""
     path = frame.file.replace("\\", "/")
-    return "/torch/distributed/" in path or "/torch/nn/parallel/" in path or path.endswith("/functools.py") or \
-        path.endswith("/mgpu_lab/health/collectives.py")
+    return "/torch/distributed/" in path or "/torch/nn/parallel/" in path or \
+        path.endswith(("/functools.py", "/mgpu_lab/health/collectives.py"))
 
 
 def locate(frames: list[Frame]) -> tuple[str | None, Frame | None]:

@@ -84,7 +84,7 @@ class AllRanksReturns:
         total, count = self.reduce(local)
         self.means.append((iteration, total / count if count else math.nan))
         if self.log is not None:
-            self.log(line(iteration, total, int(round(count)), self.world_size))
+            self.log(line(iteration, total, round(count), self.world_size))
 
     def chain(self, then: Callable[[int], None] | None) -> Callable[[int], None]:
         """An ``on_iteration`` hook that reports first, then calls ``then`` (the heartbeats and fault switch)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from model import Finding, Fix, Project, Skill, TextEdit
 
