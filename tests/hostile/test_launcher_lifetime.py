@@ -16,7 +16,7 @@ import pytest
 
 from mgpu_testing import free_port, kill_group
 from mgpu_testing.launcher import (
-    CPU2, alive, finish, fixture_env, launcher_cmd, process_tree, start, wait_for_pids, wait_until,
+    CPU2, alive, finish, fixture_args, fixture_env, launcher_cmd, process_tree, start, wait_for_pids, wait_until,
 )
 
 pytestmark = [pytest.mark.e2e,
@@ -33,7 +33,7 @@ def gone_within(pids: list[int], seconds: float) -> list[int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_interrupt_exits_128_plus_the_signal(tmp_path: Path, sig: signal.Signals) -> None:
-    proc = start(launcher_cmd(*CPU2, "--master_port", str(free_port())), fixture_env("sleep_rank.py", tmp_path))
+    proc = start(launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--master_port", str(free_port())), fixture_env(tmp_path))
     try:
         workers = wait_for_pids(tmp_path, 2, proc)
         tree = process_tree(proc.pid)
@@ -49,8 +49,8 @@ def test_interrupt_exits_128_plus_the_signal(tmp_path: Path, sig: signal.Signals
 
 def test_sigkill_of_the_launcher_alone_takes_the_job_with_it(tmp_path: Path) -> None:
     """Rank 1 ignores SIGTERM: only the launcher's helper's SIGKILL ends it."""
-    proc = start(launcher_cmd(*CPU2, "--master_port", str(free_port()), "--stubborn_rank", "1"),
-                 fixture_env("sleep_rank.py", tmp_path, MGPU_LAB_KILL_GRACE_S="1"))
+    proc = start(launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--master_port", str(free_port()), "--stubborn_rank", "1"),
+                 fixture_env(tmp_path, MGPU_LAB_KILL_GRACE_S="1"))
     try:
         workers = wait_for_pids(tmp_path, 2, proc)
         tree = process_tree(proc.pid)
@@ -71,8 +71,8 @@ def test_sigkill_of_the_launcher_alone_takes_the_job_with_it(tmp_path: Path) -> 
 def test_killed_while_waiting_in_the_rendezvous_leaves_nothing(tmp_path: Path) -> None:
     """The second node never comes; torchrun waits in the static rendezvous when the launcher is killed."""
     port = free_port()
-    proc = start(launcher_cmd(*CPU2, "--nnodes", "2", "--node_rank", "0", "--master_port", str(port)),
-                 fixture_env("sleep_rank.py", tmp_path))
+    proc = start(launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--nnodes", "2", "--node_rank", "0", "--master_port", str(port)),
+                 fixture_env(tmp_path))
     try:
         wait_until(lambda: listening(port), proc, "torchrun's rendezvous store listening")
         tree = process_tree(proc.pid)
@@ -100,7 +100,7 @@ def listening(port: int) -> bool:
 
 
 def rendezvous_deadline(tmp_path: Path, *args: str) -> str:
-    proc = start(launcher_cmd(*CPU2, "--rdzv_timeout", "4", *args), fixture_env("sleep_rank.py", tmp_path))
+    proc = start(launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--rdzv_timeout", "4", *args), fixture_env(tmp_path))
     try:
         wait_until(lambda: bool(process_tree(proc.pid)), proc, "torchrun started")
         tree = process_tree(proc.pid)
