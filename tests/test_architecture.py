@@ -14,12 +14,6 @@ SRC = REPO / "src" / "mgpu_lab"
 CHECKER = REPO / "tools" / "skills"
 SCRIPTS = REPO / "scripts" / "reinforcement_learning"
 LONGEST = 80
-#: Long functions of the checker (tools/skills, other sessions' area), listed so the count stays honest; each
-#: entry must still be too long (a fixed one leaves the list), and nothing else may join it.
-KNOWN_LONG = {
-    ("tools/skills/parse_argparse.py", "parse_argparse"),
-    ("tools/skills/rules/shell.py", "words"),
-}
 
 
 def _functions(root: Path) -> list[tuple[str, str, int, ast.FunctionDef | ast.AsyncFunctionDef]]:
@@ -57,8 +51,7 @@ def test_no_function_over_80_lines() -> None:
     long = {(path, name): length for root in (SRC, CHECKER, SCRIPTS)
             for path, name, length, node in _functions(root)
             if length > LONGEST and not _literal_argparse_builder(node)}
-    assert set(long) - KNOWN_LONG == set(), long
-    assert KNOWN_LONG <= set(long), f"fixed, take them off KNOWN_LONG: {KNOWN_LONG - set(long)}"
+    assert long == {}, long
 
 
 def test_the_entry_scripts_parsers_are_the_exempt_kind() -> None:

@@ -34,6 +34,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from typing import Any, NamedTuple
 
 HERE = Path(__file__).resolve().parent
 PARSERS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml", "pathspec")
@@ -174,7 +175,7 @@ def _rules_md(write: bool) -> int:
     return 0
 
 
-def _baseline_args(args: argparse.Namespace, root: Path):  # noqa: ANN202
+def _baseline_args(args: argparse.Namespace, root: Path) -> tuple[Any, Path | None, Path | None]:
     """(recorded fingerprints, --baseline path, --write-baseline path), checked before anything runs."""
     if not (args.baseline or args.write_baseline):
         return None, None, None
@@ -185,6 +186,42 @@ def _baseline_args(args: argparse.Namespace, root: Path):  # noqa: ANN202
     read = inside_root(root, args.baseline, "--baseline") if args.baseline else None
     write_to = inside_root(root, args.write_baseline, "--write-baseline") if args.write_baseline else None
     return (load(read) if read is not None else None), read, write_to
+
+
+class _Scope(NamedTuple):
+    """One check's choices, fixed before anything is loaded: where, which rules, which codes."""
+
+    root: Path
+    overrides: dict[str, Any]  # --skills/--docs/--launcher/--trainer as given
+    rules: list[Any]  # the rules of the chosen profiles
+    known: set[str]  # every rule's code, whatever its profile
+    select: list[str]
+    ignore: list[str]
+    use_cache: bool
+
+    def load(self) -> Any:
+        """The project under the root; launchers and scripts are read only when a drift rule runs."""
+        from loader import load_project
+
+        drift = any(r.profile == "drift" for r in self.rules)
+        return load_project(self.root, self.overrides, use_cache=self.use_cache, drift=drift)
+
+    def run(self, project: Any, ignores: Any) -> tuple[list[Any], Any]:
+        """(findings, hidden): the rules, then the suppression stage."""
+        from runner import active_codes, run_rules
+        from suppress import apply as suppress
+
+        findings = run_rules(project, self.rules, self.select, self.ignore)
+        return suppress(project, findings, active_codes(self.rules, self.select, self.ignore), self.known, ignores)
+
+
+class _Outcome(NamedTuple):
+    """A finished check before it is reported: the project it read, what it found, what it hid, the notes."""
+
+    project: Any
+    findings: list[Any]
+    hidden: Any
+    summary: Any  # report.Summary
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -209,79 +246,102 @@ def _check(args: argparse.Namespace) -> int:
             sys.stdout.write(hit["stdout"])
             sys.stderr.write(hit["stderr"])
             return hit["rc"]
-    from loader import SetupError, load_config, load_project
-    from report import Summary, exit_code, render
-    from runner import (ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, profile_names,
-                        run_rules, unknown_patterns)
-    from suppress import ConfigError, apply as suppress, per_file_ignores
+    from loader import SetupError
+    from runner import load_rules, unknown_patterns
 
     rules = load_rules()
-    known = {r.code for r in rules}
     select, ignore = _split(args.select), _split(args.ignore)
     bad = unknown_patterns(select + ignore, rules)
     if bad:
         print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
         return 2
     try:
-        given = _split(args.profile) if args.profile is not None else None
-        configured = load_config(root.resolve(), overrides).get("profiles") if given is None and root.is_dir() else None
-        try:
-            if select and given is None and configured is None:  # codes named by hand run, whatever their profile
-                given = profile_names()
-            rules = in_profiles(rules, chosen_profiles(given, configured))
-        except ProfileError as exc:
-            raise SetupError(str(exc)) from exc
-        drift = any(r.profile == "drift" for r in rules)  # otherwise no launcher or script is read
-        project = load_project(root, overrides, use_cache=not args.no_cache, drift=drift)
-        if not project.skills:
-            from discover import NO_SKILLS, no_skill_line
-
-            print(no_skill_line(project), file=sys.stderr)
-            return NO_SKILLS
-        try:
-            ignores = per_file_ignores(project.config, known)
-        except ConfigError as exc:
-            raise SetupError(str(exc)) from exc
-
-        def checked(project):  # noqa: ANN001, ANN202  (rules, then the suppression stage)
-            return suppress(project, run_rules(project, rules, select, ignore), active_codes(rules, select, ignore),
-                            known, ignores)
-
-        summary = Summary()
-        findings, hidden = checked(project)
-        if args.fix:
-            from fix import FixError, apply_fixes
-
-            try:
-                chosen_fixes = [f for f in findings if f.fix is not None and (f.fix.safe or not args.only_safe)]
-                summary.fixes, notes = apply_fixes(project, chosen_fixes)
-            except FixError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
-            summary.notes += notes
-            if args.only_safe and len(chosen_fixes) < sum(1 for f in findings if f.fix is not None):
-                summary.notes.append("--only-safe: fixes that need review were left (see the findings)")
-            if not summary.fixes and not notes:
-                summary.notes.append("--fix: nothing to fix")
-            if summary.fixes:  # check again: what is left after the fixes
-                project = load_project(root, overrides, use_cache=not args.no_cache, drift=drift)
-                findings, hidden = checked(project)
-    except SetupError as exc:
+        scope = _scope(args, root, overrides, rules, select, ignore)
+        outcome = _run_check(args, scope)
+    except (SetupError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if isinstance(outcome, int):
+        return outcome
     if read is not None or write_to is not None:
         from baseline import stage
 
-        findings, notes = stage(project, findings, read, write_to, recorded)
-        summary.notes += notes
+        findings, notes = stage(outcome.project, outcome.findings, read, write_to, recorded)
+        outcome.summary.notes += notes
+        outcome = outcome._replace(findings=findings)
+    return _report(args, scope.rules, outcome, results)
+
+
+def _scope(args: argparse.Namespace, root: Path, overrides: dict[str, Any], rules: list[Any], select: list[str],
+           ignore: list[str]) -> _Scope:
+    """The profiles to run: --profile, else the tree's configured ones, else the defaults (every profile when
+    codes are named by hand). Raises SetupError."""
+    from loader import SetupError, load_config
+    from runner import ProfileError, chosen_profiles, in_profiles, profile_names
+
+    given = _split(args.profile) if args.profile is not None else None
+    configured = load_config(root.resolve(), overrides).get("profiles") if given is None and root.is_dir() else None
+    try:
+        if select and given is None and configured is None:  # codes named by hand run, whatever their profile
+            given = profile_names()
+        chosen = in_profiles(rules, chosen_profiles(given, configured))
+    except ProfileError as exc:
+        raise SetupError(str(exc)) from exc
+    return _Scope(root, overrides, chosen, {r.code for r in rules}, select, ignore, use_cache=not args.no_cache)
+
+
+def _run_check(args: argparse.Namespace, scope: _Scope) -> _Outcome | int:
+    """Load, check and (with --fix) fix; an exit status when it stops early. Raises SetupError or OSError."""
+    from loader import SetupError
+    from report import Summary
+    from suppress import ConfigError, per_file_ignores
+
+    project = scope.load()
+    if not project.skills:
+        from discover import NO_SKILLS, no_skill_line
+
+        print(no_skill_line(project), file=sys.stderr)
+        return NO_SKILLS
+    try:
+        ignores = per_file_ignores(project.config, scope.known)
+    except ConfigError as exc:
+        raise SetupError(str(exc)) from exc
+    outcome = _Outcome(project, *scope.run(project, ignores), Summary())
+    return _fix(args, scope, ignores, outcome) if args.fix else outcome
+
+
+def _fix(args: argparse.Namespace, scope: _Scope, ignores: Any, outcome: _Outcome) -> _Outcome | int:
+    """Apply the chosen fixes, then check again (what is left); 2 when a fix is refused."""
+    from fix import FixError, apply_fixes
+
+    summary, findings = outcome.summary, outcome.findings
+    try:
+        chosen_fixes = [f for f in findings if f.fix is not None and (f.fix.safe or not args.only_safe)]
+        summary.fixes, notes = apply_fixes(outcome.project, chosen_fixes)
+    except FixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary.notes += notes
+    if args.only_safe and len(chosen_fixes) < sum(1 for f in findings if f.fix is not None):
+        summary.notes.append("--only-safe: fixes that need review were left (see the findings)")
+    if not summary.fixes and not notes:
+        summary.notes.append("--fix: nothing to fix")
+    if not summary.fixes:
+        return outcome
+    project = scope.load()
+    return _Outcome(project, *scope.run(project, ignores), summary)
+
+
+def _report(args: argparse.Namespace, rules: list[Any], outcome: _Outcome, results: Any) -> int:
+    """Write the report and the notes; store them for a warm replay when ``results`` (a ResultCache) is given."""
+    from report import exit_code, render
+
+    project, summary = outcome.project, outcome.summary
     summary.skills, summary.rst = len(project.skills), len(project.rst)
-    summary.notes = project.notes + project.drift_notes + summary.notes + [n for n in (hidden.note(),) if n]
-    out = render(args.format, findings, summary, rules)
+    summary.notes = project.notes + project.drift_notes + summary.notes + [n for n in (outcome.hidden.note(),) if n]
+    out = render(args.format, outcome.findings, summary, rules)
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""
-    rc = exit_code(findings, args.strict)
+    rc = exit_code(outcome.findings, args.strict)
     sys.stdout.write(out)
     sys.stderr.write(err)
     if results is not None:

@@ -14,6 +14,7 @@ import ast
 import re
 import importlib.util
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -165,53 +166,74 @@ def _handed_parsers(tree: ast.Module, functions: list[Any], made_at: list[int]) 
     return sorted(out, key=lambda t: t[2])
 
 
-def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None) -> ArgSpec:
-    """Read the argparse options of the Python source ``text`` (file ``path``).
+@dataclass
+class _Found:
+    """What one pass over the statements that can matter finds: parser names, calls, classes, functions."""
 
-    ``helper_sources``: source texts of modules it imports custom Action classes from (read, never run).
-    """
-    spec = ArgSpec(path=path)
+    parsers: set[str] = field(default_factory=set)  # names bound to a parser or a group
+    main_parsers: list[ast.Call] = field(default_factory=list)  # ArgumentParser(...) calls
+    calls: list[ast.Call] = field(default_factory=list)  # .add_argument(...) and .set_defaults(...) calls
+    classes: list[ast.ClassDef] = field(default_factory=list)
+    made_at: list[int] = field(default_factory=list)  # lines where a parser is assigned
+    functions: list[Any] = field(default_factory=list)
+
+    def on_parser(self, recv: ast.expr) -> bool:
+        """Whether a call's receiver is (likely) one of the parsers."""
+        if not self.parsers and not self.main_parsers:
+            return True
+        if isinstance(recv, ast.Name):
+            return recv.id in self.parsers or "parser" in recv.id.lower() or "group" in recv.id.lower()
+        if isinstance(recv, ast.Attribute):
+            return recv.attr in self.parsers
+        return _is_parser_call(recv)
+
+
+def _parse_tree(spec: ArgSpec, text: str) -> ast.Module | None:
+    """The module's tree, or None with an IN030 problem on ``spec``."""
     try:
-        tree = ast.parse(text, filename=path)
+        return ast.parse(text, filename=spec.path)
     except SyntaxError as exc:
-        spec.problems.append(problem("IN030", path, exc.lineno or 1, exc.offset or 1,
+        spec.problems.append(problem("IN030", spec.path, exc.lineno or 1, exc.offset or 1,
                                      f"Python source does not parse: {exc.msg}"))
-        return spec
     except (ValueError, RecursionError, MemoryError) as exc:
-        spec.problems.append(problem("IN030", path, 1, 1, f"Python source does not parse: {exc}"))
-        return spec
-    consts = _Consts(tree)
-    source = _Source(text)
-    parsers: set[str] = set()
-    main_parsers: list[ast.Call] = []
-    calls: list[ast.Call] = []
-    classes: list[ast.ClassDef] = []
-    made_at: list[int] = []
-    functions: list[ast.AST] = []
-    for node in _walk_relevant(tree, source):  # one pass over the statements that can matter
+        spec.problems.append(problem("IN030", spec.path, 1, 1, f"Python source does not parse: {exc}"))
+    return None
+
+
+def _find(tree: ast.Module, source: _Source) -> _Found:
+    """One pass over the statements that can matter; the parser calls come back sorted by position."""
+    found = _Found()
+    for node in _walk_relevant(tree, source):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.append(node)
+            found.functions.append(node)
         if isinstance(node, ast.Call):
             name = _attr_name(node.func)
             if name == "ArgumentParser":
-                main_parsers.append(node)
+                found.main_parsers.append(node)
             elif name in ("add_argument", "set_defaults") and isinstance(node.func, ast.Attribute):
-                calls.append(node)
+                found.calls.append(node)
 
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             if node.value is not None and _is_parser_call(node.value):
-                made_at.append(node.lineno)
+                found.made_at.append(node.lineno)
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:
                     if isinstance(t, ast.Name):
-                        parsers.add(t.id)
+                        found.parsers.add(t.id)
                     elif isinstance(t, ast.Attribute):
-                        parsers.add(t.attr)
+                        found.parsers.add(t.attr)
         elif isinstance(node, ast.withitem):
             if _is_parser_call(node.context_expr) and isinstance(node.optional_vars, ast.Name):
-                parsers.add(node.optional_vars.id)
+                found.parsers.add(node.optional_vars.id)
         elif isinstance(node, ast.ClassDef):
-            classes.append(node)
+            found.classes.append(node)
+    found.main_parsers.sort(key=lambda n: (n.lineno, n.col_offset))
+    found.calls.sort(key=lambda n: (n.lineno, n.col_offset))
+    return found
+
+
+def _all_flag_actions(classes: list[ast.ClassDef], source: _Source, helper_sources: list[str] | None) -> set[str]:
+    """Value-less Action classes defined here or in the helper modules' sources (unparsable ones skipped)."""
     flag_actions = _flag_action_classes(classes, source)
     for src in helper_sources or []:
         try:
@@ -219,48 +241,44 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
                 [n for n in ast.parse(src).body if isinstance(n, ast.ClassDef)])
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass
-    main_parsers.sort(key=lambda n: (n.lineno, n.col_offset))
+    return flag_actions
+
+
+def _main_keyword(main_parsers: list[ast.Call], consts: _Consts, name: str) -> tuple[bool, Any]:
+    """(found and literal, value) of the keyword ``name`` of the first ArgumentParser call (its last mention)."""
+    result: tuple[bool, Any] = (False, None)
     for call in main_parsers[:1]:
         for kw in call.keywords:
-            if kw.arg == "allow_abbrev":
-                ok, v = consts.literal(kw.value)
-                if ok:
-                    spec.allow_abbrev = bool(v)
-    add_help = True
-    for call in main_parsers[:1]:
-        for kw in call.keywords:
-            if kw.arg == "add_help":
-                ok, v = consts.literal(kw.value)
-                add_help = bool(v) if ok else True
+            if kw.arg == name:
+                result = consts.literal(kw.value)
+    return result
 
-    def on_parser(recv: ast.expr) -> bool:
-        if not parsers and not main_parsers:
-            return True
-        if isinstance(recv, ast.Name):
-            return recv.id in parsers or "parser" in recv.id.lower() or "group" in recv.id.lower()
-        if isinstance(recv, ast.Attribute):
-            return recv.attr in parsers
-        return _is_parser_call(recv)
 
-    local = set(_DEF_RE.findall(text)) if made_at else set()  # every function the file defines
-    for callee, arg, line in _handed_parsers(tree, functions, made_at):
-        if callee not in local and spec.incomplete is None:  # a local helper's add_argument calls are read too
-            spec.incomplete = f"its parser is passed to {callee}() at line {line}, which may add options"
-    calls.sort(key=lambda n: (n.lineno, n.col_offset))
+def _handed_note(tree: ast.Module, text: str, found: _Found) -> str | None:
+    """Why the options may be incomplete: the parser is passed to a function this file does not define."""
+    local = set(_DEF_RE.findall(text)) if found.made_at else set()  # every function the file defines
+    for callee, arg, line in _handed_parsers(tree, found.functions, found.made_at):
+        if callee not in local:  # a local helper's add_argument calls are read too
+            return f"its parser is passed to {callee}() at line {line}, which may add options"
+    return None
+
+
+def _read_calls(spec: ArgSpec, found: _Found, source: _Source, consts: _Consts, flag_actions: set[str]) -> None:
+    """Each add_argument on a parser becomes an option of ``spec``; set_defaults overrides their defaults."""
     set_defaults: dict[str, Any] = {}
-    for call in calls:
+    for call in found.calls:
         name = call.func.attr  # type: ignore[attr-defined]
-        if name == "set_defaults" and on_parser(call.func.value):  # type: ignore[attr-defined]
+        if name == "set_defaults" and found.on_parser(call.func.value):  # type: ignore[attr-defined]
             for kw in call.keywords:
                 if kw.arg:
                     ok, v = consts.literal(kw.value)
                     set_defaults[kw.arg] = v if ok else source.segment(kw.value)
             continue
-        if name != "add_argument" or not on_parser(call.func.value):  # type: ignore[attr-defined]
+        if name != "add_argument" or not found.on_parser(call.func.value):  # type: ignore[attr-defined]
             continue
         opt = _option(source, call, consts, flag_actions)
         if opt is None:
-            spec.problems.append(problem("IN031", path, call.lineno, call.col_offset + 1,
+            spec.problems.append(problem("IN031", spec.path, call.lineno, call.col_offset + 1,
                                          "add_argument with non-literal option strings; not read", "warning"))
             if spec.incomplete is None:
                 spec.incomplete = f"add_argument at line {call.lineno} has non-literal option strings"
@@ -269,10 +287,38 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
     for opt in spec.options:
         if opt.dest in set_defaults:
             opt.default = set_defaults[opt.dest]
-    if add_help and (main_parsers or spec.options) and not any("--help" in o.flags for o in spec.options):
+
+
+def _add_help_option(spec: ArgSpec, main_parsers: list[ast.Call]) -> None:
+    """argparse's own -h/--help, unless the script adds its own one."""
+    if (main_parsers or spec.options) and not any("--help" in o.flags for o in spec.options):
         line = main_parsers[0].lineno if main_parsers else 1
         spec.options.append(Option(flags=("-h", "--help"), dest="help", line=line, default=MISSING,
                                    action="help", takes_value=False))
+
+
+def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None) -> ArgSpec:
+    """Read the argparse options of the Python source ``text`` (file ``path``).
+
+    ``helper_sources``: source texts of modules it imports custom Action classes from (read, never run).
+    """
+    spec = ArgSpec(path=path)
+    tree = _parse_tree(spec, text)
+    if tree is None:
+        return spec
+    consts = _Consts(tree)
+    source = _Source(text)
+    found = _find(tree, source)
+    flag_actions = _all_flag_actions(found.classes, source, helper_sources)
+    ok, allow_abbrev = _main_keyword(found.main_parsers, consts, "allow_abbrev")
+    if ok:
+        spec.allow_abbrev = bool(allow_abbrev)
+    ok, value = _main_keyword(found.main_parsers, consts, "add_help")
+    add_help = bool(value) if ok else True  # argparse's default when absent or not a literal
+    spec.incomplete = _handed_note(tree, text, found)
+    _read_calls(spec, found, source, consts, flag_actions)
+    if add_help:
+        _add_help_option(spec, found.main_parsers)
     if not spec.options:
         spec.incomplete = spec.incomplete or "no argparse options found"
         if "argparse" in text:  # a parser the checker failed to read (a script without one is only noted)

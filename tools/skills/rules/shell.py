@@ -51,17 +51,109 @@ _SPECIAL = frozenset("'\"\\$<>|&;()#")
 _PLAIN_WORD_RE = re.compile(r"\S+")
 
 
+_Char = tuple[str, int, int]  # (character, line, column) in the file
+
+
+def _chars(segments: list[tuple[str, int, int]]) -> list[_Char]:
+    """Every character of the logical line with its position; each segment ends in a space."""
+    chars: list[_Char] = []
+    for text, line, col0 in segments:
+        for j, ch in enumerate(text):
+            chars.append((ch, line, col0 + j))
+        chars.append((" ", line, col0 + len(text)))
+    return chars
+
+
+def _placeholder_at(chars: list[_Char], i: int) -> str | None:
+    """The ``<placeholder>`` starting at ``chars[i]``, if one does."""
+    m = PLACEHOLDER_RE.match("".join(c for c, _, _ in chars[i:i + 80]))
+    return m.group(0) if m else None
+
+
+def _operator_at(chars: list[_Char], i: int) -> str | None:
+    """The shell operator starting at ``chars[i]`` (a ``<`` that opens a placeholder is none)."""
+    rest = "".join(c for c, _, _ in chars[i:i + 3])
+    op = next((o for o in OPERATORS if rest.startswith(o)), None)
+    if op == "<" and _placeholder_at(chars, i):
+        return None
+    return op
+
+
+def _quoted(chars: list[_Char], i: int) -> tuple[str, int]:
+    """The text inside the quote opening at ``chars[i]`` and the index after its close.
+
+    ``'...'`` is literal; in ``"..."`` a backslash escapes ``"``, ``\\``, ``$``, a backquote and a newline.
+    """
+    quote, n = chars[i][0], len(chars)
+    out: list[str] = []
+    j = i + 1
+    while j < n and chars[j][0] != quote:
+        if quote == '"' and chars[j][0] == "\\" and j + 1 < n and chars[j + 1][0] in '"\\$`\n':
+            j += 1
+        out.append(chars[j][0])
+        j += 1
+    return "".join(out), j + 1
+
+
+def _closing_paren(chars: list[_Char], i: int) -> int:
+    """The index of the ``)`` that closes the ``(`` at ``chars[i]`` (the end when none does)."""
+    depth, j, n = 0, i, len(chars)
+    while j < n:
+        if chars[j][0] == "(":
+            depth += 1
+        elif chars[j][0] == ")":
+            depth -= 1
+            if depth == 0:
+                break
+        j += 1
+    return j
+
+
+def _word_at(chars: list[_Char], i: int) -> tuple[str, bool, int]:
+    """The word starting at ``chars[i]``: its text after quote removal, whether it had quotes, the index after it."""
+    n = len(chars)
+    buf: list[str] = []
+    quoted = False  # '' and "" are words too
+    while i < n:
+        ch = chars[i][0]
+        if ch.isspace():
+            break
+        if ch in "'\"":
+            quoted = True
+            text, i = _quoted(chars, i)
+            buf.extend(text)
+            continue
+        if ch == "\\" and i + 1 < n:
+            buf.append(chars[i + 1][0])
+            i += 2
+            continue
+        if ch == "$" and i + 1 < n and chars[i + 1][0] == "(":
+            j = _closing_paren(chars, i + 1)
+            buf.extend(c for c, _, _ in chars[i:j + 1])
+            i = j + 1
+            continue
+        if ch == "<":
+            placeholder = _placeholder_at(chars, i)
+            if placeholder:
+                buf.extend(placeholder)
+                i += len(placeholder)
+                continue
+        if ch in "|&;()<>":
+            if ch in "<>" and buf and "".join(buf).isdigit():
+                buf = []  # "2>": the fd number belongs to the redirection
+            break  # an operator ends the word; the caller reads it
+        buf.append(ch)
+        i += 1
+    return "".join(buf), quoted, i
+
+
 def words(segments: list[tuple[str, int, int]]) -> list[Word]:
     """Split one logical line into words and operators, with their file positions."""
     if not any(ch in _SPECIAL for text, _, _ in segments for ch in text):
         # no quotes, escapes, operators or comments: words are the runs of non-space characters
         return [Word(m.group(0), line, col0 + m.start()) for text, line, col0 in segments
                 for m in _PLAIN_WORD_RE.finditer(text)]
-    chars: list[tuple[str, int, int]] = []
-    for text, line, col0 in segments:
-        for j, ch in enumerate(text):
-            chars.append((ch, line, col0 + j))
-        chars.append((" ", line, col0 + len(text)))
+    chars = _chars(segments)
     out: list[Word] = []
     i, n = 0, len(chars)
     while i < n:
@@ -71,68 +163,14 @@ def words(segments: list[tuple[str, int, int]]) -> list[Word]:
             continue
         if ch == "#":
             break  # a comment runs to the end of the logical line
-        rest = "".join(c for c, _, _ in chars[i:i + 3])
-        op = next((o for o in OPERATORS if rest.startswith(o)), None)
-        if op and not (op == "<" and PLACEHOLDER_RE.match("".join(c for c, _, _ in chars[i:i + 80]))):
+        op = _operator_at(chars, i)
+        if op:
             out.append(Word(op, line, col, op=True))
             i += len(op)
             continue
-        start_line, start_col = line, col
-        buf: list[str] = []
-        quoted = False  # '' and "" are words too
-        while i < n:
-            ch = chars[i][0]
-            if ch.isspace():
-                break
-            if ch == "'":
-                quoted = True
-                j = i + 1
-                while j < n and chars[j][0] != "'":
-                    buf.append(chars[j][0])
-                    j += 1
-                i = j + 1
-                continue
-            if ch == '"':
-                quoted = True
-                j = i + 1
-                while j < n and chars[j][0] != '"':
-                    if chars[j][0] == "\\" and j + 1 < n and chars[j + 1][0] in '"\\$`\n':
-                        j += 1
-                    buf.append(chars[j][0])
-                    j += 1
-                i = j + 1
-                continue
-            if ch == "\\" and i + 1 < n:
-                buf.append(chars[i + 1][0])
-                i += 2
-                continue
-            if ch == "$" and i + 1 < n and chars[i + 1][0] == "(":
-                depth, j = 0, i + 1
-                while j < n:
-                    if chars[j][0] == "(":
-                        depth += 1
-                    elif chars[j][0] == ")":
-                        depth -= 1
-                        if depth == 0:
-                            break
-                    j += 1
-                buf.extend(c for c, _, _ in chars[i:j + 1])
-                i = j + 1
-                continue
-            if ch == "<":
-                m = PLACEHOLDER_RE.match("".join(c for c, _, _ in chars[i:i + 80]))
-                if m:
-                    buf.extend(m.group(0))
-                    i += len(m.group(0))
-                    continue
-            if ch in "|&;()<>":
-                if ch in "<>" and buf and "".join(buf).isdigit():
-                    buf = []  # "2>": the fd number belongs to the redirection
-                break  # an operator ends the word; the outer loop reads it
-            buf.append(ch)
-            i += 1
-        if buf or quoted:
-            out.append(Word("".join(buf), start_line, start_col))
+        text, quoted, i = _word_at(chars, i)
+        if text or quoted:
+            out.append(Word(text, line, col))
     return out
 
 
