@@ -39,9 +39,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CLI = REPO / "tools" / "skills" / "cli.py"
 
-IMPORTS = ("import docutils.core, docutils.parsers.rst, docutils.utils, docutils.frontend, markdown_it, "
-           "mdit_py_plugins.front_matter, yaml\n")
-PARSE = IMPORTS + """
+IMPORTS = (
+    "import docutils.core, docutils.parsers.rst, docutils.utils, docutils.frontend, markdown_it, "
+    "mdit_py_plugins.front_matter, yaml\n"
+)
+PARSE = (
+    IMPORTS
+    + """
 import json, sys
 from docutils.parsers.rst import Parser
 files = json.load(open(sys.argv[1]))
@@ -61,6 +65,7 @@ for path in files:
             if token.type == "front_matter":
                 yaml.safe_load(token.content)
 """
+)
 
 
 def checked_files() -> list[str]:
@@ -96,8 +101,9 @@ def median(cmds: dict[str, list[str]], cwd: Path, repeat: int) -> dict[str, tupl
     for _ in range(repeat):
         for key, cmd in cmds.items():
             runs[key].append(timed(cmd, cwd))
-    return {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), v[-1][2])
-            for k, v in runs.items()}
+    return {
+        k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), v[-1][2]) for k, v in runs.items()
+    }
 
 
 SKILL = """---
@@ -147,7 +153,8 @@ REFERENCE = """# Reference {i}
 """
 
 EVALS = "# Evaluations\n\n" + "".join(
-    f"## Scenario {k}\n\nQuery: q{k}\n\nExpected behavior: e{k}\n\nKnown failure modes: f{k}\n\n" for k in range(3))
+    f"## Scenario {k}\n\nQuery: q{k}\n\nExpected behavior: e{k}\n\nKnown failure modes: f{k}\n\n" for k in range(3)
+)
 
 
 def make_tree(base: Path, n: int) -> Path:
@@ -157,8 +164,9 @@ def make_tree(base: Path, n: int) -> Path:
     shutil.copy2(REPO / "pyproject.toml", root / "pyproject.toml")
     for name in ("docs", "scripts", "skills", ".agents"):
         if (REPO / name).exists():
-            shutil.copytree(REPO / name, root / name, symlinks=True,
-                            ignore=shutil.ignore_patterns("_build", "__pycache__"))
+            shutil.copytree(
+                REPO / name, root / name, symlinks=True, ignore=shutil.ignore_patterns("_build", "__pycache__")
+            )
     if (REPO / ".claude").exists():
         shutil.copytree(REPO / ".claude", root / ".claude", symlinks=True)
     shutil.copytree(REPO / "tools", root / "tools", ignore=shutil.ignore_patterns("__pycache__"))
@@ -178,8 +186,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--sizes", default="", help="comma-separated generated-skill counts, e.g. 10,100,400")
     ap.add_argument("--baseline", type=Path, default=None, help="another checker's cli.py to compare with")
-    ap.add_argument("--lsp", action="store_true",
-                    help="time the language server instead: didChange -> diagnostics, warm (benchmarks/bench_lsp.py)")
+    ap.add_argument(
+        "--lsp",
+        action="store_true",
+        help="time the language server instead: didChange -> diagnostics, warm (benchmarks/bench_lsp.py)",
+    )
     args, rest = ap.parse_known_args()
     if args.lsp:  # the server's benchmark lives beside this one; it takes its own options (--repeat, ...)
         argv = [sys.executable, str(Path(__file__).with_name("bench_lsp.py")), *rest]
@@ -218,15 +229,18 @@ def main() -> int:
         print(f"{label}: warm / import floor wall {ww / iw:.2f}x  cpu {wc / ic:.2f}x  (target <= 0.7x)")
     if args.baseline:
         o, b = res, res
-        print(f"ours/baseline: cold cpu {o['ours cold'][1] / b['baseline cold'][1]:.2f}x; "
-              f"warm cpu {o['ours warm'][1] / b['baseline warm'][1]:.2f}x")
+        print(
+            f"ours/baseline: cold cpu {o['ours cold'][1] / b['baseline cold'][1]:.2f}x; "
+            f"warm cpu {o['ours warm'][1] / b['baseline warm'][1]:.2f}x"
+        )
     sizes = [int(x) for x in args.sizes.split(",") if x]
     if sizes:
         rows = []
         for n in sizes:
             root = make_tree(tmp, n)
-            w, c, rc = median({"c": [py, str(CLI), "check", "--no-cache", "--root", str(root)]}, REPO,
-                              max(1, min(args.repeat, 3)))["c"]
+            w, c, rc = median(
+                {"c": [py, str(CLI), "check", "--no-cache", "--root", str(root)]}, REPO, max(1, min(args.repeat, 3))
+            )["c"]
             rows.append((n, w, c, rc))
             print(f"{n:4d} skills (--no-cache): wall {w:7.3f} s  cpu {c:7.3f} s  exit {rc}")
         for (n0, w0, c0, _), (n1, w1, c1, _) in itertools.pairwise(rows):

@@ -114,31 +114,39 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench_collection_"))
     try:
         tree = make_collection(tmp / "collection", args.skills)
-        env = {**os.environ, "HOME": str(tmp / "home"), "SKILLS_CHECK_CACHE_DIR": str(tmp / "cache"),
-               "PYTHONPYCACHEPREFIX": str(tmp / "pyc")}
+        env = {
+            **os.environ,
+            "HOME": str(tmp / "home"),
+            "SKILLS_CHECK_CACHE_DIR": str(tmp / "cache"),
+            "PYTHONPYCACHEPREFIX": str(tmp / "pyc"),
+        }
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as on a user's machine
         (tmp / "home").mkdir()
         cmds = {"ours": [sys.executable, str(CLI), "check", "--no-cache", "--root", str(tree)]}
         if args.agnix:
             cmds["agnix"] = [args.agnix, str(tree)]
         else:
-            print("agnix is not installed (pip install agnix, or npm install agnix; then --agnix PATH): "
-                  "timing ours alone")
+            print(
+                "agnix is not installed (pip install agnix, or npm install agnix; then --agnix PATH): timing ours alone"
+            )
         for cmd in cmds.values():
             timed(cmd, env)  # warm the bytecode and file caches
         runs: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cmds}
         for _ in range(args.repeat):
             for key, cmd in cmds.items():
                 runs[key].append(timed(cmd, env))
-        print(f"{args.skills} skills, {sum(1 for _ in tree.rglob('*') if _.is_file())} files; "
-              f"median of {args.repeat}")
-        med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), v[-1][2])
-               for k, v in runs.items()}
+        print(f"{args.skills} skills, {sum(1 for _ in tree.rglob('*') if _.is_file())} files; median of {args.repeat}")
+        med = {
+            k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), v[-1][2])
+            for k, v in runs.items()
+        }
         for key, (wall, cpu, rc) in med.items():
             print(f"{key:6s} wall {wall:.3f} s  cpu {cpu:.3f} s  exit {rc}")
         if "agnix" in med:
-            print(f"ours / agnix: wall {med['ours'][0] / med['agnix'][0]:.2f}x  cpu {med['ours'][1] / med['agnix'][1]:.2f}x"
-                  "  (target <= 3x wall)")
+            print(
+                f"ours / agnix: wall {med['ours'][0] / med['agnix'][0]:.2f}x  cpu {med['ours'][1] / med['agnix'][1]:.2f}x"
+                "  (target <= 3x wall)"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

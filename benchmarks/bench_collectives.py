@@ -38,6 +38,7 @@ def ddp_step(model, optimizer, x):
         optimizer.zero_grad()
         model(x).sum().backward()
         optimizer.step()
+
     return step
 
 
@@ -59,17 +60,20 @@ def worker(rank: int, port: int, calls: int, rounds: int, folder: str, out, beat
     x = torch.randn(128, 64)
     bare_model = DistributedDataParallel(net())
     bare_step = ddp_step(bare_model, torch.optim.SGD(bare_model.parameters(), lr=1e-3), x)
-    results: dict[str, list[float]] = {"all_reduce bare": [], "all_reduce tracked": [], "DDP step bare": [],
-                                       "DDP step tracked": []}
+    results: dict[str, list[float]] = {
+        "all_reduce bare": [],
+        "all_reduce tracked": [],
+        "DDP step bare": [],
+        "DDP step tracked": [],
+    }
     tracker = CollectiveTracker()
     beater = None
     tracked_step = None
     for round_ in range(rounds):
-        for tracked in ((False, True) if round_ % 2 == 0 else (True, False)):  # alternate the order: no bias
+        for tracked in (False, True) if round_ % 2 == 0 else (True, False):  # alternate the order: no bias
             if tracked and beater is None:
                 tracker.install()
-                beater = Beater(Supervision(folder, rank, rank, 2), tracker,
-                                TimingLog(tracker, rank, "bench", folder))
+                beater = Beater(Supervision(folder, rank, rank, 2), tracker, TimingLog(tracker, rank, "bench", folder))
                 if beats:
                     beater.thread.start()
                 tracked_model = DistributedDataParallel(net())
@@ -99,9 +103,13 @@ def main() -> int:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="bench_collectives_") as folder:
-        procs = [ctx.Process(target=worker, args=(r, free_port_once, args.calls, args.rounds, folder, queue,
-                                                      not args.no_beats))
-                 for free_port_once in [free_port()] for r in (0, 1)]
+        procs = [
+            ctx.Process(
+                target=worker, args=(r, free_port_once, args.calls, args.rounds, folder, queue, not args.no_beats)
+            )
+            for free_port_once in [free_port()]
+            for r in (0, 1)
+        ]
         for p in procs:
             p.start()
         found = dict(queue.get(timeout=1800) for _ in procs)
@@ -110,8 +118,10 @@ def main() -> int:
     for rank, med in sorted(found.items()):
         for what in ("all_reduce", "DDP step"):
             bare, tracked = med[f"{what} bare"], med[f"{what} tracked"]
-            print(f"rank {rank}: {what:<10} bare {bare * 1e6:9.1f} us  tracked {tracked * 1e6:9.1f} us  "
-                  f"ratio {tracked / bare:5.2f}x")
+            print(
+                f"rank {rank}: {what:<10} bare {bare * 1e6:9.1f} us  tracked {tracked * 1e6:9.1f} us  "
+                f"ratio {tracked / bare:5.2f}x"
+            )
     return 0
 
 

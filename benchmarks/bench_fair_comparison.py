@@ -42,12 +42,30 @@ def _tail_mean(values: list[str], last: int) -> float | None:
     return statistics.fmean(numbers) if numbers else None
 
 
-def train(library: str, ranks: int, total_envs: int, seed: int, iterations: int, log_root: Path,
-          last: int) -> tuple[float | None, float | None, str]:
+def train(
+    library: str, ranks: int, total_envs: int, seed: int, iterations: int, log_root: Path, last: int
+) -> tuple[float | None, float | None, str]:
     """(library's own reward, all-ranks return, final checkpoint) of one run."""
-    cmd = [sys.executable, str(LAUNCHER), "--num_gpus", str(ranks), "--device", "cpu", "--rl_library", library,
-           "--num_envs", str(total_envs // ranks), "--max_iterations", str(iterations), "--seed", str(seed),
-           "--master_port", str(free_port()), "--log_root", str(log_root)]
+    cmd = [
+        sys.executable,
+        str(LAUNCHER),
+        "--num_gpus",
+        str(ranks),
+        "--device",
+        "cpu",
+        "--rl_library",
+        library,
+        "--num_envs",
+        str(total_envs // ranks),
+        "--max_iterations",
+        str(iterations),
+        "--seed",
+        str(seed),
+        "--master_port",
+        str(free_port()),
+        "--log_root",
+        str(log_root),
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=_env(), text=True, capture_output=True, timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"training failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
@@ -56,8 +74,22 @@ def train(library: str, ranks: int, total_envs: int, seed: int, iterations: int,
 
 
 def evaluate(library: str, checkpoint: str, envs: int, episodes: int) -> tuple[float, float]:
-    cmd = [sys.executable, str(PLAY), "--rl_library", library, "--device", "cpu", "--checkpoint", checkpoint,
-           "--num_envs", str(envs), "--num_episodes", str(episodes), "--seed", "0"]
+    cmd = [
+        sys.executable,
+        str(PLAY),
+        "--rl_library",
+        library,
+        "--device",
+        "cpu",
+        "--checkpoint",
+        checkpoint,
+        "--num_envs",
+        str(envs),
+        "--num_episodes",
+        str(episodes),
+        "--seed",
+        "0",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=_env(), text=True, capture_output=True, timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"play failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
@@ -80,19 +112,25 @@ def main() -> int:
     parser.add_argument("--play_envs", type=int, default=256)
     parser.add_argument("--play_episodes", type=int, default=256)
     args = parser.parse_args()
-    print(f"{args.rl_library}, {args.total_envs} envs in total, {args.max_iterations} iterations; "
-          f"rewards averaged over the last {args.last} iterations; play: {args.play_episodes} episodes on "
-          f"{args.play_envs} envs, seed 0")
+    print(
+        f"{args.rl_library}, {args.total_envs} envs in total, {args.max_iterations} iterations; "
+        f"rewards averaged over the last {args.last} iterations; play: {args.play_episodes} episodes on "
+        f"{args.play_envs} envs, seed 0"
+    )
     print("seed  ranks x envs   library's own   all-ranks return   play mean (std)")
     with tempfile.TemporaryDirectory(prefix="mgpu_fair_") as tmp:
         for seed in args.seeds:
             for ranks in (1, args.ranks):
                 log_root = Path(tmp) / f"seed{seed}_ranks{ranks}"
-                own, everyone, checkpoint = train(args.rl_library, ranks, args.total_envs, seed, args.max_iterations,
-                                                  log_root, args.last)
+                own, everyone, checkpoint = train(
+                    args.rl_library, ranks, args.total_envs, seed, args.max_iterations, log_root, args.last
+                )
                 mean, std = evaluate(args.rl_library, checkpoint, args.play_envs, args.play_episodes)
-                print(f"{seed:4d}  {ranks:5d} x {args.total_envs // ranks:<4d}      {_shown(own)}"
-                      f"           {_shown(everyone)}   {mean:8.2f} ({std:.2f})", flush=True)
+                print(
+                    f"{seed:4d}  {ranks:5d} x {args.total_envs // ranks:<4d}      {_shown(own)}"
+                    f"           {_shown(everyone)}   {mean:8.2f} ({std:.2f})",
+                    flush=True,
+                )
     return 0
 
 

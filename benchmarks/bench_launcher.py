@@ -26,8 +26,9 @@ FIXTURE = REPO / "tests" / "fixtures" / "launcher" / "print_rank.py"
 
 def timed(cmd: list[str], env: dict[str, str], timeout: float) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=timeout
+    )
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"command failed ({proc.returncode}): {shlex.join(cmd)}\n{proc.stderr[-2000:]}")
@@ -41,8 +42,9 @@ def main() -> int:
     parser.add_argument("--trainer", action="store_true", help="run the real train.py instead of the fixture")
     args = parser.parse_args()
 
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
-               MASTER_ADDR="127.0.0.1")
+    env = dict(
+        os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1"
+    )
     py = sys.executable
     job_args = ["--num_gpus", "2", "--device", "cpu"]
     if args.trainer:
@@ -56,8 +58,13 @@ def main() -> int:
     bare, dry = [], []
     for _ in range(args.repeat):
         bare.append(timed([py, "-c", "pass"], env, 60))
-        dry.append(timed([py, str(LAUNCHER), "--num_gpus", "2", "--device", "cpu", "--task", "Toy-Cartpole-v0",
-                          "--dry_run"], env, 60))
+        dry.append(
+            timed(
+                [py, str(LAUNCHER), "--num_gpus", "2", "--device", "cpu", "--task", "Toy-Cartpole-v0", "--dry_run"],
+                env,
+                60,
+            )
+        )
     b, d = statistics.median(bare), statistics.median(dry)
     print(f"python -c pass      median {b * 1000:7.1f} ms  ({args.repeat} runs)")
     print(f"launcher --dry_run  median {d * 1000:7.1f} ms  ({args.repeat} runs)")
@@ -69,8 +76,15 @@ def main() -> int:
     via, direct = [], []
     for _ in range(args.job_repeat):
         port = ["--master_port", str(free_port())]
-        printed = subprocess.run([py, str(LAUNCHER), *job_args, *port, "--dry_run"], env=env, cwd=REPO,
-                                 capture_output=True, text=True, timeout=60, check=True).stdout
+        printed = subprocess.run(
+            [py, str(LAUNCHER), *job_args, *port, "--dry_run"],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         direct.append(timed(shlex.split(printed), env, 600))
         port = ["--master_port", str(free_port())]
         via.append(timed([py, str(LAUNCHER), *job_args, *port], env, 600))

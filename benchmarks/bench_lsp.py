@@ -34,8 +34,10 @@ from pygls.lsp.client import LanguageClient
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = REPO / "tools" / "skills" / "cli.py"
-FILES = (("skills/user/train-multi-gpu/reference.md", "markdown"),
-         ("docs/source/features/multi_gpu.rst", "restructuredtext"))
+FILES = (
+    ("skills/user/train-multi-gpu/reference.md", "markdown"),
+    ("docs/source/features/multi_gpu.rst", "restructuredtext"),
+)
 DEADLINE_S = 60.0
 DEFAULT_DEBOUNCE = "0.1"  # cli.py lsp's default (shown in its --help)
 BURST, KEYSTROKE_S = 10, 0.05  # a burst of typing: 10 edits, 50 ms apart
@@ -66,36 +68,50 @@ async def latencies(debounce: str, repeat: int, env: dict[str, str]) -> dict[str
     s = Session()
     await s.client.start_io(sys.executable, str(CLI), "lsp", "--debounce", debounce, env=env)
     try:
-        await s.client.initialize_async(types.InitializeParams(
-            capabilities=types.ClientCapabilities(), root_uri=REPO.as_uri(), process_id=os.getpid()))
+        await s.client.initialize_async(
+            types.InitializeParams(
+                capabilities=types.ClientCapabilities(), root_uri=REPO.as_uri(), process_id=os.getpid()
+            )
+        )
         s.client.initialized(types.InitializedParams())
         out: dict[str, list[float]] = {}
         for rel, language in FILES:
             uri = (REPO / rel).as_uri()
             text = (REPO / rel).read_text(encoding="utf-8")
-            s.client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
-                uri=uri, language_id=language, version=1, text=text)))
+            s.client.text_document_did_open(
+                types.DidOpenTextDocumentParams(
+                    types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
+                )
+            )
             await s.wait(uri, 1)
             times = []
             for version in range(2, repeat + 2):
                 edited = text + "\n" * (version % 2)  # a new text each time: this file is parsed again
                 t0 = time.perf_counter()
-                s.client.text_document_did_change(types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=edited)]))
+                s.client.text_document_did_change(
+                    types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                        content_changes=[types.TextDocumentContentChangeWholeDocument(text=edited)],
+                    )
+                )
                 times.append(await s.wait(uri, version) - t0)
             out[rel] = times
             # typing: BURST edits KEYSTROKE_S apart; checks published meanwhile, and the last one's latency
             first = version + 1
             for version in range(first, first + BURST):
-                s.client.text_document_did_change(types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=text + " " * version)]))
+                s.client.text_document_did_change(
+                    types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text + " " * version)],
+                    )
+                )
                 t0 = time.perf_counter()
                 await asyncio.sleep(KEYSTROKE_S)
             await s.wait(uri, version)
-            out[f"burst:{rel}"] = [s.arrived[(uri, version)] - t0,
-                                   sum(1 for (u, v) in s.arrived if u == uri and first <= v <= version)]
+            out[f"burst:{rel}"] = [
+                s.arrived[(uri, version)] - t0,
+                sum(1 for (u, v) in s.arrived if u == uri and first <= v <= version),
+            ]
             s.client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
             await s.wait(uri, None)
         await s.client.shutdown_async(None)
@@ -186,25 +202,33 @@ def main() -> int:
         print(f"warm `cli.py check` (fresh process, median of {args.repeat}): {check:.3f} s")
         after_edit = {rel: statistics.median(times) for rel, times in edited_check(args.repeat, env, Path(tmp)).items()}
         for rel, med in after_edit.items():
-            print(f"warm `cli.py check` after an edit to {Path(rel).name} (fresh process, on a copy): median {med:.3f} s")
+            print(
+                f"warm `cli.py check` after an edit to {Path(rel).name} (fresh process, on a copy): median {med:.3f} s"
+            )
         os.environ["SKILLS_CHECK_CACHE_DIR"] = env["SKILLS_CHECK_CACHE_DIR"]
         for rel, times in in_process(args.repeat).items():
             med = statistics.median(times)
-            print(f"the check alone (in process, overlay + kept cache), {Path(rel).name}: median {med:.3f} s; "
-                  f"{med / check:.2f}x the warm check")
+            print(
+                f"the check alone (in process, overlay + kept cache), {Path(rel).name}: median {med:.3f} s; "
+                f"{med / check:.2f}x the warm check"
+            )
         for debounce in (DEFAULT_DEBOUNCE, "0"):
             runs = asyncio.run(latencies(debounce, args.repeat, env))
             for rel, times in runs.items():
                 if rel.startswith("burst:"):
-                    print(f"  a burst of {BURST} edits {KEYSTROKE_S * 1000:.0f} ms apart in {Path(rel).name}: "
-                          f"{int(times[1])} publish(es) for its versions, the last {times[0]:.3f} s after the last "
-                          "edit")
+                    print(
+                        f"  a burst of {BURST} edits {KEYSTROKE_S * 1000:.0f} ms apart in {Path(rel).name}: "
+                        f"{int(times[1])} publish(es) for its versions, the last {times[0]:.3f} s after the last "
+                        "edit"
+                    )
                     continue
                 med = statistics.median(times)
-                print(f"didChange -> publishDiagnostics, --debounce {debounce}, {Path(rel).name}: median {med:.3f} s "
-                      f"(min {min(times):.3f}, max {max(times):.3f}); {med / check:.2f}x the warm check, "
-                      f"{med / after_edit[rel]:.2f}x the warm check after the same edit"
-                      f"{'' if med < 0.3 else '  [over the 0.3 s target]'}")
+                print(
+                    f"didChange -> publishDiagnostics, --debounce {debounce}, {Path(rel).name}: median {med:.3f} s "
+                    f"(min {min(times):.3f}, max {max(times):.3f}); {med / check:.2f}x the warm check, "
+                    f"{med / after_edit[rel]:.2f}x the warm check after the same edit"
+                    f"{'' if med < 0.3 else '  [over the 0.3 s target]'}"
+                )
     return 0
 
 

@@ -37,11 +37,23 @@ def memcpy_bandwidth(nbytes: int = MIB64, repeats: int = 10) -> float:
 
 
 def probe(args: list[str], timeout: float) -> tuple[int, str, float]:
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
-               CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        MASTER_ADDR="127.0.0.1",
+        GLOO_SOCKET_IFNAME="lo",
+        OMP_NUM_THREADS="1",
+        CUDA_VISIBLE_DEVICES="",
+        PYTHONUNBUFFERED="1",
+    )
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, start_new_session=True)
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        start_new_session=True,
+    )
     return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0
 
 
@@ -73,8 +85,13 @@ print(peak(lambda: probe.sweep_buffers(torch, 0, 2, largest, torch.device("cpu")
 
 def buffer_peaks(largest: int = 256 * 1024 * 1024) -> tuple[float, float]:
     """Peak resident bytes per byte of the largest message: (the probe's buffers, the indexed baseline)."""
-    proc = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, str(PROBE), str(largest)], capture_output=True,
-                          text=True, timeout=300, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, str(PROBE), str(largest)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     ours, baseline = (float(x) for x in proc.stdout.split())
     return ours, baseline
 
@@ -86,34 +103,78 @@ def main() -> int:
     mem = memcpy_bandwidth()
     print(f"single-core memcpy (64 MiB, best of 10): {mem:.2f} GB/s")
 
-    code, out, wall = probe(["--nproc_per_node", "2", "--backend", "gloo", "-b", "64M", "-e", "64M",
-                             "--iters", "5", "--warmup", "2", "--timeout", "120", "--run_limit", "500"], 600)
+    code, out, wall = probe(
+        [
+            "--nproc_per_node",
+            "2",
+            "--backend",
+            "gloo",
+            "-b",
+            "64M",
+            "-e",
+            "64M",
+            "--iters",
+            "5",
+            "--warmup",
+            "2",
+            "--timeout",
+            "120",
+            "--run_limit",
+            "500",
+        ],
+        600,
+    )
     row = re.search(r"^\s+67108864\s+\d+\s+float\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$", out, re.M)
     if code != 0 or row is None:
         print(out[-3000:])
         print(f"probe run failed (exit {code})")
         return 1
     t_us, algbw, busbw = float(row.group(1)), float(row.group(2)), float(row.group(3))
-    print(f"gloo all_reduce 64 MiB, 2 ranks: time {t_us / 1e3:.1f} ms, algbw {algbw:.3f} GB/s, "
-          f"busbw {busbw:.3f} GB/s (whole run {wall:.1f} s)")
+    print(
+        f"gloo all_reduce 64 MiB, 2 ranks: time {t_us / 1e3:.1f} ms, algbw {algbw:.3f} GB/s, "
+        f"busbw {busbw:.3f} GB/s (whole run {wall:.1f} s)"
+    )
     print(f"ratio busbw / single-core memcpy: {busbw / mem:.3f}")
 
     timeout = 3
-    code, out, wall = probe(["--nproc_per_node", "2", "--backend", "gloo", "-b", "8", "-e", "64",
-                             "--iters", "2", "--warmup", "1", "--timeout", str(timeout),
-                             "--fault", "skip:1@2", "--run_limit", "300"], 400)
+    code, out, wall = probe(
+        [
+            "--nproc_per_node",
+            "2",
+            "--backend",
+            "gloo",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--timeout",
+            str(timeout),
+            "--fault",
+            "skip:1@2",
+            "--run_limit",
+            "300",
+        ],
+        400,
+    )
     after = re.search(r"the run ended ([\d.]+) s after the first missed deadline", out)
     if code != 3 or after is None:
         print(out[-3000:])
         print(f"deadline run did not end as expected (exit {code})")
         return 1
     seconds = float(after.group(1))
-    print(f"missed deadline -> probe exit: {seconds:.2f} s (--timeout {timeout} s; whole run {wall:.1f} s, exit {code})")
+    print(
+        f"missed deadline -> probe exit: {seconds:.2f} s (--timeout {timeout} s; whole run {wall:.1f} s, exit {code})"
+    )
     print(f"ratio (deadline-to-exit) / --timeout: {seconds / timeout:.2f}")
 
     ours, baseline = buffer_peaks()
-    print(f"sweep buffers, peak memory per byte of -e (256 MiB): probe {ours:.2f}, int64-indexed baseline "
-          f"{baseline:.2f}")
+    print(
+        f"sweep buffers, peak memory per byte of -e (256 MiB): probe {ours:.2f}, int64-indexed baseline {baseline:.2f}"
+    )
     print(f"ratio probe / baseline peak memory: {ours / baseline:.2f}")
     return 0
 

@@ -29,8 +29,15 @@ THROUGHPUT = re.compile(r"\[INFO\] throughput: (\d+) env-steps/s over (\d+) rank
 
 
 def measure(cmd: list[str], timeout: float, **extra_env: str) -> float:
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
-               CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", **extra_env)
+    env = dict(
+        os.environ,
+        MASTER_ADDR="127.0.0.1",
+        GLOO_SOCKET_IFNAME="lo",
+        OMP_NUM_THREADS="1",
+        CUDA_VISIBLE_DEVICES="",
+        PYTHONUNBUFFERED="1",
+        **extra_env,
+    )
     for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE"):
         env.pop(name, None)
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
@@ -55,9 +62,22 @@ def beat_cost(iterations: int = 2000) -> float:
 
 def supervision(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench_trainer_") as log_root:
-        common = [sys.executable, str(TRAIN), "--rl_library", args.rl_library, "--task", args.task, "--device", "cpu",
-                  "--num_envs", str(args.num_envs), "--max_iterations", str(args.max_iterations),
-                  "--log_root", log_root]
+        common = [
+            sys.executable,
+            str(TRAIN),
+            "--rl_library",
+            args.rl_library,
+            "--task",
+            args.task,
+            "--device",
+            "cpu",
+            "--num_envs",
+            str(args.num_envs),
+            "--max_iterations",
+            str(args.max_iterations),
+            "--log_root",
+            log_root,
+        ]
         rates = {"without": [], "with": []}
         for _ in range(args.repeats):  # alternate, so a load change hits both sides alike
             rates["without"].append(measure(common, args.timeout))
@@ -67,45 +87,72 @@ def supervision(args: argparse.Namespace) -> None:
     per_beat = beat_cost()
     steps_per_iteration = {"rsl_rl": 24, "rl_games": 16, "skrl": 16}[args.rl_library]
     iteration_s = steps_per_iteration * args.num_envs / best["without"]
-    print(f"{args.rl_library} on {args.task}, {args.num_envs} envs, {args.max_iterations} iterations, "
-          f"best of {args.repeats} each")
+    print(
+        f"{args.rl_library} on {args.task}, {args.num_envs} envs, {args.max_iterations} iterations, "
+        f"best of {args.repeats} each"
+    )
     print(f"without supervision: {best['without']:,.0f} env-steps/s")
     print(f"with supervision:    {best['with']:,.0f} env-steps/s")
     print(f"ratio (with / without): {best['with'] / best['without']:.3f}  (1.0 = free)")
-    print(f"one heartbeat: {per_beat * 1e6:.0f} us = {per_beat / iteration_s:.5f} of one iteration ({iteration_s * 1e3:.1f} ms)")
+    print(
+        f"one heartbeat: {per_beat * 1e6:.0f} us = {per_beat / iteration_s:.5f} of one iteration ({iteration_s * 1e3:.1f} ms)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rl_library", default="rsl_rl", choices=["rsl_rl", "rl_games", "skrl"])
     parser.add_argument("--task", default="Toy-Cartpole-v0")
-    parser.add_argument("--num_envs", type=int, default=4096,
-                        help="per rank, the same at both world sizes (small batches measure gloo latency, not scaling)")
+    parser.add_argument(
+        "--num_envs",
+        type=int,
+        default=4096,
+        help="per rank, the same at both world sizes (small batches measure gloo latency, not scaling)",
+    )
     parser.add_argument("--max_iterations", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=900)
-    parser.add_argument("--supervision", action="store_true",
-                        help="measure the supervision overhead (one process, with vs. without the folder) instead")
+    parser.add_argument(
+        "--supervision",
+        action="store_true",
+        help="measure the supervision overhead (one process, with vs. without the folder) instead",
+    )
     parser.add_argument("--repeats", type=int, default=2, help="--supervision: runs per side (default: 2)")
     args = parser.parse_args()
     if args.supervision:
         supervision(args)
         return
     with tempfile.TemporaryDirectory(prefix="bench_trainer_") as log_root:
-        common = ["--rl_library", args.rl_library, "--task", args.task, "--device", "cpu",
-                  "--num_envs", str(args.num_envs), "--max_iterations", str(args.max_iterations),
-                  "--log_root", log_root]
+        common = [
+            "--rl_library",
+            args.rl_library,
+            "--task",
+            args.task,
+            "--device",
+            "cpu",
+            "--num_envs",
+            str(args.num_envs),
+            "--max_iterations",
+            str(args.max_iterations),
+            "--log_root",
+            log_root,
+        ]
         load_before = os.getloadavg()[0]
         one = measure([sys.executable, str(TRAIN), *common], args.timeout)
         load_between = os.getloadavg()[0]
-        two = measure([sys.executable, str(LAUNCHER), "--num_gpus", "2", "--master_port", str(free_port()),
-                       *common], args.timeout)
-    print(f"cores visible: {os.cpu_count()}; {args.rl_library} on {args.task}, {args.num_envs} envs/rank, "
-          f"{args.max_iterations} iterations")
+        two = measure(
+            [sys.executable, str(LAUNCHER), "--num_gpus", "2", "--master_port", str(free_port()), *common], args.timeout
+        )
+    print(
+        f"cores visible: {os.cpu_count()}; {args.rl_library} on {args.task}, {args.num_envs} envs/rank, "
+        f"{args.max_iterations} iterations"
+    )
     print(f"world size 1: {one:,.0f} env-steps/s")
     print(f"world size 2: {two:,.0f} env-steps/s")
     print(f"ratio (2 / 1): {two / one:.2f}x  (target >= 1.7x)")
-    print(f"1-min load average before the runs: {load_before:.2f}, {load_between:.2f} "
-          f"(the ratio only means something when {2} cores are otherwise idle)")
+    print(
+        f"1-min load average before the runs: {load_before:.2f}, {load_between:.2f} "
+        f"(the ratio only means something when {2} cores are otherwise idle)"
+    )
 
 
 if __name__ == "__main__":

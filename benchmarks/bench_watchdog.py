@@ -29,9 +29,21 @@ FIXTURE = REPO / "tests" / "fixtures" / "launcher" / "beat_rank.py"
 
 
 def launch(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    cmd = [sys.executable, str(LAUNCHER), "--train_script", str(FIXTURE), "--job_log_root", "/tmp/bench_watchdog_jobs",
-           "--num_gpus", "2", "--device", "cpu", "--master_port", str(free_port()),
-           *args]
+    cmd = [
+        sys.executable,
+        str(LAUNCHER),
+        "--train_script",
+        str(FIXTURE),
+        "--job_log_root",
+        "/tmp/bench_watchdog_jobs",
+        "--num_gpus",
+        "2",
+        "--device",
+        "cpu",
+        "--master_port",
+        str(free_port()),
+        *args,
+    ]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -41,8 +53,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=2000, help="iterations of the healthy job (default: 2000)")
     parser.add_argument("--hang_timeout", type=float, default=5.0, help="timeout for the hang runs (default: 5)")
     args = parser.parse_args()
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
-               MASTER_ADDR="127.0.0.1")
+    env = dict(
+        os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1"
+    )
 
     on, off = [], []
     for _ in range(args.repeat):
@@ -62,8 +75,21 @@ def main() -> int:
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             go = Path(tmp) / "go"
-            proc = launch(["--hang_timeout", f"{args.hang_timeout:g}", "--iterations", "100000", "--fault", "hang:1:3",
-                           "--go_file", str(go), "--run_dir", str(Path(tmp) / "run")], env)
+            proc = launch(
+                [
+                    "--hang_timeout",
+                    f"{args.hang_timeout:g}",
+                    "--iterations",
+                    "100000",
+                    "--fault",
+                    "hang:1:3",
+                    "--go_file",
+                    str(go),
+                    "--run_dir",
+                    str(Path(tmp) / "run"),
+                ],
+                env,
+            )
             deadline = time.monotonic() + 600
             while not (Path(tmp) / "run").exists() and time.monotonic() < deadline:  # rank 0 is up
                 time.sleep(0.05)
@@ -75,8 +101,10 @@ def main() -> int:
             if proc.returncode != 3:
                 sys.exit(f"hang run ended with {proc.returncode}, not 3:\n{err[-2000:]}")
             ratios.append(elapsed / args.hang_timeout)
-    print(f"hang: last heartbeat -> launcher exit, median {statistics.median(ratios):.2f}x --hang_timeout "
-          f"({args.hang_timeout:g} s; {args.repeat} runs; target a little above 1x)")
+    print(
+        f"hang: last heartbeat -> launcher exit, median {statistics.median(ratios):.2f}x --hang_timeout "
+        f"({args.hang_timeout:g} s; {args.repeat} runs; target a little above 1x)"
+    )
     return 0
 
 

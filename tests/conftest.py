@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from mgpu_testing import REPO
 
 _SCRATCH = pytest.StashKey[Path]()

@@ -22,7 +22,6 @@ from mgpu_testing.runs import WITH_HEALTHY_RUN
 from mgpu_lab.train.returns import NAME, AllRanksReturns
 
 
-
 def identity(values: list[float]) -> list[float]:
     return values
 
@@ -95,8 +94,17 @@ print("\n".join(lines))
 @pytest.mark.e2e
 def test_two_real_ranks_sum_their_episodes_and_rank_0_logs(tmp_path) -> None:
     env = loopback_env(MASTER_PORT=str(free_port()), PYTHONPATH=str(REPO / "src"))
-    procs = [subprocess.Popen([PYTHON, "-c", _TWO_RANKS, str(rank)], env=env, cwd=tmp_path, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for rank in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [PYTHON, "-c", _TWO_RANKS, str(rank)],
+            env=env,
+            cwd=tmp_path,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for rank in (0, 1)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert outs[0][0].splitlines() == [

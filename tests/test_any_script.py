@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from mgpu_testing import REPO, free_port, loopback_env
+from mgpu_testing.docs import load_script
 
 from mgpu_lab.health import heartbeat, rank_entry, timing
 from mgpu_lab.health.rank_progress import Fault, parse_faults
 from mgpu_lab.launch import any_script, launcher
-from mgpu_testing import REPO, free_port, loopback_env
-from mgpu_testing.docs import load_script
 
 LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
@@ -22,8 +22,7 @@ DDP_SCRIPT = REPO / "tests" / "fixtures" / "any_script" / "ddp_train.py"
 
 
 def command(*args: str) -> list[str]:
-    cfg = launcher.make_config(SCRIPT.build_parser(), ["--dry_run", *args], train_script=TRAIN,
-                               environ=loopback_env())
+    cfg = launcher.make_config(SCRIPT.build_parser(), ["--dry_run", *args], train_script=TRAIN, environ=loopback_env())
     return launcher.build_command(cfg)
 
 
@@ -36,42 +35,72 @@ def refusal(capsys: pytest.CaptureFixture, *args: str) -> str:
 
 # --- the launcher ------------------------------------------------------------------------------------------
 
+
 def test_a_script_gets_every_unknown_argument_unchanged_through_the_rank_entry(tmp_path: Path) -> None:
-    cmd = command("--train_script", str(DDP_SCRIPT), "--num_gpus", "2", "--device", "cpu", "--job_log_root",
-                  str(tmp_path), "--task", "Not-A-Task", "--steps", "3")
-    tail = cmd[cmd.index(any_script.ENTRY):]
-    assert tail == [any_script.ENTRY, "--job_root", str(tmp_path), str(DDP_SCRIPT), "--device", "cpu", "--task",
-                    "Not-A-Task", "--steps", "3"]  # train.py's checks skipped: its task list does not apply
+    cmd = command(
+        "--train_script",
+        str(DDP_SCRIPT),
+        "--num_gpus",
+        "2",
+        "--device",
+        "cpu",
+        "--job_log_root",
+        str(tmp_path),
+        "--task",
+        "Not-A-Task",
+        "--steps",
+        "3",
+    )
+    tail = cmd[cmd.index(any_script.ENTRY) :]
+    assert tail == [
+        any_script.ENTRY,
+        "--job_root",
+        str(tmp_path),
+        str(DDP_SCRIPT),
+        "--device",
+        "cpu",
+        "--task",
+        "Not-A-Task",
+        "--steps",
+        "3",
+    ]  # train.py's checks skipped: its task list does not apply
     assert "--rl_library" not in cmd and "--distributed" not in cmd
     assert Path(any_script.ENTRY).is_file()
 
 
 def test_a_module_runs_as_with_python_m() -> None:
     cmd = command("-m", "my_project.train", "--num_gpus", "2", "--device", "cpu", "--lr", "3e-4")
-    assert cmd[cmd.index(any_script.ENTRY) + 3:] == ["-m", "my_project.train", "--device", "cpu", "--lr", "3e-4"]
+    assert cmd[cmd.index(any_script.ENTRY) + 3 :] == ["-m", "my_project.train", "--device", "cpu", "--lr", "3e-4"]
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--continue_run", "latest"], "--continue_run with ddp_train.py: the launcher knows where train.py keeps"),
-    (["--continue_run=latest"], "--continue_run with ddp_train.py:"),
-    (["--checkpoint", "latest"], "--checkpoint latest with ddp_train.py: the launcher cannot know where"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--continue_run", "latest"], "--continue_run with ddp_train.py: the launcher knows where train.py keeps"),
+        (["--continue_run=latest"], "--continue_run with ddp_train.py:"),
+        (["--checkpoint", "latest"], "--checkpoint latest with ddp_train.py: the launcher cannot know where"),
+    ],
+)
 def test_what_depends_on_train_pys_run_layout_is_refused(capsys, args: list[str], expected: str) -> None:
     err = refusal(capsys, "--train_script", str(DDP_SCRIPT), "--num_gpus", "2", "--device", "cpu", *args)
     assert err.startswith(f"isaaclab train_multigpu: error: {expected}"), err
 
 
 def test_a_checkpoint_file_goes_to_the_script(tmp_path: Path) -> None:
-    cmd = command("--train_script", str(DDP_SCRIPT), "--num_gpus", "2", "--device", "cpu", "--checkpoint",
-                  "model_100.pt")
+    cmd = command(
+        "--train_script", str(DDP_SCRIPT), "--num_gpus", "2", "--device", "cpu", "--checkpoint", "model_100.pt"
+    )
     assert cmd[-2:] == ["--checkpoint", "model_100.pt"]
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--train_script", "no/such/script.py"], "--train_script no/such/script.py: no such file"),
-    (["--train_script", str(DDP_SCRIPT), "-m", "x.y"], "--train_script and -m/--train_module both name the script"),
-    (["-m", "not a module"], "-m not a module: not a module name"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--train_script", "no/such/script.py"], "--train_script no/such/script.py: no such file"),
+        (["--train_script", str(DDP_SCRIPT), "-m", "x.y"], "--train_script and -m/--train_module both name the script"),
+        (["-m", "not a module"], "-m not a module: not a module name"),
+    ],
+)
 def test_bad_script_options_are_refused_in_one_line(capsys, args: list[str], expected: str) -> None:
     err = refusal(capsys, *args, "--num_gpus", "2", "--device", "cpu")
     assert err.startswith(f"isaaclab train_multigpu: error: {expected}"), err
@@ -85,6 +114,7 @@ def test_help_says_which_options_apply_to_a_foreign_script() -> None:
 
 # --- the rank entry ------------------------------------------------------------------------------------------
 
+
 def test_entry_arguments_and_job_folder_names() -> None:
     assert rank_entry.parse(["--job_root", "r", "s.py", "--x", "1"]) == ("r", "s.py", False, ["--x", "1"])
     assert rank_entry.parse(["-m", "pkg.mod", "-m", "y"]) == (None, "pkg.mod", True, ["-m", "y"])
@@ -95,8 +125,9 @@ def test_entry_arguments_and_job_folder_names() -> None:
 
 def test_a_script_runs_as_main_with_its_own_argv_and_exit_status(tmp_path: Path, monkeypatch) -> None:
     script = tmp_path / "prog.py"
-    script.write_text("import sys\nassert __name__ == '__main__'\nprint(sys.argv, sys.path[0])\n"
-                      "sys.exit(int(sys.argv[1]))\n")
+    script.write_text(
+        "import sys\nassert __name__ == '__main__'\nprint(sys.argv, sys.path[0])\nsys.exit(int(sys.argv[1]))\n"
+    )
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
     with pytest.raises(SystemExit) as exc:
@@ -106,6 +137,7 @@ def test_a_script_runs_as_main_with_its_own_argv_and_exit_status(tmp_path: Path,
 
 
 # --- the tracker, in a one-rank gloo group -------------------------------------------------------------------
+
 
 @pytest.fixture()
 def group(monkeypatch):
@@ -183,13 +215,17 @@ def test_uninstall_restores_torch_distributed(group) -> None:
 
 # --- timing and the verdict ----------------------------------------------------------------------------------
 
+
 def windows(rank: int, shares: list[float], collectives: int = 4) -> list[timing.Window]:
     return [timing.Window(rank, "n", i, i, 0.0, 1.0, 1.0 - s, s, collectives) for i, s in enumerate(shares)]
 
 
 def test_a_rank_persistently_slower_is_named() -> None:
-    found = {0: windows(0, [0.9, 0.3, 0.35, 0.3, 0.4, 0.3]), 1: windows(1, [0.2, 0.95, 0.9, 0.97, 0.92, 0.96]),
-             2: windows(2, [0.5, 0.3, 0.32, 0.31, 0.3, 0.36])}
+    found = {
+        0: windows(0, [0.9, 0.3, 0.35, 0.3, 0.4, 0.3]),
+        1: windows(1, [0.2, 0.95, 0.9, 0.97, 0.92, 0.96]),
+        2: windows(2, [0.5, 0.3, 0.32, 0.31, 0.3, 0.36]),
+    }
     assert timing.verdict(found).slow == 1
 
 
@@ -240,15 +276,19 @@ def test_timing_without_any_run_is_one_line_exit_2(tmp_path: Path) -> None:
 
     result = CliRunner().invoke(isaaclab, ["timing", "latest", "--log_root", str(tmp_path)])
     assert result.exit_code == 2
-    assert result.stderr.startswith("isaaclab timing: error: no per-rank timing under") and \
-        len(result.stderr.splitlines()) == 1
+    assert (
+        result.stderr.startswith("isaaclab timing: error: no per-rank timing under")
+        and len(result.stderr.splitlines()) == 1
+    )
 
 
 def test_the_watchdog_names_the_scripts_line_not_the_trackers() -> None:
     from mgpu_lab.health.watchdog import Frame, locate
 
-    frames = [Frame("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 4181, "all_reduce"),
-              Frame("/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", 83, "wrapper"),
-              Frame("/repo/src/mgpu_lab/health/collectives.py", 137, "collective"),
-              Frame("/home/me/train.py", 25, "average_gradients")]
+    frames = [
+        Frame("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 4181, "all_reduce"),
+        Frame("/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", 83, "wrapper"),
+        Frame("/repo/src/mgpu_lab/health/collectives.py", 137, "collective"),
+        Frame("/home/me/train.py", 25, "average_gradients"),
+    ]
     assert locate(frames) == ("all_reduce", frames[3])

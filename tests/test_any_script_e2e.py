@@ -22,14 +22,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from mgpu_lab.cli import main as isaaclab
-from mgpu_lab.health import live_stacks, timing
 from mgpu_testing import REPO, free_port, kill_group, loopback_env
 from mgpu_testing.launcher import CPU2, alive, beats, finish, launcher_cmd, process_tree, supervise_dirs, wait_until
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
+from mgpu_lab.cli import main as isaaclab
+from mgpu_lab.health import live_stacks, timing
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table"),
+]
 
 SCRIPTS = ["ddp_train.py", "allreduce_train.py"]
 FIXTURES = REPO / "tests" / "fixtures" / "any_script"
@@ -54,14 +56,33 @@ class Job:
 def start_job(script: str, root: Path, *args: str, hang_timeout: str = "60"):
     import subprocess
 
-    cmd = launcher_cmd("--train_script", str(FIXTURES / script), *CPU2, "--master_port", str(free_port()),
-                       "--job_log_root", str(root), "--hang_timeout", hang_timeout, *args)
-    return subprocess.Popen(cmd, cwd=root.parent, env=loopback_env(), text=True, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    cmd = launcher_cmd(
+        "--train_script",
+        str(FIXTURES / script),
+        *CPU2,
+        "--master_port",
+        str(free_port()),
+        "--job_log_root",
+        str(root),
+        "--hang_timeout",
+        hang_timeout,
+        *args,
+    )
+    return subprocess.Popen(
+        cmd,
+        cwd=root.parent,
+        env=loopback_env(),
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def wait_training(proc) -> list[int]:
     """Both ranks completed a collective (beat phase "train"); return the job's processes then."""
+
     def training() -> bool:
         folders = supervise_dirs(proc)
         return bool(folders) and sum(b["phase"] == "train" for b in beats(folders[0]).values()) == 2
@@ -96,8 +117,7 @@ def healthy(request, tmp_path_factory) -> Job:
     """Rank 1 slow; stacks asked while it trains, timing read once each rank closed 6 windows; then it ends."""
     base = tmp_path_factory.mktemp("healthy")
     go = base / "go"
-    proc = start_job(request.param, base / "jobs", "--until", str(go), "--slow_rank", "1",
-                     "--slow_s", "0.1")
+    proc = start_job(request.param, base / "jobs", "--until", str(go), "--slow_rank", "1", "--slow_s", "0.1")
     try:
         tree = wait_training(proc)
         out = io.StringIO()
@@ -167,6 +187,7 @@ def test_a_rank_that_raises_is_named_by_the_launchers_report(raised: Job) -> Non
     # torchrun's own traceback stays off the terminal (rank 0's own, a consequence, may be shown: it is the rank's)
     assert "ChildFailedError" not in raised.err and "Root Cause" not in raised.err, raised.err[-3000:]
     assert "torch/distributed/run.py" not in raised.err, raised.err[-3000:]
-    assert re.search(r"\[ERROR\] launcher: first failure: rank 1\b.*(ValueError: bad batch|RuntimeError: rank 1: loss)",
-                     raised.err), raised.err[-3000:]
+    assert re.search(
+        r"\[ERROR\] launcher: first failure: rank 1\b.*(ValueError: bad batch|RuntimeError: rank 1: loss)", raised.err
+    ), raised.err[-3000:]
     nothing_left(raised)

@@ -7,7 +7,6 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from mgpu_testing import REPO
 
 SRC = REPO / "src" / "mgpu_lab"
@@ -41,16 +40,26 @@ def _literal_argparse_builder(node: ast.FunctionDef | ast.AsyncFunctionDef) -> b
         call = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
         if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
             return False
-        if call.func.attr not in ("ArgumentParser", "add_argument", "add_argument_group",
-                                  "add_mutually_exclusive_group", "set_defaults", "add_subparsers", "add_parser"):
+        if call.func.attr not in (
+            "ArgumentParser",
+            "add_argument",
+            "add_argument_group",
+            "add_mutually_exclusive_group",
+            "set_defaults",
+            "add_subparsers",
+            "add_parser",
+        ):
             return False
     return True
 
 
 def test_no_function_over_80_lines() -> None:
-    long = {(path, name): length for root in (SRC, CHECKER, SCRIPTS)
-            for path, name, length, node in _functions(root)
-            if length > LONGEST and not _literal_argparse_builder(node)}
+    long = {
+        (path, name): length
+        for root in (SRC, CHECKER, SCRIPTS)
+        for path, name, length, node in _functions(root)
+        if length > LONGEST and not _literal_argparse_builder(node)
+    }
     assert long == {}, long
 
 
@@ -70,7 +79,14 @@ def test_the_counter_sees_a_long_function(tmp_path: Path) -> None:
 def test_every_module_sits_in_a_sub_package() -> None:
     assert sorted(p.name for p in SRC.glob("*.py")) == ["__init__.py"]
     assert {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {
-        "cli", "core", "health", "job", "launch", "runs", "train"}
+        "cli",
+        "core",
+        "health",
+        "job",
+        "launch",
+        "runs",
+        "train",
+    }
 
 
 def test_the_import_contracts_hold(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,8 +106,13 @@ def test_one_definition(name: str) -> None:
     for path in sorted(SRC.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-                node, ast.AnnAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 homes.append(path.relative_to(SRC).as_posix())
     assert len(homes) == 1, homes

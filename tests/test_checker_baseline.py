@@ -8,12 +8,10 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
-from mgpu_testing.checker import SKILL, TROUBLE, edit, make_tree
-
 import cli
+import pytest
 from baseline import message_key
+from mgpu_testing.checker import SKILL, TROUBLE, edit, make_tree
 
 
 def run(root: Path, *extra: str) -> tuple[int, list[dict], list[str], str]:

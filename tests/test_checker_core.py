@@ -13,7 +13,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from mgpu_testing import PYTHON, REPO, run
 
 SKILLS_DIR = REPO / "tools" / "skills"
@@ -110,7 +109,11 @@ def test_markdown_frontmatter_keys_and_lines() -> None:
 def test_markdown_headings_github_anchors_with_duplicates() -> None:
     doc = parse_markdown("s.md", MD)
     assert [(h.level, h.anchor, h.line) for h in doc.headings] == [
-        (1, "training-on-gpus", 11), (2, "setup", 16), (2, "setup-1", 23), (3, "c--cuda-tips", 29)]
+        (1, "training-on-gpus", 11),
+        (2, "setup", 16),
+        (2, "setup-1", 23),
+        (3, "c--cuda-tips", 29),
+    ]
     code_heading = parse_markdown("t.md", "# Use `--tee 3` (per-rank)\n").headings[0]
     assert code_heading.anchor == "use---tee-3-per-rank"
 
@@ -136,7 +139,7 @@ def test_markdown_table_cells_lines_cols_and_code() -> None:
     assert row[0].text == "crash | odd" and row[0].line == 21 and row[0].col == 3
     assert [(c.text, c.line) for c in row[1].code] == [("NCCL_SHM_DISABLE=1", 21), ("NCCL_IB_DISABLE=1", 21)]
     line = MD.split("\n")[20]
-    assert line[row[1].col - 1:].startswith("`NCCL_SHM_DISABLE=1`")
+    assert line[row[1].col - 1 :].startswith("`NCCL_SHM_DISABLE=1`")
     assert split_row("| a | `b\\|c` | d |") == [(2, 3), (6, 12), (15, 16)]
 
 
@@ -217,7 +220,8 @@ def test_rst_labels_sections_and_anchors() -> None:
     assert [(h.level, h.text, h.anchor, h.line) for h in doc.headings] == [
         (1, "Multi-GPU training", "multi-gpu-training", 3),
         (2, "NCCL workarounds", "nccl-workarounds", 18),
-        (2, "NCCL workarounds", doc.headings[2].anchor, 48)]
+        (2, "NCCL workarounds", doc.headings[2].anchor, 48),
+    ]
     assert doc.headings[2].anchor != "nccl-workarounds"
 
 
@@ -244,9 +248,12 @@ def test_rst_list_table_cells_with_lines() -> None:
     assert [c.text for c in table.header] == ["Symptom", "Settings"]
     assert [[(c.text, c.line) for c in row] for row in table.rows] == [
         [("Hang at world size 2", 26), ("NCCL_P2P_DISABLE=1", 27)],
-        [("Illegal memory access", 28), ("NCCL_SHM_DISABLE=1, then NCCL_IB_DISABLE=1", 29)]]
+        [("Illegal memory access", 28), ("NCCL_SHM_DISABLE=1, then NCCL_IB_DISABLE=1", 29)],
+    ]
     assert [(c.text, c.line, c.col) for c in table.rows[1][1].code] == [
-        ("NCCL_SHM_DISABLE=1", 29, 8), ("NCCL_IB_DISABLE=1", 29, 37)]
+        ("NCCL_SHM_DISABLE=1", 29, 8),
+        ("NCCL_IB_DISABLE=1", 29, 37),
+    ]
 
 
 def test_rst_broken_markup_is_a_finding_with_a_line() -> None:
@@ -259,7 +266,7 @@ def test_rst_broken_markup_is_a_finding_with_a_line() -> None:
 # ---------------------------------------------------------------------------------------------
 # argparse
 
-LAUNCHER = '''\
+LAUNCHER = """\
 import argparse
 LIBS = ("rsl_rl", "rl_games", "skrl")
 METHODS = {"spawn": 1, "fork": 2}
@@ -280,7 +287,7 @@ def build_parser():
     parser.add_argument("script", nargs="?")
     parser.set_defaults(nnodes="2")
     return parser
-'''
+"""
 
 
 def test_argparse_options_groups_and_values() -> None:
@@ -332,12 +339,17 @@ def test_torchrun_and_skrl_options_found_without_importing_them() -> None:
 # ---------------------------------------------------------------------------------------------
 # the CLI on small trees
 
+
 def tiny_tree(root: Path) -> Path:
-    write(root, "pyproject.toml", """
+    write(
+        root,
+        "pyproject.toml",
+        """
         [tool.skills-check]
         launcher = "tools/launch.py"
         trainer = "tools/train.py"
-    """)
+    """,
+    )
     write(root, "tools/launch.py", "import argparse\np = argparse.ArgumentParser()\np.add_argument('--num_gpus')\n")
     write(root, "tools/train.py", "import argparse\np = argparse.ArgumentParser()\np.add_argument('--task')\n")
     write(root, "skills/user/demo/SKILL.md", "---\nname: demo\ndescription: Demo. Use when testing.\n---\n# Demo\n")
@@ -384,7 +396,9 @@ def test_formats_text_json_github(tmp_path: Path) -> None:
     assert lines[-1].startswith("2 error(s), 0 warning(s)")
     data = json.loads(check(root, "--select", "IN", "--format", "json").stdout)
     assert [(f["path"], f["code"]) for f in data["findings"]] == [
-        ("skills/user/demo/a.md", "IN010"), ("skills/user/demo/b.md", "IN010")]
+        ("skills/user/demo/a.md", "IN010"),
+        ("skills/user/demo/b.md", "IN010"),
+    ]
     assert data["summary"]["errors"] == 2
     gh = check(root, "--select", "IN", "--format", "github")
     assert gh.returncode == 1
@@ -397,8 +411,9 @@ def test_github_escaping() -> None:
     assert escape_property("a:b,c%") == "a%3Ab%2Cc%25"
     f = Finding("DR101", "x=1, y: 100%\nnext", Loc("we,ird:path.md", 3, 4), truth=Loc("docs/m.rst", 9))
     out = format_github([f], Summary())
-    assert out.splitlines()[0] == ("::error file=we%2Cird%3Apath.md,line=3,col=4,title=DR101::"
-                                   "x=1, y: 100%25%0Anext (truth: docs/m.rst:9:1)")
+    assert out.splitlines()[0] == (
+        "::error file=we%2Cird%3Apath.md,line=3,col=4,title=DR101::x=1, y: 100%25%0Anext (truth: docs/m.rst:9:1)"
+    )
     assert exit_code([Finding("X", "w", Loc("a"), severity="warning")]) == 0
     assert exit_code([Finding("X", "w", Loc("a"), severity="warning")], strict=True) == 1
 
@@ -413,6 +428,7 @@ def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # bad input: each a finding with a location; the check goes on
+
 
 def test_bad_inputs_become_findings_and_the_check_goes_on(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path)
@@ -434,9 +450,15 @@ def test_bad_inputs_become_findings_and_the_check_goes_on(tmp_path: Path) -> Non
     assert "Traceback" not in res.stderr
     got = {(f["path"], f["code"]) for f in json.loads(res.stdout)["findings"]}
     assert {
-        (f"{d}/yaml.md", "IN010"), (f"{d}/unclosed.md", "IN011"), (f"{d}/binary.md", "IN002"),
-        (f"{d}/latin1.md", "IN003"), (f"{d}/huge.md", "IN004"), ("docs/broken.rst", "IN020"),
-        (f"{d}/evals/evals.json", "IN040"), ("skills/user/loop", "IN005"), ("tools/train.py", "IN001"),
+        (f"{d}/yaml.md", "IN010"),
+        (f"{d}/unclosed.md", "IN011"),
+        (f"{d}/binary.md", "IN002"),
+        (f"{d}/latin1.md", "IN003"),
+        (f"{d}/huge.md", "IN004"),
+        ("docs/broken.rst", "IN020"),
+        (f"{d}/evals/evals.json", "IN040"),
+        ("skills/user/loop", "IN005"),
+        ("tools/train.py", "IN001"),
         (f"{d}/cycle.md", "IN005"),
     } <= got
     latin = next(f for f in json.loads(res.stdout)["findings"] if f["path"] == f"{d}/latin1.md")
@@ -448,13 +470,15 @@ def test_bad_inputs_become_findings_and_the_check_goes_on(tmp_path: Path) -> Non
 def test_never_imports_or_runs_project_code(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path)
     marker = tmp_path / "PWNED"
-    planted = (f"open({str(marker)!r}, 'w').write('x')\n"
-               "import argparse\n"
-               "def build_parser():\n"
-               "    p = argparse.ArgumentParser()\n"
-               "    p.add_argument('--num_gpus', default=open(%r, 'w'))\n"
-               "    return p\n"
-               "build_parser()\n") % str(marker)
+    planted = (
+        f"open({str(marker)!r}, 'w').write('x')\n"
+        "import argparse\n"
+        "def build_parser():\n"
+        "    p = argparse.ArgumentParser()\n"
+        "    p.add_argument('--num_gpus', default=open(%r, 'w'))\n"
+        "    return p\n"
+        "build_parser()\n"
+    ) % str(marker)
     write(root, "tools/launch.py", planted)
     write(root, "tools/train.py", planted)
     write(root, "tools/__init__.py", planted)
@@ -468,6 +492,7 @@ def test_never_imports_or_runs_project_code(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # missing parsers: re-run through uv once, or one line; never an ImportError
 
+
 def _fake_uv(bin_dir: Path, log: Path, with_parsers: bool) -> None:
     """A stand-in for uv that runs the checker with the project's parsers (``with_parsers``) or again without
     any (``python -S``: no site-packages)."""
@@ -475,10 +500,11 @@ def _fake_uv(bin_dir: Path, log: Path, with_parsers: bool) -> None:
     script = bin_dir / "uv"
     script.write_text(
         "#!/bin/sh\n"
-        f"echo \"$@\" > {log}\n"
-        "echo \"guard=$SKILLS_CHECK_REEXEC\" >> " + str(log) + "\n"
+        f'echo "$@" > {log}\n'
+        'echo "guard=$SKILLS_CHECK_REEXEC" >> ' + str(log) + "\n"
         "shift 4\n"  # run --no-project --script CLI
-        f"exec {PYTHON} {'' if with_parsers else '-S '}{CLI} \"$@\"\n")
+        f'exec {PYTHON} {"" if with_parsers else "-S "}{CLI} "$@"\n'
+    )
     script.chmod(0o755)
 
 
@@ -507,7 +533,9 @@ def test_missing_parsers_reexecs_once_through_uv(tmp_path: Path) -> None:
     _fake_uv(tmp_path / "bin", log, with_parsers=True)
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin")
     env.pop("SKILLS_CHECK_REEXEC", None)
-    res = run([PYTHON, "-S", str(CLI), "check", "--root", str(root), "--no-cache", "--select", "IN"], timeout=120, env=env)
+    res = run(
+        [PYTHON, "-S", str(CLI), "check", "--root", str(root), "--no-cache", "--select", "IN"], timeout=120, env=env
+    )
     assert res.returncode == 0, res.stderr
     first, guard = log.read_text().splitlines()
     assert first == f"run --no-project --script {CLI} check --root {root} --no-cache --select IN"
@@ -521,8 +549,7 @@ def test_missing_parsers_reexecs_once_through_uv(tmp_path: Path) -> None:
     assert len(log2.read_text().splitlines()) == 2  # uv was called exactly once
 
 
-def test_parse_cache_gives_the_same_findings_and_sees_changes(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parse_cache_gives_the_same_findings_and_sees_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tiny_tree(tmp_path / "tree")
     write(root, "skills/user/demo/a.md", "---\nname: [x\n---\n")
     monkeypatch.setenv("SKILLS_CHECK_CACHE_DIR", str(tmp_path / "cache"))
@@ -565,8 +592,8 @@ def test_repository_passes_its_own_checker(repo_check) -> None:
 def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
     """The code of a finding is the one its rule was registered under: a rule that yields another code is a
     rule bug (IN090 naming both), never a finding that borrows another rule's code, severity or docs."""
-    from runner import RuleInfo, run_rules
     from rules.common import finding
+    from runner import RuleInfo, run_rules
 
     root = tiny_tree(tmp_path)
     project = load_project(root)
@@ -577,9 +604,13 @@ def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
     def own(_project: object) -> object:
         yield finding("SK204", "the anchor rule's own finding", "skills/x.md")
 
-    rules_ = [RuleInfo("SK999", "borrower", borrows, "error", "", ""), RuleInfo("SK204", "anchor", own, "error", "", "")]
+    rules_ = [
+        RuleInfo("SK999", "borrower", borrows, "error", "", ""),
+        RuleInfo("SK204", "anchor", own, "error", "", ""),
+    ]
     found = run_rules(project, rules_)
     assert [(f.code, f.message) for f in found if f.loc.path == "skills/x.md"] == [
-        ("SK204", "the anchor rule's own finding")]
+        ("SK204", "the anchor rule's own finding")
+    ]
     bugs = [f for f in found if f.code == "IN090"]
     assert len(bugs) == 1 and "rule SK999 failed" in bugs[0].message and "'SK204'" in bugs[0].message

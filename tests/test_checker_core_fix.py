@@ -7,8 +7,6 @@ import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
-
-
 RST = """\
 Multi-GPU training
 ==================
@@ -100,8 +98,11 @@ def test_fix_rewrites_only_the_drifted_rows_and_is_idempotent(tmp_path: Path) ->
     res = fix(root)
     assert res.returncode == 0, res.stdout + res.stderr
     after = ref.read_text()
-    diff = [l for l in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-            if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    diff = [
+        l
+        for l in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if l[:1] in "+-" and not l.startswith(("+++", "---"))
+    ]
     assert diff == [
         "-| Illegal memory access in ProcessGroupNCCL | `NCCL_SHM_DISABLE=0` | 5x RTX PRO 6000 | slower |",
         "-| Something made up | `NCCL_MADE_UP=1` | nowhere | none |",

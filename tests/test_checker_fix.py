@@ -9,15 +9,15 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
-from mgpu_testing.checker import DEMO, MGPU, REF, check, edit, make_tree
-
 import cli
 import fix
+import pytest
+from mgpu_testing.checker import DEMO, MGPU, REF, check, edit, make_tree
 
-SHM_ROW = ("   * - ``Error while creating shared memory segment`` in a container\n"
-           "     - ``docker run --shm-size=1g`` or ``--ipc=host``\n     - Docker\n     - None\n")
+SHM_ROW = (
+    "   * - ``Error while creating shared memory segment`` in a container\n"
+    "     - ``docker run --shm-size=1g`` or ``--ipc=host``\n     - Docker\n     - None\n"
+)
 
 
 def run_fix(root: Path, *extra: str) -> tuple[int, str, str]:

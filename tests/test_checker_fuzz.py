@@ -6,7 +6,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
 from mgpu_testing import REPO
 
 SKILLS_DIR = REPO / "tools" / "skills"
@@ -19,20 +18,92 @@ from parse_rst import parse_rst
 from report import Summary, render
 from runner import load_rules, run_rules
 
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                      HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 
-MD_PIECES = ["---\n", "name: x\n", "key: [1, {\n", ": :\n", "# H\n", "## H\n", "| a | b |\n", "|---|---|\n",
-             "| `x\\|y` | [l](#a) |\n", "```bash\n", "```\n", "`code`", "[t](u#f)", "\t", "  - item\n",
-             "<div>\n", "\\", "*", "\r\n", "\r", "\x00", "\u00e9", "\n", "!!python/object:os.system x\n", "&a\n", "*a\n"]
-RST_PIECES = [".. _lbl:\n", "Title\n", "=====\n", "-----\n", ".. code-block:: bash\n", "   :caption: c\n",
-              ".. list-table::\n", "   :header-rows: 1\n", "   * - a\n", "     - ``X=1``\n", ".. tab-set::\n",
-              "   .. tab-item:: T\n", ":ref:`x <y>`", ":doc:`d`", "``lit``", "`u <http://x>`_", "::\n",
-              "\n", "   ", ".. toctree::\n", ".. include:: /etc/passwd\n", ".. raw:: html\n", "|sub|",
-              ".. |sub| replace:: x\n", "+--+--+\n", "| a|b |\n", "[#]_", ".. [#] note\n", "\t", "\\"]
-PY_PIECES = ["import argparse\n", "p = argparse.ArgumentParser(allow_abbrev=False)\n", "p.add_argument(",
-             "'--x'", ", default=", "1", "[]", "x", ", choices=", "C", ")", "\n", "g = p.add_argument_group()\n",
-             "g.add_argument('--y', action='store_true')\n", "def f(:\n", "C = (1, 2)\n", "*", "**", "'", "\\"]
+MD_PIECES = [
+    "---\n",
+    "name: x\n",
+    "key: [1, {\n",
+    ": :\n",
+    "# H\n",
+    "## H\n",
+    "| a | b |\n",
+    "|---|---|\n",
+    "| `x\\|y` | [l](#a) |\n",
+    "```bash\n",
+    "```\n",
+    "`code`",
+    "[t](u#f)",
+    "\t",
+    "  - item\n",
+    "<div>\n",
+    "\\",
+    "*",
+    "\r\n",
+    "\r",
+    "\x00",
+    "\u00e9",
+    "\n",
+    "!!python/object:os.system x\n",
+    "&a\n",
+    "*a\n",
+]
+RST_PIECES = [
+    ".. _lbl:\n",
+    "Title\n",
+    "=====\n",
+    "-----\n",
+    ".. code-block:: bash\n",
+    "   :caption: c\n",
+    ".. list-table::\n",
+    "   :header-rows: 1\n",
+    "   * - a\n",
+    "     - ``X=1``\n",
+    ".. tab-set::\n",
+    "   .. tab-item:: T\n",
+    ":ref:`x <y>`",
+    ":doc:`d`",
+    "``lit``",
+    "`u <http://x>`_",
+    "::\n",
+    "\n",
+    "   ",
+    ".. toctree::\n",
+    ".. include:: /etc/passwd\n",
+    ".. raw:: html\n",
+    "|sub|",
+    ".. |sub| replace:: x\n",
+    "+--+--+\n",
+    "| a|b |\n",
+    "[#]_",
+    ".. [#] note\n",
+    "\t",
+    "\\",
+]
+PY_PIECES = [
+    "import argparse\n",
+    "p = argparse.ArgumentParser(allow_abbrev=False)\n",
+    "p.add_argument(",
+    "'--x'",
+    ", default=",
+    "1",
+    "[]",
+    "x",
+    ", choices=",
+    "C",
+    ")",
+    "\n",
+    "g = p.add_argument_group()\n",
+    "g.add_argument('--y', action='store_true')\n",
+    "def f(:\n",
+    "C = (1, 2)\n",
+    "*",
+    "**",
+    "'",
+    "\\",
+]
 
 
 def mixed(pieces: list[str]) -> st.SearchStrategy[str]:
@@ -81,8 +152,9 @@ def test_reading_any_bytes_never_raises(tmp_path_factory, data: bytes) -> None:
         parse_argparse("f.py", text)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(mixed(MD_PIECES), mixed(RST_PIECES), mixed(PY_PIECES))
 def test_whole_check_on_malformed_tree_never_raises(tmp_path_factory, md: str, rst: str, py: str) -> None:
     root: Path = tmp_path_factory.mktemp("tree")
@@ -91,11 +163,11 @@ def test_whole_check_on_malformed_tree_never_raises(tmp_path_factory, md: str, r
     (skill / "SKILL.md").write_text(md, encoding="utf-8", errors="surrogatepass")
     (skill / "reference.md").write_text(md[::-1], encoding="utf-8", errors="surrogatepass")
     (root / "docs" / "source" / "features").mkdir(parents=True)
-    (root / "docs" / "source" / "features" / "multi_gpu.rst").write_text(rst, encoding="utf-8",
-                                                                       errors="surrogatepass")
+    (root / "docs" / "source" / "features" / "multi_gpu.rst").write_text(rst, encoding="utf-8", errors="surrogatepass")
     (root / "scripts" / "reinforcement_learning").mkdir(parents=True)
-    (root / "scripts" / "reinforcement_learning" / "train_multigpu.py").write_text(py, encoding="utf-8",
-                                                                                  errors="surrogatepass")
+    (root / "scripts" / "reinforcement_learning" / "train_multigpu.py").write_text(
+        py, encoding="utf-8", errors="surrogatepass"
+    )
     project = load_project(root)
     findings = run_rules(project, load_rules())
     crashed = [f for f in findings if f.code == "IN090"]

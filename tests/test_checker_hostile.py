@@ -16,7 +16,15 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 from mgpu_testing.checker import (
-    DEMO, EVALS_JSON, HELPER, REF, SKILL, assert_finding, check_bounded, edit, make_tree,
+    DEMO,
+    EVALS_JSON,
+    HELPER,
+    REF,
+    SKILL,
+    assert_finding,
+    check_bounded,
+    edit,
+    make_tree,
 )
 
 SECRET = "OUTSIDE-SECRET-7f3a"
@@ -129,7 +137,9 @@ def test_yaml_alias_loop_and_bomb(tree: Path) -> None:
     edit(tree, SKILL, "---\nname:", "---\nloop: &l {self: *l}\nname:")
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
-        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(9))
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(9)
+    )
     edit(tree, HELPER, "---\nname:", "---\n" + bomb + "name:")
     _, findings, _ = bounded(tree, mem_mb=512, cpu_s=20)
     assert_finding(findings, "IN013", SKILL, 2)
@@ -164,7 +174,9 @@ def test_rst_directives_read_fetch_and_pass_through_nothing(tree: Path, outside:
         f".. raw:: html\n   :url: {url}\n\n"
         f".. csv-table:: t\n   :file: {secret}\n\n"
         f".. csv-table:: t\n   :url: {url}\n\n"
-        f".. raw:: html\n\n   <script>{SECRET}</script>\n", encoding="utf-8")
+        f".. raw:: html\n\n   <script>{SECRET}</script>\n",
+        encoding="utf-8",
+    )
     try:
         bounded(tree, cpu_s=30)
         with pytest.raises(BlockingIOError):
@@ -207,10 +219,17 @@ def test_literalinclude_never_opens_outside_the_root_or_special_files(tree: Path
     os.symlink("/dev/zero", docs / "zero.sh")
     with open(docs / "huge.sh", "wb") as fh:
         fh.truncate(50 * 1024 * 1024)  # sparse: refused by size before any byte is read
-    cases = [("../../etc/passwd", "IN006"), ("../../outside/secret.md", "IN006"), ("leak.sh", "IN006"),
-             ("zero.sh", "IN006"), ("pipe.sh", "IN007"), ("huge.sh", "IN004")]
-    page = "Hostile\n=======\n\n" + "".join(f".. literalinclude:: {target}\n   :language: bash\n\n"
-                                            for target, _ in cases)
+    cases = [
+        ("../../etc/passwd", "IN006"),
+        ("../../outside/secret.md", "IN006"),
+        ("leak.sh", "IN006"),
+        ("zero.sh", "IN006"),
+        ("pipe.sh", "IN007"),
+        ("huge.sh", "IN004"),
+    ]
+    page = "Hostile\n=======\n\n" + "".join(
+        f".. literalinclude:: {target}\n   :language: bash\n\n" for target, _ in cases
+    )
     (docs / "hostile.rst").write_text(page, encoding="utf-8")
     rc, findings, _ = bounded(tree, mem_mb=512, cpu_s=20, wall_s=60)
     assert rc == 1
@@ -224,15 +243,22 @@ def test_literalinclude_never_opens_outside_the_root_or_special_files(tree: Path
 def test_literalinclude_work_is_bounded(tree: Path) -> None:
     """A page with 150 includes reads the first 100; one showing a 1 MB file again and again stops at
     1 MB of included code (all of it would take minutes of rules' work). One finding each."""
-    (tree / "docs/b").write_text(("echo x\n" * 150_000)[:1024 * 1024 - 1], encoding="utf-8")
-    (tree / "docs/many.rst").write_text("Many\n====\n\n" + "".join(f".. literalinclude:: b\n   :lines: {i + 1}\n\n"
-                                                                    for i in range(150)), encoding="utf-8")
-    (tree / "docs/again.rst").write_text("Again\n=====\n\n" + "".join(
-        f".. literalinclude:: b\n   :lines: {i + 1}-\n\n" for i in range(150)), encoding="utf-8")
+    (tree / "docs/b").write_text(("echo x\n" * 150_000)[: 1024 * 1024 - 1], encoding="utf-8")
+    (tree / "docs/many.rst").write_text(
+        "Many\n====\n\n" + "".join(f".. literalinclude:: b\n   :lines: {i + 1}\n\n" for i in range(150)),
+        encoding="utf-8",
+    )
+    (tree / "docs/again.rst").write_text(
+        "Again\n=====\n\n" + "".join(f".. literalinclude:: b\n   :lines: {i + 1}-\n\n" for i in range(150)),
+        encoding="utf-8",
+    )
     _, findings, _ = bounded(tree, mem_mb=768, cpu_s=30)
     hit = assert_finding(findings, "IN022", "docs/many.rst", 4 + 3 * 100)
     assert "more than 100 literalinclude" in hit["message"]
     hit = assert_finding(findings, "IN022", "docs/again.rst", 4 + 3 * 1)
     assert "included code passes 1024 KB" in hit["message"]
-    assert sorted((f["path"], f["line"]) for f in findings) == [("docs/again.rst", 7), ("docs/again.rst", 304),
-                                                                ("docs/many.rst", 304)], findings
+    assert sorted((f["path"], f["line"]) for f in findings) == [
+        ("docs/again.rst", 7),
+        ("docs/again.rst", 304),
+        ("docs/many.rst", 304),
+    ], findings

@@ -12,28 +12,30 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from mgpu_testing.checker import LAUNCHER, MGPU, assert_finding, check, make_tree
-
 from loader import load_rst_documents
+from mgpu_testing.checker import LAUNCHER, MGPU, assert_finding, check, make_tree
 
 PAGE = "docs/source/features/clusters.rst"
 JOB = "docs/source/features/examples/job.sbatch"
 POD = "docs/source/features/examples/pod.yaml"
-SBATCH = ("#!/bin/bash\n"
-          "#SBATCH --nodes=2\n"
-          "set -euo pipefail\n"
-          "export NCCL_SHM_DISABLE=1\n"
-          "# --- launch ---\n"
-          "srun --ntasks-per-node=1 --cpus-per-task=\"$SLURM_CPUS_PER_TASK\" \\\n"
-          "    uv run --no-sync isaaclab train_multigpu --num_gpus 2 --task Toy-Cartpole-v0\n"
-          "# --- end ---\n")
-POD_YAML = ("spec:\n"
-            "  containers:\n"
-            "    - name: pytorch\n"
-            "      command: [\"/bin/bash\", \"-c\"]\n"
-            "      args:\n"
-            "        - uv run --no-sync isaaclab train_multigpu --task Toy-Cartpole-v0\n")
+SBATCH = (
+    "#!/bin/bash\n"
+    "#SBATCH --nodes=2\n"
+    "set -euo pipefail\n"
+    "export NCCL_SHM_DISABLE=1\n"
+    "# --- launch ---\n"
+    'srun --ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_PER_TASK" \\\n'
+    "    uv run --no-sync isaaclab train_multigpu --num_gpus 2 --task Toy-Cartpole-v0\n"
+    "# --- end ---\n"
+)
+POD_YAML = (
+    "spec:\n"
+    "  containers:\n"
+    "    - name: pytorch\n"
+    '      command: ["/bin/bash", "-c"]\n'
+    "      args:\n"
+    "        - uv run --no-sync isaaclab train_multigpu --task Toy-Cartpole-v0\n"
+)
 
 
 @pytest.fixture()
@@ -42,9 +44,12 @@ def tree(tmp_path: Path) -> Path:
     (root / JOB).parent.mkdir(parents=True)
     (root / JOB).write_text(SBATCH, encoding="utf-8")
     (root / POD).write_text(POD_YAML, encoding="utf-8")
-    (root / PAGE).write_text("Clusters\n========\n\n"
-                             ".. literalinclude:: examples/job.sbatch\n   :language: bash\n\n"
-                             ".. literalinclude:: examples/pod.yaml\n   :language: yaml\n", encoding="utf-8")
+    (root / PAGE).write_text(
+        "Clusters\n========\n\n"
+        ".. literalinclude:: examples/job.sbatch\n   :language: bash\n\n"
+        ".. literalinclude:: examples/pod.yaml\n   :language: yaml\n",
+        encoding="utf-8",
+    )
     return root
 
 
@@ -54,8 +59,10 @@ def _line(text: str, needle: str) -> int:
 
 def test_drift_in_an_included_file_is_located_in_that_file(tree: Path) -> None:
     assert check(tree) == (0, [])
-    (tree / JOB).write_text(SBATCH.replace("--task Toy", "--bogus_flag 3 --task Toy")
-                            .replace("NCCL_SHM_DISABLE=1", "NCCL_MADE_UP=1"), encoding="utf-8")
+    (tree / JOB).write_text(
+        SBATCH.replace("--task Toy", "--bogus_flag 3 --task Toy").replace("NCCL_SHM_DISABLE=1", "NCCL_MADE_UP=1"),
+        encoding="utf-8",
+    )
     (tree / POD).write_text(POD_YAML.replace("--task", "--num_gpu 2 --task"), encoding="utf-8")
     rc, findings = check(tree)
     assert rc == 1
@@ -85,13 +92,18 @@ def test_options_select_lines_and_keep_the_file_s_line_numbers(tree: Path) -> No
         ".. literalinclude:: examples/job.sbatch\n   :start-after: # --- launch ---\n   :end-before: # --- end\n\n"
         ".. literalinclude:: /features/examples/job.sbatch\n   :lines: 1,3-4\n   :dedent:\n\n"
         ".. literalinclude:: ../../../" + LAUNCHER + "\n   :pyobject: main\n\n"
-        ".. literalinclude:: ../" + MGPU.rsplit("/", 2)[1] + "/multi_gpu.rst\n", encoding="utf-8")
+        ".. literalinclude:: ../" + MGPU.rsplit("/", 2)[1] + "/multi_gpu.rst\n",
+        encoding="utf-8",
+    )
     assert [d.path for d in load_rst_documents(tree, PAGE)] == [PAGE, JOB, MGPU]  # a page shown as text
     docs = load_rst_documents(tree, PAGE, skip={MGPU})  # ... is left out where it is read as a page
     assert [d.path for d in docs] == [PAGE, JOB] and not docs[0].problems
     blocks = [(c.line, c.text) for c in docs[1].code]
-    assert blocks == [(6, SBATCH.split("\n", 5)[5].split("# --- end")[0].rstrip("\n")),
-                      (1, "#!/bin/bash"), (3, "set -euo pipefail\nexport NCCL_SHM_DISABLE=1")]
+    assert blocks == [
+        (6, SBATCH.split("\n", 5)[5].split("# --- end")[0].rstrip("\n")),
+        (1, "#!/bin/bash"),
+        (3, "set -euo pipefail\nexport NCCL_SHM_DISABLE=1"),
+    ]
     assert docs[1].text == SBATCH  # the whole file: rules find columns in it
     assert check(tree) == (0, [])
 

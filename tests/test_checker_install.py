@@ -13,12 +13,10 @@ import shutil
 import tomllib
 from pathlib import Path
 
+import cli
 import pytest
-
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.checker import CLI, SKILL, TOOLS, check, edit, make_tree
-
-import cli
 
 # PEP 723's reference regular expression for a script's metadata block
 PEP723 = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
@@ -27,8 +25,9 @@ UV = shutil.which("uv")
 
 def _script_metadata() -> dict:
     (block,) = [m for m in PEP723.finditer(CLI.read_text(encoding="utf-8")) if m.group("type") == "script"]
-    content = "".join(line[2:] if line.startswith("# ") else line[1:]
-                      for line in block.group("content").splitlines(keepends=True))
+    content = "".join(
+        line[2:] if line.startswith("# ") else line[1:] for line in block.group("content").splitlines(keepends=True)
+    )
     return tomllib.loads(content)
 
 
@@ -46,8 +45,12 @@ def _clean_env(tmp: Path) -> dict[str, str]:
     """uv with its cache, its tools and their commands in ``tmp``, outside any project environment, with the
     Python already here (no download); where packages come from is left as this machine configures it."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH")}
-    env.update(UV_CACHE_DIR=str(tmp / "cache"), UV_TOOL_DIR=str(tmp / "tools"), UV_TOOL_BIN_DIR=str(tmp / "bin"),
-               UV_PYTHON_DOWNLOADS="never")
+    env.update(
+        UV_CACHE_DIR=str(tmp / "cache"),
+        UV_TOOL_DIR=str(tmp / "tools"),
+        UV_TOOL_BIN_DIR=str(tmp / "bin"),
+        UV_PYTHON_DOWNLOADS="never",
+    )
     return env
 
 
@@ -66,8 +69,12 @@ def drifted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.timeout(600)
 def test_uvx_from_the_checker_folder_runs_without_torch_and_matches_the_script(drifted: Path, tmp_path: Path) -> None:
     env = _clean_env(tmp_path)
-    got = run([UV, "tool", "run", "--from", str(TOOLS), "skills-check", "check", "--format", "json", "--no-cache"],
-              timeout=540, env=env, cwd=drifted)
+    got = run(
+        [UV, "tool", "run", "--from", str(TOOLS), "skills-check", "check", "--format", "json", "--no-cache"],
+        timeout=540,
+        env=env,
+        cwd=drifted,
+    )
     assert got.returncode == 1, got.stderr[-3000:]
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):  # the script's main, here
@@ -89,8 +96,12 @@ def test_uv_tool_install_gives_the_skills_check_command(drifted: Path, tmp_path:
     command = tmp_path / "bin" / "skills-check"
     helped = run([str(command), "check", "--help"], timeout=120, env=env, cwd=tmp_path)
     assert helped.returncode == 0 and helped.stdout.startswith("usage: skills-check check")
-    sarif = run([str(command), "check", "--root", str(drifted), "--format", "sarif", "--no-cache"], timeout=120,
-                env=env, cwd=tmp_path)
+    sarif = run(
+        [str(command), "check", "--root", str(drifted), "--format", "sarif", "--no-cache"],
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
     assert sarif.returncode == 1 and json.loads(sarif.stdout)["version"] == "2.1.0"
     env_python = next((tmp_path / "tools" / "skills-check").glob("lib/python*/site-packages"))
     assert (env_python / "skills_check" / "cli.py").read_bytes() == CLI.read_bytes()  # the script, installed
@@ -98,6 +109,7 @@ def test_uv_tool_install_gives_the_skills_check_command(drifted: Path, tmp_path:
 
 
 def test_the_script_path_keeps_working(drifted: Path) -> None:
-    got = run([PYTHON, str(CLI), "check", "--root", str(drifted), "--format", "json", "--no-cache"],
-              timeout=120, cwd=REPO)
+    got = run(
+        [PYTHON, str(CLI), "check", "--root", str(drifted), "--format", "json", "--no-cache"], timeout=120, cwd=REPO
+    )
     assert got.returncode == 1 and json.loads(got.stdout)["findings"] == check(drifted, "--no-cache")[1]

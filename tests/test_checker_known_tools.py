@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mgpu_testing import REPO
-from mgpu_testing.checker import make_tree
-
 import known_tools
 from loader import load_project
+from mgpu_testing import REPO
+from mgpu_testing.checker import make_tree
 
 
 def _shape(spec):
@@ -25,7 +24,8 @@ def test_kept_spec_matches_the_installed_torch_and_skrl() -> None:
     for tool, (version, spec) in installed.items():
         assert _shape(kept[tool]) == _shape(spec), (
             f"{tool}: known_tools.json differs from the installed {known_tools.SOURCES[tool][0]} {version}: "
-            "run `uv run --frozen python tools/skills/known_tools.py --write`")
+            "run `uv run --frozen python tools/skills/known_tools.py --write`"
+        )
     assert known_tools.render(installed) == known_tools.SPEC_FILE.read_text(encoding="utf-8")
 
 
@@ -33,6 +33,8 @@ def test_a_tree_without_an_environment_gets_the_kept_options(tmp_path: Path) -> 
     tree = make_tree(tmp_path / "repo")
     assert not (tree / ".venv").exists()
     project = load_project(tree)
-    assert "--nproc-per-node" in project.torchrun.by_flag() and "--coordinator_address" in project.jax_launcher.by_flag()
+    assert (
+        "--nproc-per-node" in project.torchrun.by_flag() and "--coordinator_address" in project.jax_launcher.by_flag()
+    )
     assert project.torchrun.path == "torch/distributed/run.py"
     assert not [n for n in project.notes if "install" in n]

@@ -16,13 +16,11 @@ import os
 import shutil
 from pathlib import Path
 
+import cli
 import pytest
-
+from loader import load_project
 from mgpu_testing import REPO
 from mgpu_testing.checker import check, edit
-
-import cli
-from loader import load_project
 from rules.registry import GENERIC, HOUSE
 
 FIXTURES = REPO / "tests" / "fixtures" / "checker"
@@ -30,10 +28,19 @@ LAYOUTS = FIXTURES / "layouts"
 
 EXPECTED = {
     "flat": ["skills/csv-cleaner", "skills/image-resize", "skills/release-notes"],
-    "grouped": ["skills/.curated/meeting-minutes", "skills/.curated/travel-budget", "skills/.experimental/haiku-check",
-                "skills/documents/pdf-merge", "skills/documents/slide-outline", "skills/engineering/commit-message"],
-    "plugins": ["plugins/data-kit/skills/sql-explain", "plugins/writing-kit/skills/headline-ideas",
-                "plugins/writing-kit/skills/tone-check"],
+    "grouped": [
+        "skills/.curated/meeting-minutes",
+        "skills/.curated/travel-budget",
+        "skills/.experimental/haiku-check",
+        "skills/documents/pdf-merge",
+        "skills/documents/slide-outline",
+        "skills/engineering/commit-message",
+    ],
+    "plugins": [
+        "plugins/data-kit/skills/sql-explain",
+        "plugins/writing-kit/skills/headline-ideas",
+        "plugins/writing-kit/skills/tone-check",
+    ],
     "dotdirs": [".agents/skills/lint-triage", ".claude/skills/changelog-entry", ".claude/skills/todo-sweep"],
     "single": [""],
 }
@@ -93,13 +100,17 @@ def test_configuration_names_skill_folders_and_globs(tmp_path: Path) -> None:
     tree = copy("grouped", tmp_path)
     config = tree / "pyproject.toml"
     config.write_text('[tool.skills-check]\nskills = ["skills/documents", "skills/.curated/*"]\n', encoding="utf-8")
-    assert skill_dirs(tree) == ["skills/.curated/meeting-minutes", "skills/.curated/travel-budget",
-                                "skills/documents/pdf-merge", "skills/documents/slide-outline"]
+    assert skill_dirs(tree) == [
+        "skills/.curated/meeting-minutes",
+        "skills/.curated/travel-budget",
+        "skills/documents/pdf-merge",
+        "skills/documents/slide-outline",
+    ]
     config.write_text('[tool.skills-check]\nskills = ["skills/engineering", "skills/nowhere"]\n', encoding="utf-8")
     rc, findings = check(tree, "--no-cache")
     assert rc == 1 and [(f["code"], f["path"], f["line"]) for f in findings] == [("IN001", "pyproject.toml", 2)]
     assert "'skills/nowhere' not found" in findings[0]["message"]
-    config.write_text('[tool.skills-check]\nskills = 3\n', encoding="utf-8")
+    config.write_text("[tool.skills-check]\nskills = 3\n", encoding="utf-8")
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert cli.main(["check", "--root", str(tree), "--no-cache"]) == 2
 
@@ -111,15 +122,21 @@ def test_everything_under_a_skill_belongs_to_it(tmp_path: Path) -> None:
     example = tree / "skills/release-notes/assets/example/SKILL.md"
     example.parent.mkdir(parents=True)
     example.write_text("---\nname: example\ndescription: An example shipped with a skill.\n---\n", encoding="utf-8")
-    edit(tree, "skills/release-notes/SKILL.md", "section by section.", "section by section; `assets/example/` "
-         "shows a finished one.")
+    edit(
+        tree,
+        "skills/release-notes/SKILL.md",
+        "section by section.",
+        "section by section; `assets/example/` shows a finished one.",
+    )
     assert skill_dirs(tree) == EXPECTED["flat"]
     assert check(tree, "--no-cache") == (0, [])
     (tree / "skills/draft-skill").mkdir()
     (tree / "skills/draft-skill/skill.md").write_text("# Lower-case file name\n", encoding="utf-8")
     rc, findings = check(tree, "--no-cache")
     assert (rc, [(f["code"], f["path"], f["severity"]) for f in findings]) == (
-        0, [("SK211", "skills/draft-skill", "warning")])
+        0,
+        [("SK211", "skills/draft-skill", "warning")],
+    )
 
 
 def test_skills_at_the_root_leave_other_top_level_folders_alone(tmp_path: Path) -> None:
@@ -138,8 +155,9 @@ def test_house_rules_run_only_where_adopted(tmp_path: Path) -> None:
     tree = copy("flat", tmp_path)
     edit(tree, "skills/image-resize/SKILL.md", " Use when pictures are too large for a page.", "")
     assert check(tree, "--no-cache") == (0, [])
-    (tree / "pyproject.toml").write_text(f"[tool.skills-check]\nprofiles = {list(GENERIC + HOUSE)!r}\n".replace(
-        "'", '"'), encoding="utf-8")
+    (tree / "pyproject.toml").write_text(
+        f"[tool.skills-check]\nprofiles = {list(GENERIC + HOUSE)!r}\n".replace("'", '"'), encoding="utf-8"
+    )
     codes = {f["code"] for f in check(tree, "--no-cache")[1]}
     assert {"SK105", "SK201", "DR401"} <= codes
     import tomllib
@@ -174,8 +192,11 @@ def test_second_person_anywhere_in_a_description(tmp_path: Path) -> None:
 
 
 def test_allowed_tools_that_do_not_exist(tmp_path: Path) -> None:
-    tree = _skill(tmp_path, "description: Reads logs. Use when a job failed.\n"
-                  "allowed-tools:\n  - Read\n  - Bash(tail:*)\n  - Teleport\n  - mcp__logs\n  - Grep(\n")
+    tree = _skill(
+        tmp_path,
+        "description: Reads logs. Use when a job failed.\n"
+        "allowed-tools:\n  - Read\n  - Bash(tail:*)\n  - Teleport\n  - mcp__logs\n  - Grep(\n",
+    )
     rc, findings = check(tree, "--no-cache")
     assert rc == 0  # warnings
     assert [(f["code"], f["line"], f["fix"]) for f in findings] == [("SK117", 4, None), ("SK117", 4, None)]
@@ -192,8 +213,12 @@ def test_misreadings_fixed_still_catch_the_real_defects(tmp_path: Path) -> None:
     edit(tree, "skills/base-dir/SKILL.md", "{baseDir}/assets/form.md", "{baseDir}/assets/forms.md")
     edit(tree, "skills/quoted-fences/SKILL.md", "> ls -la\n> ```\n", "> ls -la\n")
     (tree / "skills/in-page-anchors/extra.md").write_text("# Extra\n\nMore rules.\n", encoding="utf-8")
-    edit(tree, "skills/in-page-anchors/guide.md", "Back to the [summary](#summary).",
-         "Back to the [summary](#summary); see [extra](extra.md).")
+    edit(
+        tree,
+        "skills/in-page-anchors/guide.md",
+        "Back to the [summary](#summary).",
+        "Back to the [summary](#summary); see [extra](extra.md).",
+    )
     rc, findings = check(tree, "--no-cache")
     got = [(f["code"], f["path"]) for f in findings]
     assert rc == 1 and got == [

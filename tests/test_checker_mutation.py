@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-
-from mgpu_testing import REPO
-from mgpu_testing import checker
+from mgpu_testing import REPO, checker
 
 TOOLS = REPO / "tools" / "skills"
 
@@ -24,8 +22,19 @@ from loader import load_project
 from model import MISSING, Project
 from rules import nccl
 
-COPIED = ("skills", "docs", "scripts", "src", "tests", "benchmarks", ".agents", ".claude", "pyproject.toml", "tools",
-          "README.md")
+COPIED = (
+    "skills",
+    "docs",
+    "scripts",
+    "src",
+    "tests",
+    "benchmarks",
+    ".agents",
+    ".claude",
+    "pyproject.toml",
+    "tools",
+    "README.md",
+)
 IGNORE = shutil.ignore_patterns("__pycache__", "_build", "*.pyc")
 
 
@@ -78,6 +87,7 @@ def _skill(project: Project, slug: str = "train-multi-gpu"):
 
 
 # --- mutations: each returns the path where the drift must be reported -----------------------
+
 
 def drop_rst_row(root: Path, project: Project) -> str:
     truth = nccl.truth_list(project)
@@ -147,25 +157,39 @@ def add_launcher_flag(root: Path, project: Project) -> str:
     path, opt = _launcher_option(project, lambda o: True)
     lines = _lines(root, path)
     line = lines[opt.line - 1]
-    m = re.match(r"^(\s*)([\w.]+\.add_argument\()", line) or re.match(r"^(\s*)([\w.]+\.add_argument\()", lines[opt.line - 2])
+    m = re.match(r"^(\s*)([\w.]+\.add_argument\()", line) or re.match(
+        r"^(\s*)([\w.]+\.add_argument\()", lines[opt.line - 2]
+    )
     assert m, line
-    lines.insert(opt.line - 1 if m.string == line else opt.line - 2,
-                 f'{m.group(1)}{m.group(2)}"--undocumented_knob", default=None)')
+    lines.insert(
+        opt.line - 1 if m.string == line else opt.line - 2,
+        f'{m.group(1)}{m.group(2)}"--undocumented_knob", default=None)',
+    )
     _write_lines(root, path, lines)
     return "docs/source/features/multi_gpu.rst"
 
 
 def change_launcher_default(root: Path, project: Project) -> str:
     path, opt = _launcher_option(
-        project, lambda o: o.default is not MISSING and o.default is not None and not isinstance(o.default, bool)
-        and isinstance(o.default, (int, str)) and o.takes_value and not o.choices)
+        project,
+        lambda o: (
+            o.default is not MISSING
+            and o.default is not None
+            and not isinstance(o.default, bool)
+            and isinstance(o.default, (int, str))
+            and o.takes_value
+            and not o.choices
+        ),
+    )
     src = (root / path).read_text(encoding="utf-8")
     lines = src.split("\n")
     offset = sum(len(x) + 1 for x in lines[: opt.line - 1])
-    m = re.compile(r"default=(" + re.escape(repr(opt.default)) + r"|" + re.escape(json.dumps(opt.default)) + r")").search(src, offset)
+    m = re.compile(
+        r"default=(" + re.escape(repr(opt.default)) + r"|" + re.escape(json.dumps(opt.default)) + r")"
+    ).search(src, offset)
     assert m, opt
     new = repr(opt.default + 1) if isinstance(opt.default, int) else json.dumps(opt.default + "x")
-    (root / path).write_text(src[: m.start(1)] + new + src[m.end(1):], encoding="utf-8")
+    (root / path).write_text(src[: m.start(1)] + new + src[m.end(1) :], encoding="utf-8")
     return "docs/source/features/multi_gpu.rst"
 
 
@@ -178,7 +202,7 @@ def misspell_example_flag(root: Path, project: Project) -> str:
             m = re.search(r"isaaclab train_multigpu\b.*?(--[a-z][a-z_]{2,}[a-z])\b", line)
             if m and not re.match(r"^\s*[-*]?\s*(known failure|invents)", line, re.I):
                 flag = m.group(1)
-                lines[i] = line[: m.start(1)] + flag[:-2] + flag[-1] + flag[-2] + line[m.end(1):]
+                lines[i] = line[: m.start(1)] + flag[:-2] + flag[-1] + flag[-2] + line[m.end(1) :]
                 _write_lines(root, rel, lines)
                 return rel
     pytest.fail("no launcher example with a flag in the skill")
@@ -189,7 +213,7 @@ def break_link(root: Path, project: Project) -> str:
     text = (root / skill.skill_md.path).read_text(encoding="utf-8")
     m = re.search(r"\]\(([\w./-]+\.md)\)", text)
     assert m, "SKILL.md links no markdown file"
-    (root / skill.skill_md.path).write_text(text[: m.start(1)] + "missing-" + text[m.start(1):], encoding="utf-8")
+    (root / skill.skill_md.path).write_text(text[: m.start(1)] + "missing-" + text[m.start(1) :], encoding="utf-8")
     return skill.skill_md.path
 
 
@@ -199,12 +223,12 @@ def break_anchor(root: Path, project: Project) -> str:
         text = (root / doc.path).read_text(encoding="utf-8")
         m = re.search(r"\]\(([\w./-]*#)([\w-]+)\)", text)
         if m:
-            (root / doc.path).write_text(text[: m.start(2)] + "no-such-" + text[m.start(2):], encoding="utf-8")
+            (root / doc.path).write_text(text[: m.start(2)] + "no-such-" + text[m.start(2) :], encoding="utf-8")
             return doc.path
     text = (root / skill.skill_md.path).read_text(encoding="utf-8")
     m = re.search(r"\]\(([\w./-]+\.md)\)", text)
     assert m
-    (root / skill.skill_md.path).write_text(text[: m.end(1)] + "#no-such-heading" + text[m.end(1):], encoding="utf-8")
+    (root / skill.skill_md.path).write_text(text[: m.end(1)] + "#no-such-heading" + text[m.end(1) :], encoding="utf-8")
     return skill.skill_md.path
 
 

@@ -6,9 +6,8 @@ import contextlib
 import io
 from pathlib import Path
 
-from mgpu_testing.checker import SKILL, check, edit, make_tree
-
 import cli
+from mgpu_testing.checker import SKILL, check, edit, make_tree
 
 
 def test_profiles_choose_the_rule_sets(tmp_path: Path) -> None:

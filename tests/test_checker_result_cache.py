@@ -7,13 +7,20 @@ import os
 from pathlib import Path
 
 import pytest
-
 from mgpu_testing.checker import SKILL, check, edit, make_tree
-
 from result_cache import ResultCache
 
-ARGS = {"format": "json", "select": "", "ignore": "", "profile": None, "strict": False,
-        "skills": None, "docs": None, "launcher": None, "trainer": None}
+ARGS = {
+    "format": "json",
+    "select": "",
+    "ignore": "",
+    "profile": None,
+    "strict": False,
+    "skills": None,
+    "docs": None,
+    "launcher": None,
+    "trainer": None,
+}
 
 
 def settle(root: Path) -> None:

@@ -7,9 +7,8 @@ import contextlib
 import io
 from pathlib import Path
 
-from mgpu_testing.checker import SKILL, check, edit, make_tree
-
 import cli
+from mgpu_testing.checker import SKILL, check, edit, make_tree
 from routing import Index, stem, terms, without_exclusions
 
 
@@ -24,7 +23,13 @@ def test_terms_are_normalized() -> None:
     assert terms("The run HANGS on multi-GPU nodes") == ["run", "hang", "multi", "gpu", "multigpu", "node"]
     assert terms("train_multigpu") == ["train", "multigpu", "trainmultigpu"]
     assert [stem(w) for w in ("hanging", "stopped", "policies", "gpus", "status", "crashes")] == [
-        "hang", "stop", "policy", "gpu", "status", "crash"]
+        "hang",
+        "stop",
+        "policy",
+        "gpu",
+        "status",
+        "crash",
+    ]
 
 
 def test_exclusion_sentences_do_not_attract_prompts() -> None:
@@ -62,17 +67,27 @@ def test_a_description_edit_that_drops_its_trigger_is_caught(tmp_path: Path) -> 
     assert check(tree, "--profile", "routing") == (0, [])
     edit(tree, SKILL, "Scales a demo RL job across GPUs", "Scales a demo RL job")
     edit(tree, SKILL, "wants several GPUs or a distributed run hangs", "sees a distributed run hang")
-    edit(tree, "skills/developer/helper/SKILL.md", "Helps developers maintain the demo.",
-         "Helps developers maintain the demo on GPUs.")
+    edit(
+        tree,
+        "skills/developer/helper/SKILL.md",
+        "Helps developers maintain the demo.",
+        "Helps developers maintain the demo on GPUs.",
+    )
     rc, findings = check(tree, "--profile", "routing")
     assert rc == 1 and [(f["code"], f["path"], f["line"]) for f in findings] == [
-        ("SK401", "skills/user/demo/evals/evals.json", 2)]
+        ("SK401", "skills/user/demo/evals/evals.json", 2)
+    ]
     assert "isaaclab-helper ranks first" in findings[0]["message"]
 
 
 def test_threshold_comes_from_the_config(tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "repo")
-    edit(tree, "skills/user/demo/evals/evals.json", '"Plot my reward curve"', '"My distributed run hangs on several GPUs in NCCL"')
+    edit(
+        tree,
+        "skills/user/demo/evals/evals.json",
+        '"Plot my reward curve"',
+        '"My distributed run hangs on several GPUs in NCCL"',
+    )
     assert check(tree, "--profile", "routing")[1][0]["code"] == "SK402"
     with open(tree / "pyproject.toml", "a", encoding="utf-8") as fh:
         fh.write("routing_threshold = 100\n")

@@ -13,17 +13,27 @@ import io
 import json
 import os
 import shlex
-from pathlib import Path
 from collections.abc import Callable
-
-import pytest
-
-from mgpu_testing import PYTHON, run
-from mgpu_testing.checker import (
-    EVALS_JSON, EVALS_MD, LAUNCHER, MGPU, REF, SKILL, TOOLS, TROUBLE, assert_finding, check, edit, line_of, make_tree,
-)
+from pathlib import Path
 
 import cli
+import pytest
+from mgpu_testing import PYTHON, run
+from mgpu_testing.checker import (
+    EVALS_JSON,
+    EVALS_MD,
+    LAUNCHER,
+    MGPU,
+    REF,
+    SKILL,
+    TOOLS,
+    TROUBLE,
+    assert_finding,
+    check,
+    edit,
+    line_of,
+    make_tree,
+)
 from rules.shell import command_lines, words
 
 
@@ -37,6 +47,7 @@ def tree(tmp_path: Path) -> Path:
 # tests/fixtures/checker/rules/<CODE>/ (test_checker_snapshots.py); this module keeps the cases that
 # need more than one snapshot: passing variants, truth locations, columns, interplay between tools.
 
+
 def _fm(key_line: str, new: str, path: str = SKILL) -> Callable[[Path], None]:
     return lambda root: edit(root, path, key_line, new)
 
@@ -45,6 +56,7 @@ def _append(path: str, text: str) -> Callable[[Path], None]:
     def mutate(root: Path) -> None:
         with open(root / path, "a", encoding="utf-8") as fh:
             fh.write(text)
+
     return mutate
 
 
@@ -52,6 +64,7 @@ def _write(path: str, text: str) -> Callable[[Path], None]:
     def mutate(root: Path) -> None:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
+
     return mutate
 
 
@@ -59,9 +72,11 @@ def _at(path: str, needle: str, nth: int = 1) -> Callable[[Path], int]:
     return lambda root: line_of(root, path, needle, nth)
 
 
-SHM_ROW = ("   * - ``Error while creating shared memory segment`` in a container\n"
-           "     - ``docker run --shm-size=1g`` or ``--ipc=host``; disable ACS in the BIOS\n"
-           "     - Docker's 64 MiB ``/dev/shm``\n     - None\n")
+SHM_ROW = (
+    "   * - ``Error while creating shared memory segment`` in a container\n"
+    "     - ``docker run --shm-size=1g`` or ``--ipc=host``; disable ACS in the BIOS\n"
+    "     - Docker's 64 MiB ``/dev/shm``\n     - None\n"
+)
 SHM_MD = "| Shared memory error in a container | `docker run --shm-size=1g` or `--ipc=host` |\n"
 
 
@@ -88,6 +103,7 @@ def line_text_col(root: Path, rel: str, needle: str) -> int:
 # ---------------------------------------------------------------------------------------------
 # Passing variants: things that look like drift but are not.
 
+
 def test_upstream_symptom_try_layout_in_rst_passes(tree: Path) -> None:
     """Both tables in the upstream two-column layout (Symptom | Try) are found by their settings."""
     text = (tree / MGPU).read_text(encoding="utf-8")
@@ -97,7 +113,8 @@ def test_upstream_symptom_try_layout_in_rst_passes(tree: Path) -> None:
         ".. list-table::\n   :header-rows: 1\n\n   * - Symptom\n     - Try\n"
         "   * - World size 2 hangs\n     - ``NCCL_P2P_DISABLE=1`` or ``NCCL_P2P_LEVEL=LOC``\n"
         "   * - Illegal memory access\n     - ``NCCL_SHM_DISABLE=1``\n"
-        "   * - GPUs numbered differently\n     - ``CUDA_DEVICE_ORDER=PCI_BUS_ID``\n\n")
+        "   * - GPUs numbered differently\n     - ``CUDA_DEVICE_ORDER=PCI_BUS_ID``\n\n"
+    )
     (tree / MGPU).write_text(text[:start] + upstream + text[end:], encoding="utf-8")
     assert check(tree) == (0, [])
     edit(tree, MGPU, "``NCCL_SHM_DISABLE=1``", "``NCCL_SHM_DISABLE=0``")
@@ -123,23 +140,29 @@ def test_fix_mirrors_rows_whose_fix_is_not_a_setting(tree: Path) -> None:
         cli.main(["check", "--root", str(tree), "--fix", "--no-cache"])
     assert "added row" in out.getvalue()
     rows = [l for l in (tree / REF).read_text(encoding="utf-8").splitlines() if l.startswith("| ")]
-    assert rows[-2].startswith("| `Error while creating shared memory segment` in a container | "
-                               "`docker run --shm-size=1g` or `--ipc=host`; disable ACS in the BIOS |")
+    assert rows[-2].startswith(
+        "| `Error while creating shared memory segment` in a container | "
+        "`docker run --shm-size=1g` or `--ipc=host`; disable ACS in the BIOS |"
+    )
     assert check(tree) == (0, [])
 
 
 def test_diagnostics_placeholders_and_other_tools_pass(tree: Path) -> None:
-    _append(SKILL, (
-        "\nMore:\n\n```bash\n"
-        "CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=WARN NCCL_DEBUG_SUBSYS=INIT,P2P,NET uv run isaaclab train_multigpu "
-        "--num_gpus=2 --rl_library {rsl_rl,skrl} --log_dir <dir> -- --device cpu\n"
-        "NCCL_SOCKET_IFNAME=<iface> uv run isaaclab train --rl_library LIB --task <task>\n"
-        "nvidia-smi topo -m && uv sync --locked --all-extras  # --whatever in a comment\n"
-        "git log --oneline | head -n 3 > out.txt 2>&1\n"
-        "```\n\n```console\n$ uv run isaaclab train_multigpu --dry_run\n--not-a-flag output line\n```\n\n"
-        "```python\nparser.add_argument('--not-checked')\n```\n\n"
-        "Tuning: `--rdzv_*` style families are fine; the probe takes `--bisect` and `--iters 5`.\n"
-        "Runs `python tools/check.py --format json`. See `docs/<page>.rst`.\n"))(tree)
+    _append(
+        SKILL,
+        (
+            "\nMore:\n\n```bash\n"
+            "CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=WARN NCCL_DEBUG_SUBSYS=INIT,P2P,NET uv run isaaclab train_multigpu "
+            "--num_gpus=2 --rl_library {rsl_rl,skrl} --log_dir <dir> -- --device cpu\n"
+            "NCCL_SOCKET_IFNAME=<iface> uv run isaaclab train --rl_library LIB --task <task>\n"
+            "nvidia-smi topo -m && uv sync --locked --all-extras  # --whatever in a comment\n"
+            "git log --oneline | head -n 3 > out.txt 2>&1\n"
+            "```\n\n```console\n$ uv run isaaclab train_multigpu --dry_run\n--not-a-flag output line\n```\n\n"
+            "```python\nparser.add_argument('--not-checked')\n```\n\n"
+            "Tuning: `--rdzv_*` style families are fine; the probe takes `--bisect` and `--iters 5`.\n"
+            "Runs `python tools/check.py --format json`. See `docs/<page>.rst`.\n"
+        ),
+    )(tree)
     assert check(tree) == (0, [])
 
 
@@ -212,12 +235,16 @@ def test_cli_subprocess_reports_text_lines(tree: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # The command-line splitter agrees with shlex on plain words.
 
-@pytest.mark.parametrize("line", [
-    "uv run isaaclab train_multigpu --num_gpus 2",
-    "a 'b c' \"d\\\"e\" f\\ g",
-    "torchrun --nproc_per_node=2 x.py --flag='a b'",
-    "echo \"it's\" 'say \"hi\"'",
-])
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "uv run isaaclab train_multigpu --num_gpus 2",
+        'a \'b c\' "d\\"e" f\\ g',
+        "torchrun --nproc_per_node=2 x.py --flag='a b'",
+        'echo "it\'s" \'say "hi"\'',
+    ],
+)
 def test_words_match_shlex(line: str) -> None:
     assert [w.text for w in words([(line, 1, 1)])] == shlex.split(line)
 
@@ -226,7 +253,10 @@ def test_command_lines_positions_prompts_and_continuations() -> None:
     text = "$ A=1 uv run isaaclab train --task \\\n    T --x <y> 2>&1 | tee log  # c --z\nout --q\n$ b"
     cmds = command_lines(text, 10, [4, 4, 4, 4])
     assert [[w.text for w in c] for c in cmds] == [
-        ["A=1", "uv", "run", "isaaclab", "train", "--task", "T", "--x", "<y>"], ["tee", "log"], ["b"]]
+        ["A=1", "uv", "run", "isaaclab", "train", "--task", "T", "--x", "<y>"],
+        ["tee", "log"],
+        ["b"],
+    ]
     first = cmds[0]
     assert (first[0].line, first[0].col) == (10, 6)
     assert (first[7].line, first[7].col) == (11, 10)
@@ -234,11 +264,12 @@ def test_command_lines_positions_prompts_and_continuations() -> None:
 
 def test_evals_object_form_and_skill_name(tree: Path) -> None:
     entries = json.loads((tree / EVALS_JSON).read_text(encoding="utf-8"))
-    (tree / EVALS_JSON).write_text(json.dumps({"skill_name": "isaaclab-demo", "evals": entries}, indent=2),
-                                   encoding="utf-8")
+    (tree / EVALS_JSON).write_text(
+        json.dumps({"skill_name": "isaaclab-demo", "evals": entries}, indent=2), encoding="utf-8"
+    )
     assert check(tree) == (0, [])
     edit(tree, EVALS_JSON, '"skill_name": "isaaclab-demo"', '"skill_name": "isaaclab-other"')
-    edit(tree, EVALS_JSON, '"prompt": "Plot my reward curve",', '')
+    edit(tree, EVALS_JSON, '"prompt": "Plot my reward curve",', "")
     _, findings = check(tree)
     assert_finding(findings, "SK311", EVALS_JSON, line_of(tree, EVALS_JSON, "skill_name"))
     assert_finding(findings, "SK310", EVALS_JSON, line_of(tree, EVALS_JSON, "{", 3))
@@ -254,17 +285,25 @@ def test_anchor_into_a_file_outside_skills_and_docs(tree: Path) -> None:
 
 
 def test_torchrun_and_jax_launcher_options(tree: Path) -> None:
-    _append(REF, (
-        "\n```bash\n"
-        "python -m torch.distributed.run --nproc-per-node 2 --standalone scripts/reinforcement_learning/train.py "
-        "--distributed --rl_library skrl\n"
-        "python -m skrl.utils.distributed.jax --nnodes 1 --nproc_per_node 2 --coordinator_address 127.0.0.1:5000 "
-        "scripts/reinforcement_learning/train.py --ml_framework jax\n"
-        "```\n"))(tree)
+    _append(
+        REF,
+        (
+            "\n```bash\n"
+            "python -m torch.distributed.run --nproc-per-node 2 --standalone scripts/reinforcement_learning/train.py "
+            "--distributed --rl_library skrl\n"
+            "python -m skrl.utils.distributed.jax --nnodes 1 --nproc_per_node 2 --coordinator_address 127.0.0.1:5000 "
+            "scripts/reinforcement_learning/train.py --ml_framework jax\n"
+            "```\n"
+        ),
+    )(tree)
     assert check(tree) == (0, [])
-    _append(REF, (
-        "\n```bash\ntorchrun --nproc_per_nodes 2 scripts/reinforcement_learning/train.py --ml_framework tf\n"
-        "python -m skrl.utils.distributed.jax --master_port 1 scripts/reinforcement_learning/train.py\n```\n"))(tree)
+    _append(
+        REF,
+        (
+            "\n```bash\ntorchrun --nproc_per_nodes 2 scripts/reinforcement_learning/train.py --ml_framework tf\n"
+            "python -m skrl.utils.distributed.jax --master_port 1 scripts/reinforcement_learning/train.py\n```\n"
+        ),
+    )(tree)
     _, findings = check(tree)
     torchrun_line = line_of(tree, REF, "--nproc_per_nodes")
     hit = assert_finding(findings, "DR301", REF, torchrun_line)
@@ -296,8 +335,11 @@ def test_rst_anchors_are_docutils_own_ids(tree: Path) -> None:
     link = "../../../docs/source/features/multi_gpu.rst"
     text = (tree / SKILL).read_text(encoding="utf-8")
     assert link in text, "the fixture skill links the multi-GPU page"
-    _append(SKILL, f"\nSee [two nodes]({link}#node-setup), [the example]({link}#node-example) and "
-                   f"[a wrong one]({link}#2-node-setup).\n")(tree)
+    _append(
+        SKILL,
+        f"\nSee [two nodes]({link}#node-setup), [the example]({link}#node-example) and "
+        f"[a wrong one]({link}#2-node-setup).\n",
+    )(tree)
     _, findings = check(tree)
     wrong = [f for f in findings if f["code"] == "SK204"]
     assert len(wrong) == 1, wrong

@@ -10,28 +10,61 @@ import shlex
 import tempfile
 from pathlib import Path
 
+import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-
-
-import cli
-from rules.shell import command_lines, words
 from mgpu_testing.checker import MGPU, SKILL, make_tree
+from rules.shell import command_lines, words
 
 FRAGMENTS = [
-    "`--num_gpus`", "`--rl_library foo`", "`--`", "`-`", "`--x=`", "`NCCL_P2P_DISABLE=1`", "NCCL_=1", "CUDA_X=,",
-    "[a](#)", "[b](reference.md#)", "[c](../../..)", "[d](<>)", "[e](http://x)", "`isaaclab-`", "`skills/`",
-    "`docs/../../etc`", "Run `scripts/`", "Run `scripts/../../x.py`", "| a | b |\n| --- | --- |\n| `NCCL_A=1` | x |",
-    "| --x | y |\n|---|---|\n| `--num_gpus` | |", "```bash\nisaaclab train_multigpu --rl_library\n```",
-    "```\n$ torchrun -m\n```", "```sh\nuv run\n```", "```bash\npython -m skrl.utils.distributed.jax x.py --\n```",
-    "```bash\nA=1 \\\n\\\n```", "```\n'unclosed \"quote\n```", "## Scenario", "Query:", "Known failure modes:",
-    "# ", "\t", "\u00e9\u4e2d", "`$(echo --x)`", "`<a --b>`", "`{}`", "`--rdzv_*`", "|", "`",
+    "`--num_gpus`",
+    "`--rl_library foo`",
+    "`--`",
+    "`-`",
+    "`--x=`",
+    "`NCCL_P2P_DISABLE=1`",
+    "NCCL_=1",
+    "CUDA_X=,",
+    "[a](#)",
+    "[b](reference.md#)",
+    "[c](../../..)",
+    "[d](<>)",
+    "[e](http://x)",
+    "`isaaclab-`",
+    "`skills/`",
+    "`docs/../../etc`",
+    "Run `scripts/`",
+    "Run `scripts/../../x.py`",
+    "| a | b |\n| --- | --- |\n| `NCCL_A=1` | x |",
+    "| --x | y |\n|---|---|\n| `--num_gpus` | |",
+    "```bash\nisaaclab train_multigpu --rl_library\n```",
+    "```\n$ torchrun -m\n```",
+    "```sh\nuv run\n```",
+    "```bash\npython -m skrl.utils.distributed.jax x.py --\n```",
+    "```bash\nA=1 \\\n\\\n```",
+    "```\n'unclosed \"quote\n```",
+    "## Scenario",
+    "Query:",
+    "Known failure modes:",
+    "# ",
+    "\t",
+    "\u00e9\u4e2d",
+    "`$(echo --x)`",
+    "`<a --b>`",
+    "`{}`",
+    "`--rdzv_*`",
+    "|",
+    "`",
 ]
 RST_FRAGMENTS = [
     ".. list-table::\n   :header-rows: 1\n\n   * - Option\n     - Default\n   * - ``--num_gpus``\n     -\n",
-    ".. list-table::\n\n   * - ``NCCL_A=1``\n   * - ``NCCL_B=2``\n", ":ref:`nowhere`", ":doc:`/x`", "``--``",
-    ".. code-block:: bash\n\n   isaaclab train --rl_library\n", "Title\n=====\n", "``NCCL_X=<y>``",
+    ".. list-table::\n\n   * - ``NCCL_A=1``\n   * - ``NCCL_B=2``\n",
+    ":ref:`nowhere`",
+    ":doc:`/x`",
+    "``--``",
+    ".. code-block:: bash\n\n   isaaclab train --rl_library\n",
+    "Title\n=====\n",
+    "``NCCL_X=<y>``",
 ]
 
 
@@ -44,8 +77,11 @@ def _check(root: Path) -> list[dict]:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(FRAGMENTS), max_size=12), st.lists(st.sampled_from(RST_FRAGMENTS), max_size=5),
-       st.text(max_size=40))
+@given(
+    st.lists(st.sampled_from(FRAGMENTS), max_size=12),
+    st.lists(st.sampled_from(RST_FRAGMENTS), max_size=5),
+    st.text(max_size=40),
+)
 def test_random_documents_never_break_a_rule(md: list[str], rst: list[str], noise: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = make_tree(Path(tmp) / "repo")

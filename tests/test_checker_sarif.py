@@ -12,13 +12,11 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import cli
 import jsonschema
 import pytest
-
 from mgpu_testing.checker import LAUNCHER, MGPU, REF, RULE_FIXTURES, SKILL, edit, make_tree
 from test_checker_snapshots import CASES, build
-
-import cli
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +46,9 @@ def test_the_validator_rejects_a_broken_log(validator: jsonschema.protocols.Vali
 
 
 @pytest.mark.parametrize("code", CASES)
-def test_sarif_of_every_rule_fixture_validates(tmp_path: Path, validator: jsonschema.protocols.Validator,
-                                               code: str) -> None:
+def test_sarif_of_every_rule_fixture_validates(
+    tmp_path: Path, validator: jsonschema.protocols.Validator, code: str
+) -> None:
     rc, log = sarif(build(RULE_FIXTURES / code, tmp_path / "repo"), "--select", code)
     assert _errors(validator, log) == []
     results = log["runs"][0]["results"]

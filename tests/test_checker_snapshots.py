@@ -14,12 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from mgpu_testing.checker import RULE_FIXTURES, TOOLS, check, make_tree
-
 import rules
 import rules_md
 from inputs import INPUT_CODES
+from mgpu_testing.checker import RULE_FIXTURES, TOOLS, check, make_tree
 from suppress import SUPPRESSION_CODES
 
 CASES = sorted(p.name for p in RULE_FIXTURES.iterdir() if p.is_dir())
@@ -122,17 +120,32 @@ def test_foreign_command_table_catches_invented_flags_and_no_conventions(tmp_pat
     rc, findings = check(tree)
     got = sorted((f["path"], f["line"], f["code"], f["message"].split(" (")[0]) for f in findings)
     assert got == [
-        ("docs/source/features/multi_gpu.rst", 8, "DR301", "--gpus_per_node is not an option of isaaclab train-multigpu"),
-        ("skills/user/train-many/SKILL.md", 11, "DR301",
-         "--num_gpu is not an option of isaaclab train-multigpu; did you mean --num_gpus?"),
-        ("skills/user/train-many/SKILL.md", 15, "SK206",
-         "`source/isaaclab/isaaclab/cli/launch.py` names a path that does not exist"),
+        (
+            "docs/source/features/multi_gpu.rst",
+            8,
+            "DR301",
+            "--gpus_per_node is not an option of isaaclab train-multigpu",
+        ),
+        (
+            "skills/user/train-many/SKILL.md",
+            11,
+            "DR301",
+            "--num_gpu is not an option of isaaclab train-multigpu; did you mean --num_gpus?",
+        ),
+        (
+            "skills/user/train-many/SKILL.md",
+            15,
+            "SK206",
+            "`source/isaaclab/isaaclab/cli/launch.py` names a path that does not exist",
+        ),
     ], findings
     assert rc == 1
     # the same tree adopting the conventions is asked for them
     with open(tree / "pyproject.toml", "a", encoding="utf-8") as fh:
-        fh.write('adopt = ["options-table", "skill-metadata"]\nlauncher = "source/isaaclab/isaaclab/cli/train_multigpu.py"\n'
-                 'trainer = "source/isaaclab/isaaclab/cli/train_multigpu.py"\n')
+        fh.write(
+            'adopt = ["options-table", "skill-metadata"]\nlauncher = "source/isaaclab/isaaclab/cli/train_multigpu.py"\n'
+            'trainer = "source/isaaclab/isaaclab/cli/train_multigpu.py"\n'
+        )
     codes = {f["code"] for f in check(tree, "--profile", "spec,drift,isaaclab")[1]}
     assert {"DR200", "SK107", "SK108", "SK109"} <= codes
 
@@ -177,7 +190,9 @@ FIXABLE = sorted(r.code for r in rules.RULES if r.fixable)
 
 
 def _tree_files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()
+    }
 
 
 @pytest.mark.parametrize("code", FIXABLE)
@@ -224,8 +239,12 @@ def test_only_safe_fixes_leave_the_ones_to_review(tmp_path: Path) -> None:
     mgpu = "docs/source/features/multi_gpu.rst"
     text = (tree / mgpu).read_text(encoding="utf-8")
     row = next(r for r in text.split("   * - ")[1:] if "``--log_dir``" in r)
-    (tree / mgpu).write_text(text.replace("   * - " + row, "", 1).replace(
-        "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``"), encoding="utf-8")
+    (tree / mgpu).write_text(
+        text.replace("   * - " + row, "", 1).replace(
+            "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``"
+        ),
+        encoding="utf-8",
+    )
     _, findings = check(tree)
     assert {(f["code"], f["fix"]["safe"]) for f in findings} == {("DR201", False), ("DR204", True)}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

@@ -8,11 +8,9 @@ import io
 import json
 from pathlib import Path
 
-import pytest
-
-from mgpu_testing.checker import MGPU, SKILL, TROUBLE, assert_finding, check, edit, line_of, make_tree
-
 import cli
+import pytest
+from mgpu_testing.checker import MGPU, SKILL, TROUBLE, assert_finding, check, edit, line_of, make_tree
 from suppress import glob_match
 
 BROKEN = "See [gone](missing.md).\n"
@@ -33,8 +31,13 @@ def _codes(findings: list[dict], path: str) -> list[str]:
 
 
 def test_markdown_suppression_hides_its_finding_and_its_unused_twin_is_reported(tree: Path) -> None:
-    _append(tree, SKILL, "\n<!-- skills-check: disable-next-line SK203 -- kept on purpose -->\n" + BROKEN +
-            "\n<!-- skills-check: disable-next-line SK203 -- silences nothing -->\nPlain text.\n")
+    _append(
+        tree,
+        SKILL,
+        "\n<!-- skills-check: disable-next-line SK203 -- kept on purpose -->\n"
+        + BROKEN
+        + "\n<!-- skills-check: disable-next-line SK203 -- silences nothing -->\nPlain text.\n",
+    )
     rc, findings = check(tree)
     assert rc == 1
     assert _codes(findings, SKILL) == ["SU002"]
@@ -64,12 +67,19 @@ def test_unknown_action_or_code_is_a_malformed_suppression(tree: Path) -> None:
     _append(tree, SKILL, "\n<!-- skills-check: disable-nextline SK203 -->\n<!-- skills-check: disable-file SK999 -->\n")
     _, findings = check(tree)
     assert [f["line"] for f in findings if f["code"] == "SU003"] == [
-        line_of(tree, SKILL, "disable-nextline"), line_of(tree, SKILL, "SK999")]
+        line_of(tree, SKILL, "disable-nextline"),
+        line_of(tree, SKILL, "SK999"),
+    ]
 
 
 def test_disable_enable_block_and_disable_file(tree: Path) -> None:
-    _append(tree, SKILL, "\n<!-- skills-check: disable SK203 -- a block -->\n\n" + BROKEN +
-            "\n<!-- skills-check: enable SK203 -->\n\nSee [after](after.md).\n")
+    _append(
+        tree,
+        SKILL,
+        "\n<!-- skills-check: disable SK203 -- a block -->\n\n"
+        + BROKEN
+        + "\n<!-- skills-check: enable SK203 -->\n\nSee [after](after.md).\n",
+    )
     _, findings = check(tree)
     assert [f["line"] for f in findings if f["code"] == "SK203"] == [line_of(tree, SKILL, "after.md")]
     _append(tree, SKILL, "\n<!-- skills-check: disable-file SK203 -- the whole file -->\n")
@@ -78,8 +88,12 @@ def test_disable_enable_block_and_disable_file(tree: Path) -> None:
 
 
 def test_rst_suppression_applies_to_the_next_non_blank_line(tree: Path) -> None:
-    edit(tree, TROUBLE, "A hang at world size 2",
-         ".. skills-check: disable-next-line SK204 -- reason\n   that goes on\n\nA hang at world size 2")
+    edit(
+        tree,
+        TROUBLE,
+        "A hang at world size 2",
+        ".. skills-check: disable-next-line SK204 -- reason\n   that goes on\n\nA hang at world size 2",
+    )
     edit(tree, TROUBLE, ":ref:`multi-gpu-nccl`", ":ref:`multi-gpu-nccls`")
     _append(tree, TROUBLE, "\n.. skills-check: disable-next-line SK204 -- nothing to hide\n\nPlain text.\n")
     _, findings = check(tree)
@@ -89,8 +103,12 @@ def test_rst_suppression_applies_to_the_next_non_blank_line(tree: Path) -> None:
 
 def test_rst_literal_block_is_not_a_comment(tree: Path) -> None:
     edit(tree, TROUBLE, ":ref:`multi-gpu-nccl`", ":ref:`multi-gpu-nccls`")
-    edit(tree, TROUBLE, "A hang at world size 2",
-         "Example::\n\n   .. skills-check: disable-next-line SK204 -- shown\n\nA hang at world size 2")
+    edit(
+        tree,
+        TROUBLE,
+        "A hang at world size 2",
+        "Example::\n\n   .. skills-check: disable-next-line SK204 -- shown\n\nA hang at world size 2",
+    )
     _, findings = check(tree)
     assert _codes(findings, TROUBLE) == ["SK204"]
 
@@ -99,8 +117,12 @@ def test_frontmatter_yaml_comment_suppresses_a_key_finding(tree: Path) -> None:
     edit(tree, SKILL, "license: BSD-3-Clause\n", "license: BSD-3-Clause\ncolour: blue\n")
     _, before = check(tree)
     code = next(f["code"] for f in before if f["path"] == SKILL and f["line"] == line_of(tree, SKILL, "colour:"))
-    edit(tree, SKILL, "colour: blue\n",
-         f"# skills-check: disable-next-line {code} -- kept for an old loader\ncolour: blue\n")
+    edit(
+        tree,
+        SKILL,
+        "colour: blue\n",
+        f"# skills-check: disable-next-line {code} -- kept for an old loader\ncolour: blue\n",
+    )
     _, after = check(tree)
     assert _codes(after, SKILL) == []
 
@@ -150,15 +172,18 @@ def test_per_file_ignores_with_an_unknown_code_is_refused(tree: Path) -> None:
     assert "XX123" in err.getvalue() and err.getvalue().count("\n") == 1
 
 
-@pytest.mark.parametrize(("pattern", "path", "hit"), [
-    ("SKILL.md", "skills/a/SKILL.md", True),
-    ("skills/*/SKILL.md", "skills/a/SKILL.md", True),
-    ("skills/*/SKILL.md", "skills/a/b/SKILL.md", False),
-    ("skills/**/SKILL.md", "skills/a/b/SKILL.md", True),
-    ("skills/**/SKILL.md", "skills/SKILL.md", True),
-    ("docs/**", "docs/x/y.rst", True),
-    ("*.rst", "skills/a/SKILL.md", False),
-])
+@pytest.mark.parametrize(
+    ("pattern", "path", "hit"),
+    [
+        ("SKILL.md", "skills/a/SKILL.md", True),
+        ("skills/*/SKILL.md", "skills/a/SKILL.md", True),
+        ("skills/*/SKILL.md", "skills/a/b/SKILL.md", False),
+        ("skills/**/SKILL.md", "skills/a/b/SKILL.md", True),
+        ("skills/**/SKILL.md", "skills/SKILL.md", True),
+        ("docs/**", "docs/x/y.rst", True),
+        ("*.rst", "skills/a/SKILL.md", False),
+    ],
+)
 def test_glob_match(pattern: str, path: str, hit: bool) -> None:
     assert glob_match(pattern, path) is hit
 
@@ -176,11 +201,22 @@ def test_parsers_record_comments_with_their_lines_and_never_code() -> None:
     from parse_markdown import parse_markdown
     from parse_rst import parse_rst
 
-    md = parse_markdown("a.md", "---\nname: x\n# c1\ndescription: |\n  # in a block scalar\n# c2\n---\n\n<!-- c3 -->\n"
-                        "text <!-- c4 --> more\n\n```\n<!-- fenced -->\n```\n\n    <!-- indented code -->\n\n"
-                        "<!--\nc5\n-->\n")
+    md = parse_markdown(
+        "a.md",
+        "---\nname: x\n# c1\ndescription: |\n  # in a block scalar\n# c2\n---\n\n<!-- c3 -->\n"
+        "text <!-- c4 --> more\n\n```\n<!-- fenced -->\n```\n\n    <!-- indented code -->\n\n"
+        "<!--\nc5\n-->\n",
+    )
     assert [(c.text, c.line, c.end_line) for c in md.comments] == [
-        ("c1", 3, 3), ("c2", 6, 6), ("c3", 9, 9), ("c4", 10, 10), ("c5", 18, 20)]
-    rst = parse_rst("a.rst", "Title\n=====\n\n.. r1\n   goes on\n\nText::\n\n   .. literal\n\n"
-                    ".. code-block:: rst\n\n   .. code\n\n.. r2\n   at the end")
+        ("c1", 3, 3),
+        ("c2", 6, 6),
+        ("c3", 9, 9),
+        ("c4", 10, 10),
+        ("c5", 18, 20),
+    ]
+    rst = parse_rst(
+        "a.rst",
+        "Title\n=====\n\n.. r1\n   goes on\n\nText::\n\n   .. literal\n\n"
+        ".. code-block:: rst\n\n   .. code\n\n.. r2\n   at the end",
+    )
     assert [(c.text.split()[0], c.line, c.end_line) for c in rst.comments] == [("r1", 4, 5), ("r2", 15, 16)]

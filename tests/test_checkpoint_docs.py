@@ -26,18 +26,22 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from mgpu_lab.train import adapters
-from mgpu_lab.runs import checkpoint
-from mgpu_lab.train.dist import context_from_env
-from mgpu_lab.train.config import TrainConfig, UsageError
 from mgpu_testing.training import OpensMarker
+
+from mgpu_lab.runs import checkpoint
+from mgpu_lab.train import adapters
+from mgpu_lab.train.config import TrainConfig, UsageError
+from mgpu_lab.train.dist import context_from_env
 
 CARTPOLE = "Toy-Cartpole-v0"
 PENDULUM = "Toy-Pendulum-SwingUp-v0"
 #: kind -> (--rl_library, --ml_framework)
-KINDS = {"rsl_rl": ("rsl_rl", "torch"), "rl_games": ("rl_games", "torch"), "skrl": ("skrl", "torch"),
-         "skrl_jax": ("skrl", "jax")}
+KINDS = {
+    "rsl_rl": ("rsl_rl", "torch"),
+    "rl_games": ("rl_games", "torch"),
+    "skrl": ("skrl", "torch"),
+    "skrl_jax": ("skrl", "jax"),
+}
 TORCH_KINDS = ("rsl_rl", "rl_games", "skrl")
 #: what the loader calls each library's checkpoint when a file is not one
 NOT_ONE = {
@@ -97,13 +101,24 @@ def test_own_checkpoints_load_and_hold_only_plain_data(kind: str, trained) -> No
 def test_a_crafted_torch_file_is_refused_and_its_code_never_runs(kind: str, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     path = tmp_path / "model_500.pt"
-    torch.save({"actor_state_dict": OpensMarker(marker), "critic_state_dict": {}, "model": {}, "epoch": 1,
-                "policy": {}, "value": {}}, path)
+    torch.save(
+        {
+            "actor_state_dict": OpensMarker(marker),
+            "critic_state_dict": {},
+            "model": {},
+            "epoch": 1,
+            "policy": {},
+            "value": {},
+        },
+        path,
+    )
     with pytest.raises(UsageError) as caught:
         iteration_of(kind, path)
-    assert str(caught.value) == (f"--checkpoint {path}: refused: not a plain-tensor checkpoint (it would import "
-                                 "io.open); loading it could run code, and only tensors, numbers and plain "
-                                 "containers are loaded")
+    assert str(caught.value) == (
+        f"--checkpoint {path}: refused: not a plain-tensor checkpoint (it would import "
+        "io.open); loading it could run code, and only tensors, numbers and plain "
+        "containers are loaded"
+    )
     assert not marker.exists()
 
 
@@ -113,8 +128,10 @@ def test_a_skrl_jax_pickle_is_refused_without_unpickling(tmp_path: Path) -> None
     path.write_bytes(pickle.dumps({"policy": OpensMarker(marker), "value": b""}, protocol=4))
     with pytest.raises(UsageError) as caught:
         iteration_of("skrl_jax", path)
-    assert str(caught.value) == (f"--checkpoint {path}: refused: a pickle (skrl's own JAX format) can run code "
-                                 "when loaded; mgpu-lab reads only its own .msgpack skrl JAX checkpoints")
+    assert str(caught.value) == (
+        f"--checkpoint {path}: refused: a pickle (skrl's own JAX format) can run code "
+        "when loaded; mgpu-lab reads only its own .msgpack skrl JAX checkpoints"
+    )
     assert not marker.exists()
 
 
@@ -137,8 +154,16 @@ def test_a_checkpoint_of_another_library_is_refused(kind: str, trained) -> None:
 def test_a_checkpoint_of_another_task_does_not_fit(kind: str, trained, tmp_path: Path) -> None:
     path = trained(kind, PENDULUM)
     assert iteration_of(kind, path) == 1  # the file itself is fine: only the models tell the tasks apart
-    cfg = config(kind, task=CARTPOLE, num_envs=4, max_iterations=2, log_root=str(tmp_path), log_dir=str(tmp_path),
-                 checkpoint=str(path), start_iteration=1)
+    cfg = config(
+        kind,
+        task=CARTPOLE,
+        num_envs=4,
+        max_iterations=2,
+        log_root=str(tmp_path),
+        log_dir=str(tmp_path),
+        checkpoint=str(path),
+        start_iteration=1,
+    )
     with pytest.raises(UsageError) as caught:
         adapters.load(cfg.rl_library).train(cfg, context_from_env("cpu", False))
     assert str(caught.value).startswith(f"--checkpoint {path}: does not fit "), caught.value

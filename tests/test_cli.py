@@ -44,8 +44,17 @@ def test_arguments_pass_through_unchanged():
     assert res.returncode == direct.returncode == 0, res.stderr + direct.stderr
     via_cli = shlex.split(res.stdout.strip().splitlines()[-1])
     assert via_cli == shlex.split(direct.stdout.strip().splitlines()[-1])
-    assert via_cli[-9:] == ["--rl_library", "rsl_rl", "--device", "cpu", "--task", "Toy-Cartpole-v0", "--seed", "7",
-                            "--distributed"], via_cli
+    assert via_cli[-9:] == [
+        "--rl_library",
+        "rsl_rl",
+        "--device",
+        "cpu",
+        "--task",
+        "Toy-Cartpole-v0",
+        "--seed",
+        "7",
+        "--distributed",
+    ], via_cli
 
 
 def test_missing_checkout_is_one_line_exit_2(tmp_path):

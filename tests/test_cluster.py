@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from mgpu_testing import PYTHON, REPO, run
+from mgpu_testing.cluster import srun_env
 
 from mgpu_lab.launch import cluster
 from mgpu_lab.launch.cluster import ClusterError, infer_nodes, shm_warning
-from mgpu_testing import PYTHON, REPO, run
-from mgpu_testing.cluster import srun_env
 
 HINT = "or --no_slurm to ignore SLURM's environment"
 
@@ -28,8 +28,18 @@ def test_srun_step_fills_nodes_and_a_c10d_rendezvous_on_the_first_node() -> None
     plan = infer_nodes(srun_env(node=1), {}, use_slurm=True, jax=False)
     port = 20000 + 4242
     assert plan.scheduler == "slurm"
-    assert plan.argv() == ["--nnodes", "2", "--node_rank", "1", "--rdzv_backend", "c10d",
-                           "--rdzv_endpoint", f"gpu07:{port}", "--rdzv_id", "4242.0"]
+    assert plan.argv() == [
+        "--nnodes",
+        "2",
+        "--node_rank",
+        "1",
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        f"gpu07:{port}",
+        "--rdzv_id",
+        "4242.0",
+    ]
     assert plan.lines() == [
         "[INFO] launcher: --nnodes 2 (from SLURM_STEP_NUM_NODES=2)",
         "[INFO] launcher: --node_rank 1 (from SLURM_NODEID=1)",
@@ -47,8 +57,9 @@ def test_every_node_derives_the_same_rendezvous() -> None:
 
 
 def test_job_variables_are_used_when_the_step_ones_are_absent() -> None:
-    env = without(srun_env(), "SLURM_STEP_NUM_NODES", "SLURM_STEP_NODELIST", "SLURM_JOB_NUM_NODES",
-                  "SLURM_JOB_NODELIST")
+    env = without(
+        srun_env(), "SLURM_STEP_NUM_NODES", "SLURM_STEP_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_JOB_NODELIST"
+    )
     plan = infer_nodes(env, {})
     assert plan.values()["nnodes"] == "2"
     assert plan.values()["rdzv_endpoint"] == "gpu07:24242"
@@ -73,8 +84,9 @@ def test_node_list_expansion_keeps_slurm_padding_and_ranges() -> None:
 def test_jax_gets_a_coordinator_on_the_first_node_and_no_rendezvous() -> None:
     plan = infer_nodes(srun_env(node=0), {}, jax=True)
     assert plan.argv() == ["--nnodes", "2", "--node_rank", "0", "--coordinator_address", "gpu07:24242"]
-    assert ("[INFO] launcher: --coordinator_address gpu07:24242 (from SLURM_STEP_NODELIST=gpu[07-08], "
-            "SLURM_JOB_ID=4242)") in plan.lines()
+    assert (
+        "[INFO] launcher: --coordinator_address gpu07:24242 (from SLURM_STEP_NODELIST=gpu[07-08], SLURM_JOB_ID=4242)"
+    ) in plan.lines()
 
 
 def test_port_is_derived_from_the_job_id_in_a_fixed_range() -> None:
@@ -88,14 +100,17 @@ def test_port_is_derived_from_the_job_id_in_a_fixed_range() -> None:
 # ------------------------------------------------------------------------------------------ precedence
 
 
-@pytest.mark.parametrize(("given", "dest", "value"), [
-    ({"nnodes": "2"}, "nnodes", None),  # the same value: given, so not inferred
-    ({"nnodes": "1:4"}, "nnodes", None),  # an elastic range containing SLURM's count
-    ({"node_rank": 0}, "node_rank", None),
-    ({"rdzv_endpoint": "10.0.0.5:1234"}, "rdzv_endpoint", None),
-    ({"rdzv_id": "mine"}, "rdzv_id", None),
-    ({"rdzv_backend": "c10d"}, "rdzv_backend", None),
-])
+@pytest.mark.parametrize(
+    ("given", "dest", "value"),
+    [
+        ({"nnodes": "2"}, "nnodes", None),  # the same value: given, so not inferred
+        ({"nnodes": "1:4"}, "nnodes", None),  # an elastic range containing SLURM's count
+        ({"node_rank": 0}, "node_rank", None),
+        ({"rdzv_endpoint": "10.0.0.5:1234"}, "rdzv_endpoint", None),
+        ({"rdzv_id": "mine"}, "rdzv_id", None),
+        ({"rdzv_backend": "c10d"}, "rdzv_backend", None),
+    ],
+)
 def test_explicit_flags_win_over_each_inferred_one(given: dict, dest: str, value: None) -> None:
     plan = infer_nodes(srun_env(node=1), given)
     assert dest not in plan.values()
@@ -107,8 +122,10 @@ def test_explicit_flags_win_over_each_inferred_one(given: dict, dest: str, value
 def test_an_overridden_value_is_named_with_what_slurm_implied() -> None:
     plan = infer_nodes(srun_env(node=1), {"node_rank": 0, "rdzv_id": "mine"})
     assert "[INFO] launcher: --node_rank 0 given (SLURM implies 1, from SLURM_NODEID=1)" in plan.notes
-    assert "[INFO] launcher: --rdzv_id mine given (SLURM implies 4242.0, from SLURM_JOB_ID=4242, SLURM_STEP_ID=0)" \
+    assert (
+        "[INFO] launcher: --rdzv_id mine given (SLURM implies 4242.0, from SLURM_JOB_ID=4242, SLURM_STEP_ID=0)"
         in plan.notes
+    )
 
 
 def test_master_addr_or_port_selects_a_static_rendezvous() -> None:
@@ -176,63 +193,86 @@ def test_a_single_node_allocation_without_srun_is_left_to_torchrun() -> None:
 # ------------------------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize(("env", "given", "message"), [
-    pytest.param(
-        {"SLURM_NODEID": "1"}, {},
-        f"a partial SLURM environment: SLURM_NODEID=1 but no SLURM_JOB_ID; give the node flags yourself, {HINT}",
-        id="node-id-alone"),
-    pytest.param(
-        without(srun_env(), "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"), {},
-        "a partial SLURM environment: SLURM_JOB_ID=4242, SLURM_JOBID=4242, SLURM_STEP_ID=0, SLURM_STEPID=0, "
-        "SLURM_NODEID=1, SLURM_JOB_NUM_NODES=2, SLURM_NNODES=2, SLURM_STEP_NUM_NODES=2 but no SLURM_JOB_NODELIST; "
-        f"give the node flags yourself, {HINT}",
-        id="node-id-without-node-list"),
-    pytest.param(
-        without(srun_env(), "SLURM_NODEID"), {},
-        "a partial SLURM environment: SLURM_JOB_ID=4242, SLURM_JOBID=4242, SLURM_STEP_ID=0, SLURM_STEPID=0, "
-        "SLURM_JOB_NODELIST=gpu[07-08], SLURM_NODELIST=gpu[07-08], SLURM_STEP_NODELIST=gpu[07-08], "
-        "SLURM_JOB_NUM_NODES=2, SLURM_NNODES=2, SLURM_STEP_NUM_NODES=2 but no SLURM_NODEID; "
-        f"give the node flags yourself, {HINT}",
-        id="no-node-id"),
-    pytest.param(
-        srun_env(SLURM_STEP_NODELIST="gpu[07-"), {},
-        "SLURM_STEP_NODELIST: node list 'gpu[07-' does not expand (missing bracket: \"gpu[07-\"); give the "
-        f"rendezvous host yourself (--rdzv_endpoint or --master_addr), {HINT}",
-        id="unbalanced-node-list"),
-    pytest.param(
-        srun_env(SLURM_STEP_NODELIST="gpu[9-7]"), {}, None, id="backwards-range"),
-    pytest.param(
-        srun_env(SLURM_STEP_NODELIST="gpu 07,gpu08"), {},
-        "SLURM_STEP_NODELIST: node list 'gpu 07,gpu08' does not expand to host names ('gpu 07' is not a host "
-        f"name); give the rendezvous host yourself (--rdzv_endpoint or --master_addr), {HINT}",
-        id="not-host-names"),
-    pytest.param(
-        srun_env(SLURM_STEP_NODELIST="gpu[07-09]"), {},
-        f"SLURM_STEP_NODELIST=gpu[07-09] names 3 node(s) but SLURM_STEP_NUM_NODES=2; {HINT}",
-        id="list-and-count-disagree"),
-    pytest.param(
-        srun_env(), {"nnodes": "3"},
-        "--nnodes 3 disagrees with SLURM_STEP_NUM_NODES=2: this SLURM step runs on 2 node(s); give --nnodes 2 or "
-        f"leave it out, {HINT}",
-        id="nnodes-disagrees"),
-    pytest.param(
-        srun_env(), {"nnodes": "3:4"}, None, id="nnodes-range-excludes-slurm"),
-    pytest.param(
-        srun_env(SLURM_STEP_TASKS_PER_NODE="4(x2)"), {},
-        "SLURM started more than one task per node (SLURM_STEP_TASKS_PER_NODE=4(x2)); the launcher starts one "
-        f"rank per GPU itself, so run one launcher per node: srun --ntasks-per-node=1 ..., {HINT}",
-        id="four-tasks-per-node"),
-    pytest.param(
-        srun_env(SLURM_STEP_TASKS_PER_NODE=None, SLURM_LOCALID="2"), {},
-        "SLURM started more than one task per node (SLURM_LOCALID=2); the launcher starts one rank per GPU "
-        f"itself, so run one launcher per node: srun --ntasks-per-node=1 ..., {HINT}",
-        id="second-task-on-a-node"),
-    pytest.param(
-        srun_env(SLURM_STEP_NUM_NODES="two"), {}, f"SLURM_STEP_NUM_NODES=two: not a node count; {HINT}",
-        id="bad-count"),
-    pytest.param(
-        srun_env(SLURM_NODEID="2"), {}, f"SLURM_NODEID=2: not a node index below 2; {HINT}", id="node-id-too-big"),
-])
+@pytest.mark.parametrize(
+    ("env", "given", "message"),
+    [
+        pytest.param(
+            {"SLURM_NODEID": "1"},
+            {},
+            f"a partial SLURM environment: SLURM_NODEID=1 but no SLURM_JOB_ID; give the node flags yourself, {HINT}",
+            id="node-id-alone",
+        ),
+        pytest.param(
+            without(srun_env(), "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"),
+            {},
+            "a partial SLURM environment: SLURM_JOB_ID=4242, SLURM_JOBID=4242, SLURM_STEP_ID=0, SLURM_STEPID=0, "
+            "SLURM_NODEID=1, SLURM_JOB_NUM_NODES=2, SLURM_NNODES=2, SLURM_STEP_NUM_NODES=2 but no SLURM_JOB_NODELIST; "
+            f"give the node flags yourself, {HINT}",
+            id="node-id-without-node-list",
+        ),
+        pytest.param(
+            without(srun_env(), "SLURM_NODEID"),
+            {},
+            "a partial SLURM environment: SLURM_JOB_ID=4242, SLURM_JOBID=4242, SLURM_STEP_ID=0, SLURM_STEPID=0, "
+            "SLURM_JOB_NODELIST=gpu[07-08], SLURM_NODELIST=gpu[07-08], SLURM_STEP_NODELIST=gpu[07-08], "
+            "SLURM_JOB_NUM_NODES=2, SLURM_NNODES=2, SLURM_STEP_NUM_NODES=2 but no SLURM_NODEID; "
+            f"give the node flags yourself, {HINT}",
+            id="no-node-id",
+        ),
+        pytest.param(
+            srun_env(SLURM_STEP_NODELIST="gpu[07-"),
+            {},
+            "SLURM_STEP_NODELIST: node list 'gpu[07-' does not expand (missing bracket: \"gpu[07-\"); give the "
+            f"rendezvous host yourself (--rdzv_endpoint or --master_addr), {HINT}",
+            id="unbalanced-node-list",
+        ),
+        pytest.param(srun_env(SLURM_STEP_NODELIST="gpu[9-7]"), {}, None, id="backwards-range"),
+        pytest.param(
+            srun_env(SLURM_STEP_NODELIST="gpu 07,gpu08"),
+            {},
+            "SLURM_STEP_NODELIST: node list 'gpu 07,gpu08' does not expand to host names ('gpu 07' is not a host "
+            f"name); give the rendezvous host yourself (--rdzv_endpoint or --master_addr), {HINT}",
+            id="not-host-names",
+        ),
+        pytest.param(
+            srun_env(SLURM_STEP_NODELIST="gpu[07-09]"),
+            {},
+            f"SLURM_STEP_NODELIST=gpu[07-09] names 3 node(s) but SLURM_STEP_NUM_NODES=2; {HINT}",
+            id="list-and-count-disagree",
+        ),
+        pytest.param(
+            srun_env(),
+            {"nnodes": "3"},
+            "--nnodes 3 disagrees with SLURM_STEP_NUM_NODES=2: this SLURM step runs on 2 node(s); give --nnodes 2 or "
+            f"leave it out, {HINT}",
+            id="nnodes-disagrees",
+        ),
+        pytest.param(srun_env(), {"nnodes": "3:4"}, None, id="nnodes-range-excludes-slurm"),
+        pytest.param(
+            srun_env(SLURM_STEP_TASKS_PER_NODE="4(x2)"),
+            {},
+            "SLURM started more than one task per node (SLURM_STEP_TASKS_PER_NODE=4(x2)); the launcher starts one "
+            f"rank per GPU itself, so run one launcher per node: srun --ntasks-per-node=1 ..., {HINT}",
+            id="four-tasks-per-node",
+        ),
+        pytest.param(
+            srun_env(SLURM_STEP_TASKS_PER_NODE=None, SLURM_LOCALID="2"),
+            {},
+            "SLURM started more than one task per node (SLURM_LOCALID=2); the launcher starts one rank per GPU "
+            f"itself, so run one launcher per node: srun --ntasks-per-node=1 ..., {HINT}",
+            id="second-task-on-a-node",
+        ),
+        pytest.param(
+            srun_env(SLURM_STEP_NUM_NODES="two"),
+            {},
+            f"SLURM_STEP_NUM_NODES=two: not a node count; {HINT}",
+            id="bad-count",
+        ),
+        pytest.param(
+            srun_env(SLURM_NODEID="2"), {}, f"SLURM_NODEID=2: not a node index below 2; {HINT}", id="node-id-too-big"
+        ),
+    ],
+)
 def test_bad_slurm_environments_are_one_line_errors(env: dict, given: dict, message: str | None) -> None:
     with pytest.raises(ClusterError) as info:
         infer_nodes(env, given)
@@ -266,8 +306,10 @@ def test_pet_variables_are_reported_and_nothing_is_inferred() -> None:
 def test_a_given_flag_says_which_pet_variable_it_shadows() -> None:
     plan = infer_nodes(PET, {"nnodes": "2", "rdzv_endpoint": "10.0.0.1:1"})
     assert "[INFO] launcher: --nnodes 2 given; torchrun ignores PET_NNODES=2" in plan.notes
-    assert "[INFO] launcher: --rdzv_endpoint 10.0.0.1:1 given; torchrun ignores PET_RDZV_ENDPOINT=127.0.0.1:29400" \
+    assert (
+        "[INFO] launcher: --rdzv_endpoint 10.0.0.1:1 given; torchrun ignores PET_RDZV_ENDPOINT=127.0.0.1:29400"
         in plan.notes
+    )
 
 
 def test_slurm_inference_over_pet_variables_is_named() -> None:
@@ -290,8 +332,10 @@ def test_jax_warns_that_pet_variables_are_not_read() -> None:
 # ------------------------------------------------------------------------------------------- /dev/shm
 
 
-FIX = ("docker run --shm-size=1g (or --ipc=host), or on Kubernetes mount an emptyDir with medium: Memory at "
-       "/dev/shm; NCCL_SHM_DISABLE=1 is a slower workaround, not the fix")
+FIX = (
+    "docker run --shm-size=1g (or --ipc=host), or on Kubernetes mount an emptyDir with medium: Memory at "
+    "/dev/shm; NCCL_SHM_DISABLE=1 is a slower workaround, not the fix"
+)
 
 
 def test_dockers_default_shm_is_too_small_for_four_ranks(tmp_path: Path) -> None:
@@ -340,8 +384,10 @@ def test_the_default_folder_is_dev_shm() -> None:
 def test_the_module_imports_neither_torch_nor_typing() -> None:
     """The launcher imports it before answering --dry_run: no torch, no heavy start-up imports. What counts is
     what importing it adds (a tool that loads first, such as coverage's subprocess hook, may bring typing)."""
-    code = ("import sys; before = set(sys.modules); import mgpu_lab.launch.cluster; added = set(sys.modules) - before; "
-            "print(sorted(m for m in ('torch', 'typing', 'dataclasses', 'ClusterShell') if m in added))")
+    code = (
+        "import sys; before = set(sys.modules); import mgpu_lab.launch.cluster; added = set(sys.modules) - before; "
+        "print(sorted(m for m in ('torch', 'typing', 'dataclasses', 'ClusterShell') if m in added))"
+    )
     proc = run([PYTHON, "-c", code], timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
@@ -353,8 +399,9 @@ def test_the_module_keeps_no_mutable_state() -> None:
     for node in tree.body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             value = node.value
-            assert not isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp)), \
-                ast.unparse(node)[:80]
+            assert not isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp)), ast.unparse(node)[
+                :80
+            ]
     assert sys.modules["mgpu_lab.launch.cluster"] is cluster
 
 
@@ -388,7 +435,6 @@ def test_sbatch_examples_run_one_launcher_per_node_on_two_nodes_of_four_gpus(nam
 
 def test_the_pytorchjob_mounts_a_memory_shm_and_matches_gpus_to_ranks() -> None:
     import yaml
-
     from mgpu_testing.cluster import EXAMPLES
 
     job = yaml.safe_load((EXAMPLES / "pytorchjob.yaml").read_text(encoding="utf-8"))

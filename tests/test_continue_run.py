@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab.runs import continue_run
-from mgpu_lab.health import heartbeat, live_stacks
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.health import heartbeat, live_stacks
+from mgpu_lab.runs import continue_run
 from mgpu_lab.train.checks import check_continue_run
 
 LIB, TASK = "rsl_rl", "Toy-Cartpole-v0"
 
 
-def make_run(root: Path, name: str = "2026-01-01_00-00-00", library: str = LIB, task: str = TASK,
-             meta: bool = True) -> Path:
+def make_run(
+    root: Path, name: str = "2026-01-01_00-00-00", library: str = LIB, task: str = TASK, meta: bool = True
+) -> Path:
     run = root / library / task / name
     run.mkdir(parents=True)
     if meta:
@@ -38,10 +39,23 @@ def dead_pid() -> int:
     return proc.pid
 
 
-def write_lock(run: Path, *, pid: int, host: str | None = None, key: str = "job-other", age: float = 0.0,
-               lease: float = continue_run.LEASE_S) -> None:
-    body = {"host": host or socket.gethostname(), "pid": pid, "job_key": key, "launcher_pid": None,
-            "lease_s": lease, "renewed": time.time() - age}
+def write_lock(
+    run: Path,
+    *,
+    pid: int,
+    host: str | None = None,
+    key: str = "job-other",
+    age: float = 0.0,
+    lease: float = continue_run.LEASE_S,
+) -> None:
+    body = {
+        "host": host or socket.gethostname(),
+        "pid": pid,
+        "job_key": key,
+        "launcher_pid": None,
+        "lease_s": lease,
+        "renewed": time.time() - age,
+    }
     (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
 
 
@@ -91,8 +105,9 @@ def test_no_checkpoint_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="has no rsl_rl checkpoint yet"):
         continue_run.resume_point("latest", str(tmp_path), LIB, TASK, "torch", None, lambda d: [])
     (run / "model_4.pt").write_bytes(b"x")
-    found = continue_run.resume_point("latest", str(tmp_path), LIB, TASK, "torch", None,
-                                      lambda d: [(5, d / "model_4.pt")])
+    found = continue_run.resume_point(
+        "latest", str(tmp_path), LIB, TASK, "torch", None, lambda d: [(5, d / "model_4.pt")]
+    )
     assert found == (run.resolve(), str((run / "model_4.pt").resolve()))
 
 
@@ -147,15 +162,22 @@ def test_release_leaves_another_jobs_lock(tmp_path: Path) -> None:
 
 def test_start_writing_records_meta_for_new_folders(tmp_path: Path) -> None:
     run = make_run(tmp_path, meta=False)
-    held = continue_run.start_writing(run, created=True, library="skrl", task=TASK, ml_framework="jax",
-                                      job_key=None, value=None)
+    held = continue_run.start_writing(
+        run, created=True, library="skrl", task=TASK, ml_framework="jax", job_key=None, value=None
+    )
     held.release()
     assert continue_run.read_meta(run) == {"library": "skrl", "task": TASK, "ml_framework": "jax"}
 
 
 def test_train_checks_refuse_with_checkpoint(tmp_path: Path) -> None:
-    args = argparse.Namespace(continue_run="latest", checkpoint="latest", log_root=str(tmp_path), rl_library=LIB,
-                              task=TASK, ml_framework="torch")
+    args = argparse.Namespace(
+        continue_run="latest",
+        checkpoint="latest",
+        log_root=str(tmp_path),
+        rl_library=LIB,
+        task=TASK,
+        ml_framework="torch",
+    )
     with pytest.raises(UsageError, match="--continue_run latest with --checkpoint latest: give one of them"):
         check_continue_run(args, folder=False)
 
@@ -202,19 +224,22 @@ def test_stacks_request_refusals(tmp_path: Path, capsys) -> None:
 
 # --- the launcher, in-process (made-up GPUs, as in test_launcher_commands) ------------------------------
 
+
 def _launcher(*args: str, log_root: Path) -> int:
     """The launcher's exit status for ``args`` (its lines stay in capsys)."""
-    from mgpu_lab.launch import launcher
-    from mgpu_lab.launch.devices import Inventory, made_up_uuid
     from mgpu_testing import REPO
     from mgpu_testing.docs import load_script
+
+    from mgpu_lab.launch import launcher
+    from mgpu_lab.launch.devices import Inventory, made_up_uuid
 
     script = load_script(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py", "_mgpu_launcher_cont")
     eight = Inventory([made_up_uuid(i) for i in range(8)], [], "test inventory")
     train = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
     try:
-        code = launcher.main(script.build_parser(), [*args, "--log_root", str(log_root)], train_script=train,
-                             environ={}, inventory=eight)
+        code = launcher.main(
+            script.build_parser(), [*args, "--log_root", str(log_root)], train_script=train, environ={}, inventory=eight
+        )
     except SystemExit as exc:
         code = exc.code
     return code

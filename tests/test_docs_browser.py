@@ -20,8 +20,16 @@ pytestmark = pytest.mark.e2e
 
 PAGES = ("source/features/multi_gpu.html", "source/refs/troubleshooting.html")
 #: the flags that start chromium here: no sandbox (root in a container), no GPU, nothing from the network
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 DESKTOP, PHONE = (1280, 900), (420, 900)
 
 #: per code block: has a copy button, and the block's content and visible widths
@@ -46,8 +54,10 @@ def browser() -> Iterator[object]:
     paths = _browser_paths()
     if paths is None:
         if os.environ.get("CI") == "true":
-            pytest.fail("CI=true but chromium or chromedriver is missing: .ci/run installs them (apt-get install "
-                        "chromium chromium-driver)")
+            pytest.fail(
+                "CI=true but chromium or chromedriver is missing: .ci/run installs them (apt-get install "
+                "chromium chromium-driver)"
+            )
         pytest.skip("chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)")
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
@@ -75,8 +85,10 @@ def blocks(driver, page: Path, size: tuple[int, int]) -> list[dict]:
 
     driver.set_window_size(*size)
     driver.get(page.as_uri())
-    ready = ("return document.readyState === 'complete' && document.querySelector('div.highlight') !== null "
-             "&& document.querySelector('button.copybtn') !== null")
+    ready = (
+        "return document.readyState === 'complete' && document.querySelector('div.highlight') !== null "
+        "&& document.querySelector('button.copybtn') !== null"
+    )
     try:
         WebDriverWait(driver, 60).until(lambda d: d.execute_script(ready))
     except TimeoutException:
@@ -102,7 +114,8 @@ def test_without_the_wrapping_style_the_longest_command_overflows(browser, sphin
     blocks(browser, sphinx_html / PAGES[0], DESKTOP)
     assert browser.execute_script(
         "const l = document.querySelector('link[href*=\"_static/wrap.css\"]'); if (!l) return false; "
-        "l.disabled = true; return true;"), "the page does not load _static/wrap.css"
+        "l.disabled = true; return true;"
+    ), "the page does not load _static/wrap.css"
     after = browser.execute_script(BLOCKS_JS)
     longest = max(after, key=lambda b: b["longest"])
     assert longest["scroll"] > longest["client"], longest

@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from mgpu_testing import REPO
 from mgpu_testing.docs import build_sphinx
 

@@ -41,8 +41,10 @@ def _table(doc, title: str) -> list[list[tuple[str, list[str]]]]:
     assert not doc.problems, [f.message for f in doc.problems]
     for table in doc.tables:
         if table.title == title:
-            return [[(" ".join(c.text.split()), [code.text for code in c.code]) for c in row]
-                    for row in [table.header, *table.rows]]
+            return [
+                [(" ".join(c.text.split()), [code.text for code in c.code]) for c in row]
+                for row in [table.header, *table.rows]
+            ]
     raise AssertionError(f"{doc.path}: no table titled {title!r}")
 
 
@@ -177,7 +179,7 @@ def stated_defaults(text: str) -> list[tuple[str, str | None, int, int]]:
     for para_start, para in _paragraphs(text):
         for pattern, has_task in ((PER_TASK, True), (FOR_ALL, False)):
             for m in pattern.finditer(para):
-                options = OPTION.findall(para[:m.start()])
+                options = OPTION.findall(para[: m.start()])
                 if options and options[-1] in KEYS:
                     out.append((options[-1], m.group(2) if has_task else None, int(m.group(1)), para_start + m.start()))
     return sorted(out, key=lambda found: found[3])
@@ -203,18 +205,24 @@ def wrong_defaults(text: str) -> list[str]:
             if truth != value:
                 problems.append(f"{line}: {key} for {task} is {truth} in the code, the text says {value}")
         elif {d[key] for d in TASK_DEFAULTS.values()} != {value}:
-            problems.append(f"{line}: {key} defaults to {sorted({d[key] for d in TASK_DEFAULTS.values()})} per task "
-                            f"in the code, the text says {value} for every task")
+            problems.append(
+                f"{line}: {key} defaults to {sorted({d[key] for d in TASK_DEFAULTS.values()})} per task "
+                f"in the code, the text says {value} for every task"
+            )
     return problems
 
 
 def test_stated_defaults_are_found_and_judged() -> None:
     """The scanner sees the statements the docs make, and flags a wrong one (it must be able to fail)."""
-    right = "`--max_iterations` defaults to the task's own budget (100 for `Toy-Cartpole-v0`, 150 for\n" \
-            "`Toy-Pendulum-SwingUp-v0`). Size `--num_envs` (environments per rank; default 256)."
+    right = (
+        "`--max_iterations` defaults to the task's own budget (100 for `Toy-Cartpole-v0`, 150 for\n"
+        "`Toy-Pendulum-SwingUp-v0`). Size `--num_envs` (environments per rank; default 256)."
+    )
     assert [(k, t, v) for k, t, v, _ in stated_defaults(right)] == [
-        ("max_iterations", "Toy-Cartpole-v0", 100), ("max_iterations", "Toy-Pendulum-SwingUp-v0", 150),
-        ("num_envs", None, 256)]
+        ("max_iterations", "Toy-Cartpole-v0", 100),
+        ("max_iterations", "Toy-Pendulum-SwingUp-v0", 150),
+        ("num_envs", None, 256),
+    ]
     assert wrong_defaults(right) == []
     wrong = right.replace("150 for", "300 for").replace("default 256", "default 64")
     assert len(wrong_defaults(wrong)) == 2
@@ -229,7 +237,13 @@ def test_documented_task_defaults_match_the_code() -> None:
     parser = load_script(TRAINER, "_mgpu_docs_train_script_defaults").build_parser()
     for action in parser._actions:
         if action.dest in ("max_iterations", "num_envs") and action.help:
-            problems += [f"{rel(TRAINER)} --{action.dest} help:{p}"
-                         for p in wrong_defaults(f"--{action.dest} " + action.help.replace("cartpole", "`Toy-Cartpole-v0`")
-                                                 .replace("the pendulum", "`Toy-Pendulum-SwingUp-v0`"))]
+            problems += [
+                f"{rel(TRAINER)} --{action.dest} help:{p}"
+                for p in wrong_defaults(
+                    f"--{action.dest} "
+                    + action.help.replace("cartpole", "`Toy-Cartpole-v0`").replace(
+                        "the pendulum", "`Toy-Pendulum-SwingUp-v0`"
+                    )
+                )
+            ]
     assert not problems, "\n".join(problems)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 
-from mgpu_lab.core import errors
 from mgpu_testing import REPO
+
+from mgpu_lab.core import errors
 
 RST = REPO / "docs" / "source" / "features" / "multi_gpu.rst"
 REFERENCE = REPO / "skills" / "user" / "train-multi-gpu" / "reference.md"
@@ -38,7 +39,9 @@ def check(rows: list[tuple[str, str]], where: str) -> None:
     assert statuses == list(errors.EXIT_STATUSES), f"{where}: statuses {statuses}"
     for status, meaning in rows:
         words = errors.EXIT_STATUSES[re.sub(r"\s+", " ", status)]
-        assert meaning.lower().startswith(words.lower()), f"{where}: status {status} should start with {words!r}: {meaning}"
+        assert meaning.lower().startswith(words.lower()), (
+            f"{where}: status {status} should start with {words!r}: {meaning}"
+        )
 
 
 def test_the_feature_docs_table_is_the_codes() -> None:
@@ -50,5 +53,11 @@ def test_the_skill_references_table_is_the_codes() -> None:
 
 
 def test_the_contract_numbers() -> None:
-    assert (errors.EXIT_OK, errors.EXIT_FAILED, errors.EXIT_USAGE, errors.EXIT_HANG, errors.EXIT_RDZV) == (0, 1, 2, 3, 4)
+    assert (errors.EXIT_OK, errors.EXIT_FAILED, errors.EXIT_USAGE, errors.EXIT_HANG, errors.EXIT_RDZV) == (
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
     assert errors.EXIT_SIGNAL_BASE == 128

@@ -14,8 +14,10 @@ from mgpu_lab.health.failures import Exit
 from mgpu_lab.job.stderr_route import StderrRouter
 
 REFUSAL = "--distributed: no CUDA device is usable here (CUDA_VISIBLE_DEVICES=0,1); ranks train on the CPU only"
-GLOO = ("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer "
-        "[127.0.0.1]:49364. This is typically caused by a remote worker crashing.")
+GLOO = (
+    "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer "
+    "[127.0.0.1]:49364. This is typically caused by a remote worker crashing."
+)
 
 
 def record(rank: int, detail: str, t: float, kind: str = heartbeat.EXCEPTION) -> heartbeat.Failure:
@@ -34,17 +36,22 @@ def build(records, exits=None, beats=None, world=None, root=None) -> failures.Re
 
 # ---------------------------------------------------------------------------------------------- refusals
 
+
 def test_every_rank_refusing_the_same_input_is_said_once_with_exit_2() -> None:
-    got = build({0: record(0, REFUSAL, 5.0, heartbeat.REFUSED), 1: record(1, REFUSAL, 5.1, heartbeat.REFUSED)},
-                {0: Exit(0, "node-a", 100, 2), 1: Exit(1, "node-a", 101, 2)})
+    got = build(
+        {0: record(0, REFUSAL, 5.0, heartbeat.REFUSED), 1: record(1, REFUSAL, 5.1, heartbeat.REFUSED)},
+        {0: Exit(0, "node-a", 100, 2), 1: Exit(1, "node-a", 101, 2)},
+    )
     assert got.lines == [f"isaaclab train_multigpu: error: all 2 ranks refused: {REFUSAL}"]
     assert (got.exit_status, got.refused) == (2, True)
     assert "consequence" not in got.lines[0]  # no rank caused anything: both refused
 
 
 def test_a_refusal_while_torchrun_stopped_the_other_rank_is_still_exit_2() -> None:
-    got = build({0: record(0, REFUSAL, 5.0, heartbeat.REFUSED)},
-                {0: Exit(0, "node-a", 100, 2), 1: Exit(1, "node-a", 101, -signal.SIGTERM)})
+    got = build(
+        {0: record(0, REFUSAL, 5.0, heartbeat.REFUSED)},
+        {0: Exit(0, "node-a", 100, 2), 1: Exit(1, "node-a", 101, -signal.SIGTERM)},
+    )
     assert got.exit_status == 2
     assert got.lines[0] == "isaaclab train_multigpu: error: 1 of 2 rank(s) refused their input:"
     assert f"rank 0 on node node-a (pid 100): refused: {REFUSAL}" in got.lines[1]
@@ -52,18 +59,28 @@ def test_a_refusal_while_torchrun_stopped_the_other_rank_is_still_exit_2() -> No
 
 
 def test_different_refusals_are_listed_rank_by_rank() -> None:
-    got = build({0: record(0, "--checkpoint a: no such file", 5.0, heartbeat.REFUSED),
-                 1: record(1, "--checkpoint a: not a file", 5.0, heartbeat.REFUSED)}, world=2)
+    got = build(
+        {
+            0: record(0, "--checkpoint a: no such file", 5.0, heartbeat.REFUSED),
+            1: record(1, "--checkpoint a: not a file", 5.0, heartbeat.REFUSED),
+        },
+        world=2,
+    )
     assert got.exit_status == 2 and len(got.lines) == 3
     assert "no such file" in got.lines[1] and "not a file" in got.lines[2]
 
 
 # ---------------------------------------------------------------------------------------------- failures
 
+
 def test_a_failure_names_every_rank_its_node_and_line_and_what_came_first() -> None:
-    got = build({1: record(1, "RuntimeError: injected fault", 5.0), 0: record(0, GLOO, 5.2)},
-                {0: Exit(0, "node-a", 100, 1), 1: Exit(1, "node-a", 101, 1)}, {0: beat(0), 1: beat(1)}, world=2,
-                root=1)
+    got = build(
+        {1: record(1, "RuntimeError: injected fault", 5.0), 0: record(0, GLOO, 5.2)},
+        {0: Exit(0, "node-a", 100, 1), 1: Exit(1, "node-a", 101, 1)},
+        {0: beat(0), 1: beat(1)},
+        world=2,
+        root=1,
+    )
     assert (got.exit_status, got.refused) == (1, False)
     assert got.lines == [
         "[ERROR] launcher: 2 rank(s) failed of 2:",
@@ -78,18 +95,21 @@ def test_torchruns_blame_is_a_consequence_only_for_a_lost_peer() -> None:
     exits = {0: Exit(0, "node-a", 100, 1), 1: Exit(1, "node-a", 101, 1)}
     lost = build({1: record(1, "RuntimeError: first", 5.0), 0: record(0, GLOO, 5.2)}, exits, world=2, root=0)
     assert lost.lines[-1].endswith("names rank 0, which failed after rank 1 (a consequence, not the cause)")
-    own = build({1: record(1, "RuntimeError: first", 5.0), 0: record(0, "ValueError: its own", 5.2)}, exits,
-                world=2, root=0)
+    own = build(
+        {1: record(1, "RuntimeError: first", 5.0), 0: record(0, "ValueError: its own", 5.2)}, exits, world=2, root=0
+    )
     assert own.lines[-1].endswith("names rank 0, which failed after rank 1")
     assert "<- first" in own.lines[2] and "consequence" not in own.lines[1]
 
 
 def test_a_rank_killed_by_a_signal_counts_from_when_it_was_last_alive() -> None:
     beats = {0: beat(0), 1: heartbeat.Beat(1, 1, 2, "node-b", 101, 2, "train", 0.5)}
-    got = build({0: record(0, GLOO, 5.0)}, {0: Exit(0, "node-a", 100, 1), 1: Exit(1, "node-b", 101, -9)}, beats,
-                world=2)
-    assert got.lines[-1] == ("[ERROR] launcher: first failure: rank 1/2 on node node-b (pid 101): killed by SIGKILL "
-                             "(no Python exception)")
+    got = build(
+        {0: record(0, GLOO, 5.0)}, {0: Exit(0, "node-a", 100, 1), 1: Exit(1, "node-b", 101, -9)}, beats, world=2
+    )
+    assert got.lines[-1] == (
+        "[ERROR] launcher: first failure: rank 1/2 on node node-b (pid 101): killed by SIGKILL (no Python exception)"
+    )
 
 
 def test_peer_detail_keeps_the_short_part() -> None:
@@ -99,14 +119,18 @@ def test_peer_detail_keeps_the_short_part() -> None:
 
 # ---------------------------------------------------------------------------------------------- stderr routing
 
-TORCHRUN_TB = (b"Traceback (most recent call last):\n"
-               b'  File "<frozen runpy>", line 198, in _run_module_as_main\n'
-               b'  File "/v/torch/distributed/run.py", line 1142, in <module>\n'
-               b"torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
-               b"====\nRoot Cause (first observed failure):\n")
-RANK_TB = (b"Traceback (most recent call last):\n"
-           b'  File "/repo/scripts/reinforcement_learning/train.py", line 108, in <module>\n'
-           b"RuntimeError: boom\n")
+TORCHRUN_TB = (
+    b"Traceback (most recent call last):\n"
+    b'  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+    b'  File "/v/torch/distributed/run.py", line 1142, in <module>\n'
+    b"torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    b"====\nRoot Cause (first observed failure):\n"
+)
+RANK_TB = (
+    b"Traceback (most recent call last):\n"
+    b'  File "/repo/scripts/reinforcement_learning/train.py", line 108, in <module>\n'
+    b"RuntimeError: boom\n"
+)
 
 
 def routed(*chunks: bytes) -> tuple[bytes, bytes]:
@@ -128,7 +152,7 @@ def test_torchruns_traceback_is_diverted_and_everything_before_it_shown() -> Non
 def test_the_split_does_not_depend_on_chunk_boundaries() -> None:
     data = b"line one\n" + RANK_TB + b"partial" + b" line\n" + TORCHRUN_TB
     whole = routed(data)
-    bytewise = routed(*[data[i:i + 1] for i in range(len(data))])
+    bytewise = routed(*[data[i : i + 1] for i in range(len(data))])
     assert whole == bytewise == (b"line one\n" + RANK_TB + b"partial line\n", TORCHRUN_TB)
 
 
@@ -155,8 +179,9 @@ def test_a_lost_peer_is_never_first_while_a_rank_died_on_its_own() -> None:
     got = failures.report({0: record(0, GLOO, 5.0)}, exits, {0: beat(0), 1: beat(1)}, {1: 5.4}, set(), 2, 0)
     assert got is not None and got.exit_status == 1
     first = [line for line in got.lines if line.startswith(failures.FIRST_FAILURE)]
-    assert first == [f"{failures.FIRST_FAILURE} rank 1/2 on node node-a (pid 101): killed by SIGKILL "
-                     "(no Python exception)"]
+    assert first == [
+        f"{failures.FIRST_FAILURE} rank 1/2 on node node-a (pid 101): killed by SIGKILL (no Python exception)"
+    ]
     assert any("rank 0/2" in line and line.endswith("(a consequence)") for line in got.lines)
 
 

@@ -8,13 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from mgpu_lab.job.monitor import TORCHRUN_KEPT, TORCHRUN_TEXT
 from mgpu_testing import free_port, kill_group, loopback_env, seams_env
 from mgpu_testing.launcher import CPU2, finish, launcher_cmd, start
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
+from mgpu_lab.job.monitor import TORCHRUN_KEPT, TORCHRUN_TEXT
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table"),
+]
 
 
 def launch(args: list[str], gpus: int | None = None, fault: str | None = None, **env: str) -> tuple[int, str]:
@@ -33,17 +35,24 @@ def launch(args: list[str], gpus: int | None = None, fault: str | None = None, *
 def test_a_failing_rank_ends_with_the_launchers_report(tmp_path: Path) -> None:
     """An injected fault (the suite's seam) makes rank 1 raise at iteration 1; rank 0 then loses its peer. The one real-trainer run of a
     raising rank (the fixture's variants are tests/test_watchdog.py's)."""
-    rc, err = launch([*CPU2, "--num_envs", "8", "--max_iterations", "4", "--log_root", str(tmp_path / "logs")],
-                     fault="raise:1:1")
+    rc, err = launch(
+        [*CPU2, "--num_envs", "8", "--max_iterations", "4", "--log_root", str(tmp_path / "logs")], fault="raise:1:1"
+    )
     assert rc == 1, err[-3000:]
     assert "ChildFailedError" not in err and "Root Cause" not in err, err[-3000:]
     lines = err.rstrip().splitlines()
-    report = lines[lines.index(next(x for x in lines if re.match(r"\[ERROR\] launcher: \d rank\(s\) failed", x))):]
+    report = lines[lines.index(next(x for x in lines if re.match(r"\[ERROR\] launcher: \d rank\(s\) failed", x))) :]
     assert report[0] == "[ERROR] launcher: 2 rank(s) failed of 2:", report
-    assert re.fullmatch(r"\[ERROR\] launcher:   rank 1/2 on node \S+ \(pid \d+\): RuntimeError: injected fault: "
-                        r".* <- first", report[2]), report
-    assert re.fullmatch(r"\[ERROR\] launcher:   rank 0/2 on node \S+ \(pid \d+\): (its collective lost a peer "
-                        r"\(.*\) \(a consequence\)|stopped by torchrun .*)", report[1]), report
+    assert re.fullmatch(
+        r"\[ERROR\] launcher:   rank 1/2 on node \S+ \(pid \d+\): RuntimeError: injected fault: "
+        r".* <- first",
+        report[2],
+    ), report
+    assert re.fullmatch(
+        r"\[ERROR\] launcher:   rank 0/2 on node \S+ \(pid \d+\): (its collective lost a peer "
+        r"\(.*\) \(a consequence\)|stopped by torchrun .*)",
+        report[1],
+    ), report
     (run,) = (tmp_path / "logs" / "rsl_rl" / "Toy-Cartpole-v0").iterdir()
     kept = [x for x in report if x.startswith(TORCHRUN_KEPT)]
     assert kept == [f"{TORCHRUN_KEPT} {run / TORCHRUN_TEXT}"], report
@@ -51,21 +60,31 @@ def test_a_failing_rank_ends_with_the_launchers_report(tmp_path: Path) -> None:
     assert "ChildFailedError" in text and "Root Cause" in text and "injected fault" in text
     # the last line names rank 1 and its exception; only a disagreeing torchrun "Root Cause" may follow it
     first = next(i for i, x in enumerate(report) if x.startswith("[ERROR] launcher: first failure: "))
-    assert re.fullmatch(r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): RuntimeError: "
-                        r"injected fault: .*", report[first]), report
-    after = report[first + 1:]
-    assert len(after) <= 1 and all(x.startswith("[ERROR] launcher: torchrun's \"Root Cause\" names rank 0, which "
-                                                "failed after rank 1") for x in after), report
+    assert re.fullmatch(
+        r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): RuntimeError: "
+        r"injected fault: .*",
+        report[first],
+    ), report
+    after = report[first + 1 :]
+    assert len(after) <= 1 and all(
+        x.startswith('[ERROR] launcher: torchrun\'s "Root Cause" names rank 0, which failed after rank 1')
+        for x in after
+    ), report
 
 
 def test_every_rank_refusing_the_same_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     """Two made-up GPUs pass the launcher's check (the suite's seam); each rank then finds no CUDA device."""
-    rc, err = launch(["--num_gpus", "2", "--num_envs", "8", "--log_root", str(tmp_path / "logs")], gpus=2,
-                     CUDA_VISIBLE_DEVICES="0,1", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr"),
-                     TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "fr"))
+    rc, err = launch(
+        ["--num_gpus", "2", "--num_envs", "8", "--log_root", str(tmp_path / "logs")],
+        gpus=2,
+        CUDA_VISIBLE_DEVICES="0,1",
+        TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr"),
+        TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "fr"),
+    )
     assert rc == 2, err[-3000:]
     assert "ChildFailedError" not in err and "Traceback" not in err, err[-3000:]
     assert err.rstrip().splitlines()[-1] == (
         "isaaclab train_multigpu: error: all 2 ranks refused: --distributed: no CUDA device is usable here "
-        "(CUDA_VISIBLE_DEVICES=0,1); ranks train on the CPU only with --device cpu")
+        "(CUDA_VISIBLE_DEVICES=0,1); ranks train on the CPU only with --device cpu"
+    )
     assert not (tmp_path / "logs").exists()

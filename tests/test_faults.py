@@ -18,13 +18,18 @@ import time
 from pathlib import Path
 
 import pytest
-
 from mgpu_testing import REPO, seams_env
-from mgpu_testing.training import (assert_one_line_error, single_env, stop_job, supervised_env,
-                                   torchrun_train, train_in_process, wait_for)
+from mgpu_testing.training import (
+    assert_one_line_error,
+    single_env,
+    stop_job,
+    supervised_env,
+    torchrun_train,
+    train_in_process,
+    wait_for,
+)
 
 from mgpu_lab.health import heartbeat
-
 
 ARGS = ("--num_envs", "8", "--max_iterations", "6", "--save_interval", "100")
 
@@ -33,9 +38,15 @@ def start(tmp_path: Path, fault: str) -> tuple[subprocess.Popen, Path, Path]:
     supervise = tmp_path / "supervise"
     log = tmp_path / "job.log"
     with open(log, "w") as out:  # a file, not a pipe: a hung job can never block on it
-        proc = subprocess.Popen(torchrun_train("rsl_rl", tmp_path / "logs", 2, *ARGS), cwd=REPO,
-                                env=seams_env(supervised_env(supervise), fault=fault), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            torchrun_train("rsl_rl", tmp_path / "logs", 2, *ARGS),
+            cwd=REPO,
+            env=seams_env(supervised_env(supervise), fault=fault),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return proc, supervise, log
 
 
@@ -56,8 +67,9 @@ def test_skip_leaves_rank0_blocked_in_a_collective(tmp_path):
     try:
         wait_for(lambda: marker in log.read_text(), 300, marker, proc, log)
         # rank 0 ends up inside torch.distributed's all_reduce, waiting for rank 1
-        rank0 = wait_for(lambda: stack_of(supervise, 0, "distributed_c10d.py"), 120,
-                         "rank 0 blocked inside a collective", proc, log)
+        rank0 = wait_for(
+            lambda: stack_of(supervise, 0, "distributed_c10d.py"), 120, "rank 0 blocked inside a collective", proc, log
+        )
         assert "all_reduce" in rank0
         rank1 = wait_for(lambda: stack_of(supervise, 1, rank1_frame), 30, "rank 1's stack", proc, log)
         assert "distributed_c10d.py" not in rank1  # the culprit waits outside any collective
@@ -73,6 +85,7 @@ def test_skip_leaves_rank0_blocked_in_a_collective(tmp_path):
 def test_a_fault_the_trainer_cannot_honour_is_one_line(tmp_path):
     """train.py's parser and the trainer in this process: skip under JAX is refused before torch is needed."""
     argv = ["--device", "cpu", "--rl_library", "skrl", "--ml_framework", "jax", "--log_root", str(tmp_path / "logs")]
-    assert_one_line_error(train_in_process(argv, single_env(), faults="skip:0:1"),
-                          "skip acts on torch.distributed collectives")
+    assert_one_line_error(
+        train_in_process(argv, single_env(), faults="skip:0:1"), "skip acts on torch.distributed collectives"
+    )
     assert not (tmp_path / "logs").exists()

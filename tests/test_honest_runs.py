@@ -7,7 +7,6 @@ import re
 import socket
 
 import pytest
-
 from mgpu_testing import PYTHON, REPO, free_port, run
 from mgpu_testing.runs import NUM_ENVS
 from mgpu_testing.training import THROUGHPUT, TIME, TRAIN, assert_one_line_error, single_env
@@ -20,12 +19,17 @@ STEPPED = re.compile(r"\[INFO\] rank (\d+)/(\d+): stepped (\d+) env-steps$", re.
 
 def test_distributed_without_cuda_and_without_device_refuses(tmp_path):
     """Today's trap: CUDA_VISIBLE_DEVICES names GPUs this machine does not have, and the rank silently used the CPU."""
-    env = single_env(CUDA_VISIBLE_DEVICES="0,1", LOCAL_RANK="0", RANK="0", WORLD_SIZE="1",
-                     MASTER_PORT=str(free_port()))
-    proc = run([PYTHON, TRAIN, "--rl_library", "rsl_rl", "--distributed", "--log_root", str(tmp_path / "logs")],
-               timeout=300, env=env)
-    assert_one_line_error(proc, "--distributed: no CUDA device is usable here (CUDA_VISIBLE_DEVICES=0,1); "
-                                "ranks train on the CPU only with --device cpu")
+    env = single_env(CUDA_VISIBLE_DEVICES="0,1", LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_PORT=str(free_port()))
+    proc = run(
+        [PYTHON, TRAIN, "--rl_library", "rsl_rl", "--distributed", "--log_root", str(tmp_path / "logs")],
+        timeout=300,
+        env=env,
+    )
+    assert_one_line_error(
+        proc,
+        "--distributed: no CUDA device is usable here (CUDA_VISIBLE_DEVICES=0,1); "
+        "ranks train on the CPU only with --device cpu",
+    )
     assert not (tmp_path / "logs").exists()
 
 
@@ -45,12 +49,28 @@ tdist.destroy_process_group()
 def test_sum_over_ranks_is_a_real_collective(tmp_path):
     script = tmp_path / "sum.py"
     script.write_text(SUM_SCRIPT.format(src=str(REPO / "src")))
-    proc = run([PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
-                "--rdzv_endpoint", f"127.0.0.1:{free_port()}", str(script)], timeout=180, env=single_env())
+    proc = run(
+        [
+            PYTHON,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--rdzv_backend",
+            "c10d",
+            "--rdzv_endpoint",
+            f"127.0.0.1:{free_port()}",
+            str(script),
+        ],
+        timeout=180,
+        env=single_env(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    expected = 10 ** 10 * 3 + 1  # beyond int32: the sum travels as int64
-    assert sorted(re.findall(r"^rank (\d) total (\d+)$", proc.stdout, re.M)) == [("0", str(expected)),
-                                                                                  ("1", str(expected))]
+    expected = 10**10 * 3 + 1  # beyond int32: the sum travels as int64
+    assert sorted(re.findall(r"^rank (\d) total (\d+)$", proc.stdout, re.M)) == [
+        ("0", str(expected)),
+        ("1", str(expected)),
+    ]
 
 
 def test_every_rank_reports_and_the_throughput_sums_them(healthy_run):

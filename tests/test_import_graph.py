@@ -44,8 +44,11 @@ def test_no_import_cycle_in_the_package() -> None:
         state[node] = 1
         for nxt in sorted(edges[node]):
             if state.get(nxt) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(path[path.index(nxt):] + [node, nxt])
-                                     if nxt in path else f"import cycle through {node} -> {nxt}")
+                raise AssertionError(
+                    "import cycle: " + " -> ".join(path[path.index(nxt) :] + [node, nxt])
+                    if nxt in path
+                    else f"import cycle through {node} -> {nxt}"
+                )
             if nxt not in state:
                 visit(nxt, path + [node])
         state[node] = 2
@@ -58,9 +61,18 @@ def test_no_import_cycle_in_the_package() -> None:
 def test_the_launchers_modules_import_only_the_stdlib_at_module_level() -> None:
     """What ``--dry_run`` loads must not pull torch, numpy or gymnasium in through a module-level import."""
     edges = graph()
-    light = {"mgpu_lab.launch.launcher", "mgpu_lab.core.errors", "mgpu_lab.launch.devices", "mgpu_lab.train.checks",
-             "mgpu_lab.runs.run_dir", "mgpu_lab.job.kill_grace", "mgpu_lab.core.source_loader", "mgpu_lab.core.help_format",
-             "mgpu_lab.launch.cluster", "mgpu_lab.train.tasks.catalog"}
+    light = {
+        "mgpu_lab.launch.launcher",
+        "mgpu_lab.core.errors",
+        "mgpu_lab.launch.devices",
+        "mgpu_lab.train.checks",
+        "mgpu_lab.runs.run_dir",
+        "mgpu_lab.job.kill_grace",
+        "mgpu_lab.core.source_loader",
+        "mgpu_lab.core.help_format",
+        "mgpu_lab.launch.cluster",
+        "mgpu_lab.train.tasks.catalog",
+    }
     for name in light:
         assert edges[name] <= light | {"mgpu_lab"}, (name, edges[name] - light)
         tree = ast.parse((SRC / (name.replace(".", "/") + ".py")).read_text(encoding="utf-8"))

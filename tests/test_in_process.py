@@ -15,7 +15,6 @@ import threading
 import numpy as np
 import pytest
 import torch
-
 from mgpu_testing.in_process import HiddenModules, LogStreams, ProcessState, refuse_process_only
 from mgpu_testing.training import single_env, train_in_process
 
@@ -53,10 +52,15 @@ def test_hidden_modules_are_not_installed_for_the_call_only():
     assert sys.modules["numpy"] is np and "mgpu_lab_no_such_module" not in sys.modules
 
 
-@pytest.mark.parametrize(("env", "faults"), [
-    ({"MGPU_LAB_SUPERVISE_DIR": "/tmp"}, ""), ({"MGPU_TESTING_SEAMS": '{"stop_in_save": "/tmp/marker"}'}, ""),
-    ({}, "hang:0:1"), ({}, "raise:0:1,signal:0:2:SIGTERM"),
-])
+@pytest.mark.parametrize(
+    ("env", "faults"),
+    [
+        ({"MGPU_LAB_SUPERVISE_DIR": "/tmp"}, ""),
+        ({"MGPU_TESTING_SEAMS": '{"stop_in_save": "/tmp/marker"}'}, ""),
+        ({}, "hang:0:1"),
+        ({}, "raise:0:1,signal:0:2:SIGTERM"),
+    ],
+)
 def test_what_only_a_process_can_do_is_refused(env, faults):
     with pytest.raises(ValueError, match="process of its own"):
         refuse_process_only(env, faults)

@@ -12,12 +12,12 @@ import re
 import shlex
 
 import pytest
+from mgpu_testing import PYTHON, REPO, loopback_env, run
+from mgpu_testing.docs import load_script
 
 from mgpu_lab.job.config import LaunchConfig
 from mgpu_lab.launch import launcher
 from mgpu_lab.launch.devices import Inventory, made_up_uuid
-from mgpu_testing import PYTHON, REPO, loopback_env, run
-from mgpu_testing.docs import load_script
 
 LAUNCHER = REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py"
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
@@ -36,8 +36,9 @@ def env_with(gpus: str | None = "", **extra: str) -> dict[str, str]:
 
 
 def config(*args: str, gpus: str | None = "", inventory: Inventory = EIGHT, **extra: str) -> LaunchConfig:
-    return launcher.make_config(SCRIPT.build_parser(), list(args), train_script=TRAIN,
-                                environ=env_with(gpus, **extra), inventory=inventory)
+    return launcher.make_config(
+        SCRIPT.build_parser(), list(args), train_script=TRAIN, environ=env_with(gpus, **extra), inventory=inventory
+    )
 
 
 def dry(*args: str, gpus: str | None = "", **extra: str) -> list[str]:
@@ -48,12 +49,14 @@ def dry(*args: str, gpus: str | None = "", **extra: str) -> list[str]:
     return launcher.build_command(cfg)
 
 
-def reject(*args: str, gpus: str | None = "", inventory: Inventory = EIGHT, capsys: pytest.CaptureFixture,
-           **extra: str) -> str:
+def reject(
+    *args: str, gpus: str | None = "", inventory: Inventory = EIGHT, capsys: pytest.CaptureFixture, **extra: str
+) -> str:
     """Run the launcher's main on a bad command line: exit 2, one line on stderr, nothing on stdout."""
     try:
-        code = launcher.main(SCRIPT.build_parser(), list(args), train_script=TRAIN, environ=env_with(gpus, **extra),
-                             inventory=inventory)
+        code = launcher.main(
+            SCRIPT.build_parser(), list(args), train_script=TRAIN, environ=env_with(gpus, **extra), inventory=inventory
+        )
     except SystemExit as exc:  # argparse's own errors (through the script's one-line hook)
         code = exc.code
     out, err = capsys.readouterr()
@@ -67,17 +70,36 @@ def reject(*args: str, gpus: str | None = "", inventory: Inventory = EIGHT, caps
 
 # ---------------------------------------------------------------------------------------------- commands
 
+
 def test_defaults_use_every_gpu_and_filter_to_local_rank_0() -> None:
     assert dry("--task", "Toy-Cartpole-v0", gpus="0,1") == [
-        *TORCHRUN, "--nproc_per_node", "gpu", "--local_ranks_filter", "0",
-        TRAIN, "--rl_library", "rsl_rl", "--task", "Toy-Cartpole-v0", "--distributed",
+        *TORCHRUN,
+        "--nproc_per_node",
+        "gpu",
+        "--local_ranks_filter",
+        "0",
+        TRAIN,
+        "--rl_library",
+        "rsl_rl",
+        "--task",
+        "Toy-Cartpole-v0",
+        "--distributed",
     ]
 
 
 def test_integer_ranks_on_gpus_and_the_nproc_per_node_alias() -> None:
     expected = [
-        *TORCHRUN, "--nproc_per_node", "2", "--local_ranks_filter", "0",
-        TRAIN, "--rl_library", "skrl", "--max_iterations", "5", "--distributed",
+        *TORCHRUN,
+        "--nproc_per_node",
+        "2",
+        "--local_ranks_filter",
+        "0",
+        TRAIN,
+        "--rl_library",
+        "skrl",
+        "--max_iterations",
+        "5",
+        "--distributed",
     ]
     assert dry("--num_gpus", "2", "--rl_library", "skrl", "--max_iterations", "5", gpus="0,1,2") == expected
     assert dry("--nproc_per_node", "2", "--rl_library", "skrl", "--max_iterations", "5", gpus="0,1,2") == expected
@@ -85,8 +107,19 @@ def test_integer_ranks_on_gpus_and_the_nproc_per_node_alias() -> None:
 
 def test_integer_ranks_on_cpu_need_no_gpu() -> None:
     assert dry("--num_gpus", "3", "--device", "cpu", "--num_envs", "16") == [
-        *TORCHRUN, "--nproc_per_node", "3", "--local_ranks_filter", "0",
-        TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--num_envs", "16", "--distributed",
+        *TORCHRUN,
+        "--nproc_per_node",
+        "3",
+        "--local_ranks_filter",
+        "0",
+        TRAIN,
+        "--rl_library",
+        "rsl_rl",
+        "--device",
+        "cpu",
+        "--num_envs",
+        "16",
+        "--distributed",
     ]
 
 
@@ -98,57 +131,197 @@ def test_cpu_keyword_means_one_rank_per_core() -> None:
 
 def test_log_all_ranks_drops_the_filter() -> None:
     assert dry("--num_gpus", "2", "--device", "cpu", "--log_all_ranks") == [
-        *TORCHRUN, "--nproc_per_node", "2",
-        TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--distributed",
+        *TORCHRUN,
+        "--nproc_per_node",
+        "2",
+        TRAIN,
+        "--rl_library",
+        "rsl_rl",
+        "--device",
+        "cpu",
+        "--distributed",
     ]
 
 
 def test_explicit_filter_replaces_the_default() -> None:
     assert dry("--num_gpus", "2", "--device", "cpu", "--local_ranks_filter", "0,1") == [
-        *TORCHRUN, "--nproc_per_node", "2", "--local_ranks_filter", "0,1",
-        TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--distributed",
+        *TORCHRUN,
+        "--nproc_per_node",
+        "2",
+        "--local_ranks_filter",
+        "0,1",
+        TRAIN,
+        "--rl_library",
+        "rsl_rl",
+        "--device",
+        "cpu",
+        "--distributed",
     ]
 
 
 def test_tee_redirects_and_log_dir_pass_through() -> None:
     assert dry("--num_gpus", "2", "--device", "cpu", "--tee", "3", "--log_dir", "/tmp/my logs") == [
-        *TORCHRUN, "--nproc_per_node", "2", "--tee", "3", "--log_dir", "/tmp/my logs",
-        "--local_ranks_filter", "0", TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--distributed",
+        *TORCHRUN,
+        "--nproc_per_node",
+        "2",
+        "--tee",
+        "3",
+        "--log_dir",
+        "/tmp/my logs",
+        "--local_ranks_filter",
+        "0",
+        TRAIN,
+        "--rl_library",
+        "rsl_rl",
+        "--device",
+        "cpu",
+        "--distributed",
     ]
     cmd = dry("--num_gpus", "2", "--device", "cpu", "--redirects", "0:1,1:3")
     assert cmd[cmd.index("--redirects") + 1] == "0:1,1:3"
 
 
 def test_static_two_node() -> None:
-    assert dry("--nnodes", "2", "--node_rank", "1", "--num_gpus", "4", "--master_addr", "10.0.0.1",
-               "--master_port", "29555", "--task", "Toy-Cartpole-v0", gpus="0,1,2,3") == [
-        *TORCHRUN, "--nnodes", "2", "--nproc_per_node", "4", "--node_rank", "1",
-        "--master_addr", "10.0.0.1", "--master_port", "29555", "--local_ranks_filter", "0",
-        TRAIN, "--rl_library", "rsl_rl", "--task", "Toy-Cartpole-v0", "--distributed",
+    assert dry(
+        "--nnodes",
+        "2",
+        "--node_rank",
+        "1",
+        "--num_gpus",
+        "4",
+        "--master_addr",
+        "10.0.0.1",
+        "--master_port",
+        "29555",
+        "--task",
+        "Toy-Cartpole-v0",
+        gpus="0,1,2,3",
+    ) == [
+        *TORCHRUN,
+        "--nnodes",
+        "2",
+        "--nproc_per_node",
+        "4",
+        "--node_rank",
+        "1",
+        "--master_addr",
+        "10.0.0.1",
+        "--master_port",
+        "29555",
+        "--local_ranks_filter",
+        "0",
+        TRAIN,
+        "--rl_library",
+        "rsl_rl",
+        "--task",
+        "Toy-Cartpole-v0",
+        "--distributed",
     ]
 
 
 def test_c10d_rendezvous_and_supervision_options() -> None:
-    assert dry("--nnodes", "1:2", "--num_gpus", "2", "--device", "cpu", "--rdzv_backend", "c10d",
-               "--rdzv_endpoint", "127.0.0.1:29400", "--rdzv_id", "job42", "--max_restarts", "3",
-               "--monitor_interval", "0.5", "--start_method", "fork", "--role", "trainer") == [
-        *TORCHRUN, "--nnodes", "1:2", "--nproc_per_node", "2",
-        "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:29400", "--rdzv_id", "job42",
-        "--max_restarts", "3", "--monitor_interval", "0.5", "--start_method", "fork", "--role", "trainer",
-        "--local_ranks_filter", "0", TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--distributed",
+    assert dry(
+        "--nnodes",
+        "1:2",
+        "--num_gpus",
+        "2",
+        "--device",
+        "cpu",
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        "127.0.0.1:29400",
+        "--rdzv_id",
+        "job42",
+        "--max_restarts",
+        "3",
+        "--monitor_interval",
+        "0.5",
+        "--start_method",
+        "fork",
+        "--role",
+        "trainer",
+    ) == [
+        *TORCHRUN,
+        "--nnodes",
+        "1:2",
+        "--nproc_per_node",
+        "2",
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        "127.0.0.1:29400",
+        "--rdzv_id",
+        "job42",
+        "--max_restarts",
+        "3",
+        "--monitor_interval",
+        "0.5",
+        "--start_method",
+        "fork",
+        "--role",
+        "trainer",
+        "--local_ranks_filter",
+        "0",
+        TRAIN,
+        "--rl_library",
+        "rsl_rl",
+        "--device",
+        "cpu",
+        "--distributed",
     ]
 
 
 def test_skrl_jax_uses_skrls_launcher() -> None:
-    assert dry("--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "2", "--task", "Toy-Cartpole-v0",
-               "--coordinator_address", "10.0.0.1:6000", gpus="0,1") == [
-        *JAX, "--nnodes", "1", "--nproc_per_node", "2", "--node_rank", "0", "--coordinator_address", "10.0.0.1:6000",
-        TRAIN, "--rl_library", "skrl", "--ml_framework", "jax", "--task", "Toy-Cartpole-v0", "--distributed",
+    assert dry(
+        "--rl_library",
+        "skrl",
+        "--ml_framework",
+        "jax",
+        "--num_gpus",
+        "2",
+        "--task",
+        "Toy-Cartpole-v0",
+        "--coordinator_address",
+        "10.0.0.1:6000",
+        gpus="0,1",
+    ) == [
+        *JAX,
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "2",
+        "--node_rank",
+        "0",
+        "--coordinator_address",
+        "10.0.0.1:6000",
+        TRAIN,
+        "--rl_library",
+        "skrl",
+        "--ml_framework",
+        "jax",
+        "--task",
+        "Toy-Cartpole-v0",
+        "--distributed",
     ]
     # two nodes on CPU, skrl's default coordinator written out when not given on one node
     assert dry("--rl_library", "skrl", "--ml_framework=jax", "--num_gpus", "1", "--device", "cpu") == [
-        *JAX, "--nnodes", "1", "--nproc_per_node", "1", "--node_rank", "0", "--coordinator_address", "127.0.0.1:5000",
-        TRAIN, "--rl_library", "skrl", "--ml_framework=jax", "--device", "cpu", "--distributed",
+        *JAX,
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "1",
+        "--node_rank",
+        "0",
+        "--coordinator_address",
+        "127.0.0.1:5000",
+        TRAIN,
+        "--rl_library",
+        "skrl",
+        "--ml_framework=jax",
+        "--device",
+        "cpu",
+        "--distributed",
     ]
 
 
@@ -160,16 +333,35 @@ def test_skrl_with_torch_stays_on_torchrun() -> None:
 def test_distributed_is_added_once() -> None:
     cmd = dry("--num_gpus", "2", "--device", "cpu", "--distributed", "--seed", "7")
     assert cmd.count("--distributed") == 1
-    assert cmd[cmd.index(TRAIN):] == [TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--distributed", "--seed", "7"]
+    assert cmd[cmd.index(TRAIN) :] == [
+        TRAIN,
+        "--rl_library",
+        "rsl_rl",
+        "--device",
+        "cpu",
+        "--distributed",
+        "--seed",
+        "7",
+    ]
 
 
 def test_leading_double_dash_is_dropped() -> None:
     cmd = dry("--num_gpus", "2", "--", "--device", "cpu", "--seed", "3")
     assert "--" not in cmd
-    assert cmd[cmd.index(TRAIN):] == [TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", "--seed", "3", "--distributed"]
+    assert cmd[cmd.index(TRAIN) :] == [
+        TRAIN,
+        "--rl_library",
+        "rsl_rl",
+        "--device",
+        "cpu",
+        "--seed",
+        "3",
+        "--distributed",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- rejections
+
 
 @pytest.mark.parametrize(
     ("args", "gpus", "names"),
@@ -184,18 +376,62 @@ def test_leading_double_dash_is_dropped() -> None:
         (["--task", "Toy-Cartpole-v0"], "", "--device cpu --num_gpus N"),
         (["--num_gpus", "gpu", "--device", "cpu"], "", "--num_gpus"),
         (["--rl_library", "skrl", "--ml_framework", "jax"], "0,1", "--num_gpus gpu"),
-        (["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "cpu", "--device", "cpu"], "", "--num_gpus cpu"),
-        (["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "2", "--master_port", "29500"], "0,1",
-         "--master_port"),
-        (["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "2", "--rdzv_backend", "c10d",
-          "--log_all_ranks"], "0,1", "--rdzv_backend, --log_all_ranks"),
-        (["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "2", "--max_restarts", "0"], "0,1",
-         "--max_restarts"),
-        (["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "2", "--nnodes", "2"], "0,1",
-         "--coordinator_address"),
-        (["--coordinator_address", "127.0.0.1:5000", "--num_gpus", "2", "--device", "cpu"], "", "--coordinator_address"),
-        (["--rl_library", "rsl_rl", "--ml_framework", "jax", "--coordinator_address", "h:1", "--num_gpus", "1",
-          "--device", "cpu"], "", "--coordinator_address"),
+        (
+            ["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "cpu", "--device", "cpu"],
+            "",
+            "--num_gpus cpu",
+        ),
+        (
+            ["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "2", "--master_port", "29500"],
+            "0,1",
+            "--master_port",
+        ),
+        (
+            [
+                "--rl_library",
+                "skrl",
+                "--ml_framework",
+                "jax",
+                "--num_gpus",
+                "2",
+                "--rdzv_backend",
+                "c10d",
+                "--log_all_ranks",
+            ],
+            "0,1",
+            "--rdzv_backend, --log_all_ranks",
+        ),
+        (
+            ["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "2", "--max_restarts", "0"],
+            "0,1",
+            "--max_restarts",
+        ),
+        (
+            ["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "2", "--nnodes", "2"],
+            "0,1",
+            "--coordinator_address",
+        ),
+        (
+            ["--coordinator_address", "127.0.0.1:5000", "--num_gpus", "2", "--device", "cpu"],
+            "",
+            "--coordinator_address",
+        ),
+        (
+            [
+                "--rl_library",
+                "rsl_rl",
+                "--ml_framework",
+                "jax",
+                "--coordinator_address",
+                "h:1",
+                "--num_gpus",
+                "1",
+                "--device",
+                "cpu",
+            ],
+            "",
+            "--coordinator_address",
+        ),
         (["--nnodes", "0"], "0", "--nnodes 0"),
         (["--nnodes", "3:2"], "0", "--nnodes 3:2"),
         (["--nnodes", "2", "--node_rank", "2"], "0", "--node_rank 2"),
@@ -232,10 +468,29 @@ def test_bad_grace_period_is_a_usage_error(capsys) -> None:
 
 
 #: the launcher options DESIGN.md's contract names (train.py's own flags are forwarded, not listed here)
-CONTRACT_FLAGS = ("--rl_library", "--num_gpus", "--nproc_per_node", "--nnodes", "--node_rank", "--master_addr",
-                  "--master_port", "--rdzv_backend", "--rdzv_endpoint", "--rdzv_id", "--max_restarts",
-                  "--monitor_interval", "--start_method", "--role", "--tee", "--redirects", "--local_ranks_filter",
-                  "--log_dir", "--log_all_ranks", "--coordinator_address", "--dry_run")
+CONTRACT_FLAGS = (
+    "--rl_library",
+    "--num_gpus",
+    "--nproc_per_node",
+    "--nnodes",
+    "--node_rank",
+    "--master_addr",
+    "--master_port",
+    "--rdzv_backend",
+    "--rdzv_endpoint",
+    "--rdzv_id",
+    "--max_restarts",
+    "--monitor_interval",
+    "--start_method",
+    "--role",
+    "--tee",
+    "--redirects",
+    "--local_ranks_filter",
+    "--log_dir",
+    "--log_all_ranks",
+    "--coordinator_address",
+    "--dry_run",
+)
 
 
 def test_help_documents_every_option_the_parser_accepts(capsys) -> None:
@@ -266,28 +521,48 @@ def test_abbreviations_are_not_accepted(capsys) -> None:
 
 
 def test_forwarded_training_arguments_reach_train_py_unchanged() -> None:
-    args = ["--task", "Toy-Pendulum-SwingUp-v0", "--num_envs", "8", "--max_iterations", "3", "--seed", "5",
-            "--run_name", "a b", "--log_root", "/tmp/x"]
+    args = [
+        "--task",
+        "Toy-Pendulum-SwingUp-v0",
+        "--num_envs",
+        "8",
+        "--max_iterations",
+        "3",
+        "--seed",
+        "5",
+        "--run_name",
+        "a b",
+        "--log_root",
+        "/tmp/x",
+    ]
     cmd = dry("--num_gpus", "2", "--device", "cpu", *args)
-    assert cmd[cmd.index(TRAIN):] == [TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", *args, "--distributed"]
+    assert cmd[cmd.index(TRAIN) :] == [TRAIN, "--rl_library", "rsl_rl", "--device", "cpu", *args, "--distributed"]
 
 
 def test_no_torchrun_option_the_user_did_not_give() -> None:
     """torchrun reads PET_* for every option not on its command line (a Kubernetes PyTorchJob sets them)."""
     cmd = dry("--num_gpus", "2", "--device", "cpu")
-    assert cmd[:cmd.index(TRAIN)] == [*TORCHRUN, "--nproc_per_node", "2", "--local_ranks_filter", "0"]
-    cfg = config("--dry_run", "--device", "cpu", PET_NPROC_PER_NODE="2", PET_NNODES="2", PET_NODE_RANK="1",
-                 PET_RDZV_BACKEND="c10d", PET_RDZV_ENDPOINT="127.0.0.1:29400")
+    assert cmd[: cmd.index(TRAIN)] == [*TORCHRUN, "--nproc_per_node", "2", "--local_ranks_filter", "0"]
+    cfg = config(
+        "--dry_run",
+        "--device",
+        "cpu",
+        PET_NPROC_PER_NODE="2",
+        PET_NNODES="2",
+        PET_NODE_RANK="1",
+        PET_RDZV_BACKEND="c10d",
+        PET_RDZV_ENDPOINT="127.0.0.1:29400",
+    )
     cmd = launcher.build_command(cfg)
-    assert cmd[:cmd.index(TRAIN)] == [*TORCHRUN, "--local_ranks_filter", "0"]
+    assert cmd[: cmd.index(TRAIN)] == [*TORCHRUN, "--local_ranks_filter", "0"]
 
 
 def test_virtual_local_rank_maps_onto_torchruns_own_option() -> None:
     cmd = dry("--num_gpus", "2", "--virtual_local_rank", gpus="0,1")
-    assert "--virtual_local_rank" in cmd[:cmd.index(TRAIN)]
+    assert "--virtual_local_rank" in cmd[: cmd.index(TRAIN)]
     import torch.distributed.run as torchrun  # the installed torch must know the spelling we pass
 
-    ns = torchrun.get_args_parser().parse_args(cmd[3:cmd.index(TRAIN)] + ["x.py"])
+    ns = torchrun.get_args_parser().parse_args(cmd[3 : cmd.index(TRAIN)] + ["x.py"])
     assert ns.virtual_local_rank is True
 
 
@@ -308,8 +583,9 @@ def test_option_groups_say_what_goes_to_torchrun() -> None:
     interpreted = launcher.group_dests(parser, launcher.LAUNCHER_TORCHRUN_GROUP)
     assert {"master_port", "rdzv_backend", "max_restarts", "virtual_local_rank", "log_dir"} <= set(passthrough)
     assert {"log_all_ranks", "rdzv_timeout"} <= set(interpreted)
-    assert not {"rl_library", "num_gpus", "nnodes", "hang_timeout", "startup_timeout", "coordinator_address"} & \
-        set(passthrough + interpreted)
+    assert not {"rl_library", "num_gpus", "nnodes", "hang_timeout", "startup_timeout", "coordinator_address"} & set(
+        passthrough + interpreted
+    )
 
 
 # ---------------------------------------------------------------------------------------------- import-light
@@ -337,10 +613,18 @@ def test_dry_run_imports_nothing_heavy() -> None:
 
 # ---------------------------------------------------------------------------------------------- GPU counting
 
+
 @pytest.mark.parametrize(
     ("gpus", "visible"),
-    [("0,1", 2), (f"{made_up_uuid(3)},GPU-00000000-0000-0000-0000-000000000001,MIG-bbbb", 3), ("0,-1,1", 1),
-     ("-1", 0), ("", 0), (" 2 , 3 ", 2), (None, 8)],
+    [
+        ("0,1", 2),
+        (f"{made_up_uuid(3)},GPU-00000000-0000-0000-0000-000000000001,MIG-bbbb", 3),
+        ("0,-1,1", 1),
+        ("-1", 0),
+        ("", 0),
+        (" 2 , 3 ", 2),
+        (None, 8),
+    ],
 )
 def test_visible_gpus_are_the_named_devices_that_exist(gpus: str | None, visible: int, capsys) -> None:
     """An integer --num_gpus is accepted up to the GPUs CUDA would see (unset: every GPU of the machine)."""
@@ -354,13 +638,15 @@ def test_visible_gpus_are_the_named_devices_that_exist(gpus: str | None, visible
 
 @pytest.mark.parametrize(
     ("gpus", "names"),
-    [("7,8", "device 8 does not exist (test inventory lists devices 0 to 7)"),
-     ("0,x,1", "entry 'x' is neither a device index nor a GPU-/MIG- UUID"),
-     ("0,0", "names one device twice"),
-     ("1,GPU-00000000-0000-0000-0000-000000000001", "names one device twice"),
-     ("GPU-ffff", "no device GPU-ffff here"),
-     ("GPU-0000", "no device GPU-0000 here"),  # a prefix of every UUID: not one device
-     ("MIG-cccc", "no device MIG-cccc here")],
+    [
+        ("7,8", "device 8 does not exist (test inventory lists devices 0 to 7)"),
+        ("0,x,1", "entry 'x' is neither a device index nor a GPU-/MIG- UUID"),
+        ("0,0", "names one device twice"),
+        ("1,GPU-00000000-0000-0000-0000-000000000001", "names one device twice"),
+        ("GPU-ffff", "no device GPU-ffff here"),
+        ("GPU-0000", "no device GPU-0000 here"),  # a prefix of every UUID: not one device
+        ("MIG-cccc", "no device MIG-cccc here"),
+    ],
 )
 def test_cuda_visible_devices_naming_what_is_not_there_is_refused(gpus: str, names: str, capsys) -> None:
     for dry_run in (["--dry_run"], []):
@@ -370,8 +656,15 @@ def test_cuda_visible_devices_naming_what_is_not_there_is_refused(gpus: str, nam
 
 def test_no_driver_and_devices_named_is_refused(capsys) -> None:
     """The issue's first trap: CUDA_VISIBLE_DEVICES=5,6 on a machine without a GPU."""
-    line = reject("--num_gpus", "2", "--task", "Toy-Cartpole-v0", gpus="5,6",
-                  inventory=Inventory([], [], "no NVIDIA driver found"), capsys=capsys)
+    line = reject(
+        "--num_gpus",
+        "2",
+        "--task",
+        "Toy-Cartpole-v0",
+        gpus="5,6",
+        inventory=Inventory([], [], "no NVIDIA driver found"),
+        capsys=capsys,
+    )
     assert "device 5 does not exist (this machine has no NVIDIA GPU: no NVIDIA driver found)" in line
     assert "--device cpu" in line
 
@@ -384,15 +677,20 @@ def test_cpu_ranks_never_look_at_the_gpus() -> None:
 def test_nvidia_smi_listing_is_read_with_mig_devices() -> None:
     from mgpu_lab.launch.devices import parse_smi
 
-    listing = ("GPU 0: NVIDIA H200 (UUID: GPU-1a2b3c4d-0000-1111-2222-333344445555)\n"
-               "  MIG 1g.18gb     Device  0: (UUID: MIG-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff)\n"
-               "GPU 1: NVIDIA H200 (UUID: GPU-5e6f7a8b-0000-1111-2222-333344445555)\n")
+    listing = (
+        "GPU 0: NVIDIA H200 (UUID: GPU-1a2b3c4d-0000-1111-2222-333344445555)\n"
+        "  MIG 1g.18gb     Device  0: (UUID: MIG-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff)\n"
+        "GPU 1: NVIDIA H200 (UUID: GPU-5e6f7a8b-0000-1111-2222-333344445555)\n"
+    )
     inv = parse_smi(listing)
     assert inv.gpus == ["GPU-1a2b3c4d-0000-1111-2222-333344445555", "GPU-5e6f7a8b-0000-1111-2222-333344445555"]
     assert inv.migs == ["MIG-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff"]
     from mgpu_lab.launch.devices import visible
 
-    assert visible({"CUDA_VISIBLE_DEVICES": "MIG-9f8e,GPU-5e6f"}, inv) == (2, "CUDA_VISIBLE_DEVICES='MIG-9f8e,GPU-5e6f'")
+    assert visible({"CUDA_VISIBLE_DEVICES": "MIG-9f8e,GPU-5e6f"}, inv) == (
+        2,
+        "CUDA_VISIBLE_DEVICES='MIG-9f8e,GPU-5e6f'",
+    )
 
 
 def test_a_given_inventory_stands_in_for_the_driver() -> None:

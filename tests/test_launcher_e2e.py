@@ -17,14 +17,24 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from mgpu_testing import PYTHON, free_port, kill_group, run
 from mgpu_testing.launcher import (
-    CPU2, LAUNCHER, alive, finish, fixture_args, fixture_env, kept_torchrun_text, process_tree, start, wait_for_pids,
+    CPU2,
+    LAUNCHER,
+    alive,
+    finish,
+    fixture_args,
+    fixture_env,
+    kept_torchrun_text,
+    process_tree,
+    start,
+    wait_for_pids,
 )
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table"),
+]
 
 
 def uv_isaaclab() -> list[str]:
@@ -37,9 +47,17 @@ def uv_isaaclab() -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- console and logs
 
+
 def test_two_cpu_ranks_only_local_rank_0_on_console(tmp_path: Path) -> None:
-    cmd = [*uv_isaaclab(), *fixture_args("print_rank.py", tmp_path / "jobs"), *CPU2, "--master_port", str(free_port()),
-           "--task", "Toy-Cartpole-v0"]
+    cmd = [
+        *uv_isaaclab(),
+        *fixture_args("print_rank.py", tmp_path / "jobs"),
+        *CPU2,
+        "--master_port",
+        str(free_port()),
+        "--task",
+        "Toy-Cartpole-v0",
+    ]
     proc = run(cmd, timeout=300, env=fixture_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.glob("rank*.pid")) == ["rank0.pid", "rank1.pid"]  # both ranks ran
@@ -50,8 +68,15 @@ def test_two_cpu_ranks_only_local_rank_0_on_console(tmp_path: Path) -> None:
 
 
 def test_log_all_ranks_shows_both_ranks(tmp_path: Path) -> None:
-    cmd = [PYTHON, str(LAUNCHER), *fixture_args("print_rank.py", tmp_path / "jobs"), *CPU2, "--master_port",
-           str(free_port()), "--log_all_ranks"]
+    cmd = [
+        PYTHON,
+        str(LAUNCHER),
+        *fixture_args("print_rank.py", tmp_path / "jobs"),
+        *CPU2,
+        "--master_port",
+        str(free_port()),
+        "--log_all_ranks",
+    ]
     proc = run(cmd, timeout=300, env=fixture_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "[fixture] rank 0/2" in proc.stdout and "[fixture] rank 1/2" in proc.stdout
@@ -60,8 +85,18 @@ def test_log_all_ranks_shows_both_ranks(tmp_path: Path) -> None:
 
 def test_tee_and_log_dir_keep_per_rank_files(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
-    cmd = [PYTHON, str(LAUNCHER), *fixture_args("print_rank.py", tmp_path / "jobs"), *CPU2, "--master_port",
-           str(free_port()), "--tee", "3", "--log_dir", str(log_dir)]
+    cmd = [
+        PYTHON,
+        str(LAUNCHER),
+        *fixture_args("print_rank.py", tmp_path / "jobs"),
+        *CPU2,
+        "--master_port",
+        str(free_port()),
+        "--tee",
+        "3",
+        "--log_dir",
+        str(log_dir),
+    ]
     proc = run(cmd, timeout=300, env=fixture_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     for rank in (0, 1):
@@ -82,10 +117,19 @@ def test_tee_and_log_dir_keep_per_rank_files(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- faults
 
+
 def test_failing_rank_ends_the_job_and_is_named(tmp_path: Path) -> None:
-    proc = start([PYTHON, str(LAUNCHER), *fixture_args("raise_rank.py", tmp_path / "jobs"), *CPU2, "--master_port",
-                  str(free_port())],
-                 fixture_env(tmp_path))
+    proc = start(
+        [
+            PYTHON,
+            str(LAUNCHER),
+            *fixture_args("raise_rank.py", tmp_path / "jobs"),
+            *CPU2,
+            "--master_port",
+            str(free_port()),
+        ],
+        fixture_env(tmp_path),
+    )
     try:
         pids = wait_for_pids(tmp_path, 2, proc)
         # rank 0 sleeps 120 s unless stopped: ending well before that is the job ending on rank 1's failure
@@ -103,9 +147,18 @@ def test_failing_rank_ends_the_job_and_is_named(tmp_path: Path) -> None:
 
 def test_failing_jax_rank_is_reported_and_stops_the_others(tmp_path: Path) -> None:
     """skrl's JAX launcher drops its workers' exit codes; the launcher still exits non-zero and stops rank 0."""
-    cmd = [PYTHON, str(LAUNCHER), *fixture_args("raise_rank.py", tmp_path / "jobs"), "--rl_library", "skrl",
-           "--ml_framework", "jax", *CPU2,
-           "--coordinator_address", f"127.0.0.1:{free_port()}"]
+    cmd = [
+        PYTHON,
+        str(LAUNCHER),
+        *fixture_args("raise_rank.py", tmp_path / "jobs"),
+        "--rl_library",
+        "skrl",
+        "--ml_framework",
+        "jax",
+        *CPU2,
+        "--coordinator_address",
+        f"127.0.0.1:{free_port()}",
+    ]
     proc = start(cmd, fixture_env(tmp_path))
     try:
         _, err = finish(proc, timeout=240)  # rank 0 alone would sleep 120 s
@@ -119,8 +172,16 @@ def test_failing_jax_rank_is_reported_and_stops_the_others(tmp_path: Path) -> No
 
 def test_hung_rank_is_killed_after_one_ctrl_c(tmp_path: Path) -> None:
     """Rank 1 ignores SIGINT and SIGTERM; one Ctrl-C plus the escalation still leaves nothing behind."""
-    cmd = [PYTHON, str(LAUNCHER), *fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--master_port",
-           str(free_port()), "--stubborn_rank", "1"]
+    cmd = [
+        PYTHON,
+        str(LAUNCHER),
+        *fixture_args("sleep_rank.py", tmp_path / "jobs"),
+        *CPU2,
+        "--master_port",
+        str(free_port()),
+        "--stubborn_rank",
+        "1",
+    ]
     proc = start(cmd, fixture_env(tmp_path, MGPU_LAB_KILL_GRACE_S="2"))
     try:
         workers = wait_for_pids(tmp_path, 2, proc)

@@ -17,22 +17,20 @@ import json
 import os
 import shutil
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import cli
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from mgpu_testing import PYTHON, REPO, run
+from mgpu_testing.checker import BASE, CLI, LAUNCHER, MGPU, REF, SKILL, check, make_tree
 from pygls.exceptions import JsonRpcException
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
-
-from mgpu_testing import PYTHON, REPO, run
-from mgpu_testing.checker import BASE, CLI, LAUNCHER, MGPU, REF, SKILL, check, make_tree
-
-import cli
 
 DEMO_MD = REPO / "tools" / "skills" / "LSP_DEMO.md"
 WRITE_DEMO = "LSP_DEMO_WRITE"  # set to 1 to rewrite LSP_DEMO.md from this run
@@ -65,8 +63,15 @@ def _client() -> LanguageClient:
         base_log(client, params)
         client.arrived.set()  # type: ignore[attr-defined]
 
-    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish,
-                                   types.WINDOW_SHOW_MESSAGE: show, types.WINDOW_LOG_MESSAGE: log})
+    register_lsp_features(
+        client,
+        {
+            **DEFAULT_CLIENT_FEATURES,
+            types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish,
+            types.WINDOW_SHOW_MESSAGE: show,
+            types.WINDOW_LOG_MESSAGE: log,
+        },
+    )
     return client
 
 
@@ -88,9 +93,13 @@ def _config(*server: str) -> ClientServerConfig:
 
 
 async def _initialize(client: LanguageClient, root: Path) -> None:
-    await client.initialize_session(types.InitializeParams(
-        capabilities=types.ClientCapabilities(), root_uri=root.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="repo")]))
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(),
+            root_uri=root.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="repo")],
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +114,9 @@ async def client(lsp_client: LanguageClient, tree: Path):
     await lsp_client.shutdown_session()
 
 
-async def published(client: LanguageClient, uri: str, version: int | None, since: int = 0
-                    ) -> types.PublishDiagnosticsParams:
+async def published(
+    client: LanguageClient, uri: str, version: int | None, since: int = 0
+) -> types.PublishDiagnosticsParams:
     """The first publishDiagnostics for ``uri`` at ``version`` received after the ``since``-th one."""
     async with asyncio.timeout(DEADLINE_S):
         while True:
@@ -131,23 +141,30 @@ class Editor:
     async def open(self, text: str) -> list[types.Diagnostic]:
         self.version, self.text = 1, text
         since = len(self.client.published)  # type: ignore[attr-defined]
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
-            uri=self.uri, language_id=self.language, version=1, text=text)))
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=self.uri, language_id=self.language, version=1, text=text)
+            )
+        )
         return list((await published(self.client, self.uri, 1, since)).diagnostics)
 
     async def change(self, text: str) -> list[types.Diagnostic]:
         self.version += 1
         self.text = text
         since = len(self.client.published)  # type: ignore[attr-defined]
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
         return list((await published(self.client, self.uri, self.version, since)).diagnostics)
 
     async def close(self) -> None:
         since = len(self.client.published)  # type: ignore[attr-defined]
-        self.client.text_document_did_close(types.DidCloseTextDocumentParams(
-            types.TextDocumentIdentifier(uri=self.uri)))
+        self.client.text_document_did_close(
+            types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=self.uri))
+        )
         await published(self.client, self.uri, None, since)  # back to the disk's text
 
     @contextlib.asynccontextmanager
@@ -170,7 +187,7 @@ def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
         return starts[pos.line] + pos.character if pos.line < len(starts) else len(text)
 
     for e in sorted(edits, key=lambda e: offset(e.range.start), reverse=True):
-        text = text[:offset(e.range.start)] + e.new_text + text[offset(e.range.end):]
+        text = text[: offset(e.range.start)] + e.new_text + text[offset(e.range.end) :]
     return text
 
 
@@ -181,7 +198,7 @@ def _drifted(root: Path, rel: str, old_new: tuple[str, str]) -> str:
 
 
 def _pos(text: str, needle: str) -> types.Position:
-    before = text[:text.index(needle)]
+    before = text[: text.index(needle)]
     return types.Position(before.count("\n"), len(before) - (before.rfind("\n") + 1))
 
 
@@ -189,8 +206,9 @@ def _pos(text: str, needle: str) -> types.Position:
 
 
 @ASYNC
-async def test_a_drifted_flag_is_marked_at_its_range_and_cleared_when_edited_away(client: LanguageClient,
-                                                                                    tree: Path) -> None:
+async def test_a_drifted_flag_is_marked_at_its_range_and_cleared_when_edited_away(
+    client: LanguageClient, tree: Path
+) -> None:
     ref = Editor(client, tree, REF, "markdown")
     clean = ref.text
     drifted = _drifted(tree, REF, DRIFT)
@@ -258,10 +276,16 @@ async def test_a_burst_of_edits_is_checked_once_it_settles(client: LanguageClien
     async with ref.opened(clean):
         since = len(client.published)  # type: ignore[attr-defined]
         for version in range(2, 12):
-            client.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=ref.uri, version=version),
-                content_changes=[types.TextDocumentContentChangeWholeDocument(text=drifted if version == 11 else
-                                                                              clean + " " * version)]))
+            client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=ref.uri, version=version),
+                    content_changes=[
+                        types.TextDocumentContentChangeWholeDocument(
+                            text=drifted if version == 11 else clean + " " * version
+                        )
+                    ],
+                )
+            )
         assert [d.code for d in (await published(client, ref.uri, 11, since)).diagnostics] == ["DR301"]
         versions = [p.version for p in client.published[since:] if p.uri == ref.uri]  # type: ignore[attr-defined]
         assert versions == sorted(versions) and len(versions) <= 3, versions
@@ -269,27 +293,33 @@ async def test_a_burst_of_edits_is_checked_once_it_settles(client: LanguageClien
 
 
 @ASYNC
-async def test_a_document_outside_the_root_gets_nothing(client: LanguageClient, tree: Path,
-                                                        tmp_path: Path) -> None:
+async def test_a_document_outside_the_root_gets_nothing(client: LanguageClient, tree: Path, tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere" / "SKILL.md"
     outside.parent.mkdir()
     outside.write_text(_drifted(tree, REF, DRIFT), encoding="utf-8")
     since = len(client.published)  # type: ignore[attr-defined]
-    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
-        uri=outside.as_uri(), language_id="markdown", version=1, text=outside.read_text(encoding="utf-8"))))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(
+                uri=outside.as_uri(), language_id="markdown", version=1, text=outside.read_text(encoding="utf-8")
+            )
+        )
+    )
     ref = Editor(client, tree, REF, "markdown")
     async with ref.opened(ref.text) as diags:  # checks run in order: the outside one has been handled
         assert diags == []
         assert not [p for p in client.published[since:] if p.uri == outside.as_uri()]  # type: ignore[attr-defined]
-        hover = await client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(outside.as_uri()), types.Position(0, 0)))
+        hover = await client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(outside.as_uri()), types.Position(0, 0))
+        )
         assert hover is None
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(outside.as_uri())))
 
 
 @ASYNC
-async def test_unsaved_pyproject_settings_apply_and_a_broken_one_is_reported(client: LanguageClient,
-                                                                              tree: Path) -> None:
+async def test_unsaved_pyproject_settings_apply_and_a_broken_one_is_reported(
+    client: LanguageClient, tree: Path
+) -> None:
     """pyproject.toml is read from the editor too: a profile chosen there applies, a file that does not
     parse is a diagnostic on pyproject.toml at the line the TOML parser names (the check stops, as
     ``check`` exits 2; no popup), and fixing it clears that diagnostic and recovers."""
@@ -307,9 +337,12 @@ async def test_unsaved_pyproject_settings_apply_and_a_broken_one_is_reported(cli
         shown = len(client.messages)
         since = len(client.published)  # type: ignore[attr-defined]
         pyproject.version += 1
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=pyproject.uri, version=pyproject.version),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text="\n[tool\n")]))
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=pyproject.uri, version=pyproject.version),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text="\n[tool\n")],
+            )
+        )
         broken = await published(client, pyproject.uri, pyproject.version, since)
         assert [(d.range.start.line, d.severity) for d in broken.diagnostics] == [(1, types.DiagnosticSeverity.Error)]
         assert "does not parse" in broken.diagnostics[0].message
@@ -325,8 +358,7 @@ async def test_unsaved_pyproject_settings_apply_and_a_broken_one_is_reported(cli
 
 
 @ASYNC
-async def test_a_code_action_applies_the_edits_of_check_fix(client: LanguageClient, tree: Path,
-                                                           tmp_path: Path) -> None:
+async def test_a_code_action_applies_the_edits_of_check_fix(client: LanguageClient, tree: Path, tmp_path: Path) -> None:
     mgpu = Editor(client, tree, MGPU, "restructuredtext")
     clean = mgpu.text
     drifted = _drifted(tree, MGPU, NNODES)
@@ -338,9 +370,13 @@ async def test_a_code_action_applies_the_edits_of_check_fix(client: LanguageClie
     async with mgpu.opened(drifted) as diags:
         (d,) = diags
         assert d.code == "DR204"
-        actions = await client.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(mgpu.uri), range=d.range,
-            context=types.CodeActionContext(diagnostics=[d])))
+        actions = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(mgpu.uri),
+                range=d.range,
+                context=types.CodeActionContext(diagnostics=[d]),
+            )
+        )
         (action,) = actions
         assert action.kind == types.CodeActionKind.QuickFix and "--nnodes: default -> 1" in action.title
         assert [x.code for x in action.diagnostics] == ["DR204"]
@@ -348,10 +384,13 @@ async def test_a_code_action_applies_the_edits_of_check_fix(client: LanguageClie
         fixed = apply_edits(drifted, action.edit.changes[mgpu.uri])
         assert fixed == by_fix == clean
         assert await mgpu.change(fixed) == []
-        elsewhere = await client.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(mgpu.uri), range=types.Range(types.Position(0, 0),
-                                                                                    types.Position(0, 1)),
-            context=types.CodeActionContext(diagnostics=[])))
+        elsewhere = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(mgpu.uri),
+                range=types.Range(types.Position(0, 0), types.Position(0, 1)),
+                context=types.CodeActionContext(diagnostics=[]),
+            )
+        )
         assert list(elsewhere) == []
 
 
@@ -371,13 +410,20 @@ async def test_hover_on_a_finding_gives_its_explain_text(client: LanguageClient,
     drifted = _drifted(tree, REF, DRIFT)
     async with ref.opened(drifted) as diags:
         (d,) = diags
-        hover = await client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(ref.uri), types.Position(d.range.start.line, d.range.start.character + 3)))
+        hover = await client.text_document_hover_async(
+            types.HoverParams(
+                types.TextDocumentIdentifier(ref.uri), types.Position(d.range.start.line, d.range.start.character + 3)
+            )
+        )
         assert hover.contents.kind == types.MarkupKind.Markdown
         explained = _explain("DR301").split("\n\n", 1)[1].strip()  # what `cli.py explain DR301` prints
         assert hover.contents.value.startswith("**DR301**") and explained in hover.contents.value
-        assert await client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(ref.uri), types.Position(0, 0))) is None
+        assert (
+            await client.text_document_hover_async(
+                types.HoverParams(types.TextDocumentIdentifier(ref.uri), types.Position(0, 0))
+            )
+            is None
+        )
 
 
 @ASYNC
@@ -386,15 +432,20 @@ async def test_hover_on_a_frontmatter_key_gives_its_rules(client: LanguageClient
     async with skill.opened(skill.text) as diags:
         assert diags == []
         at = _pos(skill.text, "name:")
-        hover = await client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(skill.uri), types.Position(at.line, at.character + 2)))
+        hover = await client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(skill.uri), types.Position(at.line, at.character + 2))
+        )
         value = hover.contents.value
         assert value.startswith("Frontmatter `name`")
         assert all(code in value for code in ("SK101", "SK102", "SK103", "SK114"))
         assert "SK104" not in value  # a `description` rule
         value_pos = types.Position(at.line, at.character + len("name: ") + 2)  # on the value, not the key
-        assert await client.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(skill.uri), value_pos)) is None
+        assert (
+            await client.text_document_hover_async(
+                types.HoverParams(types.TextDocumentIdentifier(skill.uri), value_pos)
+            )
+            is None
+        )
 
 
 # -- faults --------------------------------------------------------------------------------------------
@@ -416,16 +467,24 @@ async def test_failures_are_reported_and_the_server_keeps_serving(faulty: Langua
     assert shown.type == types.MessageType.Error and "the check failed: InjectedFault" in shown.message
     assert "Traceback" in failed()[0].message  # the log has the details
     uri = (tree / REF).as_uri()
-    faulty.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
-        uri=uri, language_id="markdown", version=1, text=_drifted(tree, REF, DRIFT))))
+    faulty.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="markdown", version=1, text=_drifted(tree, REF, DRIFT))
+        )
+    )
     await until(faulty, lambda: len(failed()) == 2)  # that check failed too: logged,
     assert len(faulty.messages) == 1  # but the same error is not shown again (it would come before the log)
     with pytest.raises(JsonRpcException, match="injected fault"):  # a crash in a request: an error response
-        await faulty.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri),
-                                                                 types.Position(0, 0)))
-    actions = await faulty.text_document_code_action_async(types.CodeActionParams(  # still serving
-        text_document=types.TextDocumentIdentifier(uri), range=types.Range(types.Position(0, 0), types.Position(0, 1)),
-        context=types.CodeActionContext(diagnostics=[])))
+        await faulty.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(0, 0))
+        )
+    actions = await faulty.text_document_code_action_async(
+        types.CodeActionParams(  # still serving
+            text_document=types.TextDocumentIdentifier(uri),
+            range=types.Range(types.Position(0, 0), types.Position(0, 1)),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
     assert actions is None  # no check result to act on
     assert faulty.published == []  # type: ignore[attr-defined]  # nothing half-done was published
 
@@ -433,12 +492,21 @@ async def test_failures_are_reported_and_the_server_keeps_serving(faulty: Langua
 # -- the documented command, on this repository --------------------------------------------------------------
 
 UV = shutil.which("uv")
-DOCUMENTED = [UV or "uv", "run", "--frozen", "--directory", str(REPO), "python", "tools/skills/cli.py", "lsp",
-              "--root", "."]  # as in tools/skills/LSP.md, the checkout being this one
+DOCUMENTED = [
+    UV or "uv",
+    "run",
+    "--frozen",
+    "--directory",
+    str(REPO),
+    "python",
+    "tools/skills/cli.py",
+    "lsp",
+    "--root",
+    ".",
+]  # as in tools/skills/LSP.md, the checkout being this one
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=DOCUMENTED, client_factory=_client),
-                    loop_scope="module")
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=DOCUMENTED, client_factory=_client), loop_scope="module")
 async def documented(lsp_client: LanguageClient):
     await _initialize(lsp_client, REPO)
     yield
@@ -447,8 +515,7 @@ async def documented(lsp_client: LanguageClient):
 
 @pytest.mark.skipif(UV is None, reason="uv is not on PATH (the documented command runs through it)")
 @ASYNC
-async def test_the_documented_command_serves_check_s_findings_on_this_repository(documented: LanguageClient
-                                                                                 ) -> None:
+async def test_the_documented_command_serves_check_s_findings_on_this_repository(documented: LanguageClient) -> None:
     rel = "skills/user/train-multi-gpu/SKILL.md"
     _, findings = check(REPO, "--no-cache")
     expected = sorted((f["line"], f["col"], f["code"]) for f in findings if f["path"] == rel)
@@ -456,8 +523,9 @@ async def test_the_documented_command_serves_check_s_findings_on_this_repository
     async with skill.opened(skill.text) as diags:
         assert sorted((d.range.start.line + 1, d.range.start.character + 1, d.code) for d in diags) == expected
         at = _pos(skill.text, "description:")
-        hover = await documented.text_document_hover_async(types.HoverParams(
-            types.TextDocumentIdentifier(skill.uri), types.Position(at.line, at.character + 1)))
+        hover = await documented.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(skill.uri), types.Position(at.line, at.character + 1))
+        )
         assert hover.contents.value.startswith("Frontmatter `description`") and "SK104" in hover.contents.value
 
 
@@ -474,9 +542,12 @@ def test_the_overlay_is_read_in_place_of_the_disk_under_the_same_guards(tmp_path
     outside.write_text("# elsewhere\n", encoding="utf-8")
     (root / "skills/user/demo/leaves.md").symlink_to(outside)
     drifted = _drifted(root, REF, DRIFT)
-    overlay = {REF: drifted, "skills/user/demo/leaves.md": "# planted\n",
-               "skills/user/demo/evaluations.md": "x" * (inputs.MAX_MARKDOWN_BYTES + 1),
-               "skills/developer/helper/SKILL.md": "---\nname: a\0b\n---\n"}
+    overlay = {
+        REF: drifted,
+        "skills/user/demo/leaves.md": "# planted\n",
+        "skills/user/demo/evaluations.md": "x" * (inputs.MAX_MARKDOWN_BYTES + 1),
+        "skills/developer/helper/SKILL.md": "---\nname: a\0b\n---\n",
+    }
     project = load_project(root, None, overlay=overlay)
     found = {(f.code, f.loc.path) for f in run_rules(project, load_rules())}
     assert ("DR301", REF) in found  # the unsaved text is what was checked
@@ -528,10 +599,9 @@ def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) ->
     per finding of ``check --format json``, at its line and column (code points here), with its code,
     message and severity: on files, folders and missing paths alike."""
     import lsp
+    from mgpu_testing.checker import RULE_FIXTURES
     from pygls.workspace import PositionCodec
     from test_checker_snapshots import CASES, build
-
-    from mgpu_testing.checker import RULE_FIXTURES
 
     server = lsp.CheckerServer()
     server.codec = lambda: PositionCodec(types.PositionEncodingKind.Utf32)  # type: ignore[method-assign]
@@ -541,9 +611,18 @@ def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) ->
         _, findings = check(tree)
         expected = sorted((f["path"], f["line"], f["col"], f["code"], f["message"], f["severity"]) for f in findings)
         result = server.check(lsp.Snapshot())
-        got = sorted((path, d.range.start.line + 1, d.range.start.character + 1, d.code, d.message,
-                      "error" if d.severity == types.DiagnosticSeverity.Error else "warning")
-                     for path, diags in result.diagnostics.items() for d in diags)
+        got = sorted(
+            (
+                path,
+                d.range.start.line + 1,
+                d.range.start.character + 1,
+                d.code,
+                d.message,
+                "error" if d.severity == types.DiagnosticSeverity.Error else "warning",
+            )
+            for path, diags in result.diagnostics.items()
+            for d in diags
+        )
         assert got == expected, code
         assert any(f[3] == code for f in expected), code  # the fixture fails as it should
 
@@ -551,8 +630,9 @@ def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) ->
 # -- the subcommand -------------------------------------------------------------------------------------
 
 
-def test_lsp_without_pygls_says_what_to_run(monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_lsp_without_pygls_says_what_to_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     for name in [m for m in sys.modules if m.split(".")[0] == "pygls"] + ["pygls"]:
         monkeypatch.setitem(sys.modules, name, None)  # an import of pygls now fails, as when absent
     for name in ("lsp", "lsp_convert"):
@@ -562,8 +642,13 @@ def test_lsp_without_pygls_says_what_to_run(monkeypatch: pytest.MonkeyPatch,
     assert err.count("\n") == 1 and "needs pygls" in err and "uv run python tools/skills/cli.py lsp" in err
 
 
-@pytest.mark.parametrize("argv, message", [(["lsp", "--debounce", "-1"], "--debounce -1.0 is out of range"),
-                                           (["lsp", "--root", "/nonexistent/tree"], "not a directory")])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["lsp", "--debounce", "-1"], "--debounce -1.0 is out of range"),
+        (["lsp", "--root", "/nonexistent/tree"], "not a directory"),
+    ],
+)
 def test_lsp_bad_arguments_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -572,8 +657,11 @@ def test_lsp_bad_arguments_exit_2(argv: list[str], message: str, capsys: pytest.
 
 def test_check_never_imports_the_language_server() -> None:
     """``check``'s start-up cost: its process imports neither pygls nor lsprotocol (``-X importtime``)."""
-    proc = run([PYTHON, "-X", "importtime", str(CLI), "check", "--root", str(BASE), "--no-cache"], timeout=120,
-               env=dict(os.environ))
+    proc = run(
+        [PYTHON, "-X", "importtime", str(CLI), "check", "--root", str(BASE), "--no-cache"],
+        timeout=120,
+        env=dict(os.environ),
+    )
     assert proc.returncode in (0, 1), proc.stderr[-2000:]  # findings or none: the check ran
     imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "import time:" in line]
     assert "yaml" in imported  # the listing is real
@@ -618,12 +706,14 @@ class Transcript:
         self.parts.append(f"Server {method}:\n\n```json\n{self._json(value)}\n```")
 
     def render(self) -> str:
-        head = ("# The checker's language server: a recorded session\n\n"
-                "<!-- Generated by tests/test_lsp.py::test_demo_transcript (LSP_DEMO_WRITE=1 rewrites it); "
-                "do not edit. -->\n\n"
-                "A client opens `reference.md` of the checker's base fixture tree with an unsaved edit that "
-                "drifts a flag, hovers the diagnostic, edits the flag back, then opens `multi_gpu.rst` with a "
-                "drifted default and asks for the fix. See [LSP.md](LSP.md) for editor set-up.\n\n")
+        head = (
+            "# The checker's language server: a recorded session\n\n"
+            "<!-- Generated by tests/test_lsp.py::test_demo_transcript (LSP_DEMO_WRITE=1 rewrites it); "
+            "do not edit. -->\n\n"
+            "A client opens `reference.md` of the checker's base fixture tree with an unsaved edit that "
+            "drifts a flag, hovers the diagnostic, edits the flag back, then opens `multi_gpu.rst` with a "
+            "drifted default and asks for the fix. See [LSP.md](LSP.md) for editor set-up.\n\n"
+        )
         return head + "\n\n".join(self.parts) + "\n"
 
 
@@ -635,8 +725,14 @@ async def test_demo_transcript(client: LanguageClient, tree: Path) -> None:
     clean = ref.text
     drifted = clean.replace(*DRIFT, 1)
     t.note("## 1. Open a document with a drifted flag")
-    t.sent("textDocument/didOpen", types.DidOpenTextDocumentParams(types.TextDocumentItem(
-        uri=ref.uri, language_id="markdown", version=1, text="…(reference.md, with `--num_gpu 2`)…")))
+    t.sent(
+        "textDocument/didOpen",
+        types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(
+                uri=ref.uri, language_id="markdown", version=1, text="…(reference.md, with `--num_gpu 2`)…"
+            )
+        ),
+    )
     diags = await ref.open(drifted)
     t.got("publishes `textDocument/publishDiagnostics`", types.PublishDiagnosticsParams(ref.uri, diags, 1))
     t.note("## 2. Hover the diagnostic")
@@ -644,22 +740,33 @@ async def test_demo_transcript(client: LanguageClient, tree: Path) -> None:
     t.sent("textDocument/hover", hover_params)
     hover = await client.text_document_hover_async(hover_params)
     summary = hover.contents.value.split("\n\n")[:2]
-    t.got("answers (the first two paragraphs of `cli.py explain DR301`)",
-          types.Hover(types.MarkupContent(types.MarkupKind.Markdown, "\n\n".join(summary))))
+    t.got(
+        "answers (the first two paragraphs of `cli.py explain DR301`)",
+        types.Hover(types.MarkupContent(types.MarkupKind.Markdown, "\n\n".join(summary))),
+    )
     t.note("## 3. Edit the flag back")
-    t.sent("textDocument/didChange", types.DidChangeTextDocumentParams(
-        types.VersionedTextDocumentIdentifier(uri=ref.uri, version=2),
-        [types.TextDocumentContentChangeWholeDocument(text="…(reference.md as on disk)…")]))
-    t.got("publishes `textDocument/publishDiagnostics`",
-          types.PublishDiagnosticsParams(ref.uri, await ref.change(clean), 2))
+    t.sent(
+        "textDocument/didChange",
+        types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=ref.uri, version=2),
+            [types.TextDocumentContentChangeWholeDocument(text="…(reference.md as on disk)…")],
+        ),
+    )
+    t.got(
+        "publishes `textDocument/publishDiagnostics`",
+        types.PublishDiagnosticsParams(ref.uri, await ref.change(clean), 2),
+    )
     await ref.close()
     mgpu = Editor(client, tree, MGPU, "restructuredtext")
     async with mgpu.opened(_drifted(tree, MGPU, NNODES)) as mdiags:
         t.note("## 4. A drifted default in the options table, and its fix")
-        t.got("publishes `textDocument/publishDiagnostics` (after `didOpen` of multi_gpu.rst, version 1)",
-              types.PublishDiagnosticsParams(mgpu.uri, mdiags, 1))
-        params = types.CodeActionParams(types.TextDocumentIdentifier(mgpu.uri), mdiags[0].range,
-                                        types.CodeActionContext(diagnostics=mdiags))
+        t.got(
+            "publishes `textDocument/publishDiagnostics` (after `didOpen` of multi_gpu.rst, version 1)",
+            types.PublishDiagnosticsParams(mgpu.uri, mdiags, 1),
+        )
+        params = types.CodeActionParams(
+            types.TextDocumentIdentifier(mgpu.uri), mdiags[0].range, types.CodeActionContext(diagnostics=mdiags)
+        )
         t.sent("textDocument/codeAction", params)
         t.got("answers", await client.text_document_code_action_async(params))
     text = t.render()
@@ -667,7 +774,8 @@ async def test_demo_transcript(client: LanguageClient, tree: Path) -> None:
         DEMO_MD.write_text(text, encoding="utf-8")
     assert DEMO_MD.is_file(), f"{DEMO_MD} is missing: run this test with {WRITE_DEMO}=1"
     assert DEMO_MD.read_text(encoding="utf-8") == text, (
-        f"{DEMO_MD.name} differs from this session: rerun with {WRITE_DEMO}=1 and review the diff")
+        f"{DEMO_MD.name} differs from this session: rerun with {WRITE_DEMO}=1 and review the diff"
+    )
 
 
 # -- completion ----------------------------------------------------------------------------------------
@@ -675,11 +783,12 @@ async def test_demo_transcript(client: LanguageClient, tree: Path) -> None:
 
 async def _complete(client: LanguageClient, ed: Editor, text: str, needle: str) -> dict[str, types.CompletionItem]:
     """Open ``text``, ask for completion right after ``needle``; the items by label."""
-    before = text[:text.index(needle) + len(needle)]
+    before = text[: text.index(needle) + len(needle)]
     at = types.Position(before.count("\n"), len(before) - (before.rfind("\n") + 1))
     async with ed.opened(text):
         got = await client.text_document_completion_async(
-            types.CompletionParams(types.TextDocumentIdentifier(ed.uri), at))
+            types.CompletionParams(types.TextDocumentIdentifier(ed.uri), at)
+        )
     items = got.items if isinstance(got, types.CompletionList) else got
     for item in items:  # every item replaces the word typed so far, on the cursor's line
         assert item.text_edit.range.end == at
@@ -687,8 +796,9 @@ async def _complete(client: LanguageClient, ed: Editor, text: str, needle: str) 
 
 
 @ASYNC
-async def test_completion_offers_the_missing_frontmatter_keys_with_their_documentation(client: LanguageClient,
-                                                                                      tree: Path) -> None:
+async def test_completion_offers_the_missing_frontmatter_keys_with_their_documentation(
+    client: LanguageClient, tree: Path
+) -> None:
     from lsp_complete import KEY_DOCS
     from rules.frontmatter import KNOWN_KEYS
 
@@ -730,8 +840,9 @@ async def test_completion_offers_rule_codes_inside_a_suppression(client: Languag
 
 
 @ASYNC
-async def test_completion_offers_a_tool_s_flags_inside_its_documented_command(client: LanguageClient,
-                                                                             tree: Path) -> None:
+async def test_completion_offers_a_tool_s_flags_inside_its_documented_command(
+    client: LanguageClient, tree: Path
+) -> None:
     skill = Editor(client, tree, SKILL, "markdown")
     command = "uv run isaaclab train_multigpu --num_gpus 2 --rl_library skrl --task Toy-Cartpole-v0"
     assert command in skill.text

@@ -12,11 +12,10 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from lsprotocol.converters import get_converter
-from pytest_lsp import ClientServerConfig, LanguageClient
-from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
-
 from mgpu_testing import PYTHON, REPO
 from mgpu_testing.checker import CLI
+from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 LAYOUTS = REPO / "tests" / "fixtures" / "checker" / "layouts"
 DEADLINE_S = 30.0
@@ -41,8 +40,12 @@ def _client() -> LanguageClient:
         return handler
 
     features = {**DEFAULT_CLIENT_FEATURES}
-    for method in (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, types.WINDOW_SHOW_MESSAGE, types.WINDOW_LOG_MESSAGE,
-                   types.CLIENT_REGISTER_CAPABILITY):
+    for method in (
+        types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
+        types.WINDOW_SHOW_MESSAGE,
+        types.WINDOW_LOG_MESSAGE,
+        types.CLIENT_REGISTER_CAPABILITY,
+    ):
         features[method] = keep(method)
     register_lsp_features(client, features)
     return client
@@ -59,8 +62,11 @@ async def _wait(client: LanguageClient, method: str, ok=lambda p: True) -> objec
 
 
 CONFIG = ClientServerConfig(server_command=[PYTHON, str(CLI), "lsp"], client_factory=_client)
-WATCHING = types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(
-    did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True)))
+WATCHING = types.ClientCapabilities(
+    workspace=types.WorkspaceClientCapabilities(
+        did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True)
+    )
+)
 
 
 async def _start(client: LanguageClient, root: Path) -> None:
@@ -90,8 +96,11 @@ async def test_a_lone_skill_folder_is_checked_and_its_files_are_watched(lsp: Lan
     # the file changes on disk (a pull), the editor reports it: the findings follow the disk
     skill.write_text(skill.read_text(encoding="utf-8").replace("name: Single_Skill", "name: single"), encoding="utf-8")
     lsp.seen.clear()  # type: ignore[attr-defined]
-    lsp.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
-        changes=[types.FileEvent(uri=skill.as_uri(), type=types.FileChangeType.Changed)]))
+    lsp.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=skill.as_uri(), type=types.FileChangeType.Changed)]
+        )
+    )
     cleared = await _wait(lsp, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, lambda p: p.uri == skill.as_uri())
     assert list(cleared.diagnostics) == []
 

@@ -25,23 +25,52 @@ from mgpu_lab.job.nccl_trace import DUMP_ENV, PIPE_ENV, NcclTrace
 
 def launch_config(**given: object) -> LaunchConfig:
     values: dict[str, object] = {
-        "rl_library": "rsl_rl", "forwarded": (), "train_script": "/nowhere/train.py", "jax": False, "device": "cpu",
-        "on_cpu": True, "nproc": "2", "nnodes": None, "node_rank": None, "master_addr": None, "master_port": None,
-        "rdzv_backend": None, "rdzv_endpoint": None, "rdzv_id": None, "rdzv_timeout_given": None,
-        "hang_timeout": 5.0, "startup_timeout": 20.0, "log_dir": None, "log_all_ranks": False,
-        "local_ranks_filter": None, "coordinator_address": None, "torchrun_options": (), "hosts_store": True,
-        "grace_s": 1.0, "dry_run": False, "environ": {},
+        "rl_library": "rsl_rl",
+        "forwarded": (),
+        "train_script": "/nowhere/train.py",
+        "jax": False,
+        "device": "cpu",
+        "on_cpu": True,
+        "nproc": "2",
+        "nnodes": None,
+        "node_rank": None,
+        "master_addr": None,
+        "master_port": None,
+        "rdzv_backend": None,
+        "rdzv_endpoint": None,
+        "rdzv_id": None,
+        "rdzv_timeout_given": None,
+        "hang_timeout": 5.0,
+        "startup_timeout": 20.0,
+        "log_dir": None,
+        "log_all_ranks": False,
+        "local_ranks_filter": None,
+        "coordinator_address": None,
+        "torchrun_options": (),
+        "hosts_store": True,
+        "grace_s": 1.0,
+        "dry_run": False,
+        "environ": {},
     }
     values.update(given)
     return LaunchConfig(**values)  # type: ignore[arg-type]
 
 
 def beat(rank: int, iteration: int, phase: str = "train", pid: int | None = None) -> Beat:
-    return Beat(rank=rank, local_rank=rank, world_size=2, pid=os.getpid() if pid is None else pid, node="n",
-                iteration=iteration, phase=phase, time=float(iteration))
+    return Beat(
+        rank=rank,
+        local_rank=rank,
+        world_size=2,
+        pid=os.getpid() if pid is None else pid,
+        node="n",
+        iteration=iteration,
+        phase=phase,
+        time=float(iteration),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the checks
+
 
 def test_rendezvous_deadline_waits_reports_then_expires() -> None:
     check = checks.RendezvousDeadline(start=100.0, timeout_s=50.0)
@@ -98,6 +127,7 @@ def test_failure_file_is_seen_once_written(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- the states
 
+
 class Recorder:
     """The supervisor as the monitor sees it: a pid (none here) and stop(), which records its call."""
 
@@ -110,10 +140,10 @@ class Recorder:
         self.stops.append((signum, grace_s))
 
 
-def test_monitor_moves_from_rendezvous_to_running_on_the_first_beat(tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture) -> None:
-    monitor = JobMonitor(launch_config(rdzv_timeout_given=20.0), str(tmp_path), start=0.0, error_file=None,
-                         trace=None)
+def test_monitor_moves_from_rendezvous_to_running_on_the_first_beat(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    monitor = JobMonitor(launch_config(rdzv_timeout_given=20.0), str(tmp_path), start=0.0, error_file=None, trace=None)
     supervisor = Recorder()
     assert monitor.state is State.RENDEZVOUS
     monitor.tick(supervisor, 1.0)
@@ -125,8 +155,7 @@ def test_monitor_moves_from_rendezvous_to_running_on_the_first_beat(tmp_path: Pa
 
 
 def test_monitor_stops_the_job_at_the_rendezvous_deadline(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    monitor = JobMonitor(launch_config(rdzv_timeout_given=10.0), str(tmp_path), start=0.0, error_file=None,
-                         trace=None)
+    monitor = JobMonitor(launch_config(rdzv_timeout_given=10.0), str(tmp_path), start=0.0, error_file=None, trace=None)
     supervisor = Recorder()
     monitor.tick(supervisor, 1.0)
     assert "waiting for the rendezvous at static 127.0.0.1:29500" in capsys.readouterr().err
@@ -179,6 +208,7 @@ def test_monitor_reports_a_hang_and_stops_with_exit_3(tmp_path: Path, capsys: py
 
 # ---------------------------------------------------------------------------------------------- the trace
 
+
 def test_trace_defaults_put_dumps_and_pipes_in_one_folder(tmp_path: Path) -> None:
     env: dict[str, str] = {}
     trace = NcclTrace.configure(env, str(tmp_path), "job-1")
@@ -217,8 +247,9 @@ def test_only_the_jobs_own_pipes_are_asked(tmp_path: Path) -> None:
 
 
 def test_the_job_environment_turns_the_recorder_on_for_cuda_ranks_only(tmp_path: Path) -> None:
-    cuda = JobEnvironment(launch_config(on_cpu=False, device=None, log_dir=str(tmp_path), environ={"A": "1"}),
-                          str(tmp_path / "sup"))
+    cuda = JobEnvironment(
+        launch_config(on_cpu=False, device=None, log_dir=str(tmp_path), environ={"A": "1"}), str(tmp_path / "sup")
+    )
     assert cuda.trace is not None and cuda.env["A"] == "1"
     assert cuda.env[PIPE_ENV].startswith(str(tmp_path / f"nccl_trace_{cuda.key}"))
     assert JobEnvironment(launch_config(), str(tmp_path / "sup")).trace is None

@@ -15,10 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from mgpu_testing import PYTHON, REPO, kill_group, run
-from mgpu_testing.probe import (PROBE, ROW, SMALL, assert_nothing_left, check_passing_output, leftovers,
-                                probe_module, tagged_env)
+from mgpu_testing.probe import (
+    PROBE,
+    ROW,
+    SMALL,
+    assert_nothing_left,
+    check_passing_output,
+    leftovers,
+    probe_module,
+    tagged_env,
+)
 from mgpu_testing.training import wait_for
 
 CANDIDATE = "NCCL_P2P_DISABLE=1"
@@ -50,12 +57,32 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Bisection:
     bisector only)."""
     logs = tmp_path_factory.mktemp("rehearsal")
     env, tag = tagged_env(NCCL_P2P_DISABLE="1", NCCL_DEBUG="INFO")
-    for var in [v for v in env if v.startswith(("NCCL_", "CUDA_")) and v not in ("NCCL_P2P_DISABLE", "NCCL_DEBUG",
-                                                                                "CUDA_VISIBLE_DEVICES")]:
+    for var in [
+        v
+        for v in env
+        if v.startswith(("NCCL_", "CUDA_")) and v not in ("NCCL_P2P_DISABLE", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES")
+    ]:
         del env[var]  # the runs' "# settings:" lines hold exactly these two
-    cmd = [PYTHON, str(PROBE), "--bisect", "--world_sizes", "1,3", "--candidate", CANDIDATE,
-           "--fault", "corrupt:1", "--fault_unless", CANDIDATE, "--log_dir", str(logs), *SMALL,
-           "--timeout", "60", "--run_limit", "240"]
+    cmd = [
+        PYTHON,
+        str(PROBE),
+        "--bisect",
+        "--world_sizes",
+        "1,3",
+        "--candidate",
+        CANDIDATE,
+        "--fault",
+        "corrupt:1",
+        "--fault_unless",
+        CANDIDATE,
+        "--log_dir",
+        str(logs),
+        *SMALL,
+        "--timeout",
+        "60",
+        "--run_limit",
+        "240",
+    ]
     return Bisection(run(cmd, timeout=900, env=env), logs, tag)
 
 
@@ -71,14 +98,28 @@ def test_confirmed_and_not_the_cause(rehearsal: Bisection) -> None:
     # progress lines as it goes, one per run, with the failing run's reason: every size without the candidate
     # first, then each failing size again without it and every size with it
     assert len(re.findall(rf"^\[bisect\] world size \d+, with(out)? {CANDIDATE}: running$", proc.stdout, re.M)) == 5
-    assert re.findall(rf"^\[bisect\] world size (\d+), (with|without) {CANDIDATE}: (passed|FAILED) \(exit (\d):",
-                      proc.stdout, re.M) == [("1", "without", "passed", "0"), ("3", "without", "FAILED", "1"),
-                                             ("1", "with", "passed", "0"), ("3", "without", "FAILED", "1"),
-                                             ("3", "with", "passed", "0")], out
-    assert re.search(rf"^\[bisect\] world size 3, without {CANDIDATE}: FAILED \(exit 1: wrong results; [\d.]+ s\): "
-                     r"3 wrong element\(s\) on rank\(s\) 0,1,2 \(log: ", proc.stdout, re.M), out
+    assert re.findall(
+        rf"^\[bisect\] world size (\d+), (with|without) {CANDIDATE}: (passed|FAILED) \(exit (\d):", proc.stdout, re.M
+    ) == [
+        ("1", "without", "passed", "0"),
+        ("3", "without", "FAILED", "1"),
+        ("1", "with", "passed", "0"),
+        ("3", "without", "FAILED", "1"),
+        ("3", "with", "passed", "0"),
+    ], out
+    assert re.search(
+        rf"^\[bisect\] world size 3, without {CANDIDATE}: FAILED \(exit 1: wrong results; [\d.]+ s\): "
+        r"3 wrong element\(s\) on rank\(s\) 0,1,2 \(log: ",
+        proc.stdout,
+        re.M,
+    ), out
     assert sorted(p.name for p in rehearsal.logs.iterdir()) == [
-        "world1_with.log", "world1_without.log", "world3_with.log", "world3_without.log", "world3_without_rerun.log"]
+        "world1_with.log",
+        "world1_without.log",
+        "world3_with.log",
+        "world3_without.log",
+        "world3_without_rerun.log",
+    ]
     assert "verdicts for NCCL_P2P_DISABLE=1:" in proc.stdout
     assert_nothing_left(rehearsal.tag)
 
@@ -88,7 +129,8 @@ def test_runs_get_the_candidate_only_with_it_and_warnings_come_once(rehearsal: B
     # NCCL_DEBUG=INFO meets gloo: said once, by the bisector; the --fault_unless variable acts, so it is not
     # named; a rehearsal needs no "cannot apply to NCCL" warning (its verdicts say what they are)
     assert rehearsal.proc.stderr.splitlines() == [
-        GLOO_IGNORES + "NCCL_DEBUG=INFO (environment) has no effect here" + GLOO_HINT], rehearsal.proc.stderr
+        GLOO_IGNORES + "NCCL_DEBUG=INFO (environment) has no effect here" + GLOO_HINT
+    ], rehearsal.proc.stderr
     for name in ("world1_without", "world3_without", "world3_without_rerun"):  # the shell's setting dropped
         log = rehearsal.log(name)
         assert re.search(r"^# settings: NCCL_DEBUG=INFO$", log, re.M), log
@@ -137,8 +179,11 @@ def test_verdict_from_the_runs_and_the_exit_status() -> None:
         assert probe.verdict(*runs) == expected, runs
     good = [cases[(False, False, True)], cases[(True, None, True)]]
     assert probe.bisect_status(good) == 0
-    for bad in ("passes without, fails with: the candidate breaks it", "fails either way: not a fix",
-                "fails only some runs without it: flaky, inconclusive"):
+    for bad in (
+        "passes without, fails with: the candidate breaks it",
+        "fails either way: not a fix",
+        "fails only some runs without it: flaky, inconclusive",
+    ):
         assert probe.bisect_status([*good, bad]) == 1
     assert "fails either way: not a fix" in probe.EPILOG  # the verdicts the help lists are these
     for verdict in set(cases.values()):
@@ -155,19 +200,30 @@ def test_warnings_before_any_run() -> None:
     bisect = ["--bisect", "--world_sizes", "1"]
     # on gloo without --fault_unless: the settings gloo ignores, then that the verdicts cannot apply to NCCL
     assert warnings([*bisect, "--candidate", "NCCL_SHM_DISABLE=1"], {"NCCL_DEBUG": "INFO", "PATH": "/bin"}) == [
-        GLOO_IGNORES + "NCCL_SHM_DISABLE=1 (--candidate), NCCL_DEBUG=INFO (environment) have no effect here" + GLOO_HINT,
+        GLOO_IGNORES
+        + "NCCL_SHM_DISABLE=1 (--candidate), NCCL_DEBUG=INFO (environment) have no effect here"
+        + GLOO_HINT,
         "nccl_probe.py: warning: --bisect on backend gloo without --fault_unless runs no NCCL, so its verdicts "
         "cannot apply to NCCL; rehearse with --fault and --fault_unless, or bisect on GPUs with --backend nccl",
     ]
     # a rehearsal whose candidate is the wrong setting (not a fix): the candidate is named once, although
     # the shell sets it too; no "cannot apply" warning
-    not_a_fix = [*bisect, "--candidate", "NCCL_P2P_DISABLE=1", "--fault", "corrupt:0", "--fault_unless",
-                 "PROBE_DEFECT_FIXED=1"]
+    not_a_fix = [
+        *bisect,
+        "--candidate",
+        "NCCL_P2P_DISABLE=1",
+        "--fault",
+        "corrupt:0",
+        "--fault_unless",
+        "PROBE_DEFECT_FIXED=1",
+    ]
     assert warnings(not_a_fix, {"NCCL_P2P_DISABLE": "1"}) == [
-        GLOO_IGNORES + "NCCL_P2P_DISABLE=1 (--candidate) has no effect here" + GLOO_HINT]
+        GLOO_IGNORES + "NCCL_P2P_DISABLE=1 (--candidate) has no effect here" + GLOO_HINT
+    ]
     assert warnings(not_a_fix, {}, backend="nccl") == []  # on NCCL every setting counts
     assert warnings(["--nproc_per_node", "2"], {"NCCL_DEBUG": "INFO"}) == [
-        GLOO_IGNORES + "NCCL_DEBUG=INFO (environment) has no effect here" + GLOO_HINT]
+        GLOO_IGNORES + "NCCL_DEBUG=INFO (environment) has no effect here" + GLOO_HINT
+    ]
     assert warnings(["--nproc_per_node", "2"], {"PATH": "/bin"}) == []
 
 
@@ -178,16 +234,54 @@ def test_sigterm_during_a_world_size_4_bisection_leaves_nothing_and_exits_143(tm
     the time it exits nothing of the run is left. The awaited event is rank 1's own fault line in the run's log."""
     env, tag = tagged_env()
     env.pop("PROBE_DEFECT_FIXED", None)
-    cmd = [PYTHON, str(PROBE), "--bisect", "--world_sizes", "4", "--candidate", "PROBE_DEFECT_FIXED=1",
-           "--fault", "skip:1", "--fault_unless", "PROBE_DEFECT_FIXED=1", "--log_dir", str(tmp_path),
-           "--backend", "gloo", "-b", "8", "-e", "64", "--iters", "1", "--warmup", "0", "--timeout", "600",
-           "--run_limit", "900"]
+    cmd = [
+        PYTHON,
+        str(PROBE),
+        "--bisect",
+        "--world_sizes",
+        "4",
+        "--candidate",
+        "PROBE_DEFECT_FIXED=1",
+        "--fault",
+        "skip:1",
+        "--fault_unless",
+        "PROBE_DEFECT_FIXED=1",
+        "--log_dir",
+        str(tmp_path),
+        "--backend",
+        "gloo",
+        "-b",
+        "8",
+        "-e",
+        "64",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "--timeout",
+        "600",
+        "--run_limit",
+        "900",
+    ]
     log = tmp_path / "world4_without.log"
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
-        wait_for(lambda: log.exists() and "leaving all_reduce #0 out" in log.read_text(errors="replace"), 400,
-                 "rank 1 of the world-size-4 run skipping all_reduce #0", proc, log)
+        wait_for(
+            lambda: log.exists() and "leaving all_reduce #0 out" in log.read_text(errors="replace"),
+            400,
+            "rank 1 of the world-size-4 run skipping all_reduce #0",
+            proc,
+            log,
+        )
         assert len(leftovers(tag)) >= 5  # the probe, torchrun and 4 ranks: the run is really there
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
@@ -204,8 +298,10 @@ def test_verdict_notes_say_what_a_verdict_is_about() -> None:
     probe = probe_module()
     fault = probe.Fault("skip", 1, 0)
     assert probe.verdict_note("gloo", fault, ("NCCL_P2P_DISABLE", "1")) == (
-        " (rehearsal: stand-in defect --fault skip:1@0 unless NCCL_P2P_DISABLE=1; says nothing about NCCL)")
+        " (rehearsal: stand-in defect --fault skip:1@0 unless NCCL_P2P_DISABLE=1; says nothing about NCCL)"
+    )
     assert probe.verdict_note("nccl", fault, None) == (
-        " (rehearsal: stand-in defect --fault skip:1@0; says nothing about NCCL)")
+        " (rehearsal: stand-in defect --fault skip:1@0; says nothing about NCCL)"
+    )
     assert probe.verdict_note("gloo", None, None) == " (gloo run: cannot apply to NCCL)"
     assert probe.verdict_note("nccl", None, None) == ""  # a real NCCL run: its verdict stands alone

@@ -74,15 +74,18 @@ def test_the_summary_line_is_mean_and_population_spread() -> None:
     assert summary_lines(summary) == [("2", "2.00", "1.00", "1.00", "3.00")]
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--num_episodes", "0"], "--num_episodes must be >= 1, got 0"),
-    (["--num_envs", "-1"], "--num_envs must be >= 1, got -1"),
-    (["--task", "Toy-Cartpol-v0"], "did you mean Toy-Cartpole-v0?"),
-    (["--ml_framework", "jax"], "--ml_framework jax is for skrl only, not rsl_rl"),
-    (["--seed", "-1"], "--seed must be between 0 and"),
-    (["--checkpoint", "/no/such/file.pt"], "--checkpoint /no/such/file.pt: no such file"),
-    (["--rl_library", "sb3"], "argument --rl_library: invalid choice"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--num_episodes", "0"], "--num_episodes must be >= 1, got 0"),
+        (["--num_envs", "-1"], "--num_envs must be >= 1, got -1"),
+        (["--task", "Toy-Cartpol-v0"], "did you mean Toy-Cartpole-v0?"),
+        (["--ml_framework", "jax"], "--ml_framework jax is for skrl only, not rsl_rl"),
+        (["--seed", "-1"], "--seed must be between 0 and"),
+        (["--checkpoint", "/no/such/file.pt"], "--checkpoint /no/such/file.pt: no such file"),
+        (["--rl_library", "sb3"], "argument --rl_library: invalid choice"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str, tmp_path: Path, capsys) -> None:
     assert_refused(play_in_process(capsys, "--device", "cpu", "--log_root", str(tmp_path), *args), expected)
     assert list(tmp_path.iterdir()) == []
@@ -98,8 +101,10 @@ def test_ctrl_c_ends_with_one_line_and_130(tmp_path: Path, capsys, monkeypatch) 
 
 
 def test_latest_without_a_checkpoint_is_refused_with_trainings_words(tmp_path: Path, capsys) -> None:
-    assert_refused(play_in_process(capsys, "--device", "cpu", "--log_root", str(tmp_path / "logs")),
-                   f"--checkpoint latest: no rsl_rl checkpoint of {TASK} under {tmp_path / 'logs' / 'rsl_rl' / TASK}")
+    assert_refused(
+        play_in_process(capsys, "--device", "cpu", "--log_root", str(tmp_path / "logs")),
+        f"--checkpoint latest: no rsl_rl checkpoint of {TASK} under {tmp_path / 'logs' / 'rsl_rl' / TASK}",
+    )
     assert not (tmp_path / "logs").exists()
 
 
@@ -118,8 +123,18 @@ def test_a_two_rank_checkpoint_plays_the_same_numbers_twice(library: str, logs: 
     healthy = healthy_run(library)
     run_dir = copy_run(healthy, logs)
     before = files_under(logs)
-    common = ("--rl_library", library, "--device", "cpu", "--num_envs", "8", "--num_episodes", "12",
-              "--log_root", str(logs))
+    common = (
+        "--rl_library",
+        library,
+        "--device",
+        "cpu",
+        "--num_envs",
+        "8",
+        "--num_episodes",
+        "12",
+        "--log_root",
+        str(logs),
+    )
     first = play_in_process(capsys, *common, "--seed", "3")
     assert first[0] == 0, first
     (header,) = header_lines(first[1])
@@ -138,18 +153,38 @@ def test_a_two_rank_checkpoint_plays_the_same_numbers_twice(library: str, logs: 
 def test_a_checkpoint_of_another_library_is_refused(logs: Path, healthy_run, capsys) -> None:
     run_dir = copy_run(healthy_run("rsl_rl"), logs)
     newest = max(run_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
-    assert_refused(play_in_process(capsys, "--rl_library", "rl_games", "--device", "cpu", "--checkpoint", str(newest)),
-                   "rsl_rl wrote it; give --rl_library rsl_rl")
-    assert_refused(play_in_process(capsys, "--rl_library", "rl_games", "--device", "cpu", "--checkpoint", str(run_dir)),
-                   "a folder without a rl_games checkpoint")
+    assert_refused(
+        play_in_process(capsys, "--rl_library", "rl_games", "--device", "cpu", "--checkpoint", str(newest)),
+        "rsl_rl wrote it; give --rl_library rsl_rl",
+    )
+    assert_refused(
+        play_in_process(capsys, "--rl_library", "rl_games", "--device", "cpu", "--checkpoint", str(run_dir)),
+        "a folder without a rl_games checkpoint",
+    )
 
 
 @pytest.mark.e2e
 @pytest.mark.timeout(WITH_HEALTHY_RUN)
 def test_skrl_jax_plays_through_the_cli_twice_alike(logs: Path, healthy_run) -> None:
     copy_run(healthy_run("skrl-jax"), logs)
-    cmd = [PYTHON, "-m", "mgpu_lab.cli", "play", "--rl_library", "skrl", "--ml_framework", "jax", "--device", "cpu",
-           "--num_envs", "8", "--num_episodes", "8", "--log_root", str(logs)]
+    cmd = [
+        PYTHON,
+        "-m",
+        "mgpu_lab.cli",
+        "play",
+        "--rl_library",
+        "skrl",
+        "--ml_framework",
+        "jax",
+        "--device",
+        "cpu",
+        "--num_envs",
+        "8",
+        "--num_episodes",
+        "8",
+        "--log_root",
+        str(logs),
+    ]
     outs = [run(cmd, timeout=300, env=single_env(JAX_PLATFORMS="cpu")) for _ in range(2)]
     assert [p.returncode for p in outs] == [0, 0], outs[0].stderr[-3000:]
     assert summary_lines(outs[0].stdout) == summary_lines(outs[1].stdout) != []

@@ -18,10 +18,10 @@ from mgpu_testing import PYTHON, run
 from mgpu_testing.output_lines import PLAY_HEADER, PLAY_SUMMARY, TEMPLATES, lines_matching
 from mgpu_testing.runs import WITH_HEALTHY_RUN, copy_run
 from mgpu_testing.training import TASK, single_env
+from test_play import PARSER
 from test_skill_commands import SHELL_STOPS, all_snippets, logical_lines
 
 from mgpu_lab.train import play
-from test_play import PARSER
 
 PLAY = re.compile(r"\bisaaclab\s+play\b")
 SNIPPETS = all_snippets()
@@ -70,8 +70,19 @@ def cpu_form(args: tuple[str, ...], log_root: Path, run_dir: Path) -> list[str]:
         checkpoint = str(run_dir)
     episodes = min(int(option(list(args), "--num_episodes", "100")), 8)
     envs = min(int(option(list(args), "--num_envs", "64")), 8)
-    return [*out, "--device", "cpu", "--num_envs", str(envs), "--num_episodes", str(episodes),
-            "--log_root", str(log_root), "--checkpoint", checkpoint]
+    return [
+        *out,
+        "--device",
+        "cpu",
+        "--num_envs",
+        str(envs),
+        "--num_episodes",
+        str(episodes),
+        "--log_root",
+        str(log_root),
+        "--checkpoint",
+        checkpoint,
+    ]
 
 
 def test_the_docs_show_play_and_quote_each_line() -> None:
@@ -101,8 +112,9 @@ def test_every_quoted_line_has_the_printed_form(template) -> None:
 @pytest.mark.e2e
 @pytest.mark.timeout(WITH_HEALTHY_RUN)
 @pytest.mark.parametrize(("where", "args"), COMMANDS, ids=[w for w, _ in COMMANDS])
-def test_documented_play_command_plays_in_its_cpu_form(where: str, args: tuple[str, ...], tmp_path: Path,
-                                                      healthy_run, capsys) -> None:
+def test_documented_play_command_plays_in_its_cpu_form(
+    where: str, args: tuple[str, ...], tmp_path: Path, healthy_run, capsys
+) -> None:
     if "--help" in args:  # the help itself: argparse prints it and exits 0
         with pytest.raises(SystemExit) as exited:
             PARSER().parse_args(list(args))

@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
+from loader import load_rst_documents
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.docs import PROBE, load_script
 from mgpu_testing.in_process import run_in_process
 from mgpu_testing.quoted import PATH_WORD, Quote, collect, mismatch, placeholders
 from mgpu_testing.training import OpensMarker, single_env
-from loader import load_rst_documents
 from parse_markdown import parse_markdown
 
 LIBRARIES = ("rsl_rl", "rl_games", "skrl")
@@ -77,8 +76,9 @@ def isaaclab_entry(args: list[str]) -> Callable[[], object]:
     (point,) = entry_points(group="console_scripts", name="isaaclab")
     main = point.load()
     scripts = getattr(sys.modules[point.module], "ENTRY_SCRIPTS", {})
-    assert isinstance(scripts, dict) and {"train", "train_multigpu"} <= set(scripts), \
+    assert isinstance(scripts, dict) and {"train", "train_multigpu"} <= set(scripts), (
         f"{point.value}: its module no longer names the subcommands that replace the process (ENTRY_SCRIPTS)"
+    )
     if args and args[0] in scripts:
         return _script_entry(REPO / scripts[args[0]][0], args[1:])
     return lambda: main(args, prog_name="isaaclab")  # click exits with the command's status
@@ -106,8 +106,20 @@ def run_command(command: str, files: dict[str, Path], cwd: Path) -> tuple[object
 
 def checkpoint_of(library: str, task: str, root: Path) -> Path:
     """Train one iteration of ``library`` on ``task`` on the CPU, through train.py's main(); its checkpoint."""
-    args = ["--rl_library", library, "--device", "cpu", "--task", task, "--num_envs", "4", "--max_iterations", "1",
-            "--log_root", str(root)]
+    args = [
+        "--rl_library",
+        library,
+        "--device",
+        "cpu",
+        "--task",
+        task,
+        "--num_envs",
+        "4",
+        "--max_iterations",
+        "1",
+        "--log_root",
+        str(root),
+    ]
     code, out, err = run_in_process(isaaclab_entry(["train", *args]), single_env(OMP_NUM_THREADS="1"), cwd=root)
     assert code == 0, err[-3000:]
     lines = [line for line in out.splitlines() if line.startswith("[INFO] checkpoint: ")]
@@ -127,8 +139,17 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
             folder.mkdir()
             if name == "crafted":
                 cache[name] = folder / "model_500.pt"
-                torch.save({"actor_state_dict": OpensMarker(folder / "ran"), "critic_state_dict": {}, "model": {},
-                            "epoch": 1, "policy": {}, "value": {}}, cache[name])
+                torch.save(
+                    {
+                        "actor_state_dict": OpensMarker(folder / "ran"),
+                        "critic_state_dict": {},
+                        "model": {},
+                        "epoch": 1,
+                        "policy": {},
+                        "value": {},
+                    },
+                    cache[name],
+                )
             elif name == "empty-dir":
                 cache[name] = folder
             elif name == "skrl-jax-pickle":
@@ -187,8 +208,9 @@ def printed(made, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], t
 def test_quoted_output_is_printed(quote: Quote, printed) -> None:
     code, output = printed(quote.command)
     missing = mismatch(quote.text, output, block=quote.kind == "block")
-    assert missing is None, (f"{quote.id}: `{quote.command}` (exit {code}) does not print {missing!r}; "
-                             f"it printed:\n{output[-3000:]}")
+    assert missing is None, (
+        f"{quote.id}: `{quote.command}` (exit {code}) does not print {missing!r}; it printed:\n{output[-3000:]}"
+    )
     assert quote.exit is None or code == quote.exit, f"{quote.id}: `{quote.command}` exits {code}, not {quote.exit}"
 
 
@@ -196,8 +218,10 @@ def test_markers_are_read_from_comments_only() -> None:
     """A marker shown as code (how the authoring rules document it) is no marker; a real comment is, inline too."""
     from mgpu_testing.quoted import markers
 
-    md = ("Write `<!-- output-of: isaaclab train --x -->` before a quote.\n\n"
-          "- <!-- output-of (exit 2): isaaclab train --y --> a refusal: `error: y`\n")
+    md = (
+        "Write `<!-- output-of: isaaclab train --x -->` before a quote.\n\n"
+        "- <!-- output-of (exit 2): isaaclab train --y --> a refusal: `error: y`\n"
+    )
     assert markers("a.md", md) == [(3, 3, "isaaclab train --y", 2)]
     rst = "Intro.\n\n.. output-of: isaaclab train --z\n\n- .. output-of (exit 3): python p.py\n\n  ``x``\n"
     assert markers("a.rst", rst) == [(3, 1, "isaaclab train --z", None), (5, 3, "python p.py", 3)]

@@ -11,23 +11,41 @@ from pathlib import Path
 import pytest
 
 from mgpu_lab.health import heartbeat, rank_progress
+from mgpu_lab.health.rank_progress import Fault, StepClock, parse_faults
 from mgpu_lab.runs import resume
 from mgpu_lab.train.dist import DistContext, device_warning
-from mgpu_lab.health.rank_progress import Fault, StepClock, parse_faults
-
 
 # --- injected faults ----------------------------------------------------------------------------------
+
 
 def test_fault_grammar():
     assert parse_faults(None) == () and parse_faults("  ") == ()
     assert parse_faults("hang:1:3, raise:0:2,skip:1:0,signal:1:4:SIGTERM,signal:0:1:2,signal:2:5") == (
-        Fault("hang", 1, 3), Fault("raise", 0, 2), Fault("skip", 1, 0), Fault("signal", 1, 4, int(signal.SIGTERM)),
-        Fault("signal", 0, 1, int(signal.SIGINT)), Fault("signal", 2, 5, int(signal.SIGKILL)))
+        Fault("hang", 1, 3),
+        Fault("raise", 0, 2),
+        Fault("skip", 1, 0),
+        Fault("signal", 1, 4, int(signal.SIGTERM)),
+        Fault("signal", 0, 1, int(signal.SIGINT)),
+        Fault("signal", 2, 5, int(signal.SIGKILL)),
+    )
     assert parse_faults("signal:0:1:term")[0].signum == int(signal.SIGTERM)
 
 
-@pytest.mark.parametrize("text", ["hang", "hang:1", "crash:1:2", "hang:-1:2", "hang:1:x", "hang:1:2:9",
-                                  "signal:1:2:SIGNOPE", "signal:1:2:999", "hang:1:2,", "raise:1:2:3:4"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hang",
+        "hang:1",
+        "crash:1:2",
+        "hang:-1:2",
+        "hang:1:x",
+        "hang:1:2:9",
+        "signal:1:2:SIGNOPE",
+        "signal:1:2:999",
+        "hang:1:2,",
+        "raise:1:2:3:4",
+    ],
+)
 def test_bad_fault_entries_are_one_line_errors(text):
     with pytest.raises(ValueError) as info:
         parse_faults(text)
@@ -58,6 +76,7 @@ def test_a_resumed_run_fires_at_the_first_iteration_past_iter():
 
 # --- the step clock ------------------------------------------------------------------------------------
 
+
 def test_step_clock_calls_the_hook_at_each_iterations_first_step():
     seen: list[tuple[int, int]] = []
     clock = StepClock(3, start_iteration=4)
@@ -71,6 +90,7 @@ def test_step_clock_calls_the_hook_at_each_iterations_first_step():
 
 
 # --- supervision files ---------------------------------------------------------------------------------
+
 
 def test_beats_failure_run_dir_and_stack_dump(tmp_path):
     env = {heartbeat.SUPERVISE_DIR_ENV: str(tmp_path)}
@@ -122,6 +142,7 @@ def test_cuda_rank_on_the_wrong_device_is_warned():
 
 
 # --- resume: runs, job keys, checkpoints ---------------------------------------------------------------
+
 
 def _run(root: Path, name: str, *checkpoints: str, key: str | None = None) -> Path:
     run = root / "rsl_rl" / "Toy-Cartpole-v0" / name

@@ -21,14 +21,24 @@ import re
 from pathlib import Path
 
 import pytest
+from mgpu_testing import run, seams_env
+from mgpu_testing.runs import NUM_ENVS, WITH_HEALTHY_RUN, copy_run
+from mgpu_testing.training import (
+    DIGEST_ANYWHERE,
+    TASK,
+    assert_one_line_error,
+    assert_one_rank_output,
+    single_env,
+    supervised_env,
+    torchrun_train,
+    train_args,
+    train_cmd,
+    train_in_process,
+)
 
 from mgpu_lab.health import heartbeat
 from mgpu_lab.runs.checkpoint import load_torch, read_msgpack
 from mgpu_lab.runs.resume import JOB_KEY_ENV, JOB_KEY_FILE
-from mgpu_testing import run, seams_env
-from mgpu_testing.runs import NUM_ENVS, WITH_HEALTHY_RUN, copy_run
-from mgpu_testing.training import (DIGEST_ANYWHERE, TASK, assert_one_line_error, assert_one_rank_output, single_env,
-                                   supervised_env, torchrun_train, train_args, train_cmd, train_in_process)
 
 pytestmark = pytest.mark.e2e
 
@@ -44,8 +54,24 @@ def test_a_restarted_group_resumes_its_own_run(tmp_path):
     logs = tmp_path / "logs"
     supervise = tmp_path / "supervise"
     env = seams_env(supervised_env(supervise, MGPU_LAB_JOB_KEY=f"test-{tmp_path.name}"), fault=f"signal:1:{kill_at}")
-    proc = run(torchrun_train("rsl_rl", logs, 2, "--num_envs", "8", "--max_iterations", str(MAX_ITERATIONS),
-                              "--save_interval", "2", "--seed", "5", max_restarts=1), timeout=900, env=env)
+    proc = run(
+        torchrun_train(
+            "rsl_rl",
+            logs,
+            2,
+            "--num_envs",
+            "8",
+            "--max_iterations",
+            str(MAX_ITERATIONS),
+            "--save_interval",
+            "2",
+            "--seed",
+            "5",
+            max_restarts=1,
+        ),
+        timeout=900,
+        env=env,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert f"[FAULT] rank 1: sending itself SIGKILL at iteration {kill_at}" in out
@@ -71,7 +97,9 @@ def test_a_restarted_group_resumes_its_own_run(tmp_path):
     # stack, rank 0 named the run folder; the SIGKILLed rank 1 recorded no failure (it could not)
     beats = heartbeat.read_beats(supervise)
     assert {r: (b.phase, b.iteration, b.world_size) for r, b in beats.items()} == {
-        0: ("done", MAX_ITERATIONS - 1, 2), 1: ("done", MAX_ITERATIONS - 1, 2)}
+        0: ("done", MAX_ITERATIONS - 1, 2),
+        1: ("done", MAX_ITERATIONS - 1, 2),
+    }
     assert heartbeat.stack_path(supervise, 0).exists() and heartbeat.stack_path(supervise, 1).exists()
     assert heartbeat.read_run_dir(supervise) == run_dir.resolve()
     assert 1 not in heartbeat.read_failures(supervise)
@@ -82,16 +110,25 @@ def test_a_restarted_group_resumes_its_own_run(tmp_path):
 RESTARTS = [
     ("rl_games", f"nn/last_*_ep_{MAX_ITERATIONS}_rew_*.pth", lambda p: load_torch(p, "rl_games"), 16, (), {}, True),
     ("skrl", f"checkpoints/agent_{16 * MAX_ITERATIONS}.pt", lambda p: load_torch(p, "skrl"), 16, (), {}, True),
-    ("skrl-jax", f"checkpoints/agent_{16 * MAX_ITERATIONS}.msgpack", read_msgpack, 16, ("--ml_framework", "jax"),
-     {"JAX_PLATFORMS": "cpu"}, False),
+    (
+        "skrl-jax",
+        f"checkpoints/agent_{16 * MAX_ITERATIONS}.msgpack",
+        read_msgpack,
+        16,
+        ("--ml_framework", "jax"),
+        {"JAX_PLATFORMS": "cpu"},
+        False,
+    ),
 ]
 
 
 @pytest.mark.timeout(WITH_HEALTHY_RUN)
-@pytest.mark.parametrize("library,final,load,steps_per_iteration,args,extra_env,in_process", RESTARTS,
-                         ids=[r[0] for r in RESTARTS])
+@pytest.mark.parametrize(
+    "library,final,load,steps_per_iteration,args,extra_env,in_process", RESTARTS, ids=[r[0] for r in RESTARTS]
+)
 def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
-        tmp_path, healthy_run, library, final, load, steps_per_iteration, args, extra_env, in_process):
+    tmp_path, healthy_run, library, final, load, steps_per_iteration, args, extra_env, in_process
+):
     """Also the library's training in one process (world size 1): its lines, a loadable last checkpoint, no
     temp file left (a fresh start is the healthy run's)."""
     healthy = healthy_run(library)
@@ -99,8 +136,17 @@ def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
     run_dir = copy_run(healthy, logs)
     key = (run_dir / JOB_KEY_FILE).read_text(encoding="utf-8").strip()
     assert key, "rank 0 of the launcher's job records the job key in its run folder"
-    given = (*args, "--task", TASK, "--num_envs", str(NUM_ENVS), "--max_iterations", str(MAX_ITERATIONS),
-             "--save_interval", "2")
+    given = (
+        *args,
+        "--task",
+        TASK,
+        "--num_envs",
+        str(NUM_ENVS),
+        "--max_iterations",
+        str(MAX_ITERATIONS),
+        "--save_interval",
+        "2",
+    )
     env = single_env(TORCHELASTIC_RESTART_COUNT="1", **{JOB_KEY_ENV: key}, **extra_env)
     if in_process:
         proc = train_in_process(train_args(healthy.rl_library, logs, *given), env)
@@ -108,8 +154,9 @@ def test_a_restart_finds_its_jobs_run_and_resumes_from_its_newest_checkpoint(
         proc = run(train_cmd(healthy.rl_library, logs, *given), timeout=500, env=env)
     out = proc.stdout + proc.stderr
     assert_one_rank_output(proc, anchored=in_process)  # exit 0; synchronized, timed, counted over 1 rank, a digest
-    assert [p.name for p in (logs / healthy.rl_library / TASK).iterdir()] == [run_dir.name], \
+    assert [p.name for p in (logs / healthy.rl_library / TASK).iterdir()] == [run_dir.name], (
         "a restart must reuse its run folder"
+    )
     (resumed,) = RESUMED.findall(out)
     path, iteration = resumed
     assert Path(path).parent.is_relative_to(run_dir) and int(iteration) == healthy.iterations  # the newest
@@ -127,8 +174,10 @@ def test_checkpoint_latest_refusals(tmp_path, healthy_run):
     and iteration exact) is tests/test_skill_commands.py's, in the CPU forms of the documented commands."""
     logs = tmp_path / "logs"
     common = train_args("rsl_rl", logs, "--num_envs", "8")  # in this process (mgpu_testing.training.train_in_process)
-    assert_one_line_error(train_in_process([*common, "--checkpoint", "latest"], single_env()),
-                          "--checkpoint latest: no rsl_rl checkpoint of Toy-Cartpole-v0 under")
+    assert_one_line_error(
+        train_in_process([*common, "--checkpoint", "latest"], single_env()),
+        "--checkpoint latest: no rsl_rl checkpoint of Toy-Cartpole-v0 under",
+    )
     assert not logs.exists(), "a refused run writes nothing"
 
     healthy = healthy_run("rsl_rl")  # its newest checkpoint holds iterations 0 .. N-1

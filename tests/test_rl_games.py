@@ -8,10 +8,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from mgpu_testing.training import (
+    TASK,
+    assert_one_line_error,
+    assert_one_rank_output,
+    assert_two_rank_output,
+    sigkill_while_saving,
+    single_env,
+    train_args,
+    train_in_process,
+)
 
 from mgpu_lab.runs.checkpoint import load_torch
-from mgpu_testing.training import (TASK, assert_one_line_error, assert_one_rank_output, assert_two_rank_output,
-                                   sigkill_while_saving, single_env, train_args, train_in_process)
 
 # a dev dependency: a missing one must fail, not skip (found without importing it: collection stays cheap)
 assert importlib.util.find_spec("rl_games") is not None, "rl_games is not installed: uv sync --locked"
@@ -31,8 +39,11 @@ def assert_rl_games_checkpoint(path: Path) -> dict:
 def test_one_process_trains_and_saves(tmp_path):
     """Resuming an rl_games checkpoint in one process is tests/test_resume.py's (on the healthy run's)."""
     common = train_args("rl_games", tmp_path, "--task", TASK, "--num_envs", "8", "--seed", "3")
-    assert_one_rank_output(train_in_process([*common, "--max_iterations", "2", "--save_interval", "1",
-                                             "--run_name", "first"], single_env()))
+    assert_one_rank_output(
+        train_in_process(
+            [*common, "--max_iterations", "2", "--save_interval", "1", "--run_name", "first"], single_env()
+        )
+    )
 
     run_dirs = list((tmp_path / "rl_games" / TASK).iterdir())
     assert len(run_dirs) == 1 and run_dirs[0].name.endswith("_first")
@@ -56,8 +67,10 @@ def test_two_gloo_ranks_through_the_launcher(healthy_run):
 def test_checkpoint_of_another_library_is_one_line(tmp_path):
     other = tmp_path / "agent_32.pt"
     torch.save({"policy": {}, "value": {}, "optimizer": {}}, other)
-    proc = train_in_process(train_args("rl_games", tmp_path, "--num_envs", "4", "--max_iterations", "1",
-                                       "--checkpoint", str(other)), single_env())
+    proc = train_in_process(
+        train_args("rl_games", tmp_path, "--num_envs", "4", "--max_iterations", "1", "--checkpoint", str(other)),
+        single_env(),
+    )
     assert_one_line_error(proc, "not an rl_games checkpoint")
     assert not (tmp_path / "rl_games").exists(), "a refused run writes nothing"
 

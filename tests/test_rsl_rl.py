@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from mgpu_testing.training import (TASK, THROUGHPUT, assert_one_rank_output, assert_two_rank_output,
-                                   sigkill_while_saving, single_env, train_args, train_in_process)
+from mgpu_testing.training import (
+    TASK,
+    THROUGHPUT,
+    assert_one_rank_output,
+    assert_two_rank_output,
+    sigkill_while_saving,
+    single_env,
+    train_args,
+    train_in_process,
+)
 
 # a dev dependency: a missing one must fail, not skip (found without importing it: collection stays cheap)
 assert importlib.util.find_spec("rsl_rl") is not None, "rsl_rl is not installed: uv sync --locked"
@@ -31,8 +38,11 @@ def assert_rsl_rl_checkpoint(path: Path) -> dict:
 @pytest.mark.e2e  # in this process (mgpu_testing.training.train_in_process), but two real trainings: seconds
 def test_one_process_trains_saves_and_resumes(tmp_path):
     common = train_args("rsl_rl", tmp_path, "--task", TASK, "--num_envs", "16", "--seed", "3")
-    out = assert_one_rank_output(train_in_process([*common, "--max_iterations", "3", "--save_interval", "1",
-                                                   "--run_name", "first"], single_env()))
+    out = assert_one_rank_output(
+        train_in_process(
+            [*common, "--max_iterations", "3", "--save_interval", "1", "--run_name", "first"], single_env()
+        )
+    )
     assert int(THROUGHPUT.search(out).group(1)) > 0
 
     run_dirs = list((tmp_path / "rsl_rl" / TASK).iterdir())
@@ -59,11 +69,10 @@ def test_one_process_trains_saves_and_resumes(tmp_path):
 def test_rsl_rl_learns_cartpole():
     """Fixed seed, 15 PPO iterations in this process: late episodes clearly outlast the first ones."""
     from mgpu_lab.train.adapters import rsl_rl as adapter
-    from mgpu_lab.train.dist import DistContext
     from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.train.dist import DistContext
 
-    cfg = TrainConfig(rl_library="rsl_rl", task=TASK, num_envs=64, max_iterations=15, seed=1,
-                      device="cpu", log_dir="")
+    cfg = TrainConfig(rl_library="rsl_rl", task=TASK, num_envs=64, max_iterations=15, seed=1, device="cpu", log_dir="")
     with contextlib.redirect_stdout(io.StringIO()):
         result = adapter.train(cfg, DistContext())
     rewards = [r for r in result.mean_rewards if not math.isnan(r)]

@@ -31,7 +31,6 @@ from mgpu_testing.runs import WITH_HEALTHY_RUN, HealthyRun, copy_run
 from mgpu_testing.runs import run_nodes as run_nodes_together
 from mgpu_testing.training import DIGEST_ANYWHERE, SYNC_ANYWHERE, TASK, THROUGHPUT, TIME, single_env
 
-
 #: enough visible devices for every GPU-count check in the examples (the launcher never touches them)
 EIGHT_GPUS = "0,1,2,3,4,5,6,7"
 
@@ -62,8 +61,8 @@ def doc_rst_files() -> list[Path]:
 
 # The checker's own parsers (markdown-it-py; docutils with Sphinx stand-ins; tools/skills is on pytest's
 # pythonpath) find the code: one reading of the documents for the checker and for these tests.
-from parse_markdown import parse_markdown
 from loader import load_rst_documents
+from parse_markdown import parse_markdown
 
 
 def _snippets(doc) -> list[Snippet]:
@@ -144,9 +143,9 @@ def commands_in(snippet: Snippet) -> list[Command]:
         for i, tok in enumerate(tokens):
             sub = None
             if tok == "isaaclab" and i + 1 < len(tokens) and tokens[i + 1] in ("train", "train_multigpu"):
-                sub, rest = tokens[i + 1], tokens[i + 2:]
+                sub, rest = tokens[i + 1], tokens[i + 2 :]
             elif tok.endswith("nccl_probe.py"):
-                sub, rest = "probe", tokens[i + 1:]
+                sub, rest = "probe", tokens[i + 1 :]
             if sub is None:
                 continue
             args: list[str] = []
@@ -191,9 +190,14 @@ def test_collection_finds_examples() -> None:
 
 
 def test_collector_joins_continuations_and_strips_prefixes() -> None:
-    snip = Snippet("x.md", 1, "# comment isaaclab train_multigpu --bogus\n"
-                   "NCCL_DEBUG=INFO uv run isaaclab train_multigpu \\\n  --num_gpus 2 \\\n  --task T | tee out\n"
-                   "uv run isaaclab train --seed 3  # trailing comment\n", "block")
+    snip = Snippet(
+        "x.md",
+        1,
+        "# comment isaaclab train_multigpu --bogus\n"
+        "NCCL_DEBUG=INFO uv run isaaclab train_multigpu \\\n  --num_gpus 2 \\\n  --task T | tee out\n"
+        "uv run isaaclab train --seed 3  # trailing comment\n",
+        "block",
+    )
     cmds = commands_in(snip)
     assert [(c.sub, c.args) for c in cmds] == [
         ("train_multigpu", ("--num_gpus", "2", "--task", "T")),
@@ -221,14 +225,17 @@ def check_training_args(args: list[str], cmd: Command, parser, capsys) -> None:
     try:
         ns = parser.parse_args(args)
     except SystemExit as exc:
-        pytest.fail(f"{cmd.where}: `{cmd.source}` is rejected by train.py's parser (exit {exc.code}): "
-                    f"{capsys.readouterr().err.strip()}")
+        pytest.fail(
+            f"{cmd.where}: `{cmd.source}` is rejected by train.py's parser (exit {exc.code}): "
+            f"{capsys.readouterr().err.strip()}"
+        )
     assert ns.task in TASKS, f"{cmd.where}: unknown task {ns.task!r}; built-in: {sorted(TASKS)}"
 
 
 @pytest.mark.parametrize("cmd", LAUNCHER_CMDS, ids=lambda c: c.id)
-def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser, capsys, monkeypatch,
-                                   tmp_path: Path) -> None:
+def test_launcher_example_dry_runs(
+    cmd: Command, launcher_parser, trainer_parser, capsys, monkeypatch, tmp_path: Path
+) -> None:
     """The launcher's own main, in-process, on eight made-up GPUs (an inventory passed in, as the tests of the
     launcher do); the entry script as a process is tests/test_launcher_e2e.py's and test_cli.py's. Another
     project's script (Isaac Lab's train.py, a user's own) gets a stand-in file where the example says."""
@@ -242,9 +249,13 @@ def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser
     monkeypatch.chdir(tmp_path if script is not None else REPO)
     eight = Inventory([made_up_uuid(i) for i in range(8)], [], "eight made-up GPUs")
     try:
-        code = launcher.main(load_script(LAUNCHER, "_mgpu_docs_launcher_script").build_parser(),
-                             ["--dry_run", *cmd.args], train_script=str(TRAINER),
-                             environ=loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS), inventory=eight)
+        code = launcher.main(
+            load_script(LAUNCHER, "_mgpu_docs_launcher_script").build_parser(),
+            ["--dry_run", *cmd.args],
+            train_script=str(TRAINER),
+            environ=loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS),
+            inventory=eight,
+        )
     except SystemExit as exc:  # --help, or argparse's own refusal through the script's one-line hook
         code = exc.code
     out, err = capsys.readouterr()
@@ -254,7 +265,7 @@ def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser
         _, forwarded = launcher_parser.parse_known_args(list(cmd.args))
         printed = shlex.split(out)
         target = str((tmp_path / script).resolve())
-        assert printed[printed.index(target):] == [target, *forwarded], out
+        assert printed[printed.index(target) :] == [target, *forwarded], out
         assert "rank_entry.py" in out
         return
     assert "train.py" in out, out
@@ -263,8 +274,9 @@ def test_launcher_example_dry_runs(cmd: Command, launcher_parser, trainer_parser
     # what the launcher forwards must be valid for train.py too (--dry_run does not run it)
     launch_ns, forwarded = launcher_parser.parse_known_args(list(cmd.args))
     forwarded = [a for a in forwarded if a != "--"]
-    check_training_args(["--rl_library", launch_ns.rl_library, *forwarded, "--distributed"], cmd,
-                        trainer_parser, capsys)
+    check_training_args(
+        ["--rl_library", launch_ns.rl_library, *forwarded, "--distributed"], cmd, trainer_parser, capsys
+    )
 
 
 def foreign_script(cmd: Command) -> str | None:
@@ -289,8 +301,9 @@ def test_probe_example_parses(cmd: Command, probe_module: ModuleType, capsys) ->
     try:
         probe_module.validate(probe_module.build_parser().parse_args(list(cmd.args)))
     except (SystemExit, probe_module.UsageError) as exc:
-        pytest.fail(f"{cmd.where}: `{cmd.source}` is rejected by the probe's parser: {exc} "
-                    f"{capsys.readouterr().err.strip()}")
+        pytest.fail(
+            f"{cmd.where}: `{cmd.source}` is rejected by the probe's parser: {exc} {capsys.readouterr().err.strip()}"
+        )
 
 
 # --------------------------------------------------------------------------- CPU forms, run for real
@@ -314,9 +327,20 @@ def test_probe_example_parses(cmd: Command, probe_module: ModuleType, capsys) ->
 
 #: options whose value the CPU form replaces or drops (launcher and trainer); multi-node ones are re-added
 _REWRITTEN = {
-    "--device", "--num_envs", "--max_iterations", "--log_root", "--log_dir", "--num_gpus", "--nproc_per_node",
-    "--master_addr", "--master_port", "--rdzv_endpoint", "--coordinator_address", "--node_rank",
-    "--local_ranks_filter", "--checkpoint",
+    "--device",
+    "--num_envs",
+    "--max_iterations",
+    "--log_root",
+    "--log_dir",
+    "--num_gpus",
+    "--nproc_per_node",
+    "--master_addr",
+    "--master_port",
+    "--rdzv_endpoint",
+    "--coordinator_address",
+    "--node_rank",
+    "--local_ranks_filter",
+    "--checkpoint",
 }
 _SWITCHES = {"--distributed", "--log_all_ranks", "--dry_run", "--no_slurm", "--virtual_local_rank", "-h", "--help"}
 CPU_ENVS = "8"
@@ -365,8 +389,11 @@ class Shape:
     continue_run: bool = False  # --continue_run: resumes into the prepared run's own folder (its own shape)
 
     def __str__(self) -> str:
-        return f"{self.sub}-{self.library}-{self.framework}-{self.rendezvous.replace(' ', '-')}" + \
-            ("-resume" if self.resume else "") + ("-continue" if self.continue_run else "")
+        return (
+            f"{self.sub}-{self.library}-{self.framework}-{self.rendezvous.replace(' ', '-')}"
+            + ("-resume" if self.resume else "")
+            + ("-continue" if self.continue_run else "")
+        )
 
 
 def shape_of(cmd: Command) -> Shape | None:
@@ -390,8 +417,14 @@ def shape_of(cmd: Command) -> Shape | None:
         else:
             kind = "static"
         rendezvous = f"2 nodes {kind}" if several else "node"
-    return Shape(cmd.sub, library, framework, rendezvous, option(cmd.args, "--checkpoint") is not None,
-                 option(cmd.args, "--continue_run") is not None)
+    return Shape(
+        cmd.sub,
+        library,
+        framework,
+        rendezvous,
+        option(cmd.args, "--checkpoint") is not None,
+        option(cmd.args, "--continue_run") is not None,
+    )
 
 
 def cpu_form(cmd: Command, log_root: Path, checkpoint: str | None = None) -> list[list[str]]:
@@ -448,8 +481,13 @@ def covered(shape: Shape, picked: set[Shape]) -> bool:
     if shape in picked or replace(shape, resume=True) in picked:
         return True
     return shape.rendezvous == "node" and any(
-        p.sub == shape.sub and p.library == shape.library and p.framework == shape.framework
-        and p.rendezvous.startswith("2 nodes") and (p.resume or not shape.resume) for p in picked)
+        p.sub == shape.sub
+        and p.library == shape.library
+        and p.framework == shape.framework
+        and p.rendezvous.startswith("2 nodes")
+        and (p.resume or not shape.resume)
+        for p in picked
+    )
 
 
 def first_of_each_shape(commands: list[Command]) -> list[tuple[Shape, Command]]:
@@ -501,10 +539,20 @@ def prepare_checkpoint(cmd: Command, log_root: Path) -> str:
     its first import, a process of its own)."""
     from mgpu_testing.training import train_in_process
 
-    keep = [a for name in ("--rl_library", "--ml_framework", "--task") if (v := option(cmd.args, name))
-            for a in (name, v)]
-    args = [*keep, "--device", "cpu", "--num_envs", CPU_ENVS, "--max_iterations", CPU_ITERATIONS,
-            "--log_root", str(log_root)]
+    keep = [
+        a for name in ("--rl_library", "--ml_framework", "--task") if (v := option(cmd.args, name)) for a in (name, v)
+    ]
+    args = [
+        *keep,
+        "--device",
+        "cpu",
+        "--num_envs",
+        CPU_ENVS,
+        "--max_iterations",
+        CPU_ITERATIONS,
+        "--log_root",
+        str(log_root),
+    ]
     if option(cmd.args, "--ml_framework") == "jax":
         (proc,) = run_nodes([[PYTHON, str(TRAINER), *args]], timeout=RUN_TIMEOUT)
     else:
@@ -527,9 +575,14 @@ def healthy_key(cmd: Command) -> str | None:
 def is_a_healthy_run(shape: Shape) -> bool:
     """Whether a healthy run is a run of ``shape``: a torch library on one node, skrl's JAX on two nodes
     (tests/mgpu_testing/runs.py), the launcher, no resume."""
-    return shape.sub == "train_multigpu" and not shape.resume and (
-        (shape.framework == "torch" and shape.rendezvous == "node")
-        or (shape.framework == "jax" and shape.rendezvous == "2 nodes jax"))
+    return (
+        shape.sub == "train_multigpu"
+        and not shape.resume
+        and (
+            (shape.framework == "torch" and shape.rendezvous == "node")
+            or (shape.framework == "jax" and shape.rendezvous == "2 nodes jax")
+        )
+    )
 
 
 def resume_from_healthy(run: HealthyRun, log_root: Path) -> str:
@@ -577,9 +630,17 @@ def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Pa
 def test_cpu_form_of_each_shape() -> None:
     """The derivation itself: GPU counts, devices, addresses and placeholders never survive into a CPU form."""
     root = Path("/tmp/x")
-    two_nodes = Command("train_multigpu", tuple(shlex.split(
-        "--nnodes 2 --node_rank 1 --master_addr 10.0.0.1 --master_port 29500 --num_gpus 8 --task Toy-Cartpole-v0 "
-        "--max_iterations 300 --log_root /shared/logs")), "x.md:1", "")
+    two_nodes = Command(
+        "train_multigpu",
+        tuple(
+            shlex.split(
+                "--nnodes 2 --node_rank 1 --master_addr 10.0.0.1 --master_port 29500 --num_gpus 8 --task Toy-Cartpole-v0 "
+                "--max_iterations 300 --log_root /shared/logs"
+            )
+        ),
+        "x.md:1",
+        "",
+    )
     assert shape_of(two_nodes) == Shape("train_multigpu", "rsl_rl", "torch", "2 nodes static", False)
     nodes = cpu_form(two_nodes, root)
     assert len(nodes) == 2
@@ -590,22 +651,42 @@ def test_cpu_form_of_each_shape() -> None:
         assert "10.0.0.1" not in argv and "/shared/logs" not in argv and argv.count("--nnodes") == 1
     assert option(nodes[0], "--master_port") == option(nodes[1], "--master_port") != "29500"
 
-    jax = Command("train_multigpu", tuple(shlex.split(
-        "--rl_library skrl --ml_framework jax --nnodes 2 --node_rank 0 --num_gpus 8 "
-        "--coordinator_address 10.0.0.1:5000 --task Toy-Cartpole-v0")), "x.md:2", "")
+    jax = Command(
+        "train_multigpu",
+        tuple(
+            shlex.split(
+                "--rl_library skrl --ml_framework jax --nnodes 2 --node_rank 0 --num_gpus 8 "
+                "--coordinator_address 10.0.0.1:5000 --task Toy-Cartpole-v0"
+            )
+        ),
+        "x.md:2",
+        "",
+    )
     assert shape_of(jax).rendezvous == "2 nodes jax"
     for argv in cpu_form(jax, root):
         assert option(argv, "--coordinator_address").startswith("127.0.0.1:") and "--log_all_ranks" not in argv
 
-    c10d = Command("train_multigpu", tuple(shlex.split(
-        "--nnodes 2 --rdzv_backend c10d --rdzv_endpoint 10.0.0.1:29400 --rdzv_id x --num_gpus 8")), "x.md:3", "")
+    c10d = Command(
+        "train_multigpu",
+        tuple(shlex.split("--nnodes 2 --rdzv_backend c10d --rdzv_endpoint 10.0.0.1:29400 --rdzv_id x --num_gpus 8")),
+        "x.md:3",
+        "",
+    )
     nodes = cpu_form(c10d, root)
     assert shape_of(c10d).rendezvous == "2 nodes c10d" and nodes[0] == nodes[1]
     assert option(nodes[0], "--rdzv_endpoint").startswith("127.0.0.1:") and "--node_rank" not in nodes[0]
 
-    resume = Command("train", tuple(shlex.split(
-        "--rl_library rsl_rl --task Toy-Pendulum-SwingUp-v0 --checkpoint logs/rsl_rl/T/RUN/model_N.pt "
-        "--max_iterations 100")), "x.md:4", "")
+    resume = Command(
+        "train",
+        tuple(
+            shlex.split(
+                "--rl_library rsl_rl --task Toy-Pendulum-SwingUp-v0 --checkpoint logs/rsl_rl/T/RUN/model_N.pt "
+                "--max_iterations 100"
+            )
+        ),
+        "x.md:4",
+        "",
+    )
     (argv,) = cpu_form(resume, root, "/tmp/x/real.pt")
     assert option(argv, "--checkpoint") == "/tmp/x/real.pt" and option(argv, "--max_iterations") == "4"
     latest = replace(resume, args=tuple(without(resume.args, {"--checkpoint"})) + ("--checkpoint", "latest"))
@@ -633,5 +714,6 @@ def test_every_documented_shape_is_run() -> None:
         assert shape is None or covered(shape, picked), cmd
     # the launcher's real multi-node runs are these CPU forms (tests/test_launcher_e2e.py has no run of its own
     # over c10d or a static two-node rendezvous): the docs must keep writing every rendezvous kind
-    assert {s.rendezvous for s in picked} >= {"process", "node", "2 nodes static", "2 nodes c10d", "2 nodes jax"}, \
+    assert {s.rendezvous for s in picked} >= {"process", "node", "2 nodes static", "2 nodes c10d", "2 nodes jax"}, (
         picked
+    )

@@ -13,15 +13,20 @@ import os
 from pathlib import Path
 
 import pytest
+from mgpu_testing import free_port
+from mgpu_testing.training import (
+    assert_one_line_error,
+    assert_two_rank_output,
+    single_env,
+    train_args,
+    train_in_process,
+)
 
 from mgpu_lab.runs.checkpoint import read_msgpack
-from mgpu_testing import free_port
-from mgpu_testing.training import assert_one_line_error, assert_two_rank_output, single_env, train_args, train_in_process
 
 # dev dependencies: a missing one must fail, not skip (found without importing them: collection stays cheap)
 for _name in ("skrl", "jax", "flax"):
     assert importlib.util.find_spec(_name) is not None, f"{_name} is not installed: uv sync --locked"
-
 
 
 def jax_env() -> dict[str, str]:
@@ -54,7 +59,11 @@ def test_jax_under_torchrun_is_refused_in_one_line(tmp_path):
     """In this process (mgpu_testing.training.train_in_process): refused before skrl or JAX is imported."""
     env = jax_env()
     env.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", MASTER_PORT=str(free_port()))
-    proc = train_in_process(train_args("skrl", tmp_path, "--ml_framework", "jax", "--num_envs", "2",
-                                       "--max_iterations", "1", "--distributed"), env)
+    proc = train_in_process(
+        train_args(
+            "skrl", tmp_path, "--ml_framework", "jax", "--num_envs", "2", "--max_iterations", "1", "--distributed"
+        ),
+        env,
+    )
     assert_one_line_error(proc, "skrl's JAX launcher")
     assert not os.path.exists(tmp_path / "skrl")

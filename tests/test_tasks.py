@@ -83,12 +83,12 @@ def test_batched_step_equals_one_env_at_a_time(task_id):
     for i in range(n):
         single = make_env(task_id, 1, "cpu", seed=1)
         single.reset()
-        single.state = state[i:i + 1].clone()
-        obs_s, rew_s, term_s, _, _ = single.step(actions[i:i + 1])
-        assert torch.equal(term_s, term_b[i:i + 1])
-        assert torch.allclose(rew_s, rew_b[i:i + 1], atol=1e-6)
+        single.state = state[i : i + 1].clone()
+        obs_s, rew_s, term_s, _, _ = single.step(actions[i : i + 1])
+        assert torch.equal(term_s, term_b[i : i + 1])
+        assert torch.allclose(rew_s, rew_b[i : i + 1], atol=1e-6)
         if not term_s.item():  # a finished env is auto-reset to a fresh random state
-            assert torch.allclose(obs_s, obs_b[i:i + 1], atol=1e-6)
+            assert torch.allclose(obs_s, obs_b[i : i + 1], atol=1e-6)
 
 
 def test_actions_are_clipped_to_unit_range():
@@ -154,8 +154,12 @@ def test_pendulum_reward_is_a_cost_and_upright_is_best():
 
 
 @settings(max_examples=25, deadline=None)
-@given(task_index=st.integers(0, len(TASK_IDS) - 1), n=st.integers(1, 64), seed=st.integers(0, 2**31 - 1),
-       scale=st.floats(0.0, 100.0))
+@given(
+    task_index=st.integers(0, len(TASK_IDS) - 1),
+    n=st.integers(1, 64),
+    seed=st.integers(0, 2**31 - 1),
+    scale=st.floats(0.0, 100.0),
+)
 def test_outputs_stay_finite_for_any_actions(task_index, n, seed, scale):
     env = make_env(TASK_IDS[task_index], n, "cpu", seed=seed)
     env.reset()

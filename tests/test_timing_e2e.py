@@ -12,20 +12,36 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from mgpu_lab.cli import main as isaaclab
-from mgpu_lab.health import timing
 from mgpu_testing import free_port, kill_group, loopback_env
 from mgpu_testing.launcher import CPU2, finish, launcher_cmd, start
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
+from mgpu_lab.cli import main as isaaclab
+from mgpu_lab.health import timing
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table"),
+]
 
 
 def test_a_rank_held_slow_in_the_built_in_trainer_is_named(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
-    proc = start(launcher_cmd(*CPU2, "--master_port", str(free_port()), "--num_envs", "8", "--max_iterations", "7",
-                              "--log_root", str(logs), "--rehearse_fault", "slow:1:1:1.0"), loopback_env())
+    proc = start(
+        launcher_cmd(
+            *CPU2,
+            "--master_port",
+            str(free_port()),
+            "--num_envs",
+            "8",
+            "--max_iterations",
+            "7",
+            "--log_root",
+            str(logs),
+            "--rehearse_fault",
+            "slow:1:1:1.0",
+        ),
+        loopback_env(),
+    )
     try:
         _, err = finish(proc, timeout=400)
     finally:

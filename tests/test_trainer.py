@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from mgpu_testing import PYTHON, REPO, SEAMS_DIR, loopback_env
 from mgpu_testing.training import train_in_process
+
 from mgpu_lab.train import dist
 from mgpu_lab.train.config import UsageError
 
@@ -45,6 +45,7 @@ def train(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 # --- bad input --------------------------------------------------------------------------------------
 
+
 def test_help_documents_every_option_and_the_contract_flags(capsys):
     """The contract's flags are options of train.py's parser, and --help shows every option with its help."""
     import re
@@ -53,8 +54,20 @@ def test_help_documents_every_option_and_the_contract_flags(capsys):
 
     parser = load_script(Path(TRAIN), "_mgpu_train_help").build_parser()
     options = {flag for action in parser._actions for flag in action.option_strings}
-    contract = {"--rl_library", "--task", "--num_envs", "--max_iterations", "--seed", "--device", "--distributed",
-                "--ml_framework", "--checkpoint", "--run_name", "--log_root", "--continue_run"}
+    contract = {
+        "--rl_library",
+        "--task",
+        "--num_envs",
+        "--max_iterations",
+        "--seed",
+        "--device",
+        "--distributed",
+        "--ml_framework",
+        "--checkpoint",
+        "--run_name",
+        "--log_root",
+        "--continue_run",
+    }
     assert contract <= options, contract - options
     with pytest.raises(SystemExit) as exc:
         parser.parse_args(["--help"])
@@ -106,22 +119,37 @@ def test_checkpoint_that_is_not_a_checkpoint(tmp_path, head):
     the warning must not add lines to the one-line refusal)."""
     junk = tmp_path / "junk.pt"
     junk.write_bytes(head + os.urandom(4096))
-    assert_usage_error(train("--checkpoint", str(junk), "--device", "cpu", "--log_root", str(tmp_path)),
-                       "not a checkpoint")
+    assert_usage_error(
+        train("--checkpoint", str(junk), "--device", "cpu", "--log_root", str(tmp_path)), "not a checkpoint"
+    )
 
 
 def test_torch_file_of_the_wrong_kind(tmp_path):
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, other)
-    assert_usage_error(train("--checkpoint", str(other), "--device", "cpu", "--log_root", str(tmp_path),
-                             "--max_iterations", "1", "--num_envs", "4"), "not an rsl_rl checkpoint")
+    assert_usage_error(
+        train(
+            "--checkpoint",
+            str(other),
+            "--device",
+            "cpu",
+            "--log_root",
+            str(tmp_path),
+            "--max_iterations",
+            "1",
+            "--num_envs",
+            "4",
+        ),
+        "not an rsl_rl checkpoint",
+    )
 
 
 @pytest.mark.parametrize("library,extra", [("rsl_rl", "rsl-rl"), ("rl_games", "rl-games"), ("skrl", "skrl")])
 def test_library_not_installed_names_the_extra(library, extra, tmp_path):
     """Hide the installed library from the import system for the call (sys.modules[name] = None)."""
-    proc = train_in_process(["--rl_library", library, "--device", "cpu", "--log_root", str(tmp_path)], clean_env(),
-                            hide=(library,))
+    proc = train_in_process(
+        ["--rl_library", library, "--device", "cpu", "--log_root", str(tmp_path)], clean_env(), hide=(library,)
+    )
     assert_usage_error(proc, f"{library} is not installed", f"uv sync --extra {extra}")
     assert not (tmp_path / library).exists(), "a refused run writes nothing"
 
@@ -132,6 +160,7 @@ def test_unknown_library_is_an_argparse_error():
 
 
 # --- mgpu_lab.train.dist ------------------------------------------------------------------------------------
+
 
 def test_context_single_process(monkeypatch):
     for name in LAUNCHER_VARS:
@@ -255,9 +284,9 @@ def test_sigkill_between_temp_write_and_replace_keeps_the_old_checkpoint(tmp_pat
 
 
 def test_run_dir_layout_and_exclusive_create(tmp_path, monkeypatch):
-    from mgpu_lab.runs import run_dir
-
     import functools
+
+    from mgpu_lab.runs import run_dir
 
     # the stamp given, as the seam: both runs want the same name
     monkeypatch.setattr(run_dir, "folder_name", functools.partial(run_dir.folder_name, stamp="2026-01-01_00-00-00"))
@@ -277,11 +306,15 @@ def test_every_adapter_satisfies_the_one_adapter_interface():
 
     from mgpu_lab.train import adapters
 
-    wanted = {name: list(inspect.signature(getattr(adapters.Adapter, name)).parameters)[1:]
-              for name in ("train", "checkpoints", "checkpoint_iteration")}
+    wanted = {
+        name: list(inspect.signature(getattr(adapters.Adapter, name)).parameters)[1:]
+        for name in ("train", "checkpoints", "checkpoint_iteration")
+    }
     for library, module in adapters.LIBRARIES.items():
         path = Path(adapters.__file__).parent / f"{module.rsplit('.', 1)[1]}.py"
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        defined = {node.name: [a.arg for a in node.args.args] for node in tree.body if isinstance(node, ast.FunctionDef)}
+        defined = {
+            node.name: [a.arg for a in node.args.args] for node in tree.body if isinstance(node, ast.FunctionDef)
+        }
         for name, params in wanted.items():
             assert defined.get(name) == params, f"{library}: {name}{tuple(defined.get(name) or ())} != {params}"

@@ -22,15 +22,35 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from mgpu_lab.health import heartbeat
-from mgpu_lab.core import procs
-from mgpu_lab.health.heartbeat import Beat
-from mgpu_lab.health.watchdog import Frame, Limit, RankState, Watchdog, blame, limits, locate, main_thread, parse_threads
 from mgpu_testing import free_port, kill_group, loopback_env, seams_env
 from mgpu_testing.launcher import (
-    CPU2, alive, beats, finish, fixture_args, fixture_env, kept_torchrun_text, launcher_cmd, process_tree, start, supervise_dirs,
+    CPU2,
+    alive,
+    beats,
+    finish,
+    fixture_args,
+    fixture_env,
+    kept_torchrun_text,
+    launcher_cmd,
+    process_tree,
+    start,
+    supervise_dirs,
     wait_until,
+)
+
+from mgpu_lab.core import procs
+from mgpu_lab.health import heartbeat
+from mgpu_lab.health.heartbeat import Beat
+from mgpu_lab.health.watchdog import (
+    Frame,
+    Limit,
+    RankState,
+    Watchdog,
+    blame,
+    limits,
+    locate,
+    main_thread,
+    parse_threads,
 )
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")
@@ -38,12 +58,31 @@ e2e = pytest.mark.e2e
 FIXTURE = "beat_rank.py"
 
 
-def run_fault(tmp_path: Path, fault: str, *extra: str, timeout: float = 180,
-              between: Callable[[subprocess.Popen], None] | None = None) -> tuple[int, str, str, list[int]]:
+def run_fault(
+    tmp_path: Path,
+    fault: str,
+    *extra: str,
+    timeout: float = 180,
+    between: Callable[[subprocess.Popen], None] | None = None,
+) -> tuple[int, str, str, list[int]]:
     """Launch 2 ranks with one fault; return (exit status, stdout, stderr, every process the job had).
     ``between(proc)`` runs once the fault has been let go, before waiting for the launcher's end."""
-    cmd = launcher_cmd(*fixture_args(FIXTURE, tmp_path / "jobs"), *CPU2, "--master_port", str(free_port()), "--log_all_ranks", "--fault", fault, "--iterations",
-                       "6", "--run_dir", str(tmp_path / "run"), "--go_file", str(tmp_path / "go"), *extra)
+    cmd = launcher_cmd(
+        *fixture_args(FIXTURE, tmp_path / "jobs"),
+        *CPU2,
+        "--master_port",
+        str(free_port()),
+        "--log_all_ranks",
+        "--fault",
+        fault,
+        "--iterations",
+        "6",
+        "--run_dir",
+        str(tmp_path / "run"),
+        "--go_file",
+        str(tmp_path / "go"),
+        *extra,
+    )
     proc = start(cmd, fixture_env())
     try:
         folders: list[Path] = []
@@ -70,6 +109,7 @@ def watchdog_lines(err: str) -> dict[int, str]:
 
 # ---------------------------------------------------------------------------------------------- hangs
 
+
 @e2e
 @linux_only
 def test_rank_hanging_outside_a_collective_is_named(tmp_path: Path) -> None:
@@ -79,8 +119,10 @@ def test_rank_hanging_outside_a_collective_is_named(tmp_path: Path) -> None:
     assert re.fullmatch(r"waiting in all_reduce, called from .*beat_rank\.py:\d+ in main", where[0]), where
     assert re.fullmatch(r"outside any collective, at .*beat_rank\.py:\d+ in hang", where[1]), where
     assert "[ERROR] watchdog: likely culprit: rank 1 (the other rank(s) wait in all_reduce for it)" in err
-    assert "[ERROR] watchdog: no rank made progress for 3 s in training (training limit 3 s, --hang_timeout); " \
-           "asking every rank for its stack" in err
+    assert (
+        "[ERROR] watchdog: no rank made progress for 3 s in training (training limit 3 s, --hang_timeout); "
+        "asking every rank for its stack" in err
+    )
     folder = tmp_path / "run" / "watchdog"
     assert f"stacks and summary in {folder}" in err
     assert "in hang" in (folder / "stack_rank1.txt").read_text()
@@ -102,8 +144,11 @@ def test_frozen_rank_is_reported_not_responding(tmp_path: Path) -> None:
     assert where[1] == "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)", where
     assert where[0].startswith("waiting in all_reduce"), where
     assert "likely culprit: rank 1" in err
-    assert re.search(r"\[ERROR\] watchdog: rank 1 \(pid \d+\) is stopped and cannot take SIGTERM: killing it\n"
-                     r"\[ERROR\] watchdog: stopping the job \(exit 3\)", err), err[-3000:]
+    assert re.search(
+        r"\[ERROR\] watchdog: rank 1 \(pid \d+\) is stopped and cannot take SIGTERM: killing it\n"
+        r"\[ERROR\] watchdog: stopping the job \(exit 3\)",
+        err,
+    ), err[-3000:]
     assert "did not answer" in (tmp_path / "run" / "watchdog" / "stack_rank1.txt").read_text()
 
 
@@ -127,8 +172,17 @@ def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
         time.sleep(max(0.0, dead_since + 2 * timeout - time.monotonic()))  # a gap of at least twice --hang_timeout
         hold.touch()
 
-    rc, out, err, _ = run_fault(tmp_path, "kill:1:2", "--hang_timeout", str(timeout), "--max_restarts", "1",
-                                "--hold_restart", str(hold), between=hold_the_restart)
+    rc, out, err, _ = run_fault(
+        tmp_path,
+        "kill:1:2",
+        "--hang_timeout",
+        str(timeout),
+        "--max_restarts",
+        "1",
+        "--hold_restart",
+        str(hold),
+        between=hold_the_restart,
+    )
     assert rc == 0, err[-3000:]
     assert "[ERROR] watchdog" not in err, err[-3000:]  # (the bare word can be in a path: a checkout named so)
     # the restarted group ran to the end, on both ranks
@@ -145,12 +199,24 @@ def test_real_trainer_hang_is_named(tmp_path: Path) -> None:
     for a loaded machine). The library's set-up after the first beat is start-up, under the default
     ``--startup_timeout``. The test waits for the launcher's verdict, which must name the training limit."""
     env = seams_env(loopback_env(), fault="hang:1:3")
-    cmd = launcher_cmd(*CPU2, "--master_port", str(free_port()), "--hang_timeout", "10", "--num_envs", "8",
-                       "--max_iterations", "6", "--log_root", str(tmp_path / "logs"))
+    cmd = launcher_cmd(
+        *CPU2,
+        "--master_port",
+        str(free_port()),
+        "--hang_timeout",
+        "10",
+        "--num_envs",
+        "8",
+        "--max_iterations",
+        "6",
+        "--log_root",
+        str(tmp_path / "logs"),
+    )
     proc = start(cmd, env)
     try:
-        wait_until(lambda: bool(supervise_dirs(proc)) and len(beats(supervise_dirs(proc)[0])) == 2, proc,
-                   "both ranks beat")
+        wait_until(
+            lambda: bool(supervise_dirs(proc)) and len(beats(supervise_dirs(proc)[0])) == 2, proc, "both ranks beat"
+        )
         tree = process_tree(proc.pid)
         _, err = finish(proc, timeout=300)
     finally:
@@ -164,10 +230,14 @@ def test_real_trainer_hang_is_named(tmp_path: Path) -> None:
     assert "no rank made progress for 10 s in training (training limit 10 s, --hang_timeout)" in err
     folders = list((tmp_path / "logs").glob("rsl_rl/*/*/watchdog"))
     assert len(folders) == 1 and {p.name for p in folders[0].iterdir()} == {
-        "stack_rank0.txt", "stack_rank1.txt", "summary.txt"}
+        "stack_rank0.txt",
+        "stack_rank1.txt",
+        "summary.txt",
+    }
 
 
 # ---------------------------------------------------------------------------------------------- failures
+
 
 @e2e
 @linux_only
@@ -175,12 +245,15 @@ def test_first_failing_rank_is_named_even_when_torchrun_blames_another(tmp_path:
     rc, _, err, _ = run_fault(tmp_path, "raise:1:2")
     assert rc == 1, err[-3000:]
     kept = kept_torchrun_text(err)
-    root = kept[kept.index("Root Cause"):]
+    root = kept[kept.index("Root Cause") :]
     assert re.search(r"rank\s*:\s*0 \(local_rank: 0\)", root), root  # torchrun blames rank 0 ...
     last = err.rstrip().splitlines()[-2:]
-    assert re.fullmatch(r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): "
-                        r"RuntimeError: injected fault at iteration 2", last[0]), last  # ... the launcher names rank 1
-    assert last[1].startswith("[ERROR] launcher: torchrun's \"Root Cause\" names rank 0"), last
+    assert re.fullmatch(
+        r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): "
+        r"RuntimeError: injected fault at iteration 2",
+        last[0],
+    ), last  # ... the launcher names rank 1
+    assert last[1].startswith('[ERROR] launcher: torchrun\'s "Root Cause" names rank 0'), last
 
 
 @e2e
@@ -188,16 +261,19 @@ def test_first_failing_rank_is_named_even_when_torchrun_blames_another(tmp_path:
 def test_rank_killed_by_a_signal_is_named_with_it(tmp_path: Path) -> None:
     rc, _, err, _ = run_fault(tmp_path, "kill:1:2")
     assert rc == 1, err[-3000:]
-    assert re.search(r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): killed by SIGKILL", err), \
+    assert re.search(r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): killed by SIGKILL", err), (
         err[-3000:]
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the rules
 
+
 def beat_as(folder: Path, rank: int, phase: str, iteration: int = -1, pid: int | None = None) -> None:
     """Leave rank ``rank``'s heartbeat in ``folder``, as a rank would (its process: this one unless given)."""
-    heartbeat.write_beat(folder, Beat(rank, rank, 2, "n", os.getpid() if pid is None else pid, iteration, phase,
-                                      time.time()))
+    heartbeat.write_beat(
+        folder, Beat(rank, rank, 2, "n", os.getpid() if pid is None else pid, iteration, phase, time.time())
+    )
 
 
 def gone_pid() -> int:
@@ -290,12 +366,13 @@ def test_report_says_which_limit_fired(tmp_path: Path) -> None:
         stopped.kill()
         stopped.wait()
     first = report.summary_lines()[0]
-    assert first.startswith("[ERROR] watchdog: no rank made progress for 600 s in start-up (rank 1 had not begun "
-                            "training; start-up limit 600 s, --startup_timeout: raise it"), first
+    assert first.startswith(
+        "[ERROR] watchdog: no rank made progress for 600 s in start-up (rank 1 had not begun "
+        "training; start-up limit 600 s, --startup_timeout: raise it"
+    ), first
     place = {st.rank: st.place() for st in report.ranks}
     assert place[1] == "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)", place
     assert report.culprits == [1], report
-
 
 
 def state(rank: int, iteration: int, collective: str | None, responding: bool = True, line: int = 1) -> RankState:
@@ -307,12 +384,18 @@ def state(rank: int, iteration: int, collective: str | None, responding: bool = 
     ("states", "culprits", "why"),
     [
         ([state(0, 4, "all_reduce"), state(1, 4, None), state(2, 4, "all_reduce")], [1], "wait in all_reduce"),
-        ([state(0, 4, "all_reduce"), state(1, 4, None, responding=False), state(2, 4, "all_reduce")], [1],
-         "wait in all_reduce"),
+        (
+            [state(0, 4, "all_reduce"), state(1, 4, None, responding=False), state(2, 4, "all_reduce")],
+            [1],
+            "wait in all_reduce",
+        ),
         ([state(0, 4, None), state(1, 4, None, responding=False), state(2, 4, None)], [1], "did not answer"),
         ([state(0, 5, "broadcast"), state(1, 4, "all_reduce"), state(2, 5, "broadcast")], [1], "behind"),
-        ([state(0, 4, "all_reduce", line=7), state(1, 4, "all_reduce", line=9), state(2, 4, "all_reduce", line=7)],
-         [1], "different collective"),
+        (
+            [state(0, 4, "all_reduce", line=7), state(1, 4, "all_reduce", line=9), state(2, 4, "all_reduce", line=7)],
+            [1],
+            "different collective",
+        ),
         ([state(0, 4, "all_reduce"), state(1, 4, "all_reduce"), state(2, 4, "all_reduce")], [], "every rank waits"),
     ],
 )

@@ -44,27 +44,47 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     parser.error = _usage_error  # type: ignore[method-assign]  # one-line errors, exit 2
-    parser.add_argument("--rl_library", choices=["rsl_rl", "rl_games", "skrl"], default="rsl_rl",
-                        help="RL library that wrote the checkpoint (default: rsl_rl).")
-    parser.add_argument("--task", default="Toy-Cartpole-v0",
-                        help="Built-in task id the policy was trained on (default: Toy-Cartpole-v0).")
-    parser.add_argument("--checkpoint", default="latest", metavar="PATH",
-                        help="A checkpoint file, a run folder (its newest checkpoint), or 'latest': the newest "
-                        "checkpoint of the newest run of this --rl_library and --task under --log_root, as in "
-                        "training (default: latest).")
-    parser.add_argument("--num_envs", type=int, default=64,
-                        help="Parallel environments to play on (default: 64).")
-    parser.add_argument("--num_episodes", type=int, default=100, metavar="K",
-                        help="Episodes whose return counts (default: 100).")
-    parser.add_argument("--seed", type=int, default=42,
-                        help="Seed of the task's start states (default: 42); the same seed plays the same episodes.")
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda or cuda:N: the one device to play on (default: cuda:0 if CUDA is "
-                        "available, else cpu).")
-    parser.add_argument("--ml_framework", choices=["torch", "jax"], default="torch",
-                        help="skrl only: the framework the checkpoint was trained with (default: torch).")
-    parser.add_argument("--log_root", default="logs",
-                        help="Where --checkpoint latest looks (default: logs).")
+    parser.add_argument(
+        "--rl_library",
+        choices=["rsl_rl", "rl_games", "skrl"],
+        default="rsl_rl",
+        help="RL library that wrote the checkpoint (default: rsl_rl).",
+    )
+    parser.add_argument(
+        "--task",
+        default="Toy-Cartpole-v0",
+        help="Built-in task id the policy was trained on (default: Toy-Cartpole-v0).",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        default="latest",
+        metavar="PATH",
+        help="A checkpoint file, a run folder (its newest checkpoint), or 'latest': the newest "
+        "checkpoint of the newest run of this --rl_library and --task under --log_root, as in "
+        "training (default: latest).",
+    )
+    parser.add_argument("--num_envs", type=int, default=64, help="Parallel environments to play on (default: 64).")
+    parser.add_argument(
+        "--num_episodes", type=int, default=100, metavar="K", help="Episodes whose return counts (default: 100)."
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=42,
+        help="Seed of the task's start states (default: 42); the same seed plays the same episodes.",
+    )
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda or cuda:N: the one device to play on (default: cuda:0 if CUDA is available, else cpu).",
+    )
+    parser.add_argument(
+        "--ml_framework",
+        choices=["torch", "jax"],
+        default="torch",
+        help="skrl only: the framework the checkpoint was trained with (default: torch).",
+    )
+    parser.add_argument("--log_root", default="logs", help="Where --checkpoint latest looks (default: logs).")
     return parser
 
 

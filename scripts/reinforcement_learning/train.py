@@ -53,51 +53,89 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     parser.error = _usage_error  # type: ignore[method-assign]  # one-line errors, exit 2
-    parser.add_argument("--rl_library", choices=["rsl_rl", "rl_games", "skrl"], default="rsl_rl",
-                        help="RL library to train with (default: rsl_rl).")
-    parser.add_argument("--task", default="Toy-Cartpole-v0",
-                        help="Built-in task id (default: Toy-Cartpole-v0).")
-    parser.add_argument("--num_envs", type=int, default=None,
-                        help="Parallel environments per rank (default: the task's, 256).")
-    parser.add_argument("--max_iterations", type=int, default=None,
-                        help="Training iterations of the whole run, counted from iteration 0 (default: the task's: "
-                        "100 for cartpole, 150 for the pendulum). A resumed run (--checkpoint, or a restart) trains "
-                        "only the iterations left: from a checkpoint at iteration 60, --max_iterations 100 trains 40.")
-    parser.add_argument("--seed", type=int, default=42,
-                        help="Random seed, 0 to 4294967295 (NumPy's range, which every library seeds); each rank "
-                        "adds its rank to it, so the top of the range leaves room for the ranks (default: 42).")
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda or cuda:N (default: cuda:0 if CUDA is available, else cpu). "
-                        "With --distributed a CUDA device becomes cuda:LOCAL_RANK.")
-    parser.add_argument("--distributed", action="store_true",
-                        help="Train as one rank of a multi-process job started by torchrun "
-                        "(`isaaclab train_multigpu` adds this flag).")
-    parser.add_argument("--ml_framework", choices=["torch", "jax"], default="torch",
-                        help="skrl only: the framework skrl trains with (default: torch).")
-    parser.add_argument("--checkpoint", default=None, metavar="PATH",
-                        help="Resume training from this checkpoint file, or 'latest': the newest checkpoint of the "
-                        "newest run of this --rl_library and --task under --log_root. A checkpoint written at another "
-                        "world size is fine; one from another task or library is refused.")
-    parser.add_argument("--continue_run", default=None, metavar="RUN",
-                        help="Continue a run in its own run folder: 'latest' (the newest run folder of this "
-                        "--rl_library and --task under --log_root) or a run folder's path. Resumes from the folder's "
-                        "newest checkpoint, appends to its logs and TensorBoard events, and numbers checkpoints on. "
-                        "Refused (exit 2) when the folder was written with another library, task or framework, has "
-                        "no checkpoint, or another live job writes to it; not with --checkpoint, which resumes "
-                        "into a new run folder.")
-    parser.add_argument("--save_interval", type=int, default=10, metavar="N",
-                        help="Write a checkpoint every N iterations (default: 10, so a restarted job loses at most "
-                        "10 iterations); the last iteration is always saved.")
-    parser.add_argument("--run_name", default=None,
-                        help="Suffix for the run folder name (a plain name: no '/', at most 200 bytes).")
-    parser.add_argument("--log_root", default="logs",
-                        help="Root folder for logs and checkpoints (default: logs).")
-    parser.add_argument("--rehearse_fault", default=None, metavar="KIND:RANK:ITER[:ARG]",
-                        help="Rehearse a failure on CPU before it happens on GPUs: on global rank RANK from "
-                        "iteration ITER, KIND hang (stops outside any collective), skip (leaves its next collective), "
-                        "raise, signal (ARG: the signal, default SIGKILL) or slow (ARG: seconds held back per "
-                        "iteration, default 0.5). Comma-separate several; first attempt only. For rehearsing the "
-                        "watchdog, the failure report and isaaclab timing; never in real training.")
+    parser.add_argument(
+        "--rl_library",
+        choices=["rsl_rl", "rl_games", "skrl"],
+        default="rsl_rl",
+        help="RL library to train with (default: rsl_rl).",
+    )
+    parser.add_argument("--task", default="Toy-Cartpole-v0", help="Built-in task id (default: Toy-Cartpole-v0).")
+    parser.add_argument(
+        "--num_envs", type=int, default=None, help="Parallel environments per rank (default: the task's, 256)."
+    )
+    parser.add_argument(
+        "--max_iterations",
+        type=int,
+        default=None,
+        help="Training iterations of the whole run, counted from iteration 0 (default: the task's: "
+        "100 for cartpole, 150 for the pendulum). A resumed run (--checkpoint, or a restart) trains "
+        "only the iterations left: from a checkpoint at iteration 60, --max_iterations 100 trains 40.",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=42,
+        help="Random seed, 0 to 4294967295 (NumPy's range, which every library seeds); each rank "
+        "adds its rank to it, so the top of the range leaves room for the ranks (default: 42).",
+    )
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda or cuda:N (default: cuda:0 if CUDA is available, else cpu). "
+        "With --distributed a CUDA device becomes cuda:LOCAL_RANK.",
+    )
+    parser.add_argument(
+        "--distributed",
+        action="store_true",
+        help="Train as one rank of a multi-process job started by torchrun (`isaaclab train_multigpu` adds this flag).",
+    )
+    parser.add_argument(
+        "--ml_framework",
+        choices=["torch", "jax"],
+        default="torch",
+        help="skrl only: the framework skrl trains with (default: torch).",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="PATH",
+        help="Resume training from this checkpoint file, or 'latest': the newest checkpoint of the "
+        "newest run of this --rl_library and --task under --log_root. A checkpoint written at another "
+        "world size is fine; one from another task or library is refused.",
+    )
+    parser.add_argument(
+        "--continue_run",
+        default=None,
+        metavar="RUN",
+        help="Continue a run in its own run folder: 'latest' (the newest run folder of this "
+        "--rl_library and --task under --log_root) or a run folder's path. Resumes from the folder's "
+        "newest checkpoint, appends to its logs and TensorBoard events, and numbers checkpoints on. "
+        "Refused (exit 2) when the folder was written with another library, task or framework, has "
+        "no checkpoint, or another live job writes to it; not with --checkpoint, which resumes "
+        "into a new run folder.",
+    )
+    parser.add_argument(
+        "--save_interval",
+        type=int,
+        default=10,
+        metavar="N",
+        help="Write a checkpoint every N iterations (default: 10, so a restarted job loses at most "
+        "10 iterations); the last iteration is always saved.",
+    )
+    parser.add_argument(
+        "--run_name", default=None, help="Suffix for the run folder name (a plain name: no '/', at most 200 bytes)."
+    )
+    parser.add_argument("--log_root", default="logs", help="Root folder for logs and checkpoints (default: logs).")
+    parser.add_argument(
+        "--rehearse_fault",
+        default=None,
+        metavar="KIND:RANK:ITER[:ARG]",
+        help="Rehearse a failure on CPU before it happens on GPUs: on global rank RANK from "
+        "iteration ITER, KIND hang (stops outside any collective), skip (leaves its next collective), "
+        "raise, signal (ARG: the signal, default SIGKILL) or slow (ARG: seconds held back per "
+        "iteration, default 0.5). Comma-separate several; first attempt only. For rehearsing the "
+        "watchdog, the failure report and isaaclab timing; never in real training.",
+    )
     return parser
 
 

@@ -24,17 +24,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from mgpu_testing import REPO
+from mgpu_testing.training import OpensMarker, assert_one_line_error, single_env, train_args, train_in_process
 
 from mgpu_lab.runs import checkpoint
 from mgpu_lab.train.config import UsageError
-from mgpu_testing import REPO
-from mgpu_testing.training import OpensMarker, assert_one_line_error, single_env, train_args, train_in_process
 
 
 def crafted_torch_checkpoint(tmp_path: Path, marker: Path) -> Path:
     path = tmp_path / "model_7.pt"
-    payload = {"actor_state_dict": OpensMarker(marker), "critic_state_dict": {}, "iter": 7,
-               "model": OpensMarker(marker), "epoch": 7, "policy": OpensMarker(marker), "value": {}}
+    payload = {
+        "actor_state_dict": OpensMarker(marker),
+        "critic_state_dict": {},
+        "iter": 7,
+        "model": OpensMarker(marker),
+        "epoch": 7,
+        "policy": OpensMarker(marker),
+        "value": {},
+    }
     torch.save(payload, path)
     return path
 
@@ -53,8 +60,9 @@ def test_crafted_torch_checkpoint_is_refused_by_the_trainer(tmp_path, library):
     marker = tmp_path / "pwned"
     path = crafted_torch_checkpoint(tmp_path, marker)
     logs = tmp_path / "logs"
-    proc = train_in_process(train_args(library, logs, "--num_envs", "4", "--max_iterations", "1",
-                                       "--checkpoint", str(path)), single_env())
+    proc = train_in_process(
+        train_args(library, logs, "--num_envs", "4", "--max_iterations", "1", "--checkpoint", str(path)), single_env()
+    )
     assert_one_line_error(proc, "refused")
     assert "io.open" in proc.stderr  # names what the file would have imported
     assert not marker.exists()
@@ -68,8 +76,12 @@ def test_crafted_skrl_jax_pickle_is_refused_without_unpickling(tmp_path):
     path = tmp_path / "agent_16.pickle"
     path.write_bytes(pickle.dumps({"policy": OpensMarker(marker), "value": b""}, protocol=4))
     logs = tmp_path / "logs"
-    proc = train_in_process(train_args("skrl", logs, "--ml_framework", "jax", "--num_envs", "4", "--max_iterations",
-                                       "1", "--checkpoint", str(path)), single_env(JAX_PLATFORMS="cpu"))
+    proc = train_in_process(
+        train_args(
+            "skrl", logs, "--ml_framework", "jax", "--num_envs", "4", "--max_iterations", "1", "--checkpoint", str(path)
+        ),
+        single_env(JAX_PLATFORMS="cpu"),
+    )
     assert_one_line_error(proc, "a pickle (skrl's own JAX format) can run code")
     assert not marker.exists()
     assert not [p for p in logs.rglob("*") if p.is_file()]
@@ -131,6 +143,6 @@ def test_no_unsafe_loads_in_the_runtime():
         if re.search(r"weights_only\s*=\s*False|pickle\s*\.\s*(load|loads|Unpickler)\b", code):
             found.append(f"{rel}: unpickles")
         for call in re.finditer(r"torch\s*\.\s*load\s*\(", code):
-            if not re.match(r"[^()]*(\([^()]*\)[^()]*)*weights_only\s*=\s*True", code[call.end():]):
+            if not re.match(r"[^()]*(\([^()]*\)[^()]*)*weights_only\s*=\s*True", code[call.end() :]):
                 found.append(f"{rel}: torch.load without weights_only=True")
     assert not found, found

@@ -10,20 +10,22 @@ import socket
 from pathlib import Path
 
 import pytest
+from mgpu_testing import REPO
+from mgpu_testing.docs import load_script
 
 from mgpu_lab.job.config import LaunchConfig
 from mgpu_lab.launch import launcher
-from mgpu_testing import REPO
-from mgpu_testing.docs import load_script
 
 CPU2 = ["--num_gpus", "2", "--device", "cpu"]
 SCRIPT = load_script(REPO / "scripts" / "reinforcement_learning" / "train_multigpu.py", "_mgpu_launcher_hostile")
 TRAIN = str(REPO / "scripts" / "reinforcement_learning" / "train.py")
 
 
-def reject(args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
-           **env: str) -> str:
+def reject(
+    args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, **env: str
+) -> str:
     """Run the launcher (no --dry_run) in an empty folder; check exit 2, one line, no traceback, nothing written."""
+
     def trap(config: LaunchConfig, cmd: list[str]) -> int:
         raise AssertionError(f"the job would have started: {cmd}")
 
@@ -122,15 +124,24 @@ def test_log_dir_that_cannot_be_written(tmp_path: Path, monkeypatch, capsys) -> 
 # ---------------------------------------------------------------------------------------------- issue 16
 # What the ranks used to refuse one by one (after torchrun had started them) is refused here, once.
 
+
 @pytest.mark.parametrize(
     ("args", "names"),
     [
         (["--seed", "-1"], "--seed must be between 0 and 4294967294 (rank R seeds with seed + R, and 2 ranks"),
         (["--seed", str(2**64)], f"got {2**64}"),
-        (["--seed", str(2**32 - 1)], "between 0 and 4294967294 (rank R seeds with seed + R, and 2 ranks"),  # fine alone, not with rank 1's offset
-        (["--num_gpus", "4", "--seed", str(2**32 - 3)], "between 0 and 4294967292 (rank R seeds with seed + R, and 4 ranks"),
-        (["--nnodes", "2", "--node_rank", "0", "--master_addr", "127.0.0.1", "--seed", str(2**32 - 3)],
-         "between 0 and 4294967292 (rank R seeds with seed + R, and 4 ranks"),  # 2 nodes x 2 ranks
+        (
+            ["--seed", str(2**32 - 1)],
+            "between 0 and 4294967294 (rank R seeds with seed + R, and 2 ranks",
+        ),  # fine alone, not with rank 1's offset
+        (
+            ["--num_gpus", "4", "--seed", str(2**32 - 3)],
+            "between 0 and 4294967292 (rank R seeds with seed + R, and 4 ranks",
+        ),
+        (
+            ["--nnodes", "2", "--node_rank", "0", "--master_addr", "127.0.0.1", "--seed", str(2**32 - 3)],
+            "between 0 and 4294967292 (rank R seeds with seed + R, and 4 ranks",
+        ),  # 2 nodes x 2 ranks
         (["--run_name", "a/b"], "--run_name 'a/b': not a plain folder name"),
         (["--run_name", "x" * 300], "--run_name is 300 bytes long"),
         (["--num_envs", "0"], "--num_envs must be >= 1, got 0"),
@@ -140,8 +151,9 @@ def test_log_dir_that_cannot_be_written(tmp_path: Path, monkeypatch, capsys) -> 
         (["--checkpoint", "missing.pt"], "--checkpoint missing.pt: no such file"),
     ],
 )
-def test_what_every_rank_would_refuse_is_refused_by_the_launcher(tmp_path: Path, args: list[str], names: str,
-                                                                  monkeypatch, capsys) -> None:
+def test_what_every_rank_would_refuse_is_refused_by_the_launcher(
+    tmp_path: Path, args: list[str], names: str, monkeypatch, capsys
+) -> None:
     device = ["--device", "cpu"] if "--num_gpus" in args else CPU2
     line = reject([*device, *args], tmp_path, monkeypatch, capsys)
     assert names in line, line
@@ -161,8 +173,13 @@ def test_devices_that_do_not_exist_are_refused(tmp_path: Path, gpus: str, monkey
     if len(discover({}).gpus) > 6:
         pytest.skip("this machine has the devices named")
     for dry in ([], ["--dry_run"]):
-        line = reject([*dry, "--num_gpus", "2", "--task", "Toy-Cartpole-v0"], tmp_path, monkeypatch, capsys,
-                      CUDA_VISIBLE_DEVICES=gpus)
+        line = reject(
+            [*dry, "--num_gpus", "2", "--task", "Toy-Cartpole-v0"],
+            tmp_path,
+            monkeypatch,
+            capsys,
+            CUDA_VISIBLE_DEVICES=gpus,
+        )
         assert "CUDA_VISIBLE_DEVICES=" in line, line
 
 
@@ -176,14 +193,23 @@ def _checkpoint(path: Path, data: object) -> Path:
 @pytest.mark.parametrize(
     ("library", "written", "names"),
     [
-        ("rsl_rl", {"model": {"w": [1.0]}, "epoch": 3}, "not an rsl_rl checkpoint: rl_games wrote it; give --rl_library rl_games"),
+        (
+            "rsl_rl",
+            {"model": {"w": [1.0]}, "epoch": 3},
+            "not an rsl_rl checkpoint: rl_games wrote it; give --rl_library rl_games",
+        ),
         ("rl_games", {"policy": {}, "value": {}}, "not an rl_games checkpoint: skrl wrote it"),
-        ("skrl", {"actor_state_dict": {}, "critic_state_dict": {}, "iter": 4}, "not a skrl PPO checkpoint: rsl_rl wrote it"),
+        (
+            "skrl",
+            {"actor_state_dict": {}, "critic_state_dict": {}, "iter": 4},
+            "not a skrl PPO checkpoint: rsl_rl wrote it",
+        ),
         ("rsl_rl", {"weights": [1, 2]}, "not an rsl_rl checkpoint (expected 'actor_state_dict' and"),
     ],
 )
-def test_a_checkpoint_of_another_library_is_refused(tmp_path: Path, library: str, written: dict, names: str,
-                                                    monkeypatch, capsys) -> None:
+def test_a_checkpoint_of_another_library_is_refused(
+    tmp_path: Path, library: str, written: dict, names: str, monkeypatch, capsys
+) -> None:
     _checkpoint(tmp_path / "ck.pt", written)
     line = reject([*CPU2, "--rl_library", library, "--checkpoint", "ck.pt"], tmp_path, monkeypatch, capsys)
     assert f"--checkpoint ck.pt: {names}" in line, line
@@ -203,15 +229,33 @@ def test_a_file_that_is_no_checkpoint_is_refused(tmp_path: Path, make, names: st
     assert f"--checkpoint ck: {names}" in line, line
 
 
-@pytest.mark.parametrize(("library", "policy"), [
-    ("rsl_rl", {"actor_state_dict": {"obs_normalizer._mean": [[0.0] * 3], "mlp.0.weight": [[0.0] * 3] * 32},
-                "critic_state_dict": {}, "iter": 4}),
-    ("rl_games", {"model": {"running_mean_std.running_mean": [0.0] * 3,
-                            "a2c_network.actor_mlp.0.weight": [[0.0] * 3] * 64}, "epoch": 3}),
-    ("skrl", {"policy": {"log_std_parameter": [0.0], "net_container.0.weight": [[0.0] * 3] * 64}, "value": {}}),
-])
-def test_a_checkpoint_of_another_task_is_refused(tmp_path: Path, library: str, policy: dict, monkeypatch,
-                                                 capsys) -> None:
+@pytest.mark.parametrize(
+    ("library", "policy"),
+    [
+        (
+            "rsl_rl",
+            {
+                "actor_state_dict": {"obs_normalizer._mean": [[0.0] * 3], "mlp.0.weight": [[0.0] * 3] * 32},
+                "critic_state_dict": {},
+                "iter": 4,
+            },
+        ),
+        (
+            "rl_games",
+            {
+                "model": {
+                    "running_mean_std.running_mean": [0.0] * 3,
+                    "a2c_network.actor_mlp.0.weight": [[0.0] * 3] * 64,
+                },
+                "epoch": 3,
+            },
+        ),
+        ("skrl", {"policy": {"log_std_parameter": [0.0], "net_container.0.weight": [[0.0] * 3] * 64}, "value": {}}),
+    ],
+)
+def test_a_checkpoint_of_another_task_is_refused(
+    tmp_path: Path, library: str, policy: dict, monkeypatch, capsys
+) -> None:
     """The libraries' own layouts (the policy's first weight matrix) of a 3-observation task (the pendulum),
     given for the 4-observation cart-pole."""
     import torch
@@ -222,12 +266,20 @@ def test_a_checkpoint_of_another_task_is_refused(tmp_path: Path, library: str, p
         return torch.tensor(value) if isinstance(value, list) else value
 
     _checkpoint(tmp_path / "ck.pt", tensors(policy))
-    line = reject([*CPU2, "--rl_library", library, "--task", "Toy-Cartpole-v0", "--checkpoint", "ck.pt"], tmp_path,
-                  monkeypatch, capsys)
-    assert ("--checkpoint ck.pt: its policy takes 3 observations and Toy-Cartpole-v0 gives 4: a checkpoint of "
-            "another task") in line, line
+    line = reject(
+        [*CPU2, "--rl_library", library, "--task", "Toy-Cartpole-v0", "--checkpoint", "ck.pt"],
+        tmp_path,
+        monkeypatch,
+        capsys,
+    )
+    assert (
+        "--checkpoint ck.pt: its policy takes 3 observations and Toy-Cartpole-v0 gives 4: a checkpoint of another task"
+    ) in line, line
     # the same file fits the pendulum: no refusal there (a dry run, so nothing starts)
-    cfg = launcher.make_config(SCRIPT.build_parser(), ["--dry_run", *CPU2, "--rl_library", library, "--task",
-                                                       "Toy-Pendulum-SwingUp-v0", "--checkpoint", "ck.pt"],
-                               train_script=TRAIN, environ={"CUDA_VISIBLE_DEVICES": ""})
+    cfg = launcher.make_config(
+        SCRIPT.build_parser(),
+        ["--dry_run", *CPU2, "--rl_library", library, "--task", "Toy-Pendulum-SwingUp-v0", "--checkpoint", "ck.pt"],
+        train_script=TRAIN,
+        environ={"CUDA_VISIBLE_DEVICES": ""},
+    )
     assert cfg.dry_run

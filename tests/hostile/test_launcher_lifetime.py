@@ -13,14 +13,24 @@ import time
 from pathlib import Path
 
 import pytest
-
 from mgpu_testing import free_port, kill_group
 from mgpu_testing.launcher import (
-    CPU2, alive, finish, fixture_args, fixture_env, launcher_cmd, process_tree, start, wait_for_pids, wait_until,
+    CPU2,
+    alive,
+    finish,
+    fixture_args,
+    fixture_env,
+    launcher_cmd,
+    process_tree,
+    start,
+    wait_for_pids,
+    wait_until,
 )
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table"),
+]
 
 
 def gone_within(pids: list[int], seconds: float) -> list[int]:
@@ -33,7 +43,10 @@ def gone_within(pids: list[int], seconds: float) -> list[int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_interrupt_exits_128_plus_the_signal(tmp_path: Path, sig: signal.Signals) -> None:
-    proc = start(launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--master_port", str(free_port())), fixture_env(tmp_path))
+    proc = start(
+        launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--master_port", str(free_port())),
+        fixture_env(tmp_path),
+    )
     try:
         workers = wait_for_pids(tmp_path, 2, proc)
         tree = process_tree(proc.pid)
@@ -49,8 +62,17 @@ def test_interrupt_exits_128_plus_the_signal(tmp_path: Path, sig: signal.Signals
 
 def test_sigkill_of_the_launcher_alone_takes_the_job_with_it(tmp_path: Path) -> None:
     """Rank 1 ignores SIGTERM: only the launcher's helper's SIGKILL ends it."""
-    proc = start(launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--master_port", str(free_port()), "--stubborn_rank", "1"),
-                 fixture_env(tmp_path, MGPU_LAB_KILL_GRACE_S="1"))
+    proc = start(
+        launcher_cmd(
+            *fixture_args("sleep_rank.py", tmp_path / "jobs"),
+            *CPU2,
+            "--master_port",
+            str(free_port()),
+            "--stubborn_rank",
+            "1",
+        ),
+        fixture_env(tmp_path, MGPU_LAB_KILL_GRACE_S="1"),
+    )
     try:
         workers = wait_for_pids(tmp_path, 2, proc)
         tree = process_tree(proc.pid)
@@ -71,8 +93,19 @@ def test_sigkill_of_the_launcher_alone_takes_the_job_with_it(tmp_path: Path) -> 
 def test_killed_while_waiting_in_the_rendezvous_leaves_nothing(tmp_path: Path) -> None:
     """The second node never comes; torchrun waits in the static rendezvous when the launcher is killed."""
     port = free_port()
-    proc = start(launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--nnodes", "2", "--node_rank", "0", "--master_port", str(port)),
-                 fixture_env(tmp_path))
+    proc = start(
+        launcher_cmd(
+            *fixture_args("sleep_rank.py", tmp_path / "jobs"),
+            *CPU2,
+            "--nnodes",
+            "2",
+            "--node_rank",
+            "0",
+            "--master_port",
+            str(port),
+        ),
+        fixture_env(tmp_path),
+    )
     try:
         wait_until(lambda: listening(port), proc, "torchrun's rendezvous store listening")
         tree = process_tree(proc.pid)
@@ -100,7 +133,10 @@ def listening(port: int) -> bool:
 
 
 def rendezvous_deadline(tmp_path: Path, *args: str) -> str:
-    proc = start(launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--rdzv_timeout", "4", *args), fixture_env(tmp_path))
+    proc = start(
+        launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--rdzv_timeout", "4", *args),
+        fixture_env(tmp_path),
+    )
     try:
         wait_until(lambda: bool(process_tree(proc.pid)), proc, "torchrun started")
         tree = process_tree(proc.pid)
@@ -119,8 +155,10 @@ def rendezvous_deadline(tmp_path: Path, *args: str) -> str:
 def test_static_rendezvous_missing_a_node_ends_at_the_deadline(tmp_path: Path) -> None:
     port = free_port()
     line = rendezvous_deadline(tmp_path, "--nnodes", "2", "--node_rank", "0", "--master_port", str(port))
-    assert "rendezvous deadline passed after 4 s (--rdzv_timeout): never arrived: the other node(s) of 2 " \
-           f"expected never joined at 127.0.0.1:{port}" in line, line
+    assert (
+        "rendezvous deadline passed after 4 s (--rdzv_timeout): never arrived: the other node(s) of 2 "
+        f"expected never joined at 127.0.0.1:{port}" in line
+    ), line
 
 
 def test_c10d_endpoint_that_never_answers_ends_at_the_deadline(tmp_path: Path) -> None:
@@ -128,6 +166,7 @@ def test_c10d_endpoint_that_never_answers_ends_at_the_deadline(tmp_path: Path) -
         mute.bind(("127.0.0.1", 0))
         mute.listen(16)
         endpoint = f"127.0.0.1:{mute.getsockname()[1]}"
-        line = rendezvous_deadline(tmp_path, "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint,
-                                   "--rdzv_id", "mute")
+        line = rendezvous_deadline(
+            tmp_path, "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", "mute"
+        )
     assert "rendezvous deadline passed after 4 s (--rdzv_timeout): never arrived:" in line and endpoint in line, line

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from mgpu_lab.runs.checkpoint import load_torch
 from mgpu_testing import PYTHON, REPO, kill_group
 from mgpu_testing.training import LAUNCHER, TASK, single_env, torchrun_rendezvous, train_cmd
+
+from mgpu_lab.runs.checkpoint import load_torch
 
 pytestmark = pytest.mark.e2e
 
@@ -75,8 +75,9 @@ def small_disk(tmp_path):
     """A 4 MiB tmpfs where the test may mount one, else a plain folder (the RLIMIT_FSIZE fallback)."""
     path = tmp_path / "disk"
     path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)],
-                             capture_output=True, timeout=30)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True, timeout=30
+    )
     try:
         yield Disk(path, mounted.returncode == 0)
     finally:
@@ -97,15 +98,24 @@ def wait_for_glob(root: Path, pattern: str, proc: subprocess.Popen, err: list[st
         time.sleep(0.1)
 
 
-def run_until_full(disk: Disk, library: str, wait_for: str, *args: str,
-                   cmd: list[str] | None = None) -> subprocess.CompletedProcess:
+def run_until_full(
+    disk: Disk, library: str, wait_for: str, *args: str, cmd: list[str] | None = None
+) -> subprocess.CompletedProcess:
     """Start a long run logging on the disk, fill the disk once ``wait_for`` exists, and wait for the run to end.
 
     stderr is a pipe (drained by a thread), not a file: the RLIMIT_FSIZE fallback limits regular files only.
     """
     cmd = cmd or train_cmd(library, disk.root / "logs", "--num_envs", "4", "--max_iterations", "100000", *args)
-    proc = subprocess.Popen(cmd, cwd=REPO, env=single_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, preexec_fn=ignore_sigxfsz)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=single_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ignore_sigxfsz,
+    )
     err: list[str] = []
     reader = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)
     reader.start()
@@ -153,9 +163,27 @@ def test_two_rl_games_ranks_end_instead_of_freezing(small_disk):
         proc = run_until_full(small_disk, "rl_games", "events.out.tfevents.*", "--save_interval", "100000")
         assert_disk_full_line(proc, small_disk)
         return
-    cmd = [PYTHON, LAUNCHER, "--rl_library", "rl_games", "--num_gpus", "2", *torchrun_rendezvous(), "--task", TASK,
-           "--device", "cpu", "--num_envs", "4", "--max_iterations", "100000", "--save_interval", "100000",
-           "--log_root", str(small_disk.root / "logs")]
+    cmd = [
+        PYTHON,
+        LAUNCHER,
+        "--rl_library",
+        "rl_games",
+        "--num_gpus",
+        "2",
+        *torchrun_rendezvous(),
+        "--task",
+        TASK,
+        "--device",
+        "cpu",
+        "--num_envs",
+        "4",
+        "--max_iterations",
+        "100000",
+        "--save_interval",
+        "100000",
+        "--log_root",
+        str(small_disk.root / "logs"),
+    ]
     proc = run_until_full(small_disk, "rl_games", "events.out.tfevents.*", cmd=cmd)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "error: rank 0: disk full: writing under " in proc.stderr

@@ -20,25 +20,46 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from mgpu_testing.training import assert_one_line_error, single_env, train_in_process
 
 
-def train(tmp_path: Path, library: str, *args: str, env: dict[str, str] | None = None,
-          log_root: Path | None = None) -> subprocess.CompletedProcess:
+def train(
+    tmp_path: Path, library: str, *args: str, env: dict[str, str] | None = None, log_root: Path | None = None
+) -> subprocess.CompletedProcess:
     """In-process (every case here is refused before training); ``env`` supplies rank variables, if any."""
     root = log_root if log_root is not None else tmp_path / "logs"
-    return train_in_process(["--rl_library", library, "--device", "cpu", "--num_envs", "4", "--max_iterations", "1",
-                             *args, "--log_root", str(root)], env)
+    return train_in_process(
+        [
+            "--rl_library",
+            library,
+            "--device",
+            "cpu",
+            "--num_envs",
+            "4",
+            "--max_iterations",
+            "1",
+            *args,
+            "--log_root",
+            str(root),
+        ],
+        env,
+    )
 
 
 def nothing_written(tmp_path: Path) -> bool:
     return not (tmp_path / "logs").exists() or not [p for p in (tmp_path / "logs").rglob("*") if p.is_file()]
 
 
-@pytest.mark.parametrize(("library", "seed"), [
-    ("skrl", "-1"), ("rl_games", "-1"), ("rsl_rl", str(2**32)), ("skrl", str(2**32)), ("rl_games", str(2**64)),
-])
+@pytest.mark.parametrize(
+    ("library", "seed"),
+    [
+        ("skrl", "-1"),
+        ("rl_games", "-1"),
+        ("rsl_rl", str(2**32)),
+        ("skrl", str(2**32)),
+        ("rl_games", str(2**64)),
+    ],
+)
 def test_seed_outside_numpy_range(tmp_path, library, seed):
     proc = train(tmp_path, library, "--seed", seed)
     assert_one_line_error(proc, "--seed must be between 0 and 4294967295")
@@ -59,10 +80,15 @@ def test_huge_num_envs_is_refused_up_front_with_what_fits(tmp_path):
     assert nothing_written(tmp_path)
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("x" * 300, "at most 200"), ("a/b", "not a plain folder name"), ("..", "not a plain folder name"),
-    ("tab\there", "not a plain folder name"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("x" * 300, "at most 200"),
+        ("a/b", "not a plain folder name"),
+        ("..", "not a plain folder name"),
+        ("tab\there", "not a plain folder name"),
+    ],
+)
 def test_run_names_that_cannot_be_a_folder(tmp_path, name, expected):
     assert_one_line_error(train(tmp_path, "rsl_rl", "--run_name", name), expected)
     assert not (tmp_path / "logs").exists()
@@ -87,8 +113,9 @@ def read_only_dir(tmp_path):
         yield path
         path.chmod(0o755)
         return
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)],
-                             capture_output=True, timeout=30)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True, timeout=30
+    )
     if mounted.returncode != 0:
         pytest.skip(f"running as root without mount permission: {mounted.stderr.decode().strip()}")
     try:
@@ -104,11 +131,14 @@ def test_log_root_is_read_only(tmp_path, library, read_only_dir):
     assert not list(read_only_dir.iterdir())
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--nun_gpus", "2"], "unrecognized arguments: --nun_gpus 2"),
-    (["--num_envs", "many"], "argument --num_envs: invalid int value: 'many'"),
-    (["--seed", "1e3"], "argument --seed: invalid int value"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--nun_gpus", "2"], "unrecognized arguments: --nun_gpus 2"),
+        (["--num_envs", "many"], "argument --num_envs: invalid int value: 'many'"),
+        (["--seed", "1e3"], "argument --seed: invalid int value"),
+    ],
+)
 def test_argparse_errors_are_one_line_with_a_help_pointer(tmp_path, args, expected):
     proc = train(tmp_path, "rsl_rl", *args)
     assert_one_line_error(proc, expected)

@@ -49,13 +49,24 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def run(cmd: list[str], *, timeout: float, env: dict[str, str] | None = None,
-        cwd: Path | str = REPO, input: str | None = None) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str],
+    *,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    cwd: Path | str = REPO,
+    input: str | None = None,
+) -> subprocess.CompletedProcess:
     """Run a command in its own session with a hard timeout; on timeout kill its whole group and fail."""
     proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env if env is not None else loopback_env(), text=True,
+        cmd,
+        cwd=cwd,
+        env=env if env is not None else loopback_env(),
+        text=True,
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     try:
         out, err = proc.communicate(input=input, timeout=timeout)
@@ -76,8 +87,8 @@ SEAMS_ENV = "MGPU_TESTING_SEAMS"
 
 def seams_env(env: dict[str, str], **seams: object) -> dict[str, str]:
     """``env`` for a process that gets ``seams`` (see :mod:`mgpu_testing.seams.sitecustomize`): ``gpus=N`` made-up
-    GPUs, ``shm_path``/``shm_free`` for /dev/shm, ``run_stamp``, ``stop_in_save``/``stop_in_save_name``, ``fault``
-(``KIND:RANK:ITER[:ARG],...`` for every rank's trainer)."""
+        GPUs, ``shm_path``/``shm_free`` for /dev/shm, ``run_stamp``, ``stop_in_save``/``stop_in_save_name``, ``fault``
+    (``KIND:RANK:ITER[:ARG],...`` for every rank's trainer)."""
     import json
 
     out = dict(env)

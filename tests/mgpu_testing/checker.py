@@ -33,7 +33,10 @@ def make_tree(dest: Path, base: Path = BASE) -> Path:
     shutil.copytree(base, dest, symlinks=True)
     agents = dest / ".agents" / "skills"
     agents.mkdir(parents=True, exist_ok=True)
-    for name, target in (("isaaclab-demo", "../../skills/user/demo"), ("isaaclab-helper", "../../skills/developer/helper")):
+    for name, target in (
+        ("isaaclab-demo", "../../skills/user/demo"),
+        ("isaaclab-helper", "../../skills/developer/helper"),
+    ):
         if not (agents / name).is_symlink():
             os.symlink(target, agents / name)
     (dest / ".claude").mkdir(exist_ok=True)
@@ -73,7 +76,8 @@ def body_start(root: Path, rel: str) -> int:
 def assert_finding(findings: list[dict], code: str, path: str, line: int | None = None) -> dict:
     hits = [f for f in findings if f["code"] == code and f["path"] == path and (line is None or f["line"] == line)]
     assert hits, f"no {code} at {path}:{line}; got " + "; ".join(
-        f"{f['path']}:{f['line']}:{f['col']} {f['code']} {f['message']}" for f in findings)
+        f"{f['path']}:{f['line']}:{f['col']} {f['code']} {f['message']}" for f in findings
+    )
     return hits[0]
 
 
@@ -89,11 +93,29 @@ _BOUNDED = (
 )
 
 
-def check_bounded(root: Path | str, *extra: str, mem_mb: int = 1024, cpu_s: int = 60, wall_s: float = 120,
-                  env: dict[str, str] | None = None):
+def check_bounded(
+    root: Path | str,
+    *extra: str,
+    mem_mb: int = 1024,
+    cpu_s: int = 60,
+    wall_s: float = 120,
+    env: dict[str, str] | None = None,
+):
     """Run ``cli.py check --root ROOT --format json`` in a child under hard memory and CPU limits."""
-    cmd = [PYTHON, "-c", _BOUNDED, str(mem_mb * 1024 * 1024), str(cpu_s), str(CLI), "check", "--root", str(root),
-           "--format", "json", *extra]
+    cmd = [
+        PYTHON,
+        "-c",
+        _BOUNDED,
+        str(mem_mb * 1024 * 1024),
+        str(cpu_s),
+        str(CLI),
+        "check",
+        "--root",
+        str(root),
+        "--format",
+        "json",
+        *extra,
+    ]
     cwd = Path(root).parent if str(root) else REPO
     return run(cmd, timeout=wall_s, env=dict(os.environ) if env is None else env, cwd=cwd)
 

@@ -17,16 +17,27 @@ from mgpu_testing import REPO, kill_group
 CLUSTER_PREFIXES = ("SLURM_", "PET_", "SLURMD_")
 
 
-def srun_env(node: int = 1, *, job_id: str = "4242", nodelist: str = "gpu[07-08]", nodes: int = 2,
-             **extra: str | None) -> dict[str, str]:
+def srun_env(
+    node: int = 1, *, job_id: str = "4242", nodelist: str = "gpu[07-08]", nodes: int = 2, **extra: str | None
+) -> dict[str, str]:
     """What srun sets for the one task on node ``node`` of a ``nodes``-node step (srun(1), "OUTPUT
     ENVIRONMENT VARIABLES"), with ``extra`` added; an ``extra`` value of None removes that variable."""
     env = {
-        "SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id, "SLURM_STEP_ID": "0", "SLURM_STEPID": "0",
-        "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_NNODES": str(nodes), "SLURM_STEP_NUM_NODES": str(nodes),
-        "SLURM_JOB_NODELIST": nodelist, "SLURM_NODELIST": nodelist, "SLURM_STEP_NODELIST": nodelist,
-        "SLURM_NODEID": str(node), "SLURM_PROCID": str(node), "SLURM_LOCALID": "0",
-        "SLURM_STEP_TASKS_PER_NODE": f"1(x{nodes})", "SLURM_TASKS_PER_NODE": f"1(x{nodes})",
+        "SLURM_JOB_ID": job_id,
+        "SLURM_JOBID": job_id,
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEPID": "0",
+        "SLURM_JOB_NUM_NODES": str(nodes),
+        "SLURM_NNODES": str(nodes),
+        "SLURM_STEP_NUM_NODES": str(nodes),
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_NODEID": str(node),
+        "SLURM_PROCID": str(node),
+        "SLURM_LOCALID": "0",
+        "SLURM_STEP_TASKS_PER_NODE": f"1(x{nodes})",
+        "SLURM_TASKS_PER_NODE": f"1(x{nodes})",
         "SLURM_NTASKS": str(nodes),
     }
     env.update(extra)
@@ -57,8 +68,19 @@ def free_job_id() -> str:
 def run_together(runs: list[tuple[list[str], dict[str, str]]], *, timeout: float) -> list[subprocess.CompletedProcess]:
     """Start every (command, environment) at once, each in its own session; wait for all within one
     deadline; kill every group afterwards, and fail with everyone's output on timeout."""
-    procs = [subprocess.Popen(cmd, cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, start_new_session=True) for cmd, env in runs]
+    procs = [
+        subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=env,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        for cmd, env in runs
+    ]
     deadline = time.monotonic() + timeout
     results: list[subprocess.CompletedProcess] = []
     try:
@@ -68,7 +90,9 @@ def run_together(runs: list[tuple[list[str], dict[str, str]]], *, timeout: float
             except subprocess.TimeoutExpired:
                 for p in procs:
                     kill_group(p)
-                shown = "\n".join(f"--- {shlex.join(c)}\n{p.communicate()[1][-3000:]}" for (c, _), p in zip(runs, procs))
+                shown = "\n".join(
+                    f"--- {shlex.join(c)}\n{p.communicate()[1][-3000:]}" for (c, _), p in zip(runs, procs)
+                )
                 pytest.fail(f"launchers still running after {timeout}s:\n{shown}")
             results.append(subprocess.CompletedProcess(cmd, proc.returncode, out, err))
     finally:
@@ -114,8 +138,10 @@ def example_commands(path) -> list[list[str]]:
         if line.lstrip().startswith("#") or not re.search(r"\bisaaclab\s+train_multigpu\b", line):
             continue
         tokens = shlex.split(line, comments=True)
-        at = next(i for i, tok in enumerate(tokens) if tok == "isaaclab" and tokens[i + 1:i + 2] == ["train_multigpu"])
-        out.append(tokens[at + 2:])
+        at = next(
+            i for i, tok in enumerate(tokens) if tok == "isaaclab" and tokens[i + 1 : i + 2] == ["train_multigpu"]
+        )
+        out.append(tokens[at + 2 :])
     return out
 
 
@@ -124,6 +150,6 @@ def sbatch_options(path) -> dict[str, str]:
     out = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("#SBATCH "):
-            name, _, value = line[len("#SBATCH "):].strip().partition("=")
+            name, _, value = line[len("#SBATCH ") :].strip().partition("=")
             out[name] = value
     return out

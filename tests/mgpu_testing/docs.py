@@ -32,5 +32,20 @@ def build_sphinx(source: Path, html: Path, doctrees: Path, *, timeout: float = 3
     """``sphinx-build -W --keep-going -q -b html`` of ``source`` with this interpreter: warnings are errors."""
     from mgpu_testing import run
 
-    return run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "-d", str(doctrees),
-                str(source), str(html)], timeout=timeout)
+    return run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(doctrees),
+            str(source),
+            str(html),
+        ],
+        timeout=timeout,
+    )

@@ -54,10 +54,11 @@ def _torch_settings() -> dict[str, Any]:
         "num_threads": torch.get_num_threads(),
         "default_dtype": torch.get_default_dtype(),
         "matmul_precision": torch.get_float32_matmul_precision(),
-        "deterministic": (torch.are_deterministic_algorithms_enabled(),
-                          torch.is_deterministic_algorithms_warn_only_enabled()),
-        "cudnn": (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
-                  torch.backends.cudnn.allow_tf32),
+        "deterministic": (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        ),
+        "cudnn": (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32),
         "cuda_matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
         "grad_enabled": torch.is_grad_enabled(),
         "print_options": dict(vars(torch._tensor_str.PRINT_OPTS)),
@@ -73,8 +74,9 @@ def _set_torch_settings(saved: dict[str, Any]) -> None:
     if _torch_settings()["deterministic"] != saved["deterministic"]:  # the call imports torch._dynamo (seconds)
         mode, warn_only = saved["deterministic"]
         torch.use_deterministic_algorithms(mode, warn_only=warn_only)
-    (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
-     torch.backends.cudnn.allow_tf32) = saved["cudnn"]
+    (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32) = saved[
+        "cudnn"
+    ]
     torch.backends.cuda.matmul.allow_tf32 = saved["cuda_matmul_tf32"]
     torch.set_grad_enabled(saved["grad_enabled"])
     vars(torch._tensor_str.PRINT_OPTS).update(saved["print_options"])
@@ -101,11 +103,17 @@ class ProcessState:
         import torch.distributed as tdist
 
         handlers = {int(s): signal.getsignal(s) for s in signal.valid_signals()}
-        return cls(environ=dict(os.environ), cwd=os.getcwd(), handlers=handlers, thread_hook=threading.excepthook,
-                   except_hook=sys.excepthook, torch=_torch_settings(),
-                   rng=(torch.random.get_rng_state(), np.random.get_state(), random.getstate()),
-                   dist_functions={n: getattr(tdist, n) for n in _DIST_FUNCTIONS if hasattr(tdist, n)},
-                   threads={t.ident for t in threading.enumerate()})
+        return cls(
+            environ=dict(os.environ),
+            cwd=os.getcwd(),
+            handlers=handlers,
+            thread_hook=threading.excepthook,
+            except_hook=sys.excepthook,
+            torch=_torch_settings(),
+            rng=(torch.random.get_rng_state(), np.random.get_state(), random.getstate()),
+            dist_functions={n: getattr(tdist, n) for n in _DIST_FUNCTIONS if hasattr(tdist, n)},
+            threads={t.ident for t in threading.enumerate()},
+        )
 
     def restore(self) -> list[str]:
         """Put everything back; return what the run left behind that cannot be undone here (to fail on)."""
@@ -131,8 +139,11 @@ class ProcessState:
             setattr(tdist, name, function)
         os.environ.clear()  # last: putting torch's settings back can import parts of torch that set variables
         os.environ.update(self.environ)
-        left += [f"thread {t.name!r}" for t in threading.enumerate()
-                 if t.ident not in self.threads and t.is_alive() and not t.daemon]
+        left += [
+            f"thread {t.name!r}"
+            for t in threading.enumerate()
+            if t.ident not in self.threads and t.is_alive() and not t.daemon
+        ]
         return left
 
 
@@ -174,8 +185,9 @@ class LogStreams:
     def _handlers() -> list[Any]:
         import logging
 
-        loggers = [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values()
-                                           if isinstance(v, logging.Logger)]
+        loggers = [logging.getLogger()] + [
+            v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)
+        ]
         return [h for lg in loggers for h in lg.handlers if isinstance(h, logging.StreamHandler)]
 
     def _swap(self, pairs: dict[int, Any]) -> None:
@@ -193,8 +205,9 @@ class LogStreams:
         self._swap({id(self.out): self._outer[0], id(self.err): self._outer[1]})
 
 
-def run_in_process(call: Callable[[], Any], env: dict[str, str], *, cwd: Path | str,
-                   hide: tuple[str, ...] = ()) -> tuple[Any, str, str]:
+def run_in_process(
+    call: Callable[[], Any], env: dict[str, str], *, cwd: Path | str, hide: tuple[str, ...] = ()
+) -> tuple[Any, str, str]:
     """``call()`` in this process as if it were a process of its own started in ``cwd`` with environment ``env``
     (the whole environment; ``OMP_NUM_THREADS`` in it sets torch's thread count): (exit status, stdout, stderr).
 
@@ -219,8 +232,13 @@ def run_in_process(call: Callable[[], Any], env: dict[str, str], *, cwd: Path | 
             import torch
 
             torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-        with LogStreams(out, err), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                warnings.catch_warnings(record=True) as caught, HiddenModules(hide):
+        with (
+            LogStreams(out, err),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            warnings.catch_warnings(record=True) as caught,
+            HiddenModules(hide),
+        ):
             warnings.resetwarnings()  # a fresh process's filters: shown once per place, these kinds ignored
             warnings.simplefilter("default")
             for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -52,8 +52,16 @@ def processes_with_env(name: str, value: str) -> list[int]:
 
 
 def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(cmd, cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
@@ -108,4 +116,4 @@ def kept_torchrun_text(err: str) -> str:
 
     assert "ChildFailedError" not in err, err[-3000:]
     (line,) = [line for line in err.splitlines() if line.startswith(TORCHRUN_KEPT)]
-    return Path(line[len(TORCHRUN_KEPT):].strip()).read_text(encoding="utf-8")
+    return Path(line[len(TORCHRUN_KEPT) :].strip()).read_text(encoding="utf-8")

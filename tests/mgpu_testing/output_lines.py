@@ -31,21 +31,28 @@ class Template:
         return self._regex(r"(-?\d+(?:\.\d+)?|[A-Z])")
 
 
-ALL_RANKS = Template("[INFO] iteration {N}: all-ranks episode return {N} (mean of {N} episodes over {N} rank(s))",
-                     ": all-ranks episode return ")
-PLAY_HEADER = Template("[INFO] play: {P} policy from {P} (iteration {N}) on {P}: {N} envs, device {P}, seed {N}",
-                       "[INFO] play: ")
+ALL_RANKS = Template(
+    "[INFO] iteration {N}: all-ranks episode return {N} (mean of {N} episodes over {N} rank(s))",
+    ": all-ranks episode return ",
+)
+PLAY_HEADER = Template(
+    "[INFO] play: {P} policy from {P} (iteration {N}) on {P}: {N} envs, device {P}, seed {N}", "[INFO] play: "
+)
 PLAY_SUMMARY = Template("[INFO] return over {N} episodes: mean {N}, std {N}, min {N}, max {N}", "[INFO] return over ")
 NOTHING_LEFT = Template(
     "isaaclab train_multigpu: error: --checkpoint {P}: already at iteration {N} and --max_iterations {N} counts from "
     "iteration 0: nothing left to train (--max_iterations is the run's total, not a count added to the resumed "
     "iteration as in Isaac Lab's own train.py: give --max_iterations {N} for {N} more)",
-    "nothing left to train (")
+    "nothing left to train (",
+)
 TEMPLATES = (ALL_RANKS, PLAY_HEADER, PLAY_SUMMARY, NOTHING_LEFT)
 
 
 def lines_matching(template: Template, text: str) -> list[tuple[str, ...]]:
     """The groups of every line of ``text`` that ends with ``template`` as printed (another rank's unterminated
     output may precede a line in a shared pipe)."""
-    return [m.groups() for line in text.splitlines() if (m := template.real.search(line.rstrip()))
-            and m.end() == len(line.rstrip())]
+    return [
+        m.groups()
+        for line in text.splitlines()
+        if (m := template.real.search(line.rstrip())) and m.end() == len(line.rstrip())
+    ]

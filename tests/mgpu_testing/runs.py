@@ -72,15 +72,58 @@ class HealthyRun:
 def argvs_for(library: str, log_root: Path) -> list[list[str]]:
     """The launcher command(s) of ``library``'s healthy run: every rank's lines on the console."""
     rl_library, _, framework = library.partition("-")
-    common = ["--rl_library", rl_library, "--task", TASK, "--device", "cpu", "--num_envs", str(NUM_ENVS),
-              "--max_iterations", str(ITERATIONS[library]), "--save_interval", "1", "--seed", str(SEED),
-              "--log_root", str(log_root)]
+    common = [
+        "--rl_library",
+        rl_library,
+        "--task",
+        TASK,
+        "--device",
+        "cpu",
+        "--num_envs",
+        str(NUM_ENVS),
+        "--max_iterations",
+        str(ITERATIONS[library]),
+        "--save_interval",
+        "1",
+        "--seed",
+        str(SEED),
+        "--log_root",
+        str(log_root),
+    ]
     port = str(free_port())
     if framework == "jax":  # skrl's JAX launcher prints every rank's lines anyway (and has no --log_all_ranks)
-        return [[PYTHON, str(LAUNCHER), "--ml_framework", "jax", *common, "--nnodes", "2", "--node_rank", str(node),
-                 "--num_gpus", "1", "--coordinator_address", f"127.0.0.1:{port}"] for node in (0, 1)]
-    return [[PYTHON, str(LAUNCHER), *common, "--num_gpus", "2", "--log_all_ranks", "--master_addr", "127.0.0.1",
-             "--master_port", port]]
+        return [
+            [
+                PYTHON,
+                str(LAUNCHER),
+                "--ml_framework",
+                "jax",
+                *common,
+                "--nnodes",
+                "2",
+                "--node_rank",
+                str(node),
+                "--num_gpus",
+                "1",
+                "--coordinator_address",
+                f"127.0.0.1:{port}",
+            ]
+            for node in (0, 1)
+        ]
+    return [
+        [
+            PYTHON,
+            str(LAUNCHER),
+            *common,
+            "--num_gpus",
+            "2",
+            "--log_all_ranks",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            port,
+        ]
+    ]
 
 
 def run_nodes(argvs: list[list[str]], env: dict[str, str], *, timeout: float) -> list[subprocess.CompletedProcess]:
@@ -88,9 +131,19 @@ def run_nodes(argvs: list[list[str]], env: dict[str, str], *, timeout: float) ->
     one deadline, and leave no process behind. A node still running at the deadline is killed (exit -9)."""
     import time
 
-    procs = [subprocess.Popen(argv, cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-             for argv in argvs]
+    procs = [
+        subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=env,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for argv in argvs
+    ]
     deadline = time.monotonic() + timeout
     results = []
     try:
@@ -115,8 +168,13 @@ def train_two_ranks(library: str, log_root: Path) -> HealthyRun:
     argvs = argvs_for(library, log_root)
     env = single_env(JAX_PLATFORMS="cpu") if library.endswith("jax") else single_env()
     results = run_nodes(argvs, env, timeout=TIMEOUT[library])
-    return HealthyRun(library, tuple(tuple(a) for a in argvs), tuple(r.returncode for r in results),
-                      "".join(r.stdout for r in results), log_root)
+    return HealthyRun(
+        library,
+        tuple(tuple(a) for a in argvs),
+        tuple(r.returncode for r in results),
+        "".join(r.stdout for r in results),
+        log_root,
+    )
 
 
 def copy_run(run: HealthyRun, log_root: Path) -> Path:

@@ -41,8 +41,9 @@ def single_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
-                     hide: tuple[str, ...] = (), faults: str = "") -> subprocess.CompletedProcess:
+def train_in_process(
+    argv: list[str], env: dict[str, str] | None = None, *, hide: tuple[str, ...] = (), faults: str = ""
+) -> subprocess.CompletedProcess:
     """train.py's own parser and :func:`mgpu_lab.train.trainer.main`, in this process, as if run as a command in
     the repository with environment ``env``: (exit status, stdout, stderr). ``env`` is the whole environment of
     the call (default: this process's without the launcher's rank variables); ``OMP_NUM_THREADS`` in it sets
@@ -60,8 +61,9 @@ def train_in_process(argv: list[str], env: dict[str, str] | None = None, *,
         env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
     refuse_process_only(env, faults)
     parser = load_script(Path(TRAIN), "_mgpu_train_in_process").build_parser()
-    code, out, err = run_in_process(lambda: trainer.main(parser.parse_args(argv), parse_faults(faults)), env,
-                                    cwd=REPO, hide=hide)
+    code, out, err = run_in_process(
+        lambda: trainer.main(parser.parse_args(argv), parse_faults(faults)), env, cwd=REPO, hide=hide
+    )
     return subprocess.CompletedProcess(argv, code, out, err)
 
 
@@ -136,8 +138,16 @@ def is_stopped(pid: int) -> bool:
     return procs.stopped(pid)
 
 
-def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Callable[[Path], Any], *,
-                         stop_at: str, deadline: float = 300, final_pattern: str | None = None) -> None:
+def sigkill_while_saving(
+    library: str,
+    tmp_path: Path,
+    pattern: str,
+    loader: Callable[[Path], Any],
+    *,
+    stop_at: str,
+    deadline: float = 300,
+    final_pattern: str | None = None,
+) -> None:
     """Train with a checkpoint every iteration, SIGKILL the process group mid-save, load every checkpoint.
 
     The suite's seam ``stop_in_save`` (:mod:`mgpu_testing.seams.sitecustomize`) stops it with SIGSTOP inside the save of
@@ -180,13 +190,34 @@ def sigkill_while_saving(library: str, tmp_path: Path, pattern: str, loader: Cal
 
 # --- plain torchrun jobs with supervision files (faults, restarts, per-rank lines) --------------------
 
+
 def torchrun_train(library: str, log_root: Path, nproc: int, *args: str, max_restarts: int = 0) -> list[str]:
     """train.py on ``nproc`` CPU ranks under plain ``python -m torch.distributed.run`` (no launcher):
     a c10d rendezvous on a free loopback port, so restarted worker groups can meet again."""
-    return [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--rdzv_backend", "c10d",
-            "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--max_restarts", str(max_restarts),
-            TRAIN, "--rl_library", library, "--device", "cpu", "--task", TASK, *args, "--log_root", str(log_root),
-            "--distributed"]
+    return [
+        PYTHON,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        str(nproc),
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        f"127.0.0.1:{free_port()}",
+        "--max_restarts",
+        str(max_restarts),
+        TRAIN,
+        "--rl_library",
+        library,
+        "--device",
+        "cpu",
+        "--task",
+        TASK,
+        *args,
+        "--log_root",
+        str(log_root),
+        "--distributed",
+    ]
 
 
 def supervised_env(supervise_dir: Path, **extra: str) -> dict[str, str]:
@@ -202,8 +233,13 @@ def job_processes(supervise_dir: Path) -> list[int]:
     return procs.with_env("MGPU_LAB_SUPERVISE_DIR", str(supervise_dir))
 
 
-def wait_for(condition: Callable[[], Any], deadline: float, what: str, proc: subprocess.Popen | None = None,
-             log: Path | None = None) -> Any:
+def wait_for(
+    condition: Callable[[], Any],
+    deadline: float,
+    what: str,
+    proc: subprocess.Popen | None = None,
+    log: Path | None = None,
+) -> Any:
     """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``deadline`` s or when
     ``proc`` ended first."""
     end = time.monotonic() + deadline

@@ -93,8 +93,9 @@ def load(path: Path) -> Counter[str]:
     if not isinstance(data, dict) or data.get("tool") != TOOL or data.get("version") != VERSION:
         raise BaselineError(f"{path}: not a {TOOL} baseline of version {VERSION} (write one with --write-baseline)")
     entries = data.get("findings")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("fingerprint"), str)
-                                                for e in entries):
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("fingerprint"), str) for e in entries
+    ):
         raise BaselineError(f"{path}: not a {TOOL} baseline (a `findings` list of entries with a fingerprint)")
     return Counter(e["fingerprint"] for e in entries)
 
@@ -114,9 +115,18 @@ def split(findings: list[Finding], baseline: Counter[str], line_of: LineOf) -> O
 
 
 def render(findings: list[Finding], line_of: LineOf) -> str:
-    entries = sorted(({"code": f.code, "path": f.loc.path, "message": " ".join(f.message.split()),
-                       "fingerprint": fingerprint(f, line_of)} for f in findings),
-                     key=lambda e: (e["path"], e["code"], e["message"], e["fingerprint"]))
+    entries = sorted(
+        (
+            {
+                "code": f.code,
+                "path": f.loc.path,
+                "message": " ".join(f.message.split()),
+                "fingerprint": fingerprint(f, line_of),
+            }
+            for f in findings
+        ),
+        key=lambda e: (e["path"], e["code"], e["message"], e["fingerprint"]),
+    )
     return json.dumps({"tool": TOOL, "version": VERSION, "findings": entries}, indent=1, ensure_ascii=False) + "\n"
 
 
@@ -143,8 +153,9 @@ def inside_root(root: Path, given: str, flag: str) -> Path:
     return path
 
 
-def stage(project: Project, findings: list[Finding], read: Path | None, write_to: Path | None,
-          recorded: Counter[str] | None) -> tuple[list[Finding], list[str]]:
+def stage(
+    project: Project, findings: list[Finding], read: Path | None, write_to: Path | None, recorded: Counter[str] | None
+) -> tuple[list[Finding], list[str]]:
     """The baseline stage (after the suppressions, before the report): the findings to report and notes.
 
     With ``read`` only: leave out what ``recorded`` holds. With ``write_to`` only: record every finding (the

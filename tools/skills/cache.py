@@ -15,8 +15,8 @@ file under a size cap.
 from __future__ import annotations
 
 import importlib.util
-import os
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,7 +148,9 @@ class ParseCache:
             return
         try:
             entries = [[k[0], k[1], d, v] for k, (d, v) in sorted(self.entries.items())]
-            write_atomic(self.file, json.dumps({"stamp": self.stamp, "entries": entries}, separators=(",", ":")).encode())
+            write_atomic(
+                self.file, json.dumps({"stamp": self.stamp, "entries": entries}, separators=(",", ":")).encode()
+            )
             _prune(self.file.parent)
         except Exception:  # a cache that cannot be written is only a slower next check
             pass

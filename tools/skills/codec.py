@@ -12,12 +12,45 @@ import datetime
 import math
 from typing import Any
 
-from model import (MISSING, ArgSpec, Cell, Code, Comment, Finding, Fix, Heading, Include, Link, Loc, MarkdownDoc,
-                   Option, RstDoc, Table, TextEdit)
+from model import (
+    MISSING,
+    ArgSpec,
+    Cell,
+    Code,
+    Comment,
+    Finding,
+    Fix,
+    Heading,
+    Include,
+    Link,
+    Loc,
+    MarkdownDoc,
+    Option,
+    RstDoc,
+    Table,
+    TextEdit,
+)
 
-CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
-    ArgSpec, Cell, Code, Comment, Finding, Fix, Heading, Include, Link, Loc, MarkdownDoc, Option, RstDoc, Table,
-    TextEdit)}
+CLASSES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        ArgSpec,
+        Cell,
+        Code,
+        Comment,
+        Finding,
+        Fix,
+        Heading,
+        Include,
+        Link,
+        Loc,
+        MarkdownDoc,
+        Option,
+        RstDoc,
+        Table,
+        TextEdit,
+    )
+}
 TAG = "$"
 
 
@@ -30,7 +63,7 @@ def encode(value: Any) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
-        return value if abs(value) < 2 ** 53 else {TAG: "int", "v": str(value)}
+        return value if abs(value) < 2**53 else {TAG: "int", "v": str(value)}
     if isinstance(value, float):
         return value if math.isfinite(value) else {TAG: "float", "v": repr(value)}
     if isinstance(value, list):

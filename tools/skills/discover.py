@@ -28,10 +28,28 @@ from inputs import inside, link_problem, problem, read_text
 from model import Finding
 
 # Folders never walked: version control, environments, caches, dependency and documentation build trees.
-SKIP_DIRS = frozenset({
-    ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox", ".mypy_cache",
-    ".pytest_cache", ".ruff_cache", ".hypothesis", "site-packages", "_build", ".eggs", ".cache", ".skills-check",
-})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        "node_modules",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        "site-packages",
+        "_build",
+        ".eggs",
+        ".cache",
+        ".skills-check",
+    }
+)
 # Build output: skipped unless the folder itself is a skill (a skill may be called "build").
 BUILD_DIRS = frozenset({"build", "dist", "target"})
 MAX_INDEX = 200_000  # paths indexed; a tree past this is reported once and indexed no further
@@ -66,7 +84,7 @@ class Ignores:
         for base, spec in self.specs:
             if base and not relpath.startswith(base + "/"):
                 continue
-            sub = relpath[len(base) + 1:] if base else relpath
+            sub = relpath[len(base) + 1 :] if base else relpath
             result = spec.check_file(sub + "/" if is_dir else sub)
             if result.include is not None:
                 decision = result.include
@@ -102,8 +120,9 @@ def walk(root: Path, gitignore: bool = True) -> Walk:
             if text is not None:
                 ignores.add(base, text)
         parent_owner = owner.get(posixpath.dirname(base)) if base else None
-        is_skill = parent_owner is None and SKILL_FILE in filenames and os.path.isfile(
-            os.path.join(dirpath, SKILL_FILE))
+        is_skill = (
+            parent_owner is None and SKILL_FILE in filenames and os.path.isfile(os.path.join(dirpath, SKILL_FILE))
+        )
         owner[base] = base if is_skill else parent_owner
         if is_skill:
             out.skills.append(base)
@@ -126,8 +145,9 @@ def walk(root: Path, gitignore: bool = True) -> Walk:
             if name not in dirnames and os.path.isfile(full):
                 out.files.add(rel_path)
         if len(out.paths) > MAX_INDEX:
-            out.problems.append(problem("IN004", ".", 1, 1, f"the tree has more than {MAX_INDEX} paths; the "
-                                        "rest are not indexed"))
+            out.problems.append(
+                problem("IN004", ".", 1, 1, f"the tree has more than {MAX_INDEX} paths; the rest are not indexed")
+            )
             break
     parents = {posixpath.dirname(s) for s in out.skills if s}
     out.problems += [f for parent, f in links if parent in parents]
@@ -149,8 +169,7 @@ def _link(real_root: str, full: str, rel_path: str, out: Walk) -> Finding | None
     return None
 
 
-def _orphans(skills: list[str], parents: set[str], owner: dict[str, str | None],
-             has_md: dict[str, bool]) -> list[str]:
+def _orphans(skills: list[str], parents: set[str], owner: dict[str, str | None], has_md: dict[str, bool]) -> list[str]:
     """Folders beside skill folders (same parent, not the root) that hold markdown but no SKILL.md and no
     skill below."""
     above: set[str] = set()
@@ -207,7 +226,11 @@ NO_SKILLS = 3  # exit status of a check that found no skill to check (never "cle
 def no_skill_line(project: Any) -> str:
     """The one line a check that found no skill prints (the language server shows it as a message)."""
     given = project.config.get("skills")
-    where = (f"in {', '.join(given) if isinstance(given, list) else given} ([tool.skills-check] skills)"
-             if given else f"under {project.root}")
-    return (f"error: no skill found {where}: a skill is a folder holding SKILL.md; nothing was checked "
-            f"(exit {NO_SKILLS})")
+    where = (
+        f"in {', '.join(given) if isinstance(given, list) else given} ([tool.skills-check] skills)"
+        if given
+        else f"under {project.root}"
+    )
+    return (
+        f"error: no skill found {where}: a skill is a folder holding SKILL.md; nothing was checked (exit {NO_SKILLS})"
+    )

@@ -47,7 +47,7 @@ def _apply(lines: list[str], edits: list[TextEdit]) -> tuple[list[str], list[Tex
             chosen.append(e)
     out = list(lines)
     for e in sorted(chosen, key=lambda e: e.start, reverse=True):
-        out[e.start - 1:e.end] = list(e.lines)
+        out[e.start - 1 : e.end] = list(e.lines)
     return out, skipped
 
 
@@ -75,7 +75,7 @@ def apply_fixes(project: Project, findings: list[Finding]) -> tuple[list[str], l
             notes.append(f"--fix: {path}: {raw}; not rewritten")
             continue
         bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
-        text = raw[len(bom):].decode("utf-8", errors="surrogateescape")
+        text = raw[len(bom) :].decode("utf-8", errors="surrogateescape")
         newline = "\r\n" if "\r\n" in text else "\n"
         lines = text.replace("\r\n", "\n").split("\n")
         new, skipped = _apply(lines, by_path[path])
@@ -95,8 +95,10 @@ def apply_fixes(project: Project, findings: list[Finding]) -> tuple[list[str], l
             write_atomic(project.root / path, data)
         except OSError as exc:
             left = [p for p, _, _ in planned[i:]]
-            raise FixError(f"--fix could not write {path} ({getattr(exc, 'strerror', None) or exc}); rewritten: "
-                           f"{', '.join(done) or 'none'}; not rewritten: {', '.join(left)}") from exc
+            raise FixError(
+                f"--fix could not write {path} ({getattr(exc, 'strerror', None) or exc}); rewritten: "
+                f"{', '.join(done) or 'none'}; not rewritten: {', '.join(left)}"
+            ) from exc
         done.append(path)
         changes += what
     return changes, notes

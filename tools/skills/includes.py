@@ -26,7 +26,7 @@ def _start(lines: Lines, options: dict[str, str]) -> Lines:
             needle = options[key]
             for i, (_, text) in enumerate(lines):
                 if needle in text:
-                    return lines[i + keep:]
+                    return lines[i + keep :]
             raise IncludeError(f":{key}: text {needle!r} is not in the file")
     return lines
 
@@ -39,7 +39,7 @@ def _end(lines: Lines, options: dict[str, str]) -> Lines:
             needle = options[key]
             for i, (_, text) in enumerate(lines):
                 if needle in text:
-                    return lines[:i + keep]
+                    return lines[: i + keep]
             raise IncludeError(f":{key}: text {needle!r} is not in the shown lines")
     return lines
 
@@ -73,7 +73,7 @@ def _dedent(lines: Lines, value: str) -> Lines:
         cols = int(value)
     except ValueError:
         raise IncludeError(f":dedent: {value!r} is not a number") from None
-    return [(n, t[min(cols, len(t) - len(t.lstrip())):]) for n, t in lines]
+    return [(n, t[min(cols, len(t) - len(t.lstrip())) :]) for n, t in lines]
 
 
 def shown_lines(text: str, options: dict[str, str]) -> Lines:

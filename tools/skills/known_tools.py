@@ -64,8 +64,10 @@ def from_installed(root: Path) -> dict[str, tuple[str, ArgSpec]]:
 def render(found: dict[str, tuple[str, ArgSpec]]) -> str:
     from codec import encode
 
-    tools = {tool: {"package": SOURCES[tool][0], "version": version, "spec": encode(spec)}
-             for tool, (version, spec) in sorted(found.items())}
+    tools = {
+        tool: {"package": SOURCES[tool][0], "version": version, "spec": encode(spec)}
+        for tool, (version, spec) in sorted(found.items())
+    }
     return json.dumps({"tools": tools}, indent=1, sort_keys=True) + "\n"
 
 
@@ -73,8 +75,10 @@ def main(argv: list[str]) -> int:
     found = from_installed(HERE.parents[1])
     missing = sorted(set(SOURCES) - set(found))
     if missing:
-        print(f"error: not installed here: {', '.join(SOURCES[m][0] for m in missing)} (run `uv sync --all-extras`)",
-              file=sys.stderr)
+        print(
+            f"error: not installed here: {', '.join(SOURCES[m][0] for m in missing)} (run `uv sync --all-extras`)",
+            file=sys.stderr,
+        )
         return 2
     text = render(found)
     if "--write" in argv:

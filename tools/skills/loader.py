@@ -21,19 +21,26 @@ import os
 import posixpath
 import re
 import tomllib
-from urllib.parse import unquote
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import discover
 import known_tools
 from cache import ParseCache
-from inputs import MAX_BYTES, inside, link_problem, problem, read_bytes_bounded, read_text, rel
+from inputs import (
+    MAX_BYTES,
+    inside,
+    link_problem,
+    overlaid,  # the language server's unsaved buffers (load_project(overlay=...))
+    problem,
+    read_bytes_bounded,
+    read_text,
+    rel,
+)
 from model import ArgSpec, Code, MarkdownDoc, Project, RstDoc, Skill, Tool
 from parse_argparse import parse_argparse
-from inputs import overlaid  # the language server's unsaved buffers (load_project(overlay=...))
-
 
 DEFAULTS: dict[str, str] = {
     "docs": "docs",
@@ -75,8 +82,9 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
             raise SetupError(f"pyproject.toml: does not parse: {exc}") from exc
         tool = data.get("tool", {})
         if not isinstance(tool, dict):
-            raise SetupError(f"pyproject.toml:{_key_line(text, 'tool')}: `tool` must be a table, not "
-                             f"{type(tool).__name__}")
+            raise SetupError(
+                f"pyproject.toml:{_key_line(text, 'tool')}: `tool` must be a table, not {type(tool).__name__}"
+            )
         table = tool.get("skills-check", {})
         if not isinstance(table, dict):
             raise SetupError(f"pyproject.toml:{_key_line(text, 'skills-check')}: [tool.skills-check] must be a table")
@@ -84,15 +92,21 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
             if key == "tools":
                 _check_tools(value, text)
             if key == "adopt" and (not isinstance(value, list) or not all(v in CONVENTIONS for v in value)):
-                raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] adopt must be a list "
-                                 f"of {', '.join(CONVENTIONS)}")
-            if key == "skills" and not (isinstance(value, str) or (
-                    isinstance(value, list) and value and all(isinstance(v, str) for v in value))):
-                raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] skills must be a folder "
-                                 "or glob, or a list of them")
+                raise SetupError(
+                    f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] adopt must be a list "
+                    f"of {', '.join(CONVENTIONS)}"
+                )
+            if key == "skills" and not (
+                isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(v, str) for v in value))
+            ):
+                raise SetupError(
+                    f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] skills must be a folder "
+                    "or glob, or a list of them"
+                )
             if key in DEFAULTS and not isinstance(value, str):
-                raise SetupError(f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] {key} must be a "
-                                 "string path")
+                raise SetupError(
+                    f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] {key} must be a string path"
+                )
             config[key] = value
             lines[key] = _key_line(text, key)
     given = set(lines)
@@ -124,13 +138,16 @@ def _check_tools(value: Any, text: str) -> None:
             raise bad(f"{words!r} must be a script path or a table")
         unknown = set(entry) - {"script", "module", "forwards", "also", "runs_other"}
         if unknown:
-            raise bad(f"{words!r} has unknown key(s) {', '.join(sorted(unknown))} (script, module, forwards, also, "
-                      "runs_other)")
+            raise bad(
+                f"{words!r} has unknown key(s) {', '.join(sorted(unknown))} (script, module, forwards, also, "
+                "runs_other)"
+            )
         runs_other = entry.get("runs_other", [])
         if not isinstance(runs_other, list) or not all(isinstance(a, str) and a.startswith("-") for a in runs_other):
             raise bad(f"{words!r}: runs_other must be a list of the tool's own options (such as --train_script)")
         if sum(isinstance(entry.get(k), str) for k in ("script", "module")) != 1 or any(
-                k in entry and not isinstance(entry[k], str) for k in ("script", "module", "forwards")):
+            k in entry and not isinstance(entry[k], str) for k in ("script", "module", "forwards")
+        ):
             raise bad(f"{words!r} needs one of script (a path) or module (a dotted name), as a string")
         if entry.get("forwards") is not None and entry["forwards"] not in value:
             raise bad(f"{words!r} forwards to {entry['forwards']!r}, which is not a tool of this table")
@@ -162,17 +179,28 @@ def _load_tools(root: Path, config: dict[str, Any], project: Project, cache: Par
         if spec is None:
             why = inside(root, path)
             if why:
-                project.problems.append(problem("IN006", "pyproject.toml", line, 1, f"[tool.skills-check.tools] "
-                                                f"{words!r}: {path} {why}; not read"))
+                project.problems.append(
+                    problem(
+                        "IN006",
+                        "pyproject.toml",
+                        line,
+                        1,
+                        f"[tool.skills-check.tools] {words!r}: {path} {why}; not read",
+                    )
+                )
                 spec = ArgSpec(path=path)
             else:
                 spec = load_argspec(root, path, cache)
                 for f in spec.problems:
                     if f.code == "IN001":
                         f.message += f" (the script of {words!r} in [tool.skills-check.tools])"
-        project.tools[words] = Tool(tuple(words.split()), spec, entry.get("forwards"),
-                                    tuple(tuple(a.split()) for a in entry.get("also", [])),
-                                    tuple(entry.get("runs_other", [])))
+        project.tools[words] = Tool(
+            tuple(words.split()),
+            spec,
+            entry.get("forwards"),
+            tuple(tuple(a.split()) for a in entry.get("also", [])),
+            tuple(entry.get("runs_other", [])),
+        )
 
 
 def _config_path_ok(root: Path, config: dict[str, Any], key: str, project: Project) -> bool:
@@ -183,8 +211,7 @@ def _config_path_ok(root: Path, config: dict[str, Any], key: str, project: Proje
     line = config.get("_lines", {}).get(key)
     where = ("pyproject.toml", line) if line else (str(config[key]) or ".", 1)
     origin = "[tool.skills-check]" if line else "--"
-    project.problems.append(problem("IN006", where[0], where[1], 1,
-                                    f"{origin}{key} = {config[key]!r} {why}; not read"))
+    project.problems.append(problem("IN006", where[0], where[1], 1, f"{origin}{key} = {config[key]!r} {why}; not read"))
     return False
 
 
@@ -201,8 +228,11 @@ def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Pa
             if msg:
                 project.problems.append(problem("IN005", rel(root, full), 1, 1, f"{msg}; skipped"))
             elif full.is_symlink() and inside(root, rel(root, full)):
-                project.problems.append(problem("IN006", rel(root, full), 1, 1,
-                                                "folder is a symlink leaving the checked root; not followed"))
+                project.problems.append(
+                    problem(
+                        "IN006", rel(root, full), 1, 1, "folder is a symlink leaving the checked root; not followed"
+                    )
+                )
         for name in sorted(filenames):
             full = Path(dirpath) / name
             if name.endswith(suffix):
@@ -311,7 +341,9 @@ def _source_dir(root: Path, page: str) -> str:
     return ""
 
 
-def resolve_includes(root: Path, page: RstDoc, included: dict[str, RstDoc], skip: frozenset[str] | set[str] = frozenset()) -> None:
+def resolve_includes(
+    root: Path, page: RstDoc, included: dict[str, RstDoc], skip: frozenset[str] | set[str] = frozenset()
+) -> None:
     """Read the files ``page``'s literalinclude directives show (through ``read_text``'s guards: inside
     the root, regular files, size caps) into ``included``: per file an RstDoc with the file's text and
     one code block per shown run of lines, located in that file. A file that cannot be shown becomes a
@@ -322,8 +354,15 @@ def resolve_includes(root: Path, page: RstDoc, included: dict[str, RstDoc], skip
 
     if len(page.includes) > MAX_INCLUDES:
         extra = page.includes[MAX_INCLUDES]
-        page.problems.append(problem("IN022", page.path, extra.line, extra.col, f"more than {MAX_INCLUDES} "
-                                     "literalinclude directives in one page; the rest are not read"))
+        page.problems.append(
+            problem(
+                "IN022",
+                page.path,
+                extra.line,
+                extra.col,
+                f"more than {MAX_INCLUDES} literalinclude directives in one page; the rest are not read",
+            )
+        )
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     shown_chars = 0
     for inc in page.includes[:MAX_INCLUDES]:
@@ -340,22 +379,37 @@ def resolve_includes(root: Path, page: RstDoc, included: dict[str, RstDoc], skip
         if doc is None:
             text, problems = read_text(root, path)
             if text is None:
-                page.problems.extend(problem(p.code, page.path, inc.line, inc.col, f"literalinclude {inc.target}: "
-                                             f"{p.message}") for p in problems)
+                page.problems.extend(
+                    problem(p.code, page.path, inc.line, inc.col, f"literalinclude {inc.target}: {p.message}")
+                    for p in problems
+                )
                 continue
-            doc = RstDoc(path=path, text=text, n_lines=len(text.split("\n")) - (1 if text.endswith("\n") else 0),
-                         problems=problems)
+            doc = RstDoc(
+                path=path,
+                text=text,
+                n_lines=len(text.split("\n")) - (1 if text.endswith("\n") else 0),
+                problems=problems,
+            )
         try:
             shown = shown_lines(doc.text, inc.options)
         except IncludeError as exc:
-            page.problems.append(problem("IN022", page.path, inc.line, inc.col, f"literalinclude {inc.target}: "
-                                         f"{exc}; nothing checked"))
+            page.problems.append(
+                problem("IN022", page.path, inc.line, inc.col, f"literalinclude {inc.target}: {exc}; nothing checked")
+            )
             continue
         shown_chars += sum(len(t) + 1 for _, t in shown)
         if shown_chars > MAX_SHOWN:
-            page.problems.append(problem("IN022", page.path, inc.line, inc.col, f"literalinclude {inc.target}: the "
-                                         f"page's included code passes {MAX_SHOWN // 1024} KB; this and the rest "
-                                         "are not checked"))
+            page.problems.append(
+                problem(
+                    "IN022",
+                    page.path,
+                    inc.line,
+                    inc.col,
+                    f"literalinclude {inc.target}: the "
+                    f"page's included code passes {MAX_SHOWN // 1024} KB; this and the rest "
+                    "are not checked",
+                )
+            )
             break
         included[path] = doc
         for first, text in runs(shown):
@@ -364,8 +418,9 @@ def resolve_includes(root: Path, page: RstDoc, included: dict[str, RstDoc], skip
                 doc.code.append(code)
 
 
-def load_rst_documents(root: Path, relpath: str, cache: ParseCache | None = None,
-                       skip: set[str] | frozenset[str] = frozenset()) -> list[RstDoc]:
+def load_rst_documents(
+    root: Path, relpath: str, cache: ParseCache | None = None, skip: set[str] | frozenset[str] = frozenset()
+) -> list[RstDoc]:
     """The RST page at ``relpath`` and, after it, one document per file it shows with literalinclude
     (files in ``skip``, e.g. the other pages a caller reads itself, are left out, as in ``load_project``)."""
     page = load_rst(root, relpath, cache)
@@ -416,7 +471,9 @@ def _link_target(path: Path) -> str | None:
 def _load_skill(root: Path, skill_md: Path, project: Project, cache: ParseCache) -> Skill:
     sdir = skill_md.parent
     srel = "" if sdir == root else rel(root, sdir)
-    skill = Skill(dir=srel, audience=sdir.parent.name if srel else "", skill_md=load_markdown(root, rel(root, skill_md), cache))
+    skill = Skill(
+        dir=srel, audience=sdir.parent.name if srel else "", skill_md=load_markdown(root, rel(root, skill_md), cache)
+    )
     for md in _walk_files(root, sdir, ".md", project):
         if md == skill_md:
             continue
@@ -458,8 +515,15 @@ def load_evals(relpath: str, text: str) -> tuple[Any, list]:
     except _BigInt as exc:
         offset = text.find(str(exc.args[0]))
         line = text.count("\n", 0, max(offset, 0)) + 1
-        return None, [problem("IN040", relpath, line, 1, f"evals.json holds an integer of {len(exc.args[0])} digits "
-                              f"(limit {MAX_INT_DIGITS}); not read")]
+        return None, [
+            problem(
+                "IN040",
+                relpath,
+                line,
+                1,
+                f"evals.json holds an integer of {len(exc.args[0])} digits (limit {MAX_INT_DIGITS}); not read",
+            )
+        ]
     except (RecursionError, ValueError, MemoryError) as exc:
         return None, [problem("IN040", relpath, 1, 1, f"evals.json cannot be read: {type(exc).__name__}")]
     problems = []
@@ -467,15 +531,27 @@ def load_evals(relpath: str, text: str) -> tuple[Any, list]:
     if isinstance(data, dict):
         entries = next((data[k] for k in ("evals", "evaluations", "cases") if isinstance(data.get(k), list)), None)
     if isinstance(entries, list) and len(entries) > MAX_EVAL_ENTRIES:
-        problems.append(problem("IN041", relpath, 1, 1, f"evals.json has {len(entries)} entries; only the first "
-                                f"{MAX_EVAL_ENTRIES} are checked"))
+        problems.append(
+            problem(
+                "IN041",
+                relpath,
+                1,
+                1,
+                f"evals.json has {len(entries)} entries; only the first {MAX_EVAL_ENTRIES} are checked",
+            )
+        )
         del entries[MAX_EVAL_ENTRIES:]
     return data, problems
 
 
-def load_project(root: Path, overrides: dict[str, str | None] | None = None, use_cache: bool = False,
-                 overlay: Mapping[str, str] | None = None, cache: ParseCache | None = None,
-                 drift: bool = True) -> Project:
+def load_project(
+    root: Path,
+    overrides: dict[str, str | None] | None = None,
+    use_cache: bool = False,
+    overlay: Mapping[str, str] | None = None,
+    cache: ParseCache | None = None,
+    drift: bool = True,
+) -> Project:
     """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
 
     ``drift=False`` (no drift rule will run): the launcher, the trainer, the configured tools and the
@@ -490,8 +566,9 @@ def load_project(root: Path, overrides: dict[str, str | None] | None = None, use
         return _load_project(root, overrides, use_cache, cache, drift)
 
 
-def _load_project(root: Path, overrides: dict[str, str | None] | None, use_cache: bool,
-                  kept: ParseCache | None, drift: bool = True) -> Project:
+def _load_project(
+    root: Path, overrides: dict[str, str | None] | None, use_cache: bool, kept: ParseCache | None, drift: bool = True
+) -> Project:
     if not str(root).strip():
         raise SetupError("--root is empty: give the folder to check")
     root = Path(root)
@@ -515,26 +592,33 @@ def _load_launchers(root: Path, config: dict[str, Any], project: Project, cache:
             project.drift_notes.append(f"the {key} is outside the checked root: flags written for it are not judged")
             continue
         default_absent = key not in config.get("_given", ()) and not (
-            (root / config[key]).exists() or (root / config[key]).is_symlink())
+            (root / config[key]).exists() or (root / config[key]).is_symlink()
+        )
         if default_absent:  # a layout without this script (e.g. upstream Isaac Lab has no launcher)
             setattr(project, key, ArgSpec(path=str(config[key])))
-            project.drift_notes.append(f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
-                                 "written for it are not judged")
+            project.drift_notes.append(
+                f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
+                "written for it are not judged"
+            )
             continue
         spec = load_argspec(root, config[key], cache)
         for f in spec.problems:
             if f.code == "IN001":
                 f.message += f" (set by [tool.skills-check] {key} or --{key})"
         if spec.incomplete and not any(p.code == "IN030" for p in spec.problems):
-            project.drift_notes.append(f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
-                                 "flags written for it are not judged")
+            project.drift_notes.append(
+                f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
+                "flags written for it are not judged"
+            )
         setattr(project, key, spec)
     _load_tools(root, config, project, cache)
     known = known_tools.load()  # kept with the checker: the same findings with or without a .venv
     project.torchrun, project.jax_launcher = known.get("torchrun"), known.get("jax")
     if not known:
-        project.drift_notes.append(f"{known_tools.SPEC_FILE.name} is missing beside the checker: torchrun and skrl's "
-                             "JAX launcher options not checked")
+        project.drift_notes.append(
+            f"{known_tools.SPEC_FILE.name} is missing beside the checker: torchrun and skrl's "
+            "JAX launcher options not checked"
+        )
 
 
 def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = True) -> Project:
@@ -595,8 +679,15 @@ def _discover(root: Path, config: dict[str, Any], project: Project) -> list[str]
     line = config.get("_lines", {}).get("skills")
     for pattern in missing:
         where = ("pyproject.toml", line) if line else (pattern, 1)
-        project.problems.append(problem("IN001", where[0], where[1], 1, f"skills folder {pattern!r} not found "
-                                        "(set by [tool.skills-check] skills or --skills)"))
+        project.problems.append(
+            problem(
+                "IN001",
+                where[0],
+                where[1],
+                1,
+                f"skills folder {pattern!r} not found (set by [tool.skills-check] skills or --skills)",
+            )
+        )
     return skills
 
 
@@ -605,7 +696,7 @@ def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[s
     folder = skill.join("scripts")
     prefix = f"{folder}/"
     for path in sorted(by_folder.get(folder, [])):
-        name = path[len(prefix):]
+        name = path[len(prefix) :]
         if name.startswith((".", "_")):
             continue
         data = read_bytes_bounded(os.path.join(os.path.realpath(root), path), MAX_BYTES)
@@ -624,11 +715,13 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache, drift: b
     docs = _documents(project)
     doc_paths = {d.path for d in docs}
     tool_paths = {project.config.get("launcher"), project.config.get("trainer")} | {
-        t.spec.path for t in project.tools.values()}
+        t.spec.path for t in project.tools.values()
+    }
     skill_dirs = {d.path: s.dir for s in project.skills for d in (s.skill_md, *s.files.values())}
     for doc in docs:
-        texts = [c.text for c in doc.code] + [c.text for t in doc.tables for r in [t.header, *t.rows]
-                                               for cell in r for c in cell.code]
+        texts = [c.text for c in doc.code] + [
+            c.text for t in doc.tables for r in [t.header, *t.rows] for cell in r for c in cell.code
+        ]
         bases = ("", skill_dirs[doc.path]) if doc.path in skill_dirs else ("",)
         for text in texts if drift else ():
             for token in PY_TOKEN_RE.findall(text):
@@ -643,8 +736,11 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache, drift: b
                 continue
             if link.kind == "doc":
                 continue
-            path = posixpath.normpath(target.lstrip("/") if target.startswith("/") else
-                                      posixpath.join(posixpath.dirname(doc.path), unquote(target)))
+            path = posixpath.normpath(
+                target.lstrip("/")
+                if target.startswith("/")
+                else posixpath.join(posixpath.dirname(doc.path), unquote(target))
+            )
             known = path in project.rst or path in doc_paths
             if known or path in project.linked or path not in project.files:
                 continue
@@ -665,8 +761,9 @@ def all_problems(project: Project) -> list:
         out += rst.problems
     for spec in (project.launcher, project.trainer, *project.scripts.values()):
         if spec is not None:
-            out += [p for p in spec.problems if p.code != "IN031"] if spec in project.scripts.values() else \
-                spec.problems
+            out += (
+                [p for p in spec.problems if p.code != "IN031"] if spec in project.scripts.values() else spec.problems
+            )
     for tool in project.tools.values():
         if tool.spec not in (project.launcher, project.trainer):
             out += tool.spec.problems

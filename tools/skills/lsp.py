@@ -20,22 +20,21 @@ import asyncio
 import logging
 import re
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from lsprotocol import types
-from pygls.lsp.server import LanguageServer
-from pygls.uris import to_fs_path
-from pygls.workspace import PositionCodec
 
 import lsp_convert as conv
 from cache import ParseCache
 from inputs import overlaid, read_text
 from loader import SetupError, load_project
 from lsp_complete import complete
+from lsprotocol import types
 from model import Finding, Project
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import PositionCodec
 from runner import ProfileError, RuleInfo, active_codes, chosen_profiles, in_profiles, load_rules, run_rules
 from suppress import ConfigError, per_file_ignores
 from suppress import apply as apply_suppressions
@@ -58,7 +57,6 @@ def config_error_at(message: str) -> tuple[int, str] | None:
     at = TOML_AT_RE.search(m.group(2))
     line = int(m.group(1) or (at.group(1) if at else 1))
     return line, m.group(2)
-
 
 
 @dataclass
@@ -110,8 +108,10 @@ class CheckerServer(LanguageServer):
             fs = to_fs_path(uri) if uri else (params.root_path or None)
             root = Path(fs) if fs else Path.cwd()
         if not root.is_dir():
-            raise SetupError(f"{root}: the workspace root is not a folder: open a folder in the editor, or start "
-                             "the server with --root DIR")
+            raise SetupError(
+                f"{root}: the workspace root is not a folder: open a folder in the editor, or start "
+                "the server with --root DIR"
+            )
         self.root = root.resolve()
         self.rules = load_rules()
         self.cache = ParseCache(self.root)
@@ -125,12 +125,23 @@ class CheckerServer(LanguageServer):
             return
         watchers = [types.FileSystemWatcher(glob_pattern=g) for g in WATCHED]
         try:
-            await self.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
-                id=f"{NAME}-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))]))
+            await self.client_register_capability_async(
+                types.RegistrationParams(
+                    registrations=[
+                        types.Registration(
+                            id=f"{NAME}-watched-files",
+                            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers),
+                        )
+                    ]
+                )
+            )
         except Exception as exc:  # the editor refused: checks still run on open, change and save
-            self.window_log_message(types.LogMessageParams(
-                type=types.MessageType.Warning, message=f"{NAME}: file watchers not registered: {exc}"))
+            self.window_log_message(
+                types.LogMessageParams(
+                    type=types.MessageType.Warning, message=f"{NAME}: file watchers not registered: {exc}"
+                )
+            )
 
     def codec(self) -> PositionCodec:
         return self.workspace.position_codec
@@ -254,8 +265,11 @@ class CheckerServer(LanguageServer):
                 self.publish_config_error(*at, snap)
             return None
         except Exception as exc:  # a checker bug must not end the session: say so, keep serving
-            self.tell(types.MessageType.Error, f"{NAME}: the check failed: {type(exc).__name__}: {exc}",
-                      "".join(traceback.format_exception(exc)))
+            self.tell(
+                types.MessageType.Error,
+                f"{NAME}: the check failed: {type(exc).__name__}: {exc}",
+                "".join(traceback.format_exception(exc)),
+            )
             return None
         if result.project.skills:
             self.shown = None
@@ -264,11 +278,19 @@ class CheckerServer(LanguageServer):
     def publish_config_error(self, line: int, message: str, snap: Snapshot) -> None:
         """The configuration error as the one diagnostic of pyproject.toml (cleared by the next good check)."""
         assert self.root is not None
-        diag = types.Diagnostic(range=types.Range(types.Position(max(0, line - 1), 0), types.Position(max(0, line - 1), 0)),
-                                message=message, severity=types.DiagnosticSeverity.Error, source=NAME)
-        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-            uri=conv.uri_of(self.root, "pyproject.toml"), diagnostics=[diag],
-            version=snap.versions.get("pyproject.toml")))
+        diag = types.Diagnostic(
+            range=types.Range(types.Position(max(0, line - 1), 0), types.Position(max(0, line - 1), 0)),
+            message=message,
+            severity=types.DiagnosticSeverity.Error,
+            source=NAME,
+        )
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(
+                uri=conv.uri_of(self.root, "pyproject.toml"),
+                diagnostics=[diag],
+                version=snap.versions.get("pyproject.toml"),
+            )
+        )
         self.published.add("pyproject.toml")
 
     def no_skill(self, result: Result) -> None:
@@ -296,9 +318,13 @@ class CheckerServer(LanguageServer):
         assert self.root is not None
         now = set(result.diagnostics) | set(result.snapshot.texts)
         for path in sorted(now | self.published):
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                uri=conv.uri_of(self.root, path), diagnostics=result.diagnostics.get(path, []),
-                version=result.snapshot.versions.get(path)))
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(
+                    uri=conv.uri_of(self.root, path),
+                    diagnostics=result.diagnostics.get(path, []),
+                    version=result.snapshot.versions.get(path),
+                )
+            )
         self.published = now
 
     async def current(self) -> Result | None:
@@ -323,12 +349,15 @@ class CheckerServer(LanguageServer):
             edits = conv.text_edits(finding.fix, result.lines_of, self.codec(), newline)
             if not edits:
                 continue
-            actions.append(types.CodeAction(
-                title=f"Fix {finding.code}: {finding.fix.description}",
-                kind=types.CodeActionKind.QuickFix,
-                diagnostics=[diag],
-                is_preferred=True,
-                edit=types.WorkspaceEdit(changes={conv.uri_of(self.root, p): e for p, e in edits.items()})))
+            actions.append(
+                types.CodeAction(
+                    title=f"Fix {finding.code}: {finding.fix.description}",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diag],
+                    is_preferred=True,
+                    edit=types.WorkspaceEdit(changes={conv.uri_of(self.root, p): e for p, e in edits.items()}),
+                )
+            )
         return actions
 
     async def hover(self, params: types.HoverParams) -> types.Hover | None:
@@ -356,9 +385,9 @@ class CheckerServer(LanguageServer):
                 texts.append(conv.key_hover(key, conv.key_rules(self.rules, key)))
         if not texts:
             return None
-        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown,
-                                                        value="\n\n---\n\n".join(texts)))
-
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(texts))
+        )
 
     async def completion(self, params: types.CompletionParams) -> types.CompletionList | None:
         """Frontmatter keys and values, rule codes in suppressions, a tool's flags in its commands
@@ -408,8 +437,9 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
     def did_change_watched_files(params: types.DidChangeWatchedFilesParams) -> None:
         server.schedule(server.debounce)
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
-                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix])
+    )
     async def code_action(params: types.CodeActionParams) -> list[types.CodeAction] | None:
         return await server.code_actions(params)
 

@@ -18,7 +18,6 @@ import re
 from collections.abc import Iterable, Sequence
 
 from lsprotocol import types
-
 from model import Option, Project, Tool
 from runner import RuleInfo
 from suppress import ACTIONS, PREFIX
@@ -26,34 +25,59 @@ from suppress import ACTIONS, PREFIX
 # What each frontmatter key holds, in a line (the rules that check it are added from the registry).
 KEY_DOCS: dict[str, str] = {
     "name": "The skill's name: lowercase letters, digits and single hyphens, at most 64 characters; the "
-            "Agent Skills specification asks that it be the folder's name.",
+    "Agent Skills specification asks that it be the folder's name.",
     "description": "What the skill does and when to use it, at most 1024 characters: agents pick skills by it.",
     "license": "The license the skill is under: a license name, or the path of a license file in the skill.",
     "compatibility": "What the skill needs to run (a product, system packages, network access), at most 500 "
-                     "characters.",
+    "characters.",
     "metadata": "A map of further string keys and values (author, version, ...), for tools that read them.",
     "allowed-tools": "Tools the agent may use without asking while the skill is active, separated by spaces "
-                     "(experimental in the specification; Claude Code reads it).",
+    "(experimental in the specification; Claude Code reads it).",
     "audience": "Isaac Lab: who the skill is for, `user` or `developer` (the folder under skills/ says the same).",
     "status": "Isaac Lab: how settled the skill is: `experimental`, `stable` or `deprecated`.",
     "owners": "Isaac Lab: the people or teams who keep the skill true, as a list.",
 }
 # Tool names Claude Code's permission settings accept (its settings documentation lists them); an
 # ``allowed-tools`` entry may narrow one, as ``Bash(git status:*)``.
-TOOL_NAMES = ("Bash", "Edit", "Glob", "Grep", "MultiEdit", "NotebookEdit", "NotebookRead", "Read", "Task",
-              "TodoWrite", "WebFetch", "WebSearch", "Write")
+TOOL_NAMES = (
+    "Bash",
+    "Edit",
+    "Glob",
+    "Grep",
+    "MultiEdit",
+    "NotebookEdit",
+    "NotebookRead",
+    "Read",
+    "Task",
+    "TodoWrite",
+    "WebFetch",
+    "WebSearch",
+    "Write",
+)
 
 _SUPPRESSION = re.compile(re.escape(PREFIX) + r"\s*(?P<action>[\w-]*)(?P<codes>(?:\s+[\w, ]*)?)$")
 _WORD = re.compile(r"[\w-]*$")
 
 
-def _item(label: str, kind: types.CompletionItemKind, detail: str, doc: str, line: int, start: int,
-          end: int, sort: str | None = None) -> types.CompletionItem:
+def _item(
+    label: str,
+    kind: types.CompletionItemKind,
+    detail: str,
+    doc: str,
+    line: int,
+    start: int,
+    end: int,
+    sort: str | None = None,
+) -> types.CompletionItem:
     rng = types.Range(types.Position(line, start), types.Position(line, end))
     return types.CompletionItem(
-        label=label, kind=kind, detail=detail, sort_text=sort,
+        label=label,
+        kind=kind,
+        detail=detail,
+        sort_text=sort,
         documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=doc) if doc else None,
-        text_edit=types.TextEdit(range=rng, new_text=label))
+        text_edit=types.TextEdit(range=rng, new_text=label),
+    )
 
 
 def _frontmatter_end(lines: Sequence[str]) -> int | None:
@@ -76,13 +100,26 @@ def suppression_items(prefix: str, line: int, rules: Iterable[RuleInfo]) -> list
         return None
     start = len(prefix) - len(_word(prefix))
     if not m.group("codes"):
-        return [_item(a, types.CompletionItemKind.Keyword, "skills-check suppression", "", line, start, len(prefix))
-                for a in ACTIONS]
+        return [
+            _item(a, types.CompletionItemKind.Keyword, "skills-check suppression", "", line, start, len(prefix))
+            for a in ACTIONS
+        ]
     if m.group("action") not in ACTIONS:
         return []
     named = set(re.split(r"[\s,]+", m.group("codes").upper()))
-    return [_item(r.code, types.CompletionItemKind.Value, r.name, f"**{r.code}** ({r.profile}): {r.summary}",
-                  line, start, len(prefix)) for r in rules if r.code not in named]
+    return [
+        _item(
+            r.code,
+            types.CompletionItemKind.Value,
+            r.name,
+            f"**{r.code}** ({r.profile}): {r.summary}",
+            line,
+            start,
+            len(prefix),
+        )
+        for r in rules
+        if r.code not in named
+    ]
 
 
 def _key_doc(key: str, rules: Iterable[RuleInfo]) -> str:
@@ -93,8 +130,15 @@ def _key_doc(key: str, rules: Iterable[RuleInfo]) -> str:
     return out
 
 
-def frontmatter_items(lines: Sequence[str], line: int, prefix: str, folder: str, rules: list[RuleInfo],
-                      known_keys: Iterable[str], values: dict[str, Sequence[str]]) -> list[types.CompletionItem]:
+def frontmatter_items(
+    lines: Sequence[str],
+    line: int,
+    prefix: str,
+    folder: str,
+    rules: list[RuleInfo],
+    known_keys: Iterable[str],
+    values: dict[str, Sequence[str]],
+) -> list[types.CompletionItem]:
     """Keys at the start of a top-level line; values after ``name:``, ``allowed-tools:`` and the keys with a
     fixed set of values."""
     word = _word(prefix)
@@ -104,18 +148,35 @@ def frontmatter_items(lines: Sequence[str], line: int, prefix: str, folder: str,
         if prefix != word:
             return []
         present = {ln.split(":", 1)[0] for ln in lines if re.match(r"^[\w-]+:", ln)}
-        return [_item(k, types.CompletionItemKind.Property, "frontmatter key", _key_doc(k, rules), line, start,
-                      len(prefix)) for k in sorted(known_keys) if k not in present]
+        return [
+            _item(k, types.CompletionItemKind.Property, "frontmatter key", _key_doc(k, rules), line, start, len(prefix))
+            for k in sorted(known_keys)
+            if k not in present
+        ]
     key, written = m.group(1), m.group(2)
     if key == "name":
-        return [_item(folder, types.CompletionItemKind.Value, "the skill's folder name", KEY_DOCS["name"], line,
-                      start, len(prefix))]
+        return [
+            _item(
+                folder,
+                types.CompletionItemKind.Value,
+                "the skill's folder name",
+                KEY_DOCS["name"],
+                line,
+                start,
+                len(prefix),
+            )
+        ]
     if key == "allowed-tools":
         used = set(re.findall(r"[A-Za-z]+", written))
-        return [_item(t, types.CompletionItemKind.EnumMember, "tool", "", line, start, len(prefix))
-                for t in TOOL_NAMES if t not in used]
-    return [_item(v, types.CompletionItemKind.EnumMember, key, KEY_DOCS.get(key, ""), line, start, len(prefix))
-            for v in values.get(key, ())]
+        return [
+            _item(t, types.CompletionItemKind.EnumMember, "tool", "", line, start, len(prefix))
+            for t in TOOL_NAMES
+            if t not in used
+        ]
+    return [
+        _item(v, types.CompletionItemKind.EnumMember, key, KEY_DOCS.get(key, ""), line, start, len(prefix))
+        for v in values.get(key, ())
+    ]
 
 
 def _command_words(lines: Sequence[str], line: int, prefix: str) -> list[str]:
@@ -135,7 +196,7 @@ def _tool_at(words: list[str], tools: dict[str, Tool]) -> Tool | None:
         for spelling in (tool.words, *tool.also):
             n = len(spelling)
             for i in range(len(words) - n, -1, -1):
-                if tuple(words[i:i + n]) == spelling:
+                if tuple(words[i : i + n]) == spelling:
                     if best is None or (i, n) > best[:2]:
                         best = (i, n, tool)
                     break
@@ -158,7 +219,7 @@ def flag_items(lines: Sequence[str], line: int, prefix: str, project: Project) -
     word = found.group(0) if found else ""
     if not word.startswith("-"):
         return []
-    tool = _tool_at(_command_words(lines, line, prefix[:len(prefix) - len(word)]), project.tools)
+    tool = _tool_at(_command_words(lines, line, prefix[: len(prefix) - len(word)]), project.tools)
     if tool is None:
         return []
     chain, items = [tool], []
@@ -174,13 +235,24 @@ def flag_items(lines: Sequence[str], line: int, prefix: str, project: Project) -
                 continue
             seen.update(opt.flags)
             detail = t.name if rank == 0 else f"{t.name} (forwarded by {tool.name})"
-            items.append(_item(flag, types.CompletionItemKind.Field, detail, _option_doc(opt, t.name), line, start,
-                               len(prefix), sort=f"{rank}{flag}"))
+            items.append(
+                _item(
+                    flag,
+                    types.CompletionItemKind.Field,
+                    detail,
+                    _option_doc(opt, t.name),
+                    line,
+                    start,
+                    len(prefix),
+                    sort=f"{rank}{flag}",
+                )
+            )
     return items
 
 
-def complete(rel: str, lines: Sequence[str], line: int, char: int, project: Project,
-             rules: list[RuleInfo]) -> list[types.CompletionItem]:
+def complete(
+    rel: str, lines: Sequence[str], line: int, char: int, project: Project, rules: list[RuleInfo]
+) -> list[types.CompletionItem]:
     """What may be typed at (``line``, ``char``) of the document ``rel``."""
     if line >= len(lines):
         return []
@@ -193,6 +265,13 @@ def complete(rel: str, lines: Sequence[str], line: int, char: int, project: Proj
     if skill is not None and end is not None and 0 < line < end:
         from rules.frontmatter import AUDIENCES, KNOWN_KEYS, STATUSES
 
-        return frontmatter_items(lines[1:end], line, prefix, posixpath.basename(skill.dir), rules, KNOWN_KEYS,
-                                 {"audience": AUDIENCES, "status": STATUSES})
+        return frontmatter_items(
+            lines[1:end],
+            line,
+            prefix,
+            posixpath.basename(skill.dir),
+            rules,
+            KNOWN_KEYS,
+            {"audience": AUDIENCES, "status": STATUSES},
+        )
     return flag_items(lines, line, prefix, project)

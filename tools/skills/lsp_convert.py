@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from lsprotocol import types
+from model import Finding, Fix, Loc
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import PositionCodec
-
-from model import Finding, Fix, Loc
 from runner import RuleInfo
 
 SOURCE = "skills-check"
@@ -87,16 +86,22 @@ def loc_range(loc: Loc, lines: Lines | None, codec: PositionCodec) -> types.Rang
 SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}
 
 
-def diagnostic(root: Path, finding: Finding, lines_of: Callable[[str], Lines | None],
-               codec: PositionCodec) -> types.Diagnostic:
+def diagnostic(
+    root: Path, finding: Finding, lines_of: Callable[[str], Lines | None], codec: PositionCodec
+) -> types.Diagnostic:
     """A finding as a diagnostic: its range, code, severity and message; where the truth lives in
     another place, a related location there."""
     related = None
     truth = finding.truth
     if truth is not None and (truth.path, truth.line) != (finding.loc.path, finding.loc.line):
-        related = [types.DiagnosticRelatedInformation(
-            location=types.Location(uri=uri_of(root, truth.path), range=loc_range(truth, lines_of(truth.path), codec)),
-            message=f"source of truth: {truth}")]
+        related = [
+            types.DiagnosticRelatedInformation(
+                location=types.Location(
+                    uri=uri_of(root, truth.path), range=loc_range(truth, lines_of(truth.path), codec)
+                ),
+                message=f"source of truth: {truth}",
+            )
+        ]
     return types.Diagnostic(
         range=loc_range(finding.loc, lines_of(finding.loc.path), codec),
         message=finding.message,
@@ -107,8 +112,9 @@ def diagnostic(root: Path, finding: Finding, lines_of: Callable[[str], Lines | N
     )
 
 
-def text_edits(fix: Fix, lines_of: Callable[[str], Lines | None], codec: PositionCodec,
-               newline: Callable[[str], str]) -> dict[str, list[types.TextEdit]]:
+def text_edits(
+    fix: Fix, lines_of: Callable[[str], Lines | None], codec: PositionCodec, newline: Callable[[str], str]
+) -> dict[str, list[types.TextEdit]]:
     """A fix's line edits (the ones ``check --fix`` applies) as LSP text edits, by repository path.
 
     A model edit replaces lines ``start``..``end`` (1-based, inclusive; ``end = start - 1`` inserts): here
@@ -195,5 +201,7 @@ def contains(rng: types.Range, pos: types.Position) -> bool:
 
 
 def overlaps(a: types.Range, b: types.Range) -> bool:
-    return not ((a.end.line, a.end.character) < (b.start.line, b.start.character)
-                or (b.end.line, b.end.character) < (a.start.line, a.start.character))
+    return not (
+        (a.end.line, a.end.character) < (b.start.line, b.start.character)
+        or (b.end.line, b.end.character) < (a.start.line, a.start.character)
+    )

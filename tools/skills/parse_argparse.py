@@ -11,8 +11,8 @@ them.
 from __future__ import annotations
 
 import ast
-import re
 import importlib.util
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +62,7 @@ class _Consts:
             pass
         if isinstance(node, ast.Name) and node.id in getattr(self, "values", {}):
             return True, self.values[node.id]
-        if isinstance(node, ast.Call) and _attr_name(node.func) in ("sorted", "list", "tuple", "keys") :
+        if isinstance(node, ast.Call) and _attr_name(node.func) in ("sorted", "list", "tuple", "keys"):
             if isinstance(node.func, ast.Attribute) and node.func.attr == "keys":
                 ok, v = self.literal(node.func.value)
                 return (True, list(v)) if ok and isinstance(v, dict) else (False, None)
@@ -96,7 +96,7 @@ class _Source:
             return self.lines[l0].encode()[c0:c1].decode(errors="replace")
         first = self.lines[l0].encode()[c0:].decode(errors="replace")
         last = self.lines[l1].encode()[:c1].decode(errors="replace") if l1 < len(self.lines) else ""
-        return first + "".join(self.lines[l0 + 1:l1]) + last
+        return first + "".join(self.lines[l0 + 1 : l1]) + last
 
 
 _DEF_RE = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
@@ -108,7 +108,7 @@ def _walk_relevant(tree: ast.Module, source: _Source):
     for stmt in tree.body:
         if not isinstance(stmt, ast.ClassDef):
             end = getattr(stmt, "end_lineno", None) or stmt.lineno
-            chunk = "".join(source.lines[stmt.lineno - 1:end])
+            chunk = "".join(source.lines[stmt.lineno - 1 : end])
             if not any(key in chunk for key in _KEYS):
                 continue
         yield from ast.walk(stmt)
@@ -120,11 +120,15 @@ def _flag_action_classes(classes: list[ast.ClassDef], source: _Source | None = N
     for node in classes:
         if source is not None:
             end = getattr(node, "end_lineno", None) or node.lineno
-            if "nargs" not in "".join(source.lines[node.lineno - 1:end]):
+            if "nargs" not in "".join(source.lines[node.lineno - 1 : end]):
                 continue  # no nargs in its text: not walked
         for sub in ast.walk(node):
-            if isinstance(sub, ast.keyword) and sub.arg == "nargs" and isinstance(sub.value, ast.Constant) \
-                    and sub.value.value == 0:
+            if (
+                isinstance(sub, ast.keyword)
+                and sub.arg == "nargs"
+                and isinstance(sub.value, ast.Constant)
+                and sub.value.value == 0
+            ):
                 out.add(node.name)
                 break
     return out
@@ -156,8 +160,13 @@ def _handed_parsers(tree: ast.Module, functions: list[Any], made_at: list[int]) 
     out = []
     for scope in scopes:
         nodes = list(_scope_nodes(scope))
-        made = {t.id for n in nodes if isinstance(n, ast.Assign) and _is_parser_call(n.value)
-                for t in n.targets if isinstance(t, ast.Name)}
+        made = {
+            t.id
+            for n in nodes
+            if isinstance(n, ast.Assign) and _is_parser_call(n.value)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
         for n in nodes:
             if isinstance(n, ast.Call) and made and _attr_name(n.func) not in ("add_argument", "set_defaults"):
                 for arg in [*n.args, *(kw.value for kw in n.keywords)]:
@@ -193,8 +202,9 @@ def _parse_tree(spec: ArgSpec, text: str) -> ast.Module | None:
     try:
         return ast.parse(text, filename=spec.path)
     except SyntaxError as exc:
-        spec.problems.append(problem("IN030", spec.path, exc.lineno or 1, exc.offset or 1,
-                                     f"Python source does not parse: {exc.msg}"))
+        spec.problems.append(
+            problem("IN030", spec.path, exc.lineno or 1, exc.offset or 1, f"Python source does not parse: {exc.msg}")
+        )
     except (ValueError, RecursionError, MemoryError) as exc:
         spec.problems.append(problem("IN030", spec.path, 1, 1, f"Python source does not parse: {exc}"))
     return None
@@ -237,8 +247,7 @@ def _all_flag_actions(classes: list[ast.ClassDef], source: _Source, helper_sourc
     flag_actions = _flag_action_classes(classes, source)
     for src in helper_sources or []:
         try:
-            flag_actions |= _flag_action_classes(
-                [n for n in ast.parse(src).body if isinstance(n, ast.ClassDef)])
+            flag_actions |= _flag_action_classes([n for n in ast.parse(src).body if isinstance(n, ast.ClassDef)])
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass
     return flag_actions
@@ -278,8 +287,16 @@ def _read_calls(spec: ArgSpec, found: _Found, source: _Source, consts: _Consts, 
             continue
         opt = _option(source, call, consts, flag_actions)
         if opt is None:
-            spec.problems.append(problem("IN031", spec.path, call.lineno, call.col_offset + 1,
-                                         "add_argument with non-literal option strings; not read", "warning"))
+            spec.problems.append(
+                problem(
+                    "IN031",
+                    spec.path,
+                    call.lineno,
+                    call.col_offset + 1,
+                    "add_argument with non-literal option strings; not read",
+                    "warning",
+                )
+            )
             if spec.incomplete is None:
                 spec.incomplete = f"add_argument at line {call.lineno} has non-literal option strings"
             continue
@@ -293,8 +310,9 @@ def _add_help_option(spec: ArgSpec, main_parsers: list[ast.Call]) -> None:
     """argparse's own -h/--help, unless the script adds its own one."""
     if (main_parsers or spec.options) and not any("--help" in o.flags for o in spec.options):
         line = main_parsers[0].lineno if main_parsers else 1
-        spec.options.append(Option(flags=("-h", "--help"), dest="help", line=line, default=MISSING,
-                                   action="help", takes_value=False))
+        spec.options.append(
+            Option(flags=("-h", "--help"), dest="help", line=line, default=MISSING, action="help", takes_value=False)
+        )
 
 
 def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None) -> ArgSpec:
@@ -380,8 +398,18 @@ def _option(source: _Source, call: ast.Call, consts: _Consts, flag_actions: set[
         ok, v = consts.literal(kw["help"])
         help_text = v if ok and isinstance(v, str) else None
     first = call.args[0]
-    return Option(flags=tuple(flags), dest=dest, line=first.lineno, col=first.col_offset + 1, default=default,
-                  choices=choices, action=action, nargs=nargs, takes_value=takes_value, help=help_text)
+    return Option(
+        flags=tuple(flags),
+        dest=dest,
+        line=first.lineno,
+        col=first.col_offset + 1,
+        default=default,
+        choices=choices,
+        action=action,
+        nargs=nargs,
+        takes_value=takes_value,
+        help=help_text,
+    )
 
 
 def site_packages(root: Path) -> list[Path]:

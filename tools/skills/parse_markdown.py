@@ -14,12 +14,12 @@ from typing import Any
 from urllib.parse import unquote
 
 import yaml
+from inputs import problem
 from markdown_it import MarkdownIt
 from mdit_py_plugins.anchors.index import slugify, unique_slug
 from mdit_py_plugins.front_matter import front_matter_plugin
-
-from inputs import problem
 from model import Cell, Code, Comment, Heading, Link, MarkdownDoc, Table
+
 
 @functools.cache
 def _parser() -> MarkdownIt:
@@ -42,7 +42,7 @@ def split_row(line: str) -> list[tuple[int, int]]:
     segs = [(a + 1, b) for a, b in itertools.pairwise(cuts)]
     if segs and bounds and not line[: bounds[0]].strip():
         segs = segs[1:]  # before a leading pipe
-    if segs and bounds and not line[bounds[-1] + 1:].strip():
+    if segs and bounds and not line[bounds[-1] + 1 :].strip():
         segs = segs[:-1]  # after a trailing pipe
     spans = []
     for start, end in segs:
@@ -79,9 +79,14 @@ def _refuses_anchors(doc: MarkdownDoc, content: str, first_line: int, loader_cla
     for event in yaml.parse(content, Loader=loader_class):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             mark = event.start_mark
-            _frontmatter_failed(doc, "IN013", first_line + mark.line, mark.column + 1,
-                                "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
-                                "is plain key: value pairs, so it is not read")
+            _frontmatter_failed(
+                doc,
+                "IN013",
+                first_line + mark.line,
+                mark.column + 1,
+                "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
+                "is plain key: value pairs, so it is not read",
+            )
             return True
     return False
 
@@ -145,13 +150,25 @@ def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: 
         return True
 
     if not walk(node, "", 0):
-        _frontmatter_failed(doc, "IN010", first_line, 1,
-                            f"frontmatter is too large or too deep (limit {MAX_YAML_NODES} nodes, depth 50)")
+        _frontmatter_failed(
+            doc,
+            "IN010",
+            first_line,
+            1,
+            f"frontmatter is too large or too deep (limit {MAX_YAML_NODES} nodes, depth 50)",
+        )
         return
     for key, line, col, first in duplicates:
-        doc.problems.append(problem("IN014", doc.path, line, col,
-                                    f"duplicate frontmatter key `{key}` (first at line {first}); YAML keeps the "
-                                    "last value, the reference validator rejects the file"))
+        doc.problems.append(
+            problem(
+                "IN014",
+                doc.path,
+                line,
+                col,
+                f"duplicate frontmatter key `{key}` (first at line {first}); YAML keeps the "
+                "last value, the reference validator rejects the file",
+            )
+        )
     try:
         loader = loader_class(content)
         try:
@@ -219,8 +236,9 @@ def _inline(doc: MarkdownDoc, lines: list[str], tok: Any, cell: Cell | None = No
             else:
                 cursor[lineno] = pos + 1
             if child.type == "image":
-                doc.links.append(Link(target=target, text=child.content, line=lineno + 1,
-                                      col=max(1, pos + 1) if pos >= 0 else 1))
+                doc.links.append(
+                    Link(target=target, text=child.content, line=lineno + 1, col=max(1, pos + 1) if pos >= 0 else 1)
+                )
             else:
                 link_stack.append((target, lineno + 1, max(1, pos + 1) if pos >= 0 else 1, []))
         elif child.type == "link_close" and link_stack:
@@ -257,14 +275,29 @@ def _fence_problems(doc: MarkdownDoc, lines: list[str], tok: Any, quoted: bool) 
         line = _QUOTE_PREFIX.sub("", lines[n]) if quoted else lines[n]
         is_fence, rest = _is_fence(line, markup)
         if is_fence and rest:
-            doc.problems.append(problem("IN015", doc.path, n + 1, 1, f'"{lines[n].strip()[:40]}" inside the code '
-                                        f"block opened at line {start + 1} closes nothing: a closing fence takes no "
-                                        "text after it, so the block runs on; put the text on its own line"))
+            doc.problems.append(
+                problem(
+                    "IN015",
+                    doc.path,
+                    n + 1,
+                    1,
+                    f'"{lines[n].strip()[:40]}" inside the code '
+                    f"block opened at line {start + 1} closes nothing: a closing fence takes no "
+                    "text after it, so the block runs on; put the text on its own line",
+                )
+            )
     content_lines = tok.content.count("\n")
     closed = end - start >= content_lines + 2
     if not closed:
-        doc.problems.append(problem("IN015", doc.path, start + 1, 1, f'code fence "{markup}" opened here is never '
-                                    "closed: the rest of the file is read as code"))
+        doc.problems.append(
+            problem(
+                "IN015",
+                doc.path,
+                start + 1,
+                1,
+                f'code fence "{markup}" opened here is never closed: the rest of the file is read as code',
+            )
+        )
 
 
 HTML_COMMENT_RE = re.compile(r"<!--(.*?)-->", re.S)
@@ -275,8 +308,9 @@ def _html_comments(doc: MarkdownDoc, content: str, first_line: int) -> None:
     for m in HTML_COMMENT_RE.finditer(content):
         line = first_line + content.count("\n", 0, m.start())
         col = m.start() - (content.rfind("\n", 0, m.start()) + 1) + 1
-        doc.comments.append(Comment(text=m.group(1).strip(), line=line, end_line=line + m.group(0).count("\n"),
-                                    col=col))
+        doc.comments.append(
+            Comment(text=m.group(1).strip(), line=line, end_line=line + m.group(0).count("\n"), col=col)
+        )
 
 
 def _inline_comments(doc: MarkdownDoc, lines: list[str], tok: Any) -> None:
@@ -292,8 +326,14 @@ def _inline_comments(doc: MarkdownDoc, lines: list[str], tok: Any) -> None:
             col = lines[i].find(head)
             if col >= 0:
                 cursor = i
-                doc.comments.append(Comment(text=child.content[4:-3].strip(), line=i + 1,
-                                            end_line=i + 1 + child.content.count("\n"), col=col + 1))
+                doc.comments.append(
+                    Comment(
+                        text=child.content[4:-3].strip(),
+                        line=i + 1,
+                        end_line=i + 1 + child.content.count("\n"),
+                        col=col + 1,
+                    )
+                )
                 break
 
 
@@ -310,8 +350,14 @@ def _yaml_comments(doc: MarkdownDoc, content: str, first_line: int) -> None:
         return  # an IN01x problem says why; no comment is read from YAML that does not scan
     for i, line in enumerate(content.split("\n")):
         if i not in inside and line.lstrip().startswith("#"):
-            doc.comments.append(Comment(text=line.lstrip()[1:].strip(), line=first_line + i, end_line=first_line + i,
-                                        col=len(line) - len(line.lstrip()) + 1))
+            doc.comments.append(
+                Comment(
+                    text=line.lstrip()[1:].strip(),
+                    line=first_line + i,
+                    end_line=first_line + i,
+                    col=len(line) - len(line.lstrip()) + 1,
+                )
+            )
 
 
 def parse_markdown(path: str, text: str) -> MarkdownDoc:
@@ -332,8 +378,9 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
         _frontmatter(doc, fm.content, start + 2)
         _yaml_comments(doc, fm.content, start + 2)
     elif lines and lines[0].rstrip() == "---":
-        doc.problems.append(problem("IN011", path, 1, 1,
-                                    "frontmatter block opened with --- is never closed; it is read as body text"))
+        doc.problems.append(
+            problem("IN011", path, 1, 1, "frontmatter block opened with --- is never closed; it is read as body text")
+        )
         doc.frontmatter_error = True
     slugs: set[str] = set()  # GitHub-style anchors, repeats suffixed -1, -2 (mdit-py-plugins' own rule)
     last_heading: str | None = None
@@ -350,8 +397,14 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             inline = tokens[i + 1]
             title = _inline(doc, lines, inline)
             last_heading = title.strip()
-            doc.headings.append(Heading(level=int(tok.tag[1:]), text=last_heading,
-                                        anchor=unique_slug(slugify(last_heading), slugs), line=(tok.map[0] + 1) if tok.map else 1))
+            doc.headings.append(
+                Heading(
+                    level=int(tok.tag[1:]),
+                    text=last_heading,
+                    anchor=unique_slug(slugify(last_heading), slugs),
+                    line=(tok.map[0] + 1) if tok.map else 1,
+                )
+            )
         elif t in ("fence", "code_block"):
             if t == "fence" and tok.map:
                 _fence_problems(doc, md_lines, tok, quotes > 0)

@@ -16,7 +16,6 @@ import docutils.frontend
 import docutils.utils
 from docutils import nodes
 from docutils.parsers.rst import Directive, Parser, directives, roles
-
 from inputs import problem
 from model import Cell, Code, Comment, Heading, Include, Link, RstDoc, Table
 
@@ -160,29 +159,159 @@ class _TocTree(Directive):
         return [node]
 
 
-_NESTED = ("tab-set", "tab-item", "tab-set-code", "dropdown", "card", "grid", "grid-item", "grid-item-card",
-           "tabs", "tab", "group-tab", "only", "ifconfig", "glossary", "hlist", "seealso", "versionadded",
-           "versionchanged", "deprecated", "versionremoved", "todo", "centered", "div", "article-info",
-           "button-link", "button-ref", "card-carousel", "margin", "sidebar-note")
-_LITERAL_ARG = ("envvar", "option", "program", "describe", "object", "confval", "cmdoption",
-                "py:function", "py:class", "py:method", "py:attribute", "py:data", "py:module", "function",
-                "class", "method", "attribute", "data", "module", "py:exception", "exception")
-_IGNORED = ("highlight", "automodule", "autoclass", "autofunction", "automethod",
-            "autoattribute", "autodata", "autoexception", "autosummary", "currentmodule", "py:currentmodule",
-            "index", "sectionauthor", "codeauthor", "moduleauthor", "tabularcolumns", "productionlist",
-            "argparse", "click", "graphviz", "mermaid", "plot", "include-markdown", "mdinclude",
-            "jupyter-execute", "ipython", "bibliography", "galleryitem", "nbgallery", "default-role",
-            "default-domain")
+_NESTED = (
+    "tab-set",
+    "tab-item",
+    "tab-set-code",
+    "dropdown",
+    "card",
+    "grid",
+    "grid-item",
+    "grid-item-card",
+    "tabs",
+    "tab",
+    "group-tab",
+    "only",
+    "ifconfig",
+    "glossary",
+    "hlist",
+    "seealso",
+    "versionadded",
+    "versionchanged",
+    "deprecated",
+    "versionremoved",
+    "todo",
+    "centered",
+    "div",
+    "article-info",
+    "button-link",
+    "button-ref",
+    "card-carousel",
+    "margin",
+    "sidebar-note",
+)
+_LITERAL_ARG = (
+    "envvar",
+    "option",
+    "program",
+    "describe",
+    "object",
+    "confval",
+    "cmdoption",
+    "py:function",
+    "py:class",
+    "py:method",
+    "py:attribute",
+    "py:data",
+    "py:module",
+    "function",
+    "class",
+    "method",
+    "attribute",
+    "data",
+    "module",
+    "py:exception",
+    "exception",
+)
+_IGNORED = (
+    "highlight",
+    "automodule",
+    "autoclass",
+    "autofunction",
+    "automethod",
+    "autoattribute",
+    "autodata",
+    "autoexception",
+    "autosummary",
+    "currentmodule",
+    "py:currentmodule",
+    "index",
+    "sectionauthor",
+    "codeauthor",
+    "moduleauthor",
+    "tabularcolumns",
+    "productionlist",
+    "argparse",
+    "click",
+    "graphviz",
+    "mermaid",
+    "plot",
+    "include-markdown",
+    "mdinclude",
+    "jupyter-execute",
+    "ipython",
+    "bibliography",
+    "galleryitem",
+    "nbgallery",
+    "default-role",
+    "default-domain",
+)
 _CODE = ("code-block", "sourcecode", "code", "code-tab")
 
-_XREF_ROLES = {"ref": "ref", "doc": "doc", "numref": "ref", "any": "ref", "download": "doc", "term": "ref",
-               "std:ref": "ref", "std:doc": "doc", "keyword": "ref", "octicon": None, "fa": None}
-_LITERAL_ROLES = ("envvar", "option", "command", "program", "file", "samp", "kbd", "code", "makevar",
-                  "mimetype", "newsgroup", "regexp", "guilabel", "menuselection", "abbr", "dfn", "manpage",
-                  "py:func", "py:class", "py:meth", "py:mod", "py:attr", "py:data", "py:exc", "py:obj",
-                  "py:const", "func", "class", "meth", "mod", "attr", "data", "exc", "obj", "const",
-                  "external", "issue", "pr", "user", "commit", "pypi", "confval", "std:envvar",
-                  "std:option", "cmd", "c:func", "cpp:func", "c:type", "cpp:class")
+_XREF_ROLES = {
+    "ref": "ref",
+    "doc": "doc",
+    "numref": "ref",
+    "any": "ref",
+    "download": "doc",
+    "term": "ref",
+    "std:ref": "ref",
+    "std:doc": "doc",
+    "keyword": "ref",
+    "octicon": None,
+    "fa": None,
+}
+_LITERAL_ROLES = (
+    "envvar",
+    "option",
+    "command",
+    "program",
+    "file",
+    "samp",
+    "kbd",
+    "code",
+    "makevar",
+    "mimetype",
+    "newsgroup",
+    "regexp",
+    "guilabel",
+    "menuselection",
+    "abbr",
+    "dfn",
+    "manpage",
+    "py:func",
+    "py:class",
+    "py:meth",
+    "py:mod",
+    "py:attr",
+    "py:data",
+    "py:exc",
+    "py:obj",
+    "py:const",
+    "func",
+    "class",
+    "meth",
+    "mod",
+    "attr",
+    "data",
+    "exc",
+    "obj",
+    "const",
+    "external",
+    "issue",
+    "pr",
+    "user",
+    "commit",
+    "pypi",
+    "confval",
+    "std:envvar",
+    "std:option",
+    "cmd",
+    "c:func",
+    "cpp:func",
+    "c:type",
+    "cpp:class",
+)
 _TITLE_TARGET = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.DOTALL)
 
 
@@ -198,6 +327,7 @@ def _xref_role(kind: str | None):
             node["xref_line"] = lineno
             node["xref_raw"] = rawtext
         return [node], []
+
     return role
 
 
@@ -230,8 +360,6 @@ def register() -> None:
         roles.register_local_role(name, _xref_role(kind))
     for name in _LITERAL_ROLES:
         roles.register_local_role(name, _literal_role)
-
-
 
 
 def _settings() -> Any:
@@ -364,7 +492,8 @@ def _table(doc: RstDoc, finder: _LineFinder, table: nodes.table, section_title: 
     for i in range(first - 1, max(0, first - 40) - 1, -1):
         src = finder.lines[i] if i < len(finder.lines) else ""
         if re.match(r"^\s*\.\. (list-table|csv-table|table)::", src) or (
-                re.match(r"^\s*[+=][-=+ ]*$", src) and (i == 0 or not re.match(r"^\s*[+=|]", finder.lines[i - 1]))):
+            re.match(r"^\s*[+=][-=+ ]*$", src) and (i == 0 or not re.match(r"^\s*[+=|]", finder.lines[i - 1]))
+        ):
             out.line = i + 1
             break
     return out
@@ -384,8 +513,11 @@ def parse_rst(path: str, text: str) -> RstDoc:
     doc = RstDoc(path=path, text=text, n_lines=len(text.split("\n")) - (1 if text.endswith("\n") else 0))
     deep = too_deep(text)
     if deep is not None:
-        doc.problems.append(problem("IN021", path, deep[0], 1, f"nested {deep[1]} columns deep (limit {MAX_INDENT}); "
-                                    "the file is not parsed"))
+        doc.problems.append(
+            problem(
+                "IN021", path, deep[0], 1, f"nested {deep[1]} columns deep (limit {MAX_INDENT}); the file is not parsed"
+            )
+        )
         doc.readable = False
         return doc
     finder = _LineFinder(text)
@@ -429,8 +561,9 @@ def _walk(doc: RstDoc, finder: _LineFinder, document: nodes.document) -> None:
                     level += 1
                 parent = parent.parent
             hint = _line(title) if title is not None else None
-            hit = finder.find(title.rawsource if title is not None and title.rawsource else text,
-                              max(1, (hint or 2) - 2))
+            hit = finder.find(
+                title.rawsource if title is not None and title.rawsource else text, max(1, (hint or 2) - 2)
+            )
             line = hit[0] if hit else (hint or 1)
             anchor = node["ids"][0] if node["ids"] else nodes.make_id(text)
             doc.ids.update(node["ids"])
@@ -453,8 +586,9 @@ def _walk(doc: RstDoc, finder: _LineFinder, document: nodes.document) -> None:
             hint = node["xref_line"] or _line(node) or 1
             hit = finder.find(node["xref_raw"], max(1, hint - 1))
             line, col = hit if hit else (hint, 1)
-            doc.links.append(Link(target=node["xref_target"], text=node.astext(), line=line, col=col,
-                                  kind=node["xref_kind"]))
+            doc.links.append(
+                Link(target=node["xref_target"], text=node.astext(), line=line, col=col, kind=node["xref_kind"])
+            )
         elif isinstance(node, include_stub):
             line = _line(node) or 1
             hit = finder.find(".. literalinclude::", max(1, line - 1), span=3)

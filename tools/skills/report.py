@@ -59,19 +59,32 @@ def format_json(findings: list[Finding], summary: Summary) -> str:
     data = {
         "findings": [
             {
-                "code": f.code, "severity": f.severity, "message": f.message,
-                "path": f.loc.path, "line": f.loc.line, "col": f.loc.col,
-                "truth": None if f.truth is None else
-                {"path": f.truth.path, "line": f.truth.line, "col": f.truth.col},
-                "fix": None if f.fix is None else {
-                    "description": f.fix.description, "safe": f.fix.safe,
-                    "edits": [{"path": e.path, "start": e.start, "end": e.end, "lines": list(e.lines)}
-                              for e in f.fix.edits]},
+                "code": f.code,
+                "severity": f.severity,
+                "message": f.message,
+                "path": f.loc.path,
+                "line": f.loc.line,
+                "col": f.loc.col,
+                "truth": None if f.truth is None else {"path": f.truth.path, "line": f.truth.line, "col": f.truth.col},
+                "fix": None
+                if f.fix is None
+                else {
+                    "description": f.fix.description,
+                    "safe": f.fix.safe,
+                    "edits": [
+                        {"path": e.path, "start": e.start, "end": e.end, "lines": list(e.lines)} for e in f.fix.edits
+                    ],
+                },
             }
             for f in findings
         ],
-        "summary": {"errors": errors, "warnings": warnings, "skills": summary.skills, "rst_files": summary.rst,
-                    "text": summary_line(findings, summary)},
+        "summary": {
+            "errors": errors,
+            "warnings": warnings,
+            "skills": summary.skills,
+            "rst_files": summary.rst,
+            "text": summary_line(findings, summary),
+        },
         "notes": summary.notes,
         "fixes": summary.fixes,
     }
@@ -93,8 +106,10 @@ def format_github(findings: list[Finding], summary: Summary) -> str:
     for f in findings:
         kind = "warning" if f.severity == "warning" else "error"
         msg = f.message if f.truth is None or f.truth.path in f.message else f"{f.message} (truth: {f.truth})"
-        lines.append(f"::{kind} file={escape_property(f.loc.path)},line={f.loc.line},col={f.loc.col},"
-                     f"title={escape_property(f.code)}::{escape_data(msg)}")
+        lines.append(
+            f"::{kind} file={escape_property(f.loc.path)},line={f.loc.line},col={f.loc.col},"
+            f"title={escape_property(f.code)}::{escape_data(msg)}"
+        )
     lines += [f"fixed: {fix}" for fix in summary.fixes]
     lines.append(summary_line(findings, summary))
     return "\n".join(lines) + "\n"

@@ -143,8 +143,14 @@ class ResultCache:
             data = self._load()
             entries = data.get("entries", {}) if data.get("root") == self.root else {}
             entries.pop(self.argkey, None)
-            entries[self.argkey] = {"checker": self.stamp, "dirs": dirs, "files": files, "stdout": stdout,
-                                    "stderr": stderr, "rc": rc}
+            entries[self.argkey] = {
+                "checker": self.stamp,
+                "dirs": dirs,
+                "files": files,
+                "stdout": stdout,
+                "stderr": stderr,
+                "rc": rc,
+            }
             while len(entries) > KEEP:
                 entries.pop(next(iter(entries)))
             _write(self.file, {"root": self.root, "entries": entries})
@@ -159,8 +165,14 @@ def read_files(project: Any) -> set[str]:
     prefixes += tuple(f"{s.dir}/" for s in project.skills if s.dir)
     everything = any(not s.dir for s in project.skills)  # the root is one skill: all of it is its files
     discovering = config.get("skills") is None  # the walk reads the .gitignore files only then
-    out = {p for p in project.files if everything or p.startswith(prefixes) or p == "pyproject.toml"
-           or (discovering and p.rsplit("/", 1)[-1] == ".gitignore")}
+    out = {
+        p
+        for p in project.files
+        if everything
+        or p.startswith(prefixes)
+        or p == "pyproject.toml"
+        or (discovering and p.rsplit("/", 1)[-1] == ".gitignore")
+    }
     out |= {p for p in project.files if p.startswith((".agents/skills/", ".claude/"))}
     specs = [project.launcher, project.trainer, *project.scripts.values(), *(t.spec for t in project.tools.values())]
     out |= {s.path for s in specs if s is not None}

@@ -33,13 +33,15 @@ THRESHOLD = 3.0
 _SPLIT = re.compile(r"[^a-z0-9]+")
 _WORD = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)*")
 _EXCLUSION = re.compile(r"(?:^|(?<=[.;]))\s*(?:not for|do not use|don't use|never for)\b[^.;]*[.;]?", re.IGNORECASE)
-STOP = frozenset("""
+STOP = frozenset(
+    """
 a about after all also an and any are as at be been before but by can could do does doing done each
 for from had has have how i if in into is it its it's just me more most my no not of on once one only
 or other our out over own same should so some such than that the their them then there these they this
 those through to too under until up very was we were what when where which while who why will with
 would you your use used uses using user users
-""".split())
+""".split()
+)
 
 
 def stem(word: str) -> str:
@@ -92,7 +94,8 @@ class Index:
 
     def __init__(self, skills: dict[str, str]) -> None:
         self.docs: dict[str, list[str]] = {
-            name: terms(name) + terms(without_exclusions(text)) for name, text in skills.items()}
+            name: terms(name) + terms(without_exclusions(text)) for name, text in skills.items()
+        }
         self.tf = {name: _counts(ts) for name, ts in self.docs.items()}
         n = len(self.docs)
         self.avg = (sum(len(ts) for ts in self.docs.values()) / n) if n else 0.0

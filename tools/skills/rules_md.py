@@ -75,15 +75,24 @@ def render() -> str:
     for name, what in PROFILES.items():
         count = sum(1 for r in RULES if r.profile == name)
         out.append(f"| `{name}` | {count} | {_one_line(what)} |")
-    out += ["", "## IN0xx: input problems (the checker core; always on)\n",
-            "A file the checker cannot read or parse safely becomes one finding with a location; the rules "
-            "then skip it.\n", "| code | problem | explanation |", "| --- | --- | --- |"]
+    out += [
+        "",
+        "## IN0xx: input problems (the checker core; always on)\n",
+        "A file the checker cannot read or parse safely becomes one finding with a location; the rules then skip it.\n",
+        "| code | problem | explanation |",
+        "| --- | --- | --- |",
+    ]
     for code, (summary, text) in INPUT_CODES.items():
         out.append(f"| {code} | {summary} | {_one_line(text)} |")
     from suppress import SUPPRESSION_CODES
 
-    out += ["", "## SU0xx: suppressions (the checker core; always on)\n", SUPPRESSIONS_MD,
-            "| code | problem | explanation |", "| --- | --- | --- |"]
+    out += [
+        "",
+        "## SU0xx: suppressions (the checker core; always on)\n",
+        SUPPRESSIONS_MD,
+        "| code | problem | explanation |",
+        "| --- | --- | --- |",
+    ]
     for code, (summary, text) in SUPPRESSION_CODES.items():
         out.append(f"| {code} | {summary} | {_one_line(text)} |")
     modules: dict[str, list] = {}
@@ -100,8 +109,7 @@ def render() -> str:
             text = inspect.cleandoc(r.func.__doc__ or "")
             summary, _, detail = text.partition("\n")
             rule_text = _one_line(summary + (" " + detail if detail.strip() else ""))
-            marks = [m for m in (("warning" if r.severity == "warning" else ""),
-                                 ("fix" if r.fixable else "")) if m]
+            marks = [m for m in (("warning" if r.severity == "warning" else ""), ("fix" if r.fixable else "")) if m]
             if marks:
                 rule_text = f"({', '.join(marks)}) {rule_text}"
             out.append(f"| {r.code} | {r.name} | `{r.profile}` | {rule_text} | {_one_line(r.cites)} |")

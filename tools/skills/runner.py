@@ -8,10 +8,9 @@ yields only findings of its own registered code: one coded otherwise is a rule b
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable
 
 from inputs import INPUT_CODES, problem
 from loader import all_problems
@@ -86,8 +85,9 @@ def chosen_profiles(given: list[str] | None, configured: object) -> list[str] | 
         return list(GENERIC)
     unknown = [p for p in chosen if p not in profile_names()]
     if unknown or not chosen:
-        raise ProfileError(f"unknown profile(s) {', '.join(unknown) or '(none given)'}; known: "
-                           f"{', '.join(profile_names())}")
+        raise ProfileError(
+            f"unknown profile(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(profile_names())}"
+        )
     return chosen
 
 
@@ -102,16 +102,20 @@ def unknown_patterns(patterns: list[str], known: list[RuleInfo]) -> list[str]:
     return [p for p in patterns if p.strip() and not any(matches(c, [p]) for c in codes)]
 
 
-def active_codes(rules: list[RuleInfo], select: list[str] | None = None,
-                 ignore: list[str] | None = None) -> set[str]:
+def active_codes(rules: list[RuleInfo], select: list[str] | None = None, ignore: list[str] | None = None) -> set[str]:
     """The codes a check with these rules, ``select`` and ``ignore`` reports (what suppressions are judged by)."""
-    return {r.code for r in rules if not (select and not matches(r.code, select))
-            and not (ignore and matches(r.code, ignore))}
+    return {
+        r.code
+        for r in rules
+        if not (select and not matches(r.code, select)) and not (ignore and matches(r.code, ignore))
+    }
 
 
-def run_rules(project: Project, rules: list[RuleInfo], select: list[str] | None = None,
-              ignore: list[str] | None = None) -> list[Finding]:
+def run_rules(
+    project: Project, rules: list[RuleInfo], select: list[str] | None = None, ignore: list[str] | None = None
+) -> list[Finding]:
     """Parser findings plus every selected rule's findings, filtered, de-duplicated and sorted."""
+
     def wanted(code: str) -> bool:
         if select and not matches(code, select):
             return False
@@ -129,8 +133,11 @@ def run_rules(project: Project, rules: list[RuleInfo], select: list[str] | None 
         except Exception as exc:  # a rule bug must not stop the check
             tb = traceback.extract_tb(exc.__traceback__)
             where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
-            findings.append(problem("IN090", "tools/skills/rules", 1, 1,
-                                    f"rule {r.code} failed: {type(exc).__name__}: {exc}{where}"))
+            findings.append(
+                problem(
+                    "IN090", "tools/skills/rules", 1, 1, f"rule {r.code} failed: {type(exc).__name__}: {exc}{where}"
+                )
+            )
     seen: set[tuple] = set()
     unique: list[Finding] = []
     for f in findings:
@@ -159,7 +166,14 @@ def cap_per_file(findings: list[Finding], limit: int = MAX_PER_FILE) -> list[Fin
             dropped.setdefault(key, f)
     for (path, code), first in dropped.items():
         n = counts[(path, code)] - limit
-        out.append(Finding(code=code, message=f"{n} more {code} finding(s) from here on in this file not shown "
-                           f"(at most {limit} per file and code)", loc=first.loc, severity=first.severity))
+        out.append(
+            Finding(
+                code=code,
+                message=f"{n} more {code} finding(s) from here on in this file not shown "
+                f"(at most {limit} per file and code)",
+                loc=first.loc,
+                severity=first.severity,
+            )
+        )
     out.sort(key=lambda f: (f.loc.path, f.loc.line, f.loc.col, f.code, f.message))
     return out

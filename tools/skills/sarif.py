@@ -26,8 +26,12 @@ def _artifact(path: str) -> dict[str, Any]:
 
 
 def _location(loc: Loc, message: str | None = None, ident: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"physicalLocation": {"artifactLocation": _artifact(loc.path),
-                                                "region": {"startLine": loc.line, "startColumn": loc.col}}}
+    out: dict[str, Any] = {
+        "physicalLocation": {
+            "artifactLocation": _artifact(loc.path),
+            "region": {"startLine": loc.line, "startColumn": loc.col},
+        }
+    }
     if ident is not None:
         out["id"] = ident
     if message:
@@ -40,18 +44,22 @@ def _fix(fix: Fix) -> dict[str, Any]:
     after ``end`` (empty when the edit only inserts), and the new lines each end with a newline."""
     by_path: dict[str, list[dict[str, Any]]] = {}
     for e in fix.edits:
-        by_path.setdefault(e.path, []).append({
-            "deletedRegion": {"startLine": e.start, "startColumn": 1, "endLine": e.end + 1, "endColumn": 1},
-            "insertedContent": {"text": "".join(line + "\n" for line in e.lines)},
-        })
-    return {"description": {"text": fix.description + ("" if not fix.safe else " (safe to apply unattended)")},
-            "artifactChanges": [{"artifactLocation": _artifact(p), "replacements": r} for p, r in by_path.items()]}
+        by_path.setdefault(e.path, []).append(
+            {
+                "deletedRegion": {"startLine": e.start, "startColumn": 1, "endLine": e.end + 1, "endColumn": 1},
+                "insertedContent": {"text": "".join(line + "\n" for line in e.lines)},
+            }
+        )
+    return {
+        "description": {"text": fix.description + ("" if not fix.safe else " (safe to apply unattended)")},
+        "artifactChanges": [{"artifactLocation": _artifact(p), "replacements": r} for p, r in by_path.items()],
+    }
 
 
 def _rule(info: Any) -> dict[str, Any]:
     explanation = (info.explanation or info.summary or info.code).strip()
     paragraphs = explanation.split("\n\n")
-    own = [p for p in paragraphs[:next((i for i, p in enumerate(paragraphs) if p.startswith("Profile:")), None)]]
+    own = [p for p in paragraphs[: next((i for i, p in enumerate(paragraphs) if p.startswith("Profile:")), None)]]
     return {
         "id": info.code,
         "name": info.name,
@@ -89,8 +97,12 @@ def format_sarif(findings: list[Finding], notes: Iterable[str], rules: Iterable[
     run = {
         "tool": {"driver": driver},
         "columnKind": "unicodeCodePoints",
-        "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [
-            {"level": "note", "message": {"text": note}} for note in notes]}],
+        "invocations": [
+            {
+                "executionSuccessful": True,
+                "toolExecutionNotifications": [{"level": "note", "message": {"text": note}} for note in notes],
+            }
+        ],
         "results": [_result(f, index) for f in findings],
     }
     return json.dumps({"$schema": SCHEMA, "version": VERSION, "runs": [run]}, indent=2, ensure_ascii=False) + "\n"

@@ -38,19 +38,25 @@ CONFIG_KEY = "per-file-ignores"
 
 # code -> (one-line summary, longer explanation): the suppression stage's own findings (core, always known).
 SUPPRESSION_CODES: dict[str, tuple[str, str]] = {
-    "SU001": ("suppression names no code",
-              "An inline suppression (`skills-check: disable-next-line`, `disable` or `disable-file`) names no "
-              "rule code. A bare suppression would hide every finding, today's and tomorrow's, so it hides "
-              "nothing: name the codes, e.g. `<!-- skills-check: disable-next-line SK105 -- why -->`."),
-    "SU002": ("unused suppression",
-              "An inline suppression names a code that has no finding where it applies (as ruff's unused-noqa, "
-              "RUF100). The finding it once hid was fixed or moved: remove the code from the comment, or the "
-              "comment. Judged only for codes that ran (`--select`, `--ignore` and profiles leave the others "
-              "alone)."),
-    "SU003": ("malformed suppression",
-              "A comment starting with `skills-check:` is not a suppression the checker understands: an action "
-              "other than disable-next-line, disable, enable or disable-file, or a code no rule has "
-              "(`cli.py explain` lists them)."),
+    "SU001": (
+        "suppression names no code",
+        "An inline suppression (`skills-check: disable-next-line`, `disable` or `disable-file`) names no "
+        "rule code. A bare suppression would hide every finding, today's and tomorrow's, so it hides "
+        "nothing: name the codes, e.g. `<!-- skills-check: disable-next-line SK105 -- why -->`.",
+    ),
+    "SU002": (
+        "unused suppression",
+        "An inline suppression names a code that has no finding where it applies (as ruff's unused-noqa, "
+        "RUF100). The finding it once hid was fixed or moved: remove the code from the comment, or the "
+        "comment. Judged only for codes that ran (`--select`, `--ignore` and profiles leave the others "
+        "alone).",
+    ),
+    "SU003": (
+        "malformed suppression",
+        "A comment starting with `skills-check:` is not a suppression the checker understands: an action "
+        "other than disable-next-line, disable, enable or disable-file, or a code no rule has "
+        "(`cli.py explain` lists them).",
+    ),
 }
 
 _SPLIT = re.compile(r"[\s,]+")
@@ -76,8 +82,11 @@ class Hidden:
     per_file: int = 0
 
     def note(self) -> str | None:
-        parts = [f"{n} by {what}" for n, what in ((self.inline, "inline suppressions"),
-                                                  (self.per_file, "per-file-ignores")) if n]
+        parts = [
+            f"{n} by {what}"
+            for n, what in ((self.inline, "inline suppressions"), (self.per_file, "per-file-ignores"))
+            if n
+        ]
         return f"{self.inline + self.per_file} finding(s) hidden: {', '.join(parts)}" if parts else None
 
 
@@ -110,25 +119,33 @@ def parse(path: str, comment: Comment, known: set[str]) -> tuple[Directive | Non
     text = " ".join(comment.text.split())
     if not text.startswith(PREFIX):
         return None, []
-    body, _, _reason = text[len(PREFIX):].partition(" -- ")
+    body, _, _reason = text[len(PREFIX) :].partition(" -- ")
     words = [w for w in _SPLIT.split(body.strip()) if w]
     at = (path, comment.line, comment.col)
     if not words or words[0] not in ACTIONS:
         got = words[0] if words else "nothing"
-        return None, [problem("SU003", *at, f"`{PREFIX}` comment with action {got!r}; use one of "
-                              f"{', '.join(ACTIONS)}")]
+        return None, [problem("SU003", *at, f"`{PREFIX}` comment with action {got!r}; use one of {', '.join(ACTIONS)}")]
     action, codes = words[0], [w.upper() for w in words[1:]]
     if codes and codes[-1] == "--":
         codes.pop()
     out: list[Finding] = []
     unknown = [c for c in codes if c not in known]
     if unknown:
-        out.append(problem("SU003", *at, f"suppression names unknown code(s) {', '.join(unknown)} "
-                           "(`cli.py explain` lists them)"))
+        out.append(
+            problem(
+                "SU003", *at, f"suppression names unknown code(s) {', '.join(unknown)} (`cli.py explain` lists them)"
+            )
+        )
     kept = tuple(c for c in codes if c in known)
     if not codes and action != "enable":
-        out.append(problem("SU001", *at, f"`{action}` names no code: a suppression names the codes it hides, "
-                           f"e.g. `{PREFIX} {action} SK105 -- why`"))
+        out.append(
+            problem(
+                "SU001",
+                *at,
+                f"`{action}` names no code: a suppression names the codes it hides, "
+                f"e.g. `{PREFIX} {action} SK105 -- why`",
+            )
+        )
     return Directive(path, comment.line, comment.end_line, comment.col, action, kept), out
 
 
@@ -201,7 +218,7 @@ def per_file_ignores(config: dict[str, Any], known: Iterable[str]) -> list[tuple
         return []
     where = f"pyproject.toml:{config.get('_lines', {}).get(CONFIG_KEY, 1)}: [tool.skills-check.{CONFIG_KEY}]"
     if not isinstance(table, dict):
-        raise ConfigError(f"{where} must be a table: \"glob\" = [\"CODE\", ...]")
+        raise ConfigError(f'{where} must be a table: "glob" = ["CODE", ...]')
     known = [k.upper() for k in known]
     out = []
     for glob, codes in table.items():
@@ -218,8 +235,13 @@ def _ignored_per_file(f: Finding, ignores: list[tuple[str, tuple[str, ...]]]) ->
     return any(f.code.upper().startswith(codes) and glob_match(glob, f.loc.path) for glob, codes in ignores)
 
 
-def apply(project: Project, findings: list[Finding], active: set[str], known: set[str],
-          ignores: Sequence[tuple[str, tuple[str, ...]]] = ()) -> tuple[list[Finding], Hidden]:
+def apply(
+    project: Project,
+    findings: list[Finding],
+    active: set[str],
+    known: set[str],
+    ignores: Sequence[tuple[str, tuple[str, ...]]] = (),
+) -> tuple[list[Finding], Hidden]:
     """The findings left after per-file ignores and inline suppressions, plus the suppressions' own findings
     (SU001-SU003) among ``active`` codes; ``known`` is every code a suppression may name."""
     hidden = Hidden()
@@ -241,8 +263,15 @@ def apply(project: Project, findings: list[Finding], active: set[str], known: se
             continue
         for s in parsed.scopes:
             if not s.used and s.code in active:
-                out.append(problem("SU002", path, s.directive.line, s.directive.col,
-                                   f"unused suppression: no {s.code} finding where this `{s.directive.action}` "
-                                   f"applies; remove {s.code} from it"))
+                out.append(
+                    problem(
+                        "SU002",
+                        path,
+                        s.directive.line,
+                        s.directive.col,
+                        f"unused suppression: no {s.code} finding where this `{s.directive.action}` "
+                        f"applies; remove {s.code} from it",
+                    )
+                )
     out.sort(key=lambda f: (f.loc.path, f.loc.line, f.loc.col, f.code, f.message))
     return out, hidden

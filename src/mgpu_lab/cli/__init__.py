@@ -80,8 +80,9 @@ def main() -> None:
 def _make_command(name: str) -> click.Command:
     help_text = ENTRY_SCRIPTS[name][1]
 
-    @click.command(name=name, context_settings=_PASS_THROUGH, help=help_text, short_help=help_text,
-                   add_help_option=False)
+    @click.command(
+        name=name, context_settings=_PASS_THROUGH, help=help_text, short_help=help_text, add_help_option=False
+    )
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     def command(args: tuple[str, ...]) -> None:
         _run_script(name, args)
@@ -95,10 +96,15 @@ for _name in ENTRY_SCRIPTS:
 
 @main.command(name="stacks")
 @click.argument("run", default="latest")
-@click.option("--log_root", default="logs", show_default=True,
-              help="Where `latest` looks for a live job's run folder.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=30.0, show_default=True,
-              help="Seconds to wait for the launcher's answer.")
+@click.option("--log_root", default="logs", show_default=True, help="Where `latest` looks for a live job's run folder.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the launcher's answer.",
+)
 def stacks(run: str, log_root: str, timeout_s: float) -> None:
     """Every rank's Python stack from a running job, without stopping it.
 
@@ -113,8 +119,9 @@ def stacks(run: str, log_root: str, timeout_s: float) -> None:
 
 @main.command(name="timing")
 @click.argument("run", default="latest")
-@click.option("--log_root", default="logs", show_default=True,
-              help="Where `latest` looks for the newest run folder with timing.")
+@click.option(
+    "--log_root", default="logs", show_default=True, help="Where `latest` looks for the newest run folder with timing."
+)
 def timing(run: str, log_root: str) -> None:
     """Per-rank compute and collective-wait time of a run, and the rank persistently slower than the others.
 
@@ -128,8 +135,11 @@ def timing(run: str, log_root: str) -> None:
     lines = rank_timing.report_lines(folder) if folder is not None else []
     if folder is None or not lines:
         where = f"under {Path(log_root).resolve()}" if run == "latest" else f"in {run}"
-        click.echo(f"isaaclab timing: error: no per-rank timing {where} (ranks record it when started by "
-                   "isaaclab train_multigpu)", err=True)
+        click.echo(
+            f"isaaclab timing: error: no per-rank timing {where} (ranks record it when started by "
+            "isaaclab train_multigpu)",
+            err=True,
+        )
         sys.exit(2)
     click.echo(f"{rank_timing.PREFIX} {folder.resolve()}")
     for line in lines:

@@ -15,8 +15,13 @@ if TYPE_CHECKING:
     from typing import BinaryIO
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object], *, durable: bool = True,
-                 before_replace: Callable[[str, str], None] | None = None) -> str:
+def atomic_write(
+    path: str | os.PathLike,
+    write: Callable[[BinaryIO], object],
+    *,
+    durable: bool = True,
+    before_replace: Callable[[str, str], None] | None = None,
+) -> str:
     """Write through ``write(fileobj)`` to ``.<name>.<random>.tmp`` beside ``path``, then rename it over ``path``.
 
     The folder is created if missing. A failed write (disk full, read-only file system) removes the temp file

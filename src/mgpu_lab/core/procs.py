@@ -23,7 +23,7 @@ def state(pid: int) -> str | None:
     data = _stat(pid)
     if data is None:
         return None
-    fields = data[data.rfind(b")") + 2:].split()
+    fields = data[data.rfind(b")") + 2 :].split()
     return fields[0].decode() if fields else None
 
 
@@ -61,7 +61,7 @@ def process_table() -> dict[int, int]:
         data = _stat(pid)
         if data is None:
             continue
-        fields = data[data.rfind(b")") + 2:].split()
+        fields = data[data.rfind(b")") + 2 :].split()
         if len(fields) > 1 and fields[0] not in (b"Z", b"X"):
             table[pid] = int(fields[1])
     return table
@@ -94,7 +94,7 @@ def env_value(pid: int, name: str) -> str | None:
     prefix = name.encode() + b"="
     for item in environ(pid):
         if item.startswith(prefix):
-            return item[len(prefix):].decode(errors="replace")
+            return item[len(prefix) :].decode(errors="replace")
     return None
 
 

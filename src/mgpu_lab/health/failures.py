@@ -69,8 +69,13 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def first_failure(records: dict[int, heartbeat.Failure], exits: dict[int, Exit], beats: dict[int, heartbeat.Beat],
-                  last_alive: dict[int, float], vanished: set[int]) -> Event | None:
+def first_failure(
+    records: dict[int, heartbeat.Failure],
+    exits: dict[int, Exit],
+    beats: dict[int, heartbeat.Beat],
+    last_alive: dict[int, float],
+    vanished: set[int],
+) -> Event | None:
     """The earliest failure.
 
     ``beats``: every rank's last heartbeat; ``last_alive``: rank -> wall time the launcher last saw its process
@@ -106,8 +111,13 @@ def first_failure(records: dict[int, heartbeat.Failure], exits: dict[int, Exit],
 
 
 #: How a collective reports that a peer rank is gone (gloo and NCCL wording), lower case.
-PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "remote process exited",
-             "communicator was aborted")
+PEER_LOST = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "remote process exited",
+    "communicator was aborted",
+)
 FIRST_FAILURE = "[ERROR] launcher: first failure:"
 STOPPED_BY_TORCHRUN = "stopped by torchrun (SIGTERM) after another rank failed"
 
@@ -140,9 +150,17 @@ def _rank_line(rank: int, world: int | None, node: str, pid: int, what: str) -> 
     return f"{where} on node {node} (pid {pid}): {what}"
 
 
-def report(records: dict[int, heartbeat.Failure], exits: dict[int, Exit], beats: dict[int, heartbeat.Beat],
-           last_alive: dict[int, float], vanished: set[int], world: int | None, torchrun_root: int | None,
-           *, prog: str = "isaaclab train_multigpu") -> Report | None:
+def report(
+    records: dict[int, heartbeat.Failure],
+    exits: dict[int, Exit],
+    beats: dict[int, heartbeat.Beat],
+    last_alive: dict[int, float],
+    vanished: set[int],
+    world: int | None,
+    torchrun_root: int | None,
+    *,
+    prog: str = "isaaclab train_multigpu",
+) -> Report | None:
     """The report for a failed job, or None when nothing says which rank failed."""
     refusals = {r: f for r, f in records.items() if f.kind == heartbeat.REFUSED}
     stopped = {r for r, e in exits.items() if e.code == -signal.SIGTERM and r not in records}
@@ -155,7 +173,9 @@ def report(records: dict[int, heartbeat.Failure], exits: dict[int, Exit], beats:
         lines = [f"{prog}: error: {len(refusals)} of {count} rank(s) refused their input:"]
         for r in sorted(refusals):
             refusal = refusals[r]
-            lines.append(f"[ERROR] launcher:   {_rank_line(r, world, refusal.node, refusal.pid, 'refused: ' + refusal.detail)}")
+            lines.append(
+                f"[ERROR] launcher:   {_rank_line(r, world, refusal.node, refusal.pid, 'refused: ' + refusal.detail)}"
+            )
         lines += [f"[ERROR] launcher:   rank {r}: {STOPPED_BY_TORCHRUN}" for r in sorted(stopped)]
         return Report(lines, 2, True)
 
@@ -187,13 +207,16 @@ def report(records: dict[int, heartbeat.Failure], exits: dict[int, Exit], beats:
     return Report(lines, 1, False)
 
 
-def report_lines(event: Event, world: int | None, torchrun_root: int | None,
-                 records: dict[int, heartbeat.Failure] | None = None) -> list[str]:
+def report_lines(
+    event: Event, world: int | None, torchrun_root: int | None, records: dict[int, heartbeat.Failure] | None = None
+) -> list[str]:
     where = f"rank {event.rank}" + (f"/{world}" if world else "")
     lines = [f"{FIRST_FAILURE} {where} on node {event.node} (pid {event.pid}): {event.what}"]
     if torchrun_root is not None and torchrun_root != event.rank:
         blamed = (records or {}).get(torchrun_root)
         why = " (a consequence, not the cause)" if blamed is None or lost_peer(blamed.detail) else ""
-        lines.append(f"[ERROR] launcher: torchrun's \"Root Cause\" names rank {torchrun_root}, which failed "
-                     f"after rank {event.rank}{why}")
+        lines.append(
+            f'[ERROR] launcher: torchrun\'s "Root Cause" names rank {torchrun_root}, which failed '
+            f"after rank {event.rank}{why}"
+        )
     return lines

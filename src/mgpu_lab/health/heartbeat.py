@@ -38,10 +38,28 @@ RUN_DIR_FILE = "run_dir"
 #: torch.distributed functions that block until every rank of the group (or the peer) takes part. The one list:
 #: the rank-side tracker (:mod:`mgpu_lab.health.collectives`) and the ``skip`` fault wrap these, and the watchdog
 #: places a rank whose stack waits in one (:mod:`mgpu_lab.health.watchdog`, which adds set-up calls).
-COLLECTIVES = ("all_reduce", "broadcast", "barrier", "monitored_barrier", "all_gather", "all_gather_into_tensor",
-               "all_gather_object", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
-               "gather", "gather_object", "scatter", "scatter_object_list", "all_to_all", "all_to_all_single",
-               "send", "recv", "batch_isend_irecv")
+COLLECTIVES = (
+    "all_reduce",
+    "broadcast",
+    "barrier",
+    "monitored_barrier",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_object",
+    "broadcast_object_list",
+    "reduce",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "gather",
+    "gather_object",
+    "scatter",
+    "scatter_object_list",
+    "all_to_all",
+    "all_to_all_single",
+    "send",
+    "recv",
+    "batch_isend_irecv",
+)
 #: What a DDP gradient bucket's all-reduce is called in a beat (it runs from C++, never through COLLECTIVES).
 DDP_ALLREDUCE = "all_reduce (DDP gradient bucket)"
 

@@ -87,20 +87,23 @@ def summary_lines(ranks) -> list[str]:
     """One line per rank: where it is (the watchdog's classification)."""
     if not ranks:
         return [f"{PREFIX} no rank of this node is training yet (no heartbeat); ask again once training runs"]
-    return [f"{PREFIX} rank {st.rank}/{st.beat.world_size} (node {st.beat.node}, pid {st.beat.pid}, iteration "
-            f"{st.beat.iteration}): {st.place()}" for st in ranks]
+    return [
+        f"{PREFIX} rank {st.rank}/{st.beat.world_size} (node {st.beat.node}, pid {st.beat.pid}, iteration "
+        f"{st.beat.iteration}): {st.place()}"
+        for st in ranks
+    ]
 
 
-def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None,
-            out=None) -> Path:
+def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None, out=None) -> Path:
     """Ask every rank of this node for its stack; write the files and the summary; print the summary."""
-    from mgpu_lab.health import heartbeat
     from mgpu_lab.core.atomic import atomic_write_bytes
+    from mgpu_lab.health import heartbeat
     from mgpu_lab.health.watchdog import STACK_WAIT_S, Watchdog
 
     out = out if out is not None else sys.stderr
-    report = Watchdog(supervise_dir, 0, 0).diagnose(now, stack_wait_s=STACK_WAIT_S if stack_wait_s is None
-                                                     else stack_wait_s)
+    report = Watchdog(supervise_dir, 0, 0).diagnose(
+        now, stack_wait_s=STACK_WAIT_S if stack_wait_s is None else stack_wait_s
+    )
     folder = _new_folder(heartbeat.read_run_dir(supervise_dir))
     for st in report.ranks:
         text = st.stack if st.responding else f"rank {st.rank} (pid {st.beat.pid}) did not answer the stack request\n"
@@ -114,6 +117,7 @@ def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None
 
 
 # --- isaaclab stacks ------------------------------------------------------------------------------------
+
 
 class RequestError(Exception):
     """Why no request could be sent (one line, exit 2)."""
@@ -135,8 +139,10 @@ def find_run(target: str, log_root: str) -> Path:
     if target == "latest":
         runs = live_runs(log_root)
         if not runs:
-            raise RequestError(f"no live job writes a run folder under {Path(log_root).resolve()} (give the run "
-                               "folder, or --log_root where the job logs)")
+            raise RequestError(
+                f"no live job writes a run folder under {Path(log_root).resolve()} (give the run "
+                "folder, or --log_root where the job logs)"
+            )
         return runs[-1].resolve()
     path = Path(target)
     if not path.is_dir():
@@ -148,8 +154,8 @@ def launcher_of(run_dir: Path) -> int:
     """The pid of the launcher whose job writes ``run_dir`` on this host (RequestError otherwise)."""
     import socket
 
-    from mgpu_lab.runs import continue_run
     from mgpu_lab.core.procs import alive, process_table
+    from mgpu_lab.runs import continue_run
 
     lock = continue_run.read_lock(run_dir)
     if lock is None or not continue_run.is_live(lock):
@@ -157,8 +163,10 @@ def launcher_of(run_dir: Path) -> int:
     if lock.host != socket.gethostname():
         raise RequestError(f"{run_dir}: its job runs on host {lock.host}; run isaaclab stacks there")
     if lock.launcher_pid is None:
-        raise RequestError(f"{run_dir}: its job was not started by isaaclab train_multigpu, so no launcher can "
-                           "collect stacks; use py-spy dump --pid PID on each rank instead")
+        raise RequestError(
+            f"{run_dir}: its job was not started by isaaclab train_multigpu, so no launcher can "
+            "collect stacks; use py-spy dump --pid PID on each rank instead"
+        )
     table = process_table()  # the launcher must be an ancestor of rank 0: never signal a reused pid
     pid, seen = lock.pid, set()
     while pid in table and pid not in seen and pid != lock.launcher_pid:
@@ -181,8 +189,11 @@ def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
         return 2
     base = run_dir / STACKS_DIR
     before = set(os.listdir(base)) if base.is_dir() else set()
-    print(f"{PREFIX} asked the launcher (pid {pid}) of {run_dir}; waiting up to {timeout_s:g} s (--timeout)",
-          file=out, flush=True)
+    print(
+        f"{PREFIX} asked the launcher (pid {pid}) of {run_dir}; waiting up to {timeout_s:g} s (--timeout)",
+        file=out,
+        flush=True,
+    )
     os.kill(pid, REQUEST_SIGNAL)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -193,6 +204,9 @@ def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
             print(f"{PREFIX} stacks and summary in {done[0]}", file=out, flush=True)
             return 0
         time.sleep(0.1)
-    print(f"isaaclab stacks: error: no answer from the launcher (pid {pid}) within {timeout_s:g} s; its "
-          "terminal may say why (a rank not training yet answers nothing)", file=sys.stderr)
+    print(
+        f"isaaclab stacks: error: no answer from the launcher (pid {pid}) within {timeout_s:g} s; its "
+        "terminal may say why (a rank not training yet answers nothing)",
+        file=sys.stderr,
+    )
     return 1

@@ -67,8 +67,9 @@ def script_name(target: str, module: bool) -> str:
 class Beater:
     """The daemon thread that turns the tracker's progress into beats and closes timing windows."""
 
-    def __init__(self, supervision: Supervision | None, tracker: CollectiveTracker, log: TimingLog,
-                 poll_s: float = 0.1) -> None:
+    def __init__(
+        self, supervision: Supervision | None, tracker: CollectiveTracker, log: TimingLog, poll_s: float = 0.1
+    ) -> None:
         import threading
 
         self.supervision, self.tracker, self.log, self.poll_s = supervision, tracker, log, poll_s
@@ -119,12 +120,17 @@ def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
         if folder is None or not folder.is_dir():
             folder = run_dir.create(job_root, JOB_DIR_KIND, name, None)
             heartbeat.write_run_dir(supervise_dir, folder)
-            print(f"[INFO] rank 0: this job's records (watchdog, stacks, timing): {folder}", file=sys.stderr,
-                  flush=True)
+            print(
+                f"[INFO] rank 0: this job's records (watchdog, stacks, timing): {folder}", file=sys.stderr, flush=True
+            )
         return continue_run.hold(folder, os.environ.get("MGPU_LAB_JOB_KEY"))
     except OSError as exc:  # the script still runs: only isaaclab stacks/timing will not find this job
-        print(f"[WARN] rank 0: no records folder under {job_root} ({exc.strerror or exc}); isaaclab stacks and "
-              "isaaclab timing will not find this job", file=sys.stderr, flush=True)
+        print(
+            f"[WARN] rank 0: no records folder under {job_root} ({exc.strerror or exc}); isaaclab stacks and "
+            "isaaclab timing will not find this job",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
 
 

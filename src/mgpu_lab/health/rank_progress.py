@@ -48,8 +48,8 @@ FAULT_KINDS = ("hang", "skip", "raise", "signal", "slow")
 SLOW_DEFAULT_S = 0.5
 
 
-
 # --- the fault switch ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -101,8 +101,10 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
     faults = []
     for entry in text.split(","):
         parts = [p.strip() for p in entry.strip().split(":")]
-        usage = f"fault: bad entry {entry.strip()!r}: expected KIND:RANK:ITER[:ARG] with KIND one of " \
-                f"{', '.join(FAULT_KINDS)}"
+        usage = (
+            f"fault: bad entry {entry.strip()!r}: expected KIND:RANK:ITER[:ARG] with KIND one of "
+            f"{', '.join(FAULT_KINDS)}"
+        )
         if len(parts) not in (3, 4) or parts[0] not in FAULT_KINDS:
             raise ValueError(usage)
         kind, rank_text, it_text = parts[:3]
@@ -209,12 +211,15 @@ class FaultSwitch:
             elif fault.kind == "raise":
                 raise RuntimeError(f"injected fault: raise at iteration {iteration} on rank {fault.rank}")
             elif fault.kind == "signal":
-                _say(f"[FAULT] rank {fault.rank}: sending itself {signal.Signals(fault.signum).name} at iteration "
-                     f"{iteration} (injected fault)")
+                _say(
+                    f"[FAULT] rank {fault.rank}: sending itself {signal.Signals(fault.signum).name} at iteration "
+                    f"{iteration} (injected fault)"
+                )
                 os.kill(os.getpid(), fault.signum)
 
 
 # --- supervision ----------------------------------------------------------------------------------------
+
 
 class Supervision:
     """Writes this rank's heartbeats, stack dumps, failure record and (rank 0) run folder."""
@@ -227,8 +232,20 @@ class Supervision:
         self._stack_file: TextIO | None = None
 
     def beat(self, iteration: int, phase: str, collective: str | None = None) -> None:
-        heartbeat.write_beat(self.folder, heartbeat.Beat(self.rank, self.local_rank, self.world_size, self.node,
-                                                         self.pid, iteration, phase, time.time(), collective))
+        heartbeat.write_beat(
+            self.folder,
+            heartbeat.Beat(
+                self.rank,
+                self.local_rank,
+                self.world_size,
+                self.node,
+                self.pid,
+                iteration,
+                phase,
+                time.time(),
+                collective,
+            ),
+        )
 
     def register_stack_dump(self) -> None:
         """On ``heartbeat.STACK_SIGNAL``, write every thread's Python stack into ``stack.<rank>``."""
@@ -241,13 +258,19 @@ class Supervision:
         else:
             text = str(exc).strip()
             detail = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")[:400]
-        heartbeat.write_failure(self.folder, heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid,
-                                                               "exception", detail, time.time()))
+        heartbeat.write_failure(
+            self.folder,
+            heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid, "exception", detail, time.time()),
+        )
 
     def record_refusal(self, message: str) -> None:
         """Bad input this rank refused (exit 2): ``kind`` "refused", the line it printed as the detail."""
-        heartbeat.write_failure(self.folder, heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid,
-                                                               heartbeat.REFUSED, message[:400], time.time()))
+        heartbeat.write_failure(
+            self.folder,
+            heartbeat.Failure(
+                self.rank, self.local_rank, self.node, self.pid, heartbeat.REFUSED, message[:400], time.time()
+            ),
+        )
 
     def record_run_dir(self, run_dir: str | os.PathLike) -> None:
         heartbeat.write_run_dir(self.folder, run_dir)
@@ -256,8 +279,9 @@ class Supervision:
 class RankProgress:
     """Everything the trainer reports about this rank's progress; inert when nothing asked for it."""
 
-    def __init__(self, rank: int, local_rank: int, world_size: int, supervise_dir: str | None,
-                 faults: tuple[Fault, ...]) -> None:
+    def __init__(
+        self, rank: int, local_rank: int, world_size: int, supervise_dir: str | None, faults: tuple[Fault, ...]
+    ) -> None:
         self.rank = rank
         self.node = socket.gethostname()
         self.iteration = -1
@@ -309,8 +333,13 @@ class RankProgress:
             self.supervision.record_run_dir(path)
 
 
-def from_env(rank: int, local_rank: int, world_size: int, faults: tuple[Fault, ...],
-             environ: dict[str, str] | os._Environ = os.environ) -> RankProgress:
+def from_env(
+    rank: int,
+    local_rank: int,
+    world_size: int,
+    faults: tuple[Fault, ...],
+    environ: dict[str, str] | os._Environ = os.environ,
+) -> RankProgress:
     """This rank's RankProgress: supervised when the launcher set the folder; faults on the first attempt only."""
     folder = environ.get(heartbeat.SUPERVISE_DIR_ENV) or None
     if folder is not None and not Path(folder).is_dir():
@@ -319,6 +348,7 @@ def from_env(rank: int, local_rank: int, world_size: int, faults: tuple[Fault, .
 
 
 # --- counting env steps ------------------------------------------------------------------------------
+
 
 class StepClock:
     """Counts this rank's env steps and calls ``on_iteration(i)`` at the first step of each iteration.
@@ -329,8 +359,9 @@ class StepClock:
 
     __slots__ = ("_left", "batches", "env_steps", "on_iteration", "start_iteration", "steps_per_iteration")
 
-    def __init__(self, steps_per_iteration: int, start_iteration: int = 0,
-                 on_iteration: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, steps_per_iteration: int, start_iteration: int = 0, on_iteration: Callable[[int], None] | None = None
+    ) -> None:
         if steps_per_iteration < 1:
             raise ValueError(f"steps_per_iteration must be >= 1, got {steps_per_iteration}")
         self.steps_per_iteration = steps_per_iteration

@@ -61,8 +61,7 @@ def rank_file(run_dir: str | os.PathLike, rank: int) -> Path:
 class TimingLog:
     """One rank's writer: :meth:`close_window` ends the current window and appends its line."""
 
-    def __init__(self, tracker, rank: int, node: str, supervise_dir: str | None,
-                 clock=time.perf_counter) -> None:
+    def __init__(self, tracker, rank: int, node: str, supervise_dir: str | None, clock=time.perf_counter) -> None:
         self.tracker = tracker
         self.rank, self.node = rank, node
         self.supervise_dir = supervise_dir
@@ -77,8 +76,17 @@ class TimingLog:
         now, wait, done = self.clock(), self.tracker.wait_seconds(), self.tracker.completed
         wall = max(now - self._began, 0.0)
         waited = min(max(wait - self._wait0, 0.0), wall)
-        window = Window(self.rank, self.node, self.count, iteration, self._began_wall, round(wall, 6),
-                        round(waited, 6), round(wall - waited, 6), done - self._done0)
+        window = Window(
+            self.rank,
+            self.node,
+            self.count,
+            iteration,
+            self._began_wall,
+            round(wall, 6),
+            round(waited, 6),
+            round(wall - waited, 6),
+            done - self._done0,
+        )
         self.count += 1
         self._began, self._began_wall, self._wait0, self._done0 = now, time.time(), wait, done
         self._buffer.append(json.dumps(asdict(window)))
@@ -103,6 +111,7 @@ class TimingLog:
 
 
 # --- reading and the verdict --------------------------------------------------------------------------
+
 
 def read(run_dir: str | os.PathLike) -> dict[int, list[Window]]:
     """Every rank's windows under ``run_dir/timing`` (unreadable lines skipped)."""
@@ -131,8 +140,14 @@ def verdict(windows: dict[int, list[Window]]) -> Verdict:
     usable = {r: [w for w in ws[1:] if w.collectives] for r, ws in windows.items()}  # a window without any
     usable = {r: ws for r, ws in usable.items() if len(ws) >= MIN_WINDOWS}  # collective says nothing of pace
     if len(usable) < 2:
-        return Verdict(None, 0.0, 0.0, 0.0, f"too little to compare: it takes two ranks with "
-                                            f"{MIN_WINDOWS} windows each that made collectives (run longer)")
+        return Verdict(
+            None,
+            0.0,
+            0.0,
+            0.0,
+            f"too little to compare: it takes two ranks with "
+            f"{MIN_WINDOWS} windows each that made collectives (run longer)",
+        )
     medians = {r: statistics.median(w.compute_share for w in ws) for r, ws in usable.items()}
     slow = max(medians, key=lambda r: medians[r])
     others = statistics.median(m for r, m in medians.items() if r != slow)
@@ -155,8 +170,10 @@ def table_lines(windows: dict[int, list[Window]]) -> list[str]:
     lines = [f"{PREFIX} rank  node              windows  compute s   wait s  compute share (median)"]
     for rank, ws in sorted(windows.items()):
         body = ws[1:] or ws
-        lines.append(f"{PREFIX} {rank:>4}  {ws[0].node[:16]:<16}  {len(ws):>7}  {sum(w.compute_s for w in body):>9.2f}"
-                     f"  {sum(w.wait_s for w in body):>7.2f}  {statistics.median(w.compute_share for w in body):>6.0%}")
+        lines.append(
+            f"{PREFIX} {rank:>4}  {ws[0].node[:16]:<16}  {len(ws):>7}  {sum(w.compute_s for w in body):>9.2f}"
+            f"  {sum(w.wait_s for w in body):>7.2f}  {statistics.median(w.compute_share for w in body):>6.0%}"
+        )
     return lines
 
 
@@ -171,12 +188,16 @@ def report_lines(run_dir: str | os.PathLike) -> list[str]:
         lines.append(f"{PREFIX} no verdict: {v.reason}")
         return lines
     if v.slow is None:
-        lines.append(f"{PREFIX} no straggler: {v.reason} (highest median compute share {v.share:.0%}, the others "
-                     f"{v.others:.0%}; each rank's first window (start-up) and windows without a collective are left out)")
+        lines.append(
+            f"{PREFIX} no straggler: {v.reason} (highest median compute share {v.share:.0%}, the others "
+            f"{v.others:.0%}; each rank's first window (start-up) and windows without a collective are left out)"
+        )
         return lines
-    lines.append(f"[WARN] timing: rank {v.slow} is persistently slower than the others: it computes {v.share:.0%} "
-                 f"of each window where the others compute {v.others:.0%} and wait for it in collectives "
-                 f"(in {v.persistent:.0%} of its windows)")
+    lines.append(
+        f"[WARN] timing: rank {v.slow} is persistently slower than the others: it computes {v.share:.0%} "
+        f"of each window where the others compute {v.others:.0%} and wait for it in collectives "
+        f"(in {v.persistent:.0%} of its windows)"
+    )
     lines += [f"[WARN] timing: {line}" for line in ADVICE]
     return lines
 

@@ -22,13 +22,22 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgpu_lab.health import heartbeat
 from mgpu_lab.core import procs
+from mgpu_lab.health import heartbeat
 
 #: torch.distributed functions a rank can be found waiting in: every collective (heartbeat.COLLECTIVES, the one
 #: list), plus the set-up and point-to-point calls that block until a peer answers.
-WAITS = frozenset(heartbeat.COLLECTIVES) | {"send", "recv", "isend", "irecv", "batch_isend_irecv", "init_process_group",
-                                           "new_group", "_store_based_barrier", "wait"}
+WAITS = frozenset(heartbeat.COLLECTIVES) | {
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+    "batch_isend_irecv",
+    "init_process_group",
+    "new_group",
+    "_store_based_barrier",
+    "wait",
+}
 _C10D_FILE = "torch/distributed/distributed_c10d.py"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first")
@@ -111,12 +120,16 @@ class Report:
     files: list[Path] = field(default_factory=list)
 
     def summary_lines(self) -> list[str]:
-        lines = [f"[ERROR] watchdog: no rank made progress for {self.stalled_s:.0f} s"
-                 f"{stall_words(self.limit, self.starting)}; where each rank is:"]
+        lines = [
+            f"[ERROR] watchdog: no rank made progress for {self.stalled_s:.0f} s"
+            f"{stall_words(self.limit, self.starting)}; where each rank is:"
+        ]
         for st in self.ranks:
             b = st.beat
-            lines.append(f"[ERROR] watchdog:   rank {st.rank}/{b.world_size} (node {b.node}, pid {b.pid}, "
-                         f"iteration {b.iteration}, phase {b.phase}): {st.place()}")
+            lines.append(
+                f"[ERROR] watchdog:   rank {st.rank}/{b.world_size} (node {b.node}, pid {b.pid}, "
+                f"iteration {b.iteration}, phase {b.phase}): {st.place()}"
+            )
         if self.culprits:
             names = ", ".join(str(r) for r in self.culprits)
             lines.append(f"[ERROR] watchdog: likely culprit: rank {names} ({self.reason})")
@@ -128,6 +141,7 @@ class Report:
 # --------------------------------------------------------------------------------------------------
 # faulthandler text
 # --------------------------------------------------------------------------------------------------
+
 
 def parse_threads(text: str) -> list[list[Frame]]:
     """faulthandler's dump -> one list of frames per thread, most recent call first."""
@@ -155,15 +169,18 @@ def main_thread(threads: list[list[Frame]]) -> list[Frame]:
 def _in_torch_distributed(frame: Frame) -> bool:
     """torch.distributed's own frames, and the rank's collective tracker wrapped around them (never the caller)."""
     path = frame.file.replace("\\", "/")
-    return "/torch/distributed/" in path or "/torch/nn/parallel/" in path or \
-        path.endswith(("/functools.py", "/mgpu_lab/health/collectives.py"))
+    return (
+        "/torch/distributed/" in path
+        or "/torch/nn/parallel/" in path
+        or path.endswith(("/functools.py", "/mgpu_lab/health/collectives.py"))
+    )
 
 
 def locate(frames: list[Frame]) -> tuple[str | None, Frame | None]:
     """(collective the thread waits in or None, the caller's frame or the innermost frame of interest)."""
     for i, frame in enumerate(frames):
         if frame.file.replace("\\", "/").endswith(_C10D_FILE) and frame.func in WAITS:
-            caller = next((f for f in frames[i + 1:] if not _in_torch_distributed(f)), None)
+            caller = next((f for f in frames[i + 1 :] if not _in_torch_distributed(f)), None)
             return frame.func, caller
     interesting = next((f for f in frames if "/lib/python" not in f.file.replace("\\", "/")), None)
     return None, interesting or (frames[0] if frames else None)
@@ -173,14 +190,17 @@ def locate(frames: list[Frame]) -> tuple[str | None, Frame | None]:
 # the watchdog
 # --------------------------------------------------------------------------------------------------
 
+
 def stall_words(limit: Limit | None, starting: list[int]) -> str:
     """Which limit fired, in words for the report: " in start-up (...)" or " in training (...)"."""
     if limit is None:
         return ""
     if limit.stage == "start-up":
         who = ", ".join(str(r) for r in starting)
-        return (f" in start-up (rank {who} had not begun training; start-up limit {limit.seconds:g} s, "
-                f"{limit.option}: raise it if a healthy start-up takes longer)")
+        return (
+            f" in start-up (rank {who} had not begun training; start-up limit {limit.seconds:g} s, "
+            f"{limit.option}: raise it if a healthy start-up takes longer)"
+        )
     return f" in training (training limit {limit.seconds:g} s, {limit.option})"
 
 
@@ -287,8 +307,11 @@ def blame(states: list[RankState]) -> tuple[list[int], str]:
             common = places.most_common(1)[0][0]
             odd = [s.rank for s in waiting if (s.collective, s.where) != common]
             return odd, f"in a different collective from the others ({common[0]})"
-        return [], f"every rank waits in {waiting[0].collective}: a rank on another node, or a collective " \
-                   "that never completes"
+        return (
+            [],
+            f"every rank waits in {waiting[0].collective}: a rank on another node, or a collective "
+            "that never completes",
+        )
     return [], "every rank is outside any collective at the same iteration"
 
 

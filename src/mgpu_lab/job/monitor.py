@@ -57,8 +57,9 @@ def _say(line: str) -> None:
 class JobMonitor:
     """Called on every supervision tick; polls its checks and acts on what they found, by state."""
 
-    def __init__(self, config: LaunchConfig, supervise_dir: str, *, start: float,
-                 error_file: str | None, trace: NcclTrace | None) -> None:
+    def __init__(
+        self, config: LaunchConfig, supervise_dir: str, *, start: float, error_file: str | None, trace: NcclTrace | None
+    ) -> None:
         from mgpu_lab.health.live_stacks import LiveStacks
         from mgpu_lab.health.watchdog import Watchdog
 
@@ -102,7 +103,8 @@ class JobMonitor:
             return
         beats = heartbeat.read_beats(self.dir)
         if self.state is State.RENDEZVOUS and not self._rendezvous(
-                supervisor, now, joined=bool(beats) or self._workers_started(supervisor.pid)):
+            supervisor, now, joined=bool(beats) or self._workers_started(supervisor.pid)
+        ):
             return
         self.liveness.poll(beats, time.time())
         if self.failure_file.poll():
@@ -111,8 +113,9 @@ class JobMonitor:
         elif self.hang.poll(now):
             self._on_hang(supervisor, now)
 
-    def _stop(self, supervisor: Supervisor, outcome: int | None, verdict: str | None, *,
-              grace_s: float | None = STOP_GRACE_S) -> None:
+    def _stop(
+        self, supervisor: Supervisor, outcome: int | None, verdict: str | None, *, grace_s: float | None = STOP_GRACE_S
+    ) -> None:
         self.state, self.outcome, self.verdict = State.STOPPING, outcome, verdict
         supervisor.stop(signal.SIGTERM, grace_s=None if grace_s is None else min(self.config.grace_s, grace_s))
 
@@ -146,8 +149,10 @@ class JobMonitor:
 
         fired = self.watchdog.fired
         seconds = fired.seconds if fired is not None else self.config.hang_timeout
-        _say(f"[ERROR] watchdog: no rank made progress for {seconds:g} s"
-             f"{stall_words(fired, self.watchdog.starting)}; asking every rank for its stack")
+        _say(
+            f"[ERROR] watchdog: no rank made progress for {seconds:g} s"
+            f"{stall_words(fired, self.watchdog.starting)}; asking every rank for its stack"
+        )
         self._request_nccl_dumps()
         report = self.watchdog.diagnose(now)
         folder = write_report(report, heartbeat.read_run_dir(self.dir))
@@ -155,12 +160,16 @@ class JobMonitor:
             print(line, file=sys.stderr)
         print(f"[ERROR] watchdog: stacks and summary in {folder}", file=sys.stderr)
         if self.trace is not None:
-            print("[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): "
-                  f"{self.trace.dump_prefix}<rank>", file=sys.stderr)
+            print(
+                f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>",
+                file=sys.stderr,
+            )
         stopped = [st for st in report.ranks if st.stopped]
         for st in stopped:
-            print(f"[ERROR] watchdog: rank {st.rank} (pid {st.beat.pid}) is stopped and cannot take SIGTERM: "
-                  "killing it", file=sys.stderr)
+            print(
+                f"[ERROR] watchdog: rank {st.rank} (pid {st.beat.pid}) is stopped and cannot take SIGTERM: killing it",
+                file=sys.stderr,
+            )
         _say("[ERROR] watchdog: stopping the job (exit 3)")
         self._stop(supervisor, EXIT_HANG, None)
         for st in stopped:  # waiting out the grace for a rank that cannot end on SIGTERM serves nobody
@@ -179,8 +188,15 @@ class JobMonitor:
         exits, root = failures.parse_torchrun_summary(self.tail.decode("utf-8", errors="replace"))
         beats = heartbeat.read_beats(self.dir)
         world = next((b.world_size for b in beats.values()), None)
-        return failures.report(heartbeat.read_failures(self.dir), exits, beats, self.liveness.last_alive,
-                               self.liveness.vanished, world, root)
+        return failures.report(
+            heartbeat.read_failures(self.dir),
+            exits,
+            beats,
+            self.liveness.last_alive,
+            self.liveness.vanished,
+            world,
+            root,
+        )
 
     def keep_launcher_text(self, key: str) -> str | None:
         """Write torchrun's diverted failure text to the run folder (else --log_dir, else the temp folder);
@@ -265,16 +281,17 @@ def run_job(config: LaunchConfig, cmd: list[str]) -> int:
         cleanup.callback(shutil.rmtree, supervise_dir, ignore_errors=True)
         job = JobEnvironment(config, supervise_dir)
         if job.trace is not None:
-            print(f"[INFO] launcher: NCCL flight recorder on; dumps go to {job.trace.dump_prefix}<rank>",
-                  file=sys.stderr)
+            print(
+                f"[INFO] launcher: NCCL flight recorder on; dumps go to {job.trace.dump_prefix}<rank>", file=sys.stderr
+            )
         _say(f"[INFO] launcher: {shlex.join(cmd)}")
         cleanup.callback(supervise.dismiss_janitor, supervise.start_janitor(job.tag, config.grace_s))
-        monitor = JobMonitor(config, supervise_dir, start=time.monotonic(),
-                             error_file=job.error_file, trace=job.trace)
+        monitor = JobMonitor(config, supervise_dir, start=time.monotonic(), error_file=job.error_file, trace=job.trace)
         monitor.live_stacks.install()
         cleanup.callback(monitor.live_stacks.restore)
-        rc, supervisor = supervise.run_supervised(cmd, job.env, grace_s=config.grace_s, tick=monitor.tick,
-                                                  stderr_sink=monitor.stderr, tick_s=0.2)
+        rc, supervisor = supervise.run_supervised(
+            cmd, job.env, grace_s=config.grace_s, tick=monitor.tick, stderr_sink=monitor.stderr, tick_s=0.2
+        )
         monitor.router.close()
         return exit_status(monitor, supervisor, rc, job)
     raise AssertionError("unreachable")  # the ExitStack re-raises; for the type checker

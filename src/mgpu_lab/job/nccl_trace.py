@@ -42,8 +42,7 @@ class NcclTrace:
             names = os.listdir(folder or ".")
         except OSError:
             return []
-        return sorted(os.path.join(folder, name) for name in names
-                      if name.startswith(stem) and name.endswith(".pipe"))
+        return sorted(os.path.join(folder, name) for name in names if name.startswith(stem) and name.endswith(".pipe"))
 
     def request_dumps(self) -> int:
         """Ask every rank that listens to dump now (best effort, never blocks); return how many were asked."""

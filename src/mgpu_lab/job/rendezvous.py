@@ -37,8 +37,10 @@ def node(config: LaunchConfig) -> str:
 
 def waiting(config: LaunchConfig, left_s: float) -> str:
     """The line said while this node waits for the others."""
-    return (f"[INFO] launcher: waiting for the rendezvous at {endpoint(config)}: this node ({node(config)}) is "
-            f"in; expecting {nodes(config)} node(s); {left_s:.0f} s left (--rdzv_timeout)")
+    return (
+        f"[INFO] launcher: waiting for the rendezvous at {endpoint(config)}: this node ({node(config)}) is "
+        f"in; expecting {nodes(config)} node(s); {left_s:.0f} s left (--rdzv_timeout)"
+    )
 
 
 def answers(host: str, port: str) -> bool:
@@ -56,8 +58,12 @@ def missing(config: LaunchConfig) -> str:
     host, _, port = where.rpartition(":")
     # a node that only connects: did the endpoint answer at all?
     answered = config.hosts_store or answers(host, port or "29400")
-    what = (f"the other node(s) of {nodes(config)} expected never joined at {where}" if answered
-            else f"the rendezvous at {where} never answered, so no other node could join "
-                 f"({nodes(config)} node(s) expected)")
-    return (f"rendezvous deadline passed after {config.rdzv_timeout:g} s (--rdzv_timeout): "
-            f"never arrived: {what}; this node ({node(config)}) was ready")
+    what = (
+        f"the other node(s) of {nodes(config)} expected never joined at {where}"
+        if answered
+        else f"the rendezvous at {where} never answered, so no other node could join ({nodes(config)} node(s) expected)"
+    )
+    return (
+        f"rendezvous deadline passed after {config.rdzv_timeout:g} s (--rdzv_timeout): "
+        f"never arrived: {what}; this node ({node(config)}) was ready"
+    )

@@ -39,19 +39,19 @@ class StderrRouter:
         while data and not self.diverted:
             end = data.find(b"\n")
             if self._mid_line:
-                piece, data = (data, b"") if end < 0 else (data[:end + 1], data[end + 1:])
+                piece, data = (data, b"") if end < 0 else (data[: end + 1], data[end + 1 :])
                 out += piece
                 self._mid_line = end < 0
                 continue
             if end < 0:
-                if self._held is not None or _TRACEBACK.startswith(data[:len(_TRACEBACK)]):
+                if self._held is not None or _TRACEBACK.startswith(data[: len(_TRACEBACK)]):
                     self._pending = data
                 else:
                     out += data
                     self._mid_line = True
                 break
-            self._route(data[:end + 1], out)
-            data = data[end + 1:]
+            self._route(data[: end + 1], out)
+            data = data[end + 1 :]
         if self.diverted and data:
             self.diverted += data
         if out:

@@ -43,6 +43,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # the process table
 # --------------------------------------------------------------------------------------------------
 
+
 def _prctl():
     """libc's prctl on Linux, else None."""
     if not sys.platform.startswith("linux"):
@@ -82,6 +83,7 @@ def reap() -> None:
 # --------------------------------------------------------------------------------------------------
 # the janitor: the job dies with the launcher, however the launcher dies
 # --------------------------------------------------------------------------------------------------
+
 
 def start_janitor(tag: str, grace_s: float) -> int | None:
     """Fork a janitor (own session, ignores stop signals) that waits for this launcher to go away and then kills
@@ -149,6 +151,7 @@ def dismiss_janitor(fd: int | None) -> None:
 # the supervisor: signals, escalation, clean-up
 # --------------------------------------------------------------------------------------------------
 
+
 class Supervisor:
     """Forward the first stop signal to the job, escalate to SIGKILL, kill at once on the second."""
 
@@ -204,7 +207,8 @@ class Supervisor:
             print(
                 f"[INFO] launcher: {signal.Signals(signum).name} received, stopping the job "
                 f"(again to kill at once; killing in {self.grace_s:g} s otherwise)",
-                file=sys.stderr, flush=True,
+                file=sys.stderr,
+                flush=True,
             )
             self.signum = signum
             self._forward(signum)
@@ -215,8 +219,11 @@ class Supervisor:
     def escalate_if_due(self) -> None:
         if self.kill_at is not None and time.monotonic() >= self.kill_at:
             self.kill_at = math.inf
-            print(f"[WARN] launcher: job still running {self.stop_grace_s:g} s after it was told to stop, killing it",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[WARN] launcher: job still running {self.stop_grace_s:g} s after it was told to stop, killing it",
+                file=sys.stderr,
+                flush=True,
+            )
             self.kill_all()
 
     def clean_up(self) -> None:
@@ -233,8 +240,15 @@ class Supervisor:
         reap()
 
 
-def _watch(proc: subprocess.Popen[bytes], supervisor: Supervisor, *, tick: Callable[[Supervisor, float], None] | None,
-           tick_s: float, stderr_sink: Callable[[bytes], None] | None, parent_pid: int) -> None:
+def _watch(
+    proc: subprocess.Popen[bytes],
+    supervisor: Supervisor,
+    *,
+    tick: Callable[[Supervisor, float], None] | None,
+    tick_s: float,
+    stderr_sink: Callable[[bytes], None] | None,
+    parent_pid: int,
+) -> None:
     """Until the job is gone: hand its stderr to the sink, tick, escalate, and notice a vanished parent."""
     import select
 
@@ -273,9 +287,15 @@ def _watch(proc: subprocess.Popen[bytes], supervisor: Supervisor, *, tick: Calla
                 tick(supervisor, now)
 
 
-def run_supervised(cmd: Sequence[str], env: dict[str, str], *, grace_s: float,
-                   tick: Callable[[Supervisor, float], None] | None = None, tick_s: float = 0.25,
-                   stderr_sink: Callable[[bytes], None] | None = None) -> tuple[int, Supervisor]:
+def run_supervised(
+    cmd: Sequence[str],
+    env: dict[str, str],
+    *,
+    grace_s: float,
+    tick: Callable[[Supervisor, float], None] | None = None,
+    tick_s: float = 0.25,
+    stderr_sink: Callable[[bytes], None] | None = None,
+) -> tuple[int, Supervisor]:
     """Run ``cmd`` in its own session under a :class:`Supervisor`; return (exit status, supervisor).
 
     ``tick(supervisor, now)`` runs about every ``tick_s`` seconds while the job runs (watchdogs). With
@@ -304,8 +324,13 @@ def run_supervised(cmd: Sequence[str], env: dict[str, str], *, grace_s: float,
     rc = 0
     try:
         try:
-            proc = subprocess.Popen(list(cmd), env=env, start_new_session=True, preexec_fn=child_setup,
-                                    stderr=subprocess.PIPE if stderr_sink else None)
+            proc = subprocess.Popen(
+                list(cmd),
+                env=env,
+                start_new_session=True,
+                preexec_fn=child_setup,
+                stderr=subprocess.PIPE if stderr_sink else None,
+            )
         except OSError as exc:
             print(f"isaaclab train_multigpu: error: cannot start {cmd[0]}: {exc}", file=sys.stderr)
             return 2, supervisor

@@ -62,11 +62,15 @@ def check(script: Script, forwarded: list[str], checkpoint: str | None) -> None:
     """Refuse what only train.py's own run layout can honour (one line each)."""
     resume = "resume with the script's own options (Isaac Lab's train.py: --resume --load_run RUN [--checkpoint FILE])"
     if _given(forwarded, "--continue_run"):
-        raise UsageError(f"--continue_run with {script.name}: the launcher knows where train.py keeps its runs, not "
-                         f"where this script does; {resume}")
+        raise UsageError(
+            f"--continue_run with {script.name}: the launcher knows where train.py keeps its runs, not "
+            f"where this script does; {resume}"
+        )
     if checkpoint == "latest":
-        raise UsageError(f"--checkpoint latest with {script.name}: the launcher cannot know where this script keeps "
-                         f"its checkpoints; give the file, or {resume}")
+        raise UsageError(
+            f"--checkpoint latest with {script.name}: the launcher cannot know where this script keeps "
+            f"its checkpoints; give the file, or {resume}"
+        )
 
 
 def rank_command(script: Script, forwarded: list[str], *, jax: bool) -> list[str]:

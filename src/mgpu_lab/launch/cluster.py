@@ -45,9 +45,17 @@ PORT_BASE = 20000
 PORT_SPAN = 10000
 
 _SLURM_MARKERS = (
-    "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_NODEID",
-    "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_STEP_NODELIST",
-    "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_STEP_NUM_NODES",
+    "SLURM_JOB_ID",
+    "SLURM_JOBID",
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+    "SLURM_NODEID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST",
+    "SLURM_STEP_NODELIST",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_NNODES",
+    "SLURM_STEP_NUM_NODES",
 )
 # Each value read from the first variable present: the step's own values first (srun sets them), then the
 # job's. Names checked against the srun(1) and sbatch(1) manuals ("OUTPUT ENVIRONMENT VARIABLES").
@@ -59,9 +67,13 @@ _NODE_ID = ("SLURM_NODEID",)
 
 #: torchrun options and the PET_* variable torchrun reads when the option is not given.
 _PET_OPTIONS = (
-    ("nnodes", "PET_NNODES"), ("node_rank", "PET_NODE_RANK"),
-    ("master_addr", "PET_MASTER_ADDR"), ("master_port", "PET_MASTER_PORT"),
-    ("rdzv_backend", "PET_RDZV_BACKEND"), ("rdzv_endpoint", "PET_RDZV_ENDPOINT"), ("rdzv_id", "PET_RDZV_ID"),
+    ("nnodes", "PET_NNODES"),
+    ("node_rank", "PET_NODE_RANK"),
+    ("master_addr", "PET_MASTER_ADDR"),
+    ("master_port", "PET_MASTER_PORT"),
+    ("rdzv_backend", "PET_RDZV_BACKEND"),
+    ("rdzv_endpoint", "PET_RDZV_ENDPOINT"),
+    ("rdzv_id", "PET_RDZV_ID"),
     ("max_restarts", "PET_MAX_RESTARTS"),
 )
 _JAX_NODE_FLAGS = ("nnodes", "node_rank", "coordinator_address")
@@ -107,8 +119,13 @@ class NodePlan:
 
     __slots__ = ("inferred", "notes", "scheduler", "warnings")
 
-    def __init__(self, scheduler: str | None = None, inferred: tuple[Inferred, ...] = (),
-                 notes: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        scheduler: str | None = None,
+        inferred: tuple[Inferred, ...] = (),
+        notes: tuple[str, ...] = (),
+        warnings: tuple[str, ...] = (),
+    ) -> None:
         self.scheduler = scheduler
         self.inferred = inferred
         self.notes = notes
@@ -130,13 +147,16 @@ class NodePlan:
         return [item.line() for item in self.inferred] + list(self.notes) + list(self.warnings)
 
     def __repr__(self) -> str:
-        return (f"NodePlan(scheduler={self.scheduler!r}, inferred={self.inferred!r}, notes={self.notes!r}, "
-                f"warnings={self.warnings!r})")
+        return (
+            f"NodePlan(scheduler={self.scheduler!r}, inferred={self.inferred!r}, notes={self.notes!r}, "
+            f"warnings={self.warnings!r})"
+        )
 
 
 # --------------------------------------------------------------------------------------------------
 # SLURM
 # --------------------------------------------------------------------------------------------------
+
 
 def _first(env: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, str] | None:
     """(name, value) of the first of ``names`` set (non-empty) in ``env``."""
@@ -218,14 +238,17 @@ def _outside_step(job: tuple[str, str], count: tuple[str, str] | None) -> NodePl
     """A batch script or salloc shell, not an srun step: this launcher runs on one node only."""
     nodes = int(count[1]) if count and count[1].isdigit() else 1
     if count is not None and nodes > 1:
-        return NodePlan("slurm", warnings=(
-            f"[WARN] launcher: SLURM job {job[1]} has {nodes} nodes ({count[0]}={count[1]}) but this launcher "
-            "is not in an srun step, so it trains on this node only; start it on every node with "
-            "srun --ntasks-per-node=1 (see the Clusters section of the multi-GPU docs)",
-        ))
-    return NodePlan("slurm", notes=(
-        f"[INFO] launcher: SLURM job {job[1]} outside an srun step: a single node, nothing inferred",
-    ))
+        return NodePlan(
+            "slurm",
+            warnings=(
+                f"[WARN] launcher: SLURM job {job[1]} has {nodes} nodes ({count[0]}={count[1]}) but this launcher "
+                "is not in an srun step, so it trains on this node only; start it on every node with "
+                "srun --ntasks-per-node=1 (see the Clusters section of the multi-GPU docs)",
+            ),
+        )
+    return NodePlan(
+        "slurm", notes=(f"[INFO] launcher: SLURM job {job[1]} outside an srun step: a single node, nothing inferred",)
+    )
 
 
 def _check_one_task_per_node(env: Mapping[str, str]) -> None:
@@ -233,8 +256,13 @@ def _check_one_task_per_node(env: Mapping[str, str]) -> None:
     per_node = _tasks_per_node(tasks[1]) if tasks else None
     local = _first(env, ("SLURM_LOCALID",))
     if (per_node is not None and per_node > 1) or (local is not None and local[1] != "0"):
-        shown = f"{tasks[0]}={tasks[1]}" if tasks and per_node is not None and per_node > 1 else \
-            f"{local[0]}={local[1]}" if local else ""
+        shown = (
+            f"{tasks[0]}={tasks[1]}"
+            if tasks and per_node is not None and per_node > 1
+            else f"{local[0]}={local[1]}"
+            if local
+            else ""
+        )
         raise ClusterError(
             f"SLURM started more than one task per node ({shown}); the launcher starts one rank per GPU "
             f"itself, so run one launcher per node: srun --ntasks-per-node=1 ..., {_NO_SLURM_HINT}"
@@ -249,8 +277,10 @@ class _Rendezvous:
         self.static = "master_addr" in given or "master_port" in given or given.get("rdzv_backend") == "static"
         self.other_backend = "rdzv_backend" in given and given["rdzv_backend"] not in ("c10d", "static")
         self.needs_host = (
-            ("coordinator_address" not in given) if jax
-            else ("master_addr" not in given) if self.static
+            ("coordinator_address" not in given)
+            if jax
+            else ("master_addr" not in given)
+            if self.static
             else ("rdzv_endpoint" not in given and not self.other_backend)
         )
 
@@ -268,12 +298,18 @@ class _Inference:
             self.inferred.append(Inferred(dest, value, sources))
         elif str(self.given[dest]) != value:
             origin = ", ".join(f"{name}={val}" for name, val in sources)
-            self.notes.append(f"[INFO] launcher: --{dest} {self.given[dest]} given (SLURM implies {value}, "
-                              f"from {origin})")
+            self.notes.append(
+                f"[INFO] launcher: --{dest} {self.given[dest]} given (SLURM implies {value}, from {origin})"
+            )
 
 
-def _check_complete(env: Mapping[str, str], job: tuple[str, str] | None, count: tuple[str, str] | None,
-                    given: Mapping[str, str], needs_host: bool) -> None:
+def _check_complete(
+    env: Mapping[str, str],
+    job: tuple[str, str] | None,
+    count: tuple[str, str] | None,
+    given: Mapping[str, str],
+    needs_host: bool,
+) -> None:
     needed = {
         "SLURM_JOB_ID": job is None,
         "SLURM_JOB_NUM_NODES": count is None and "nnodes" not in given,
@@ -289,8 +325,9 @@ def _check_complete(env: Mapping[str, str], job: tuple[str, str] | None, count: 
         )
 
 
-def _infer_node(env: Mapping[str, str], count: tuple[str, str] | None, given: Mapping[str, str],
-                infer: _Inference) -> int:
+def _infer_node(
+    env: Mapping[str, str], count: tuple[str, str] | None, given: Mapping[str, str], infer: _Inference
+) -> int:
     """--nnodes and --node_rank from the step's node count and index; return the node count (0: unknown)."""
     nodes = 0
     if count is not None:
@@ -323,8 +360,7 @@ def _first_host(nodelist: tuple[str, str], count: tuple[str, str] | None, nodes:
         ) from None
     if nodes and len(hosts) != nodes and count is not None:
         raise ClusterError(
-            f"{nodelist[0]}={nodelist[1]} names {len(hosts)} node(s) but {count[0]}={count[1]}; "
-            f"{_NO_SLURM_HINT}"
+            f"{nodelist[0]}={nodelist[1]} names {len(hosts)} node(s) but {count[0]}={count[1]}; {_NO_SLURM_HINT}"
         )
     return hosts[0]
 
@@ -336,8 +372,7 @@ def _slurm_plan(env: Mapping[str, str], given: Mapping[str, str], *, jax: bool) 
     if job is None and step is None:
         shown = ", ".join(f"{name}={env[name].strip()}" for name in _SLURM_MARKERS if env.get(name, "").strip())
         raise ClusterError(
-            f"a partial SLURM environment: {shown} but no SLURM_JOB_ID; give the node flags yourself, "
-            f"{_NO_SLURM_HINT}"
+            f"a partial SLURM environment: {shown} but no SLURM_JOB_ID; give the node flags yourself, {_NO_SLURM_HINT}"
         )
     if step is None:
         assert job is not None
@@ -372,8 +407,10 @@ def _slurm_plan(env: Mapping[str, str], given: Mapping[str, str], *, jax: bool) 
 # Kubernetes (torchrun's PET_* environment)
 # --------------------------------------------------------------------------------------------------
 
-def _pet_plan(env: Mapping[str, str], given: Mapping[str, str], *, jax: bool,
-              shadowed_by_slurm: set[str]) -> tuple[list[str], list[str]]:
+
+def _pet_plan(
+    env: Mapping[str, str], given: Mapping[str, str], *, jax: bool, shadowed_by_slurm: set[str]
+) -> tuple[list[str], list[str]]:
     """Notes and warnings about torchrun's own PET_* variables (a Kubeflow PyTorchJob sets them)."""
     pets = sorted(name for name in env if name.startswith("PET_") and env[name].strip())
     if not pets:
@@ -391,14 +428,17 @@ def _pet_plan(env: Mapping[str, str], given: Mapping[str, str], *, jax: bool,
     for dest, pet in _PET_OPTIONS:
         if pet in env and env[pet].strip():
             if dest in given:
-                notes.append(f"[INFO] launcher: --{dest} {given[dest]} given; torchrun ignores {pet}={env[pet].strip()}")
+                notes.append(
+                    f"[INFO] launcher: --{dest} {given[dest]} given; torchrun ignores {pet}={env[pet].strip()}"
+                )
             elif dest in shadowed_by_slurm:
                 notes.append(f"[INFO] launcher: --{dest} from SLURM; torchrun ignores {pet}={env[pet].strip()}")
     return notes, []
 
 
-def infer_nodes(env: Mapping[str, str], given: Mapping[str, object], *, use_slurm: bool = True,
-                jax: bool = False) -> NodePlan:
+def infer_nodes(
+    env: Mapping[str, str], given: Mapping[str, object], *, use_slurm: bool = True, jax: bool = False
+) -> NodePlan:
     """The node flags the environment implies, for the options the user did not give.
 
     ``env``: the launcher's environment. ``given``: the launcher options written on the command line,
@@ -412,27 +452,33 @@ def infer_nodes(env: Mapping[str, str], given: Mapping[str, object], *, use_slur
     notes: list[str] = []
     if has_slurm and not use_slurm:
         job = _first(env, _JOB_ID)
-        notes.append(f"[INFO] launcher: SLURM detection off (--no_slurm); "
-                     f"{'SLURM_JOB_ID=' + job[1] if job else 'the SLURM_* variables'} not used")
+        notes.append(
+            f"[INFO] launcher: SLURM detection off (--no_slurm); "
+            f"{'SLURM_JOB_ID=' + job[1] if job else 'the SLURM_* variables'} not used"
+        )
     elif has_slurm:
         plan = _slurm_plan(env, given_str, jax=jax)
     pet_notes, pet_warnings = _pet_plan(env, given_str, jax=jax, shadowed_by_slurm=set(plan.values()))
     scheduler = plan.scheduler or ("kubernetes" if pet_notes or pet_warnings else None)
-    return NodePlan(scheduler, plan.inferred, tuple(notes) + plan.notes + tuple(pet_notes),
-                    plan.warnings + tuple(pet_warnings))
+    return NodePlan(
+        scheduler, plan.inferred, tuple(notes) + plan.notes + tuple(pet_notes), plan.warnings + tuple(pet_warnings)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # /dev/shm
 # --------------------------------------------------------------------------------------------------
 
+
 def nccl_shm_bytes(ranks_on_node: int) -> int:
     """The least /dev/shm that NCCL needs for ``ranks_on_node`` ranks (see NCCL_SHM_PER_RANK_BYTES)."""
     return ranks_on_node * NCCL_SHM_PER_RANK_BYTES
 
 
-_SHM_FIX = ("docker run --shm-size={size} (or --ipc=host), or on Kubernetes mount an emptyDir with "
-            "medium: Memory at /dev/shm; NCCL_SHM_DISABLE=1 is a slower workaround, not the fix")
+_SHM_FIX = (
+    "docker run --shm-size={size} (or --ipc=host), or on Kubernetes mount an emptyDir with "
+    "medium: Memory at /dev/shm; NCCL_SHM_DISABLE=1 is a slower workaround, not the fix"
+)
 
 
 def shm_warning(ranks_on_node: int, *, path: str = SHM_PATH, free_bytes: int | None = None) -> str | None:
@@ -447,8 +493,10 @@ def shm_warning(ranks_on_node: int, *, path: str = SHM_PATH, free_bytes: int | N
     need = nccl_shm_bytes(ranks_on_node)
     size = f"{max(1, math.ceil(need / GIB))}g"
     if not os.path.isdir(path):
-        return (f"[WARN] launcher: {path} does not exist; NCCL keeps its shared-memory segments there and fails "
-                f"to start without it: {_SHM_FIX.format(size=size)}")
+        return (
+            f"[WARN] launcher: {path} does not exist; NCCL keeps its shared-memory segments there and fails "
+            f"to start without it: {_SHM_FIX.format(size=size)}"
+        )
     free = free_bytes
     if free is None:
         try:
@@ -458,5 +506,7 @@ def shm_warning(ranks_on_node: int, *, path: str = SHM_PATH, free_bytes: int | N
         free = stat.f_bavail * stat.f_frsize
     if free >= need:
         return None
-    return (f"[WARN] launcher: {path} has {free // MIB} MiB free, less than the {math.ceil(need / MIB)} MiB NCCL "
-            f"needs for {ranks_on_node} rank(s) on this node; enlarge it: {_SHM_FIX.format(size=size)}")
+    return (
+        f"[WARN] launcher: {path} has {free // MIB} MiB free, less than the {math.ceil(need / MIB)} MiB NCCL "
+        f"needs for {ranks_on_node} rank(s) on this node; enlarge it: {_SHM_FIX.format(size=size)}"
+    )

@@ -120,8 +120,10 @@ def visible(environ: Mapping[str, str], inventory: Inventory | None = None) -> t
     shown = f"CUDA_VISIBLE_DEVICES={spec!r}"
     for entry in entries:  # the form of every entry first: a typo is named before a missing device
         if re.fullmatch(r"-?\d+", entry) is None and not entry.startswith(("GPU-", "MIG-")):
-            raise DeviceError(f"{shown}: entry {entry!r} is neither a device index nor a GPU-/MIG- UUID "
-                              "(CUDA would silently drop it and every entry after it); give a list like 0,1")
+            raise DeviceError(
+                f"{shown}: entry {entry!r} is neither a device index nor a GPU-/MIG- UUID "
+                "(CUDA would silently drop it and every entry after it); give a list like 0,1"
+            )
     chosen: list[str] = []
     for entry in entries:
         if re.fullmatch(r"-\d+", entry):  # CUDA's documented way to hide the devices from here on (-1)
@@ -129,20 +131,29 @@ def visible(environ: Mapping[str, str], inventory: Inventory | None = None) -> t
         if re.fullmatch(r"\d+", entry):
             index = int(entry)
             if index >= len(inventory.gpus):
-                have = (f"{inventory.source} lists devices 0 to {len(inventory.gpus) - 1}" if inventory.gpus
-                        else f"this machine has no NVIDIA GPU: {inventory.source}")
-                raise DeviceError(f"{shown}: device {entry} does not exist ({have}); name only devices this "
-                                  "machine has, or give train.py --device cpu for CPU ranks")
+                have = (
+                    f"{inventory.source} lists devices 0 to {len(inventory.gpus) - 1}"
+                    if inventory.gpus
+                    else f"this machine has no NVIDIA GPU: {inventory.source}"
+                )
+                raise DeviceError(
+                    f"{shown}: device {entry} does not exist ({have}); name only devices this "
+                    "machine has, or give train.py --device cpu for CPU ranks"
+                )
             chosen.append(inventory.gpus[index] or f"#{index}")
         elif entry.startswith(("GPU-", "MIG-")):
             uuid = _match(entry, inventory.gpus if entry.startswith("GPU-") else inventory.migs)
             if uuid is None:
-                raise DeviceError(f"{shown}: no device {entry} here ({inventory.source}); "
-                                  "name only devices this machine has (nvidia-smi -L lists their UUIDs)")
+                raise DeviceError(
+                    f"{shown}: no device {entry} here ({inventory.source}); "
+                    "name only devices this machine has (nvidia-smi -L lists their UUIDs)"
+                )
             chosen.append(uuid)
         else:
-            raise DeviceError(f"{shown}: entry {entry!r} is neither a device index nor a GPU-/MIG- UUID "
-                              "(CUDA would silently drop it and every entry after it); give a list like 0,1")
+            raise DeviceError(
+                f"{shown}: entry {entry!r} is neither a device index nor a GPU-/MIG- UUID "
+                "(CUDA would silently drop it and every entry after it); give a list like 0,1"
+            )
     if len(set(chosen)) != len(chosen):
         raise DeviceError(f"{shown}: names one device twice; give each device once")
     return len(chosen), shown

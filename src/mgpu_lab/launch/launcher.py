@@ -48,8 +48,16 @@ CPU_RANKS_PER_CORE = 4  # CPU ranks beyond this many per core are refused
 RDZV_BACKSTOP_S = 5
 
 #: Launcher options that scheduler detection may fill in (when the user did not give them).
-NODE_DESTS = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id",
-              "coordinator_address")
+NODE_DESTS = (
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "coordinator_address",
+)
 
 
 def group_dests(parser: argparse.ArgumentParser, title: str) -> list[str]:
@@ -67,13 +75,14 @@ def forwarded_value(args: Sequence[str], flag: str) -> str | None:
         if arg == flag and i + 1 < len(args):
             value = args[i + 1]
         elif arg.startswith(flag + "="):
-            value = arg[len(flag) + 1:]
+            value = arg[len(flag) + 1 :]
     return value
 
 
 # --------------------------------------------------------------------------------------------------
 # the config
 # --------------------------------------------------------------------------------------------------
+
 
 class Devices:
     """Visible GPUs, read once and only when asked (a CPU-only launch never looks)."""
@@ -98,6 +107,7 @@ class Devices:
 # validators (each raises UsageError with one line)
 # --------------------------------------------------------------------------------------------------
 
+
 def _given(args: argparse.Namespace, dest: str) -> bool:
     value = getattr(args, dest)
     return value is not None and value is not False
@@ -120,7 +130,8 @@ def _check_endpoint(flag: str, value: str) -> None:
     m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\s\[\]]+)(?::(\d{1,5}))?", value)
     if not m or (m.group(2) is not None and int(m.group(2)) > 65535):
         raise UsageError(
-            f"{flag} {value}: give HOST or HOST:PORT with a TCP port from 0 to 65535, such as 10.0.0.1:29400")
+            f"{flag} {value}: give HOST or HOST:PORT with a TCP port from 0 to 65535, such as 10.0.0.1:29400"
+        )
 
 
 def _check_seconds(flag: str, value: float | None, *, zero_ok: bool = False) -> None:
@@ -172,8 +183,10 @@ def _check_port_free(port: int) -> None:
             s.bind(("", port))
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise UsageError(f"--master_port {port}: already in use on this host; give a free port "
-                                 "(node 0 hosts the rendezvous there)") from None
+                raise UsageError(
+                    f"--master_port {port}: already in use on this host; give a free port "
+                    "(node 0 hosts the rendezvous there)"
+                ) from None
 
 
 def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> argparse.Namespace:
@@ -224,17 +237,22 @@ def _check_continue_run(targs: argparse.Namespace) -> None:
 
     adapter = adapters.load(targs.rl_library)
     cfg = TrainConfig(rl_library=targs.rl_library, task=targs.task, ml_framework=targs.ml_framework)
-    _, checkpoint = resume_point(targs.continue_run, targs.log_root, targs.rl_library, targs.task,
-                                 targs.ml_framework, job_key(), lambda d: adapter.checkpoints(d, cfg))
+    _, checkpoint = resume_point(
+        targs.continue_run,
+        targs.log_root,
+        targs.rl_library,
+        targs.task,
+        targs.ml_framework,
+        job_key(),
+        lambda d: adapter.checkpoints(d, cfg),
+    )
     check_library(checkpoint, targs.rl_library, targs.ml_framework)
 
 
 def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices, *, jax: bool) -> str:
     """Validate --num_gpus against the visible devices (or CPU cores) and return the value torchrun/skrl gets."""
     if jax and not re.fullmatch(r"\d+", value):
-        raise UsageError(
-            f"--num_gpus {value}: skrl's JAX launcher needs an integer rank count, such as --num_gpus 2"
-        )
+        raise UsageError(f"--num_gpus {value}: skrl's JAX launcher needs an integer rank count, such as --num_gpus 2")
     if value in ("gpu", "auto", "cpu"):
         if value == "cpu" and device is not None and not on_cpu:
             raise UsageError(f"--num_gpus cpu starts CPU ranks but train.py gets --device {device}: use --device cpu")
@@ -245,8 +263,10 @@ def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices
                     f"--num_gpus gpu: no GPU is visible ({source}); to rehearse on CPU use --device cpu --num_gpus N"
                 )
         if value == "gpu" and on_cpu:
-            raise UsageError("--num_gpus gpu starts one rank per GPU but train.py gets --device cpu: "
-                             "give --num_gpus N or --num_gpus cpu")
+            raise UsageError(
+                "--num_gpus gpu starts one rank per GPU but train.py gets --device cpu: "
+                "give --num_gpus N or --num_gpus cpu"
+            )
         if value == "cpu" and device is None and devices.visible()[0] > 0:
             raise UsageError("--num_gpus cpu starts CPU ranks but GPUs are visible: add --device cpu")
         return value
@@ -261,14 +281,14 @@ def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices
         cores = os.cpu_count() or 1
         limit = CPU_RANKS_PER_CORE * cores
         if n > limit:
-            raise UsageError(f"--num_gpus {n} with --device cpu: at most {limit} CPU ranks here "
-                             f"({CPU_RANKS_PER_CORE} per core, {cores} core(s))")
+            raise UsageError(
+                f"--num_gpus {n} with --device cpu: at most {limit} CPU ranks here "
+                f"({CPU_RANKS_PER_CORE} per core, {cores} core(s))"
+            )
         return str(n)
     count, source = devices.visible()
     if count == 0:
-        raise UsageError(
-            f"--num_gpus {n}: no GPU is visible ({source}); to run {n} CPU ranks on gloo add --device cpu"
-        )
+        raise UsageError(f"--num_gpus {n}: no GPU is visible ({source}); to run {n} CPU ranks on gloo add --device cpu")
     if n > count:
         raise UsageError(
             f"--num_gpus {n}: only {count} GPU(s) visible ({source}); use --num_gpus {count} or fewer, "
@@ -277,8 +297,9 @@ def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices
     return str(n)
 
 
-def world_size(args: argparse.Namespace, nproc: str | None, on_cpu: bool, devices: Devices,
-               environ: Mapping[str, str]) -> int:
+def world_size(
+    args: argparse.Namespace, nproc: str | None, on_cpu: bool, devices: Devices, environ: Mapping[str, str]
+) -> int:
     """The job's largest world size, as far as this node can tell (for the seed's rank offset)."""
     nproc = nproc if nproc is not None else environ.get("PET_NPROC_PER_NODE", "1")
     if nproc == "cpu" or (nproc == "auto" and on_cpu):
@@ -336,7 +357,8 @@ def _check_launcher_options(args: argparse.Namespace, jax: bool) -> None:
             raise UsageError(f"--node_rank {args.node_rank}: give a node rank from 0 to nnodes-1")
         if max_nodes is not None and args.node_rank >= max_nodes:
             raise UsageError(
-                f"--node_rank {args.node_rank}: out of range for --nnodes {args.nnodes}; use 0 to {max_nodes - 1}")
+                f"--node_rank {args.node_rank}: out of range for --nnodes {args.nnodes}; use 0 to {max_nodes - 1}"
+            )
     if args.master_port is not None and not 0 < args.master_port < 65536:
         raise UsageError(f"--master_port {args.master_port}: give a TCP port from 1 to 65535")
     if args.rdzv_endpoint is not None:
@@ -350,8 +372,9 @@ def _check_launcher_options(args: argparse.Namespace, jax: bool) -> None:
         value = getattr(args, name)  # the watchdog's limits: checked once per monitor interval
         _check_seconds(name, value, zero_ok=True)
         if 0 < value < interval:
-            raise UsageError(f"--{name} {value:g}: below the monitor interval ({interval:g} s); give at least "
-                             f"that, or 0 to {zero}")
+            raise UsageError(
+                f"--{name} {value:g}: below the monitor interval ({interval:g} s); give at least that, or 0 to {zero}"
+            )
     _check_log_spec("--tee", args.tee)
     _check_log_spec("--redirects", args.redirects)
     if args.local_ranks_filter is not None and not re.fullmatch(r"\d+(,\d+)*", args.local_ranks_filter):
@@ -359,8 +382,9 @@ def _check_launcher_options(args: argparse.Namespace, jax: bool) -> None:
     if args.log_all_ranks and args.local_ranks_filter is not None:
         raise UsageError("--log_all_ranks and --local_ranks_filter contradict each other: give only one")
     if args.coordinator_address is not None and (
-            not re.fullmatch(r"[^:\s]+:\d{1,5}", args.coordinator_address)
-            or not 0 < int(args.coordinator_address.rsplit(":", 1)[1]) < 65536):
+        not re.fullmatch(r"[^:\s]+:\d{1,5}", args.coordinator_address)
+        or not 0 < int(args.coordinator_address.rsplit(":", 1)[1]) < 65536
+    ):
         raise UsageError(f"--coordinator_address {args.coordinator_address}: give HOST:PORT, such as 10.0.0.1:5000")
     if jax and args.nnodes is not None and int(args.nnodes) > 1 and args.coordinator_address is None:
         raise UsageError(f"--nnodes {args.nnodes} with JAX: give --coordinator_address HOST:PORT of node 0")
@@ -391,8 +415,14 @@ def _kill_grace(environ: Mapping[str, str]) -> float:
         raise UsageError(str(exc)) from None
 
 
-def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: str,
-                environ: Mapping[str, str] | None = None, inventory: Inventory | None = None) -> LaunchConfig:
+def make_config(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str],
+    *,
+    train_script: str,
+    environ: Mapping[str, str] | None = None,
+    inventory: Inventory | None = None,
+) -> LaunchConfig:
     """Parse argv once and validate everything that can be validated before anything starts (UsageError);
     return the one :class:`~mgpu_lab.job.config.LaunchConfig` of this launch.
 
@@ -435,14 +465,32 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
         port = args.master_port if args.master_port is not None else int(environ.get("PET_MASTER_PORT", "29500"))
         _check_port_free(port)
     return LaunchConfig(
-        rl_library=args.rl_library, forwarded=tuple(forwarded), train_script=script, jax=jax, device=device,
-        on_cpu=on_cpu, nproc=nproc, nnodes=args.nnodes, node_rank=args.node_rank, master_addr=args.master_addr,
-        master_port=args.master_port, rdzv_backend=args.rdzv_backend, rdzv_endpoint=args.rdzv_endpoint,
-        rdzv_id=args.rdzv_id, rdzv_timeout_given=args.rdzv_timeout, hang_timeout=args.hang_timeout,
-        startup_timeout=args.startup_timeout, log_dir=args.log_dir, log_all_ranks=args.log_all_ranks,
-        local_ranks_filter=args.local_ranks_filter, coordinator_address=args.coordinator_address,
+        rl_library=args.rl_library,
+        forwarded=tuple(forwarded),
+        train_script=script,
+        jax=jax,
+        device=device,
+        on_cpu=on_cpu,
+        nproc=nproc,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        rdzv_backend=args.rdzv_backend,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
+        rdzv_timeout_given=args.rdzv_timeout,
+        hang_timeout=args.hang_timeout,
+        startup_timeout=args.startup_timeout,
+        log_dir=args.log_dir,
+        log_all_ranks=args.log_all_ranks,
+        local_ranks_filter=args.local_ranks_filter,
+        coordinator_address=args.coordinator_address,
         torchrun_options=tuple((name, getattr(args, name)) for name in passthrough if _given(args, name)),
-        hosts_store=store, grace_s=grace_s, dry_run=args.dry_run, environ=environ,
+        hosts_store=store,
+        grace_s=grace_s,
+        dry_run=args.dry_run,
+        environ=environ,
         inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices, environ)),
         foreign_argv=None if foreign is None else tuple(any_script.rank_command(foreign, forwarded, jax=jax)),
     )
@@ -451,6 +499,7 @@ def make_config(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_s
 # --------------------------------------------------------------------------------------------------
 # config -> command
 # --------------------------------------------------------------------------------------------------
+
 
 def build_command(config: LaunchConfig) -> list[str]:
     """The one command builder: torchrun (or skrl's JAX launcher) around train.py (or another script)."""
@@ -461,10 +510,17 @@ def build_command(config: LaunchConfig) -> list[str]:
         trainer = list(config.foreign_argv)
     if config.jax:
         return [
-            sys.executable, "-m", JAX_LAUNCHER_MODULE,
-            "--nnodes", config.nnodes or "1", "--nproc_per_node", config.nproc or "1",
-            "--node_rank", str(config.node_rank or 0),
-            "--coordinator_address", config.coordinator_address or JAX_DEFAULT_COORDINATOR,
+            sys.executable,
+            "-m",
+            JAX_LAUNCHER_MODULE,
+            "--nnodes",
+            config.nnodes or "1",
+            "--nproc_per_node",
+            config.nproc or "1",
+            "--node_rank",
+            str(config.node_rank or 0),
+            "--coordinator_address",
+            config.coordinator_address or JAX_DEFAULT_COORDINATOR,
             *trainer,
         ]
     cmd = [sys.executable, "-m", TORCHRUN_MODULE]
@@ -475,7 +531,9 @@ def build_command(config: LaunchConfig) -> list[str]:
     if config.node_rank is not None:
         cmd += ["--node_rank", str(config.node_rank)]
     for name, value in config.torchrun_options:
-        cmd += [f"--{name}"] if value is True else [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
+        cmd += (
+            [f"--{name}"] if value is True else [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
+        )
     if config.rdzv_timeout_given is not None:
         backend = config.rdzv_backend or config.environ.get("PET_RDZV_BACKEND", "static")
         key = "timeout" if backend == "static" else "join_timeout"
@@ -489,6 +547,7 @@ def build_command(config: LaunchConfig) -> list[str]:
 # the runner
 # --------------------------------------------------------------------------------------------------
 
+
 def run(config: LaunchConfig, cmd: list[str]) -> int:
     """Hand the job to the runner (:mod:`mgpu_lab.job.monitor`; imported only now, --dry_run never pays)."""
     from mgpu_lab.job.monitor import run_job
@@ -496,8 +555,14 @@ def run(config: LaunchConfig, cmd: list[str]) -> int:
     return run_job(config, cmd)
 
 
-def main(parser: argparse.ArgumentParser, argv: Sequence[str], *, train_script: str,
-         environ: Mapping[str, str] | None = None, inventory: Inventory | None = None) -> int:
+def main(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str],
+    *,
+    train_script: str,
+    environ: Mapping[str, str] | None = None,
+    inventory: Inventory | None = None,
+) -> int:
     """The launcher: validate, print what was inferred, then print the command (--dry_run) or run it."""
     try:
         config = make_config(parser, argv, train_script=train_script, environ=environ, inventory=inventory)

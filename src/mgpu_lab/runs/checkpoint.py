@@ -87,10 +87,14 @@ def _load_restricted(path: str | os.PathLike, extra: list[Any]) -> Any:
         if not names and "Unsupported global" not in str(exc):  # not a pickle torch could read at all
             raise UsageError(f"--checkpoint {shown}: not a checkpoint (torch.load cannot read it)") from None
         what = f" (it would import {', '.join(names[:3])})" if names else ""
-        raise UsageError(f"--checkpoint {shown}: refused: not a plain-tensor checkpoint{what}; loading it could "
-                         "run code, and only tensors, numbers and plain containers are loaded") from None
+        raise UsageError(
+            f"--checkpoint {shown}: refused: not a plain-tensor checkpoint{what}; loading it could "
+            "run code, and only tensors, numbers and plain containers are loaded"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - whatever torch.load raises, the file is not a checkpoint
-        raise UsageError(f"--checkpoint {shown}: not a checkpoint (torch.load cannot read it: {type(exc).__name__})") from None
+        raise UsageError(
+            f"--checkpoint {shown}: not a checkpoint (torch.load cannot read it: {type(exc).__name__})"
+        ) from None
 
 
 def load_torch_dict(path: str | os.PathLike, library: str, required: tuple[str, ...], kind: str) -> dict[str, Any]:
@@ -122,8 +126,10 @@ def read_msgpack(path: str | os.PathLike) -> dict[str, bytes]:
     except OSError as exc:
         raise UsageError(f"--checkpoint {shown}: cannot read it ({exc.strerror or type(exc).__name__})") from None
     if raw[:1] == b"\x80":  # pickle protocol 2+ opcode PROTO
-        raise UsageError(f"--checkpoint {shown}: refused: a pickle (skrl's own JAX format) can run code when "
-                         f"loaded; mgpu-lab reads only its own {JAX_SUFFIX} skrl JAX checkpoints")
+        raise UsageError(
+            f"--checkpoint {shown}: refused: a pickle (skrl's own JAX format) can run code when "
+            f"loaded; mgpu-lab reads only its own {JAX_SUFFIX} skrl JAX checkpoints"
+        )
     try:
         data = serialization.msgpack_restore(raw)
     except Exception as exc:  # noqa: BLE001 - msgpack raises several types for malformed input
@@ -189,12 +195,19 @@ def observation_width(data: dict[str, Any], library: str) -> int | None:
 def _check_task(path: str | os.PathLike, data: dict[str, Any], library: str, task: str, expected: int | None) -> None:
     width = observation_width(data, library)
     if expected is not None and width is not None and width != expected:
-        raise UsageError(f"--checkpoint {path}: its policy takes {width} observations and {task} gives {expected}: "
-                         f"a checkpoint of another task; give the --task it was trained on")
+        raise UsageError(
+            f"--checkpoint {path}: its policy takes {width} observations and {task} gives {expected}: "
+            f"a checkpoint of another task; give the --task it was trained on"
+        )
 
 
-def check_library(path: str | os.PathLike, library: str, ml_framework: str = "torch", task: str | None = None,
-                  task_obs: int | None = None) -> None:
+def check_library(
+    path: str | os.PathLike,
+    library: str,
+    ml_framework: str = "torch",
+    task: str | None = None,
+    task_obs: int | None = None,
+) -> None:
     """UsageError (one line) unless ``path`` is a checkpoint of ``library`` in the format the trainer loads, and
     (given ``task`` and ``task_obs``, its observation count) its policy takes that task's observations. The task's
     count comes from the trainer's layer (:func:`mgpu_lab.train.checks.check_checkpoint`): runs know no task.
@@ -213,7 +226,9 @@ def check_library(path: str | os.PathLike, library: str, ml_framework: str = "to
         return
     keys, kind = LIBRARY_KEYS[library]
     if found is not None:
-        raise UsageError(f"--checkpoint {path}: not {kind} checkpoint: {found} wrote it; give --rl_library "
-                         f"{found}, or {kind} checkpoint")
+        raise UsageError(
+            f"--checkpoint {path}: not {kind} checkpoint: {found} wrote it; give --rl_library "
+            f"{found}, or {kind} checkpoint"
+        )
     wanted = " and ".join(repr(key) for key in keys)
     raise UsageError(f"--checkpoint {path}: not {kind} checkpoint (expected {wanted} entries)")

@@ -25,8 +25,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core import procs
+from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.errors import UsageError
 from mgpu_lab.runs.resume import LATEST
 
@@ -41,6 +41,7 @@ LAUNCHER_PID_ENV = "MGPU_LAB_LAUNCHER_PID"
 
 
 # --- run.json ------------------------------------------------------------------------------------------
+
 
 def write_meta(run_dir: str | os.PathLike, library: str, task: str, ml_framework: str) -> None:
     """Rank 0: record who writes this run folder (atomically)."""
@@ -66,6 +67,7 @@ def describe(library: str, task: str, ml_framework: str | None) -> str:
 
 # --- which folder ----------------------------------------------------------------------------------------
 
+
 def resolve(value: str, log_root: str, library: str, task: str) -> Path:
     """The run folder ``--continue_run value`` names: ``latest`` is the newest run folder of this library and task
     under ``log_root``; anything else is a folder path. UsageError when there is none."""
@@ -74,8 +76,10 @@ def resolve(value: str, log_root: str, library: str, task: str) -> Path:
     if value == LATEST:
         found = resume.runs(log_root, library, task)
         if not found:
-            raise UsageError(f"--continue_run latest: no run of {library} on {task} under "
-                             f"{Path(log_root).resolve() / library / task}; start one without --continue_run")
+            raise UsageError(
+                f"--continue_run latest: no run of {library} on {task} under "
+                f"{Path(log_root).resolve() / library / task}; start one without --continue_run"
+            )
         return found[-1].resolve()
     path = Path(value)
     if not path.exists():
@@ -100,9 +104,11 @@ def check_meta(run_dir: Path, value: str, library: str, task: str, ml_framework:
         theirs = (theirs[0], theirs[1], ours[2])  # no framework recorded: the checkpoint's format decides later
     if theirs != ours:
         was = describe(theirs[0] or "?", theirs[1] or "?", theirs[2])
-        raise UsageError(f"{_subject(value, run_dir)} was written with {was} ({source}), not "
-                         f"{describe(library, task, ml_framework)}; continue it with {was}, or start a new run "
-                         "without --continue_run")
+        raise UsageError(
+            f"{_subject(value, run_dir)} was written with {was} ({source}), not "
+            f"{describe(library, task, ml_framework)}; continue it with {was}, or start a new run "
+            "without --continue_run"
+        )
 
 
 def _subject(value: str, run_dir: Path) -> str:
@@ -111,11 +117,14 @@ def _subject(value: str, run_dir: Path) -> str:
 
 
 def no_checkpoint(value: str, run_dir: Path, library: str) -> UsageError:
-    return UsageError(f"{_subject(value, run_dir)} has no {library} checkpoint yet, so there is nothing to "
-                      "continue; start a new run without --continue_run")
+    return UsageError(
+        f"{_subject(value, run_dir)} has no {library} checkpoint yet, so there is nothing to "
+        "continue; start a new run without --continue_run"
+    )
 
 
 # --- run.lock --------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Lock:
@@ -136,9 +145,14 @@ def read_lock(run_dir: str | os.PathLike) -> Lock | None:
     """The folder's lock, or None when there is none (an unreadable lock counts as none: it cannot be honoured)."""
     try:
         data = json.loads((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8"))
-        return Lock(str(data["host"]), int(data["pid"]), str(data["job_key"]),
-                    int(data["launcher_pid"]) if data.get("launcher_pid") is not None else None,
-                    float(data["lease_s"]), float(data["renewed"]))
+        return Lock(
+            str(data["host"]),
+            int(data["pid"]),
+            str(data["job_key"]),
+            int(data["launcher_pid"]) if data.get("launcher_pid") is not None else None,
+            float(data["lease_s"]),
+            float(data["renewed"]),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -153,16 +167,19 @@ def is_live(lock: Lock, now: float | None = None) -> bool:
 
 
 def holder(lock: Lock, now: float | None = None) -> str:
-    return (f"job {lock.job_key} (host {lock.host}, pid {lock.pid}, lock renewed {max(0.0, lock.age(now)):.0f} s "
-            f"ago; a lock is stale once its pid is gone on that host or it was not renewed for {lock.lease_s:g} s)")
+    return (
+        f"job {lock.job_key} (host {lock.host}, pid {lock.pid}, lock renewed {max(0.0, lock.age(now)):.0f} s "
+        f"ago; a lock is stale once its pid is gone on that host or it was not renewed for {lock.lease_s:g} s)"
+    )
 
 
 def check_unlocked(run_dir: Path, value: str, job_key: str | None) -> None:
     """UsageError when another live job writes to ``run_dir`` (its own job key is no other job)."""
     lock = read_lock(run_dir)
     if lock is not None and is_live(lock) and lock.job_key != job_key:
-        raise UsageError(f"{_subject(value, run_dir)} is being written by {holder(lock)}; wait for it "
-                         "to end or stop it first")
+        raise UsageError(
+            f"{_subject(value, run_dir)} is being written by {holder(lock)}; wait for it to end or stop it first"
+        )
 
 
 def check(value: str, log_root: str, library: str, task: str, ml_framework: str, job_key: str | None) -> Path:
@@ -173,8 +190,9 @@ def check(value: str, log_root: str, library: str, task: str, ml_framework: str,
     return run_dir
 
 
-def resume_point(value: str, log_root: str, library: str, task: str, ml_framework: str, job_key: str | None,
-                 list_checkpoints) -> tuple[Path, str]:
+def resume_point(
+    value: str, log_root: str, library: str, task: str, ml_framework: str, job_key: str | None, list_checkpoints
+) -> tuple[Path, str]:
     """(run folder, its newest checkpoint) for ``--continue_run value``; UsageError when it cannot be continued."""
     from mgpu_lab.runs.resume import newest_checkpoint
 
@@ -185,8 +203,16 @@ def resume_point(value: str, log_root: str, library: str, task: str, ml_framewor
     return run_dir, str(found[1].resolve())
 
 
-def start_writing(run_dir: str | os.PathLike, *, created: bool, library: str, task: str, ml_framework: str,
-                  job_key: str | None, value: str | None) -> Holder:
+def start_writing(
+    run_dir: str | os.PathLike,
+    *,
+    created: bool,
+    library: str,
+    task: str,
+    ml_framework: str,
+    job_key: str | None,
+    value: str | None,
+) -> Holder:
     """Rank 0, once its run folder is known: record who writes it (a new folder, or one without run.json) and
     take its lock."""
     if created or read_meta(run_dir) is None:
@@ -230,9 +256,15 @@ class Holder:
                 pass
 
 
-def hold(run_dir: str | os.PathLike, job_key: str | None, *, value: str | None = None,
-         lease_s: float = LEASE_S, renew_s: float = RENEW_S,
-         environ: dict[str, str] | os._Environ = os.environ) -> Holder:
+def hold(
+    run_dir: str | os.PathLike,
+    job_key: str | None,
+    *,
+    value: str | None = None,
+    lease_s: float = LEASE_S,
+    renew_s: float = RENEW_S,
+    environ: dict[str, str] | os._Environ = os.environ,
+) -> Holder:
     """Rank 0: take the folder's lock (UsageError when another live job holds it) and keep renewing it."""
     folder = Path(run_dir)
     key = job_key or f"pid-{os.getpid()}"
@@ -243,8 +275,10 @@ def hold(run_dir: str | os.PathLike, job_key: str | None, *, value: str | None =
     held._write()
     current = read_lock(folder)  # two jobs that both found the lock stale: the last write wins, the other refuses
     if current is None or (current.pid, current.host) != (lock.pid, lock.host):
-        raise UsageError(f"--continue_run {value or folder}: another job took {folder} at the same moment"
-                         + (f": {holder(current)}" if current else ""))
+        raise UsageError(
+            f"--continue_run {value or folder}: another job took {folder} at the same moment"
+            + (f": {holder(current)}" if current else "")
+        )
     held._thread.start()
     return held
 

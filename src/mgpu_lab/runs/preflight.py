@@ -13,14 +13,17 @@ they resume from; the refusal says so, for users who come from them.
 from __future__ import annotations
 
 from pathlib import Path
+
 from mgpu_lab.core.errors import UsageError
 
 
 def no_latest(log_root: str, library: str, task: str, ml_framework: str) -> UsageError:
     """``--checkpoint latest`` found nothing under the log root."""
     framework = f" --ml_framework {ml_framework}" if library == "skrl" else ""
-    return UsageError(f"--checkpoint latest: no {library}{framework} checkpoint of {task} under "
-                      f"{Path(log_root).resolve() / library / task}")
+    return UsageError(
+        f"--checkpoint latest: no {library}{framework} checkpoint of {task} under "
+        f"{Path(log_root).resolve() / library / task}"
+    )
 
 
 def nothing_left(given: str, start_iteration: int, max_iterations: int) -> UsageError:
@@ -29,4 +32,5 @@ def nothing_left(given: str, start_iteration: int, max_iterations: int) -> Usage
         f"{given} already at iteration {start_iteration} and --max_iterations {max_iterations} counts from "
         f"iteration 0: nothing left to train (--max_iterations is the run's total, not a count added to the "
         f"resumed iteration as in Isaac Lab's own train.py: give --max_iterations {start_iteration + max_iterations} "
-        f"for {max_iterations} more)")
+        f"for {max_iterations} more)"
+    )

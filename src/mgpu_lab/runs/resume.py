@@ -100,8 +100,9 @@ def newest_checkpoint(run_dir: Path, list_checkpoints: ListCheckpoints) -> tuple
     return max(found, key=order)
 
 
-def latest_checkpoint(log_root: str | os.PathLike, library: str, task: str,
-                      list_checkpoints: ListCheckpoints) -> tuple[int, Path] | None:
+def latest_checkpoint(
+    log_root: str | os.PathLike, library: str, task: str, list_checkpoints: ListCheckpoints
+) -> tuple[int, Path] | None:
     """``--checkpoint latest``: the newest checkpoint of the newest run that has one, or None."""
     for run in reversed(runs(log_root, library, task)):
         found = newest_checkpoint(run, list_checkpoints)

@@ -28,8 +28,10 @@ def check_seed(seed: int, ranks: int) -> None:
     """Every rank seeds with ``seed + rank``: all of them must stay in NumPy's range."""
     if not 0 <= seed <= SEED_MAX - (ranks - 1):
         room = f" (rank R seeds with seed + R, and {ranks} ranks must stay under {SEED_MAX + 1})" if ranks > 1 else ""
-        raise UsageError(f"--seed must be between 0 and {SEED_MAX - (ranks - 1)}{room}: NumPy's seed range, used by "
-                         f"every library; got {seed}")
+        raise UsageError(
+            f"--seed must be between 0 and {SEED_MAX - (ranks - 1)}{room}: NumPy's seed range, used by "
+            f"every library; got {seed}"
+        )
 
 
 def check_checkpoint_path(checkpoint: str | None) -> None:
@@ -86,8 +88,10 @@ def check_continue_run(args: Namespace, folder: bool = True) -> None:
     if value is None:
         return
     if args.checkpoint is not None:
-        raise UsageError(f"--continue_run {value} with --checkpoint {args.checkpoint}: give one of them "
-                         "(--continue_run resumes from the folder's newest checkpoint)")
+        raise UsageError(
+            f"--continue_run {value} with --checkpoint {args.checkpoint}: give one of them "
+            "(--continue_run resumes from the folder's newest checkpoint)"
+        )
     if not folder:
         return
     from mgpu_lab.runs import continue_run
@@ -136,12 +140,17 @@ def check_resume(targs: Namespace, *, dry_run: bool = False) -> str | None:
     from mgpu_lab.train.tasks.catalog import TASK_DEFAULTS
 
     defaults = TASK_DEFAULTS.get(targs.task, {})
-    cfg = TrainConfig(rl_library=targs.rl_library, task=targs.task, ml_framework=targs.ml_framework,
-                      max_iterations=targs.max_iterations or defaults.get("max_iterations", 100))
+    cfg = TrainConfig(
+        rl_library=targs.rl_library,
+        task=targs.task,
+        ml_framework=targs.ml_framework,
+        max_iterations=targs.max_iterations or defaults.get("max_iterations", 100),
+    )
     adapter = adapters.load(targs.rl_library)
     if targs.checkpoint == LATEST:
-        found = resume.latest_checkpoint(targs.log_root, targs.rl_library, targs.task,
-                                         lambda run_dir: adapter.checkpoints(run_dir, cfg))
+        found = resume.latest_checkpoint(
+            targs.log_root, targs.rl_library, targs.task, lambda run_dir: adapter.checkpoints(run_dir, cfg)
+        )
         if found is None:
             raise no_latest(targs.log_root, targs.rl_library, targs.task, targs.ml_framework)
         path = str(found[1])

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from mgpu_lab.core.errors import UsageError  # noqa: F401 - re-exported: the adapters raise it from here

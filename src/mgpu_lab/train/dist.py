@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
 
 from mgpu_lab.train.config import UsageError
 
@@ -73,8 +73,7 @@ def check_device(device: str) -> str:
 
             index = int(dev[5:])
             if index >= torch.cuda.device_count():
-                raise UsageError(
-                    f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+                raise UsageError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) are visible")
         return dev
     raise UsageError(f"--device {device!r}: expected cpu, cuda or cuda:N")
 
@@ -92,7 +91,8 @@ def context_from_env(device: str, distributed: bool) -> DistContext:
     if env is None:
         raise UsageError(
             "--distributed needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE); "
-            "launch with `isaaclab train_multigpu ...` instead")
+            "launch with `isaaclab train_multigpu ...` instead"
+        )
     local_rank, rank, world = env
     if world < 1 or not (0 <= rank < world) or local_rank < 0:
         raise UsageError(f"inconsistent launcher environment: rank {rank}, local rank {local_rank}, world {world}")
@@ -103,7 +103,8 @@ def context_from_env(device: str, distributed: bool) -> DistContext:
     if local_rank >= torch.cuda.device_count():
         raise UsageError(
             f"local rank {local_rank} has no GPU: {torch.cuda.device_count()} visible; "
-            "lower --num_gpus or use --device cpu")
+            "lower --num_gpus or use --device cpu"
+        )
     return DistContext(True, rank, local_rank, world, f"cuda:{local_rank}", "nccl")
 
 
@@ -196,8 +197,15 @@ def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> boo
     if getattr(original, "__mgpu_lab_attempt__", None) is not None:
         return True
 
-    def init_process_group(backend: Any = None, init_method: str | None = None, timeout: Any = None,
-                           world_size: int = -1, rank: int = -1, store: Any = None, **kwargs: Any) -> Any:
+    def init_process_group(
+        backend: Any = None,
+        init_method: str | None = None,
+        timeout: Any = None,
+        world_size: int = -1,
+        rank: int = -1,
+        store: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         if store is None and init_method in (None, "env://"):
             extra = {"timeout": timeout} if timeout is not None else {}
             store, rank, world_size = next(tdist.rendezvous("env://", rank=rank, world_size=world_size, **extra))
@@ -228,9 +236,11 @@ def device_warning(ctx: DistContext, current: int) -> str | None:
     """The ``[WARN]`` line for a distributed CUDA rank whose current device is not ``cuda:LOCAL_RANK``."""
     if not (ctx.distributed and ctx.is_cuda) or current == ctx.local_rank:
         return None
-    return (f"[WARN] rank {ctx.rank}/{ctx.world_size}: running on cuda:{current}, not cuda:{ctx.local_rank} "
-            f"(LOCAL_RANK {ctx.local_rank}); two ranks on one GPU hang NCCL at parameter sync: "
-            "check CUDA_VISIBLE_DEVICES and how the ranks were launched")
+    return (
+        f"[WARN] rank {ctx.rank}/{ctx.world_size}: running on cuda:{current}, not cuda:{ctx.local_rank} "
+        f"(LOCAL_RANK {ctx.local_rank}); two ranks on one GPU hang NCCL at parameter sync: "
+        "check CUDA_VISIBLE_DEVICES and how the ranks were launched"
+    )
 
 
 def destroy_process_group() -> None:

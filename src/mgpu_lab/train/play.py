@@ -36,8 +36,10 @@ class PlayResult:
     def summary(self) -> str:
         """``[INFO] return over K episodes: mean M, std S, min A, max B`` (population std)."""
         values = self.returns
-        return (f"[INFO] return over {len(values)} episodes: mean {statistics.fmean(values):.2f}, "
-                f"std {statistics.pstdev(values):.2f}, min {min(values):.2f}, max {max(values):.2f}")
+        return (
+            f"[INFO] return over {len(values)} episodes: mean {statistics.fmean(values):.2f}, "
+            f"std {statistics.pstdev(values):.2f}, min {min(values):.2f}, max {max(values):.2f}"
+        )
 
 
 def resolve_checkpoint(value: str, log_root: str, library: str, task: str, ml_framework: str) -> Path:
@@ -107,14 +109,23 @@ def play(args: Namespace) -> PlayResult:
     device = "cuda:0" if device == "cuda" else device
     path = str(resolve_checkpoint(args.checkpoint, args.log_root, args.rl_library, args.task, args.ml_framework))
     check_library(path, args.rl_library, args.ml_framework, args.task)
-    cfg = TrainConfig(rl_library=args.rl_library, task=args.task, num_envs=args.num_envs, seed=args.seed,
-                      device=device, ml_framework=args.ml_framework, log_root=args.log_root)
+    cfg = TrainConfig(
+        rl_library=args.rl_library,
+        task=args.task,
+        num_envs=args.num_envs,
+        seed=args.seed,
+        device=device,
+        ml_framework=args.ml_framework,
+        log_root=args.log_root,
+    )
     iteration = adapters.load(args.rl_library).checkpoint_iteration(path, cfg)
     torch.manual_seed(args.seed)
     env = make_env(args.task, args.num_envs, device, args.seed)
     act = policies.load(cfg, env, path)
-    log_line(f"[INFO] play: {args.rl_library} policy from {path} (iteration {iteration}) on {args.task}: "
-             f"{args.num_envs} envs, device {device}, seed {args.seed}")
+    log_line(
+        f"[INFO] play: {args.rl_library} policy from {path} (iteration {iteration}) on {args.task}: "
+        f"{args.num_envs} envs, device {device}, seed {args.seed}"
+    )
     return PlayResult(tuple(play_episodes(env, act, args.num_episodes)), iteration)
 
 

@@ -32,8 +32,9 @@ def _rsl_rl(cfg: TrainConfig, env: Any, path: str) -> Policy:
     from mgpu_lab.train.adapters import rsl_rl
 
     ctx = DistContext(device=cfg.device)  # one process: no broadcast, no process group
-    runner = rsl_rl.DistributedRunner(rsl_rl.ToyRslRlEnv(env, cfg.task), rsl_rl.runner_cfg(cfg.task, cfg),
-                                      log_dir=None, device=cfg.device, ctx=ctx)
+    runner = rsl_rl.DistributedRunner(
+        rsl_rl.ToyRslRlEnv(env, cfg.task), rsl_rl.runner_cfg(cfg.task, cfg), log_dir=None, device=cfg.device, ctx=ctx
+    )
     try:
         runner.load(path)
     except (RuntimeError, KeyError, ValueError) as exc:
@@ -47,12 +48,28 @@ def _rl_games(cfg: TrainConfig, env: Any, path: str) -> Policy:
 
     from mgpu_lab.train.adapters import rl_games
 
-    params = rl_games.params_for(cfg, DistContext(device=cfg.device), native_multi_gpu=False, max_epochs=1,
-                                 train_dir="unused", experiment="unused")
-    net = ModelBuilder().load(params).build({
-        "actions_num": env.num_actions, "input_shape": (env.num_obs,), "num_seqs": env.num_envs, "value_size": 1,
-        "normalize_value": params["config"]["normalize_value"], "normalize_input": params["config"]["normalize_input"],
-    })
+    params = rl_games.params_for(
+        cfg,
+        DistContext(device=cfg.device),
+        native_multi_gpu=False,
+        max_epochs=1,
+        train_dir="unused",
+        experiment="unused",
+    )
+    net = (
+        ModelBuilder()
+        .load(params)
+        .build(
+            {
+                "actions_num": env.num_actions,
+                "input_shape": (env.num_obs,),
+                "num_seqs": env.num_envs,
+                "value_size": 1,
+                "normalize_value": params["config"]["normalize_value"],
+                "normalize_input": params["config"]["normalize_input"],
+            }
+        )
+    )
     try:
         net.load_state_dict(rl_games.load_checkpoint(path)["model"])
     except (RuntimeError, KeyError, ValueError) as exc:
@@ -94,8 +111,11 @@ def _skrl(cfg: TrainConfig, env: Any, path: str) -> Policy:
     return act
 
 
-_LOADERS: dict[str, Callable[[TrainConfig, Any, str], Policy]] = {"rsl_rl": _rsl_rl, "rl_games": _rl_games,
-                                                                  "skrl": _skrl}
+_LOADERS: dict[str, Callable[[TrainConfig, Any, str], Policy]] = {
+    "rsl_rl": _rsl_rl,
+    "rl_games": _rl_games,
+    "skrl": _skrl,
+}
 
 
 def load(cfg: TrainConfig, env: Any, path: str) -> Policy:
@@ -105,10 +125,10 @@ def load(cfg: TrainConfig, env: Any, path: str) -> Policy:
     :func:`mgpu_lab.runs.checkpoint.check_library` (its library, format and task). UsageError: the library is
     missing, or the checkpoint's models do not fit.
     """
-    from mgpu_lab.train import adapters
-
     import contextlib
     import io
+
+    from mgpu_lab.train import adapters
 
     adapters.require(cfg.rl_library)
     with contextlib.redirect_stdout(io.StringIO()):  # the libraries print their model summaries while building

@@ -59,11 +59,15 @@ def check_num_envs(num_envs: int, device: str) -> None:
     if free is None or need <= free:
         return
     fits = max(free // MIN_BYTES_PER_ENV, 0)
-    raise UsageError(f"--num_envs {num_envs} needs at least {_gib(need)} on {device} ({MIN_BYTES_PER_ENV} bytes "
-                     f"per env) but {where} has {_gib(free)} free: use at most {fits} envs per rank")
+    raise UsageError(
+        f"--num_envs {num_envs} needs at least {_gib(need)} on {device} ({MIN_BYTES_PER_ENV} bytes "
+        f"per env) but {where} has {_gib(free)} free: use at most {fits} envs per rank"
+    )
 
 
 def out_of_memory_message(num_envs: int, device: str) -> str:
     """The one line for an out-of-memory error during training."""
-    return (f"out of memory on {device} with --num_envs {num_envs} per rank: use fewer environments "
-            f"(for example --num_envs {max(num_envs // 2, 1)})")
+    return (
+        f"out of memory on {device} with --num_envs {num_envs} per rank: use fewer environments "
+        f"(for example --num_envs {max(num_envs // 2, 1)})"
+    )

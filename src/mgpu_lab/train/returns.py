@@ -33,8 +33,9 @@ def line(iteration: int, total: float, count: int, world_size: int) -> str:
     """The log line for one iteration (``n/a`` when no episode ended on any rank)."""
     if count <= 0:
         return f"[INFO] iteration {iteration}: {NAME} n/a (no episode ended on any of {world_size} rank(s))"
-    return (f"[INFO] iteration {iteration}: {NAME} {total / count:.2f} "
-            f"(mean of {count} episodes over {world_size} rank(s))")
+    return (
+        f"[INFO] iteration {iteration}: {NAME} {total / count:.2f} (mean of {count} episodes over {world_size} rank(s))"
+    )
 
 
 class AllRanksReturns:
@@ -44,8 +45,7 @@ class AllRanksReturns:
     called on rank 0 only, with :func:`line`'s text; ``device`` is where the per-step sums stay.
     """
 
-    def __init__(self, reduce: Reduce, log: Callable[[str], None] | None, world_size: int,
-                 device: str = "cpu") -> None:
+    def __init__(self, reduce: Reduce, log: Callable[[str], None] | None, world_size: int, device: str = "cpu") -> None:
         self.reduce = reduce
         self.log = log
         self.world_size = world_size
@@ -88,6 +88,7 @@ class AllRanksReturns:
 
     def chain(self, then: Callable[[int], None] | None) -> Callable[[int], None]:
         """An ``on_iteration`` hook that reports first, then calls ``then`` (the heartbeats and fault switch)."""
+
         def on_iteration(iteration: int) -> None:
             self.on_iteration(iteration)
             if then is not None:
@@ -98,6 +99,7 @@ class AllRanksReturns:
 
 def torch_reduce(device: str) -> Reduce:
     """Sum ``[sum, count]`` over torch.distributed's default group (gloo or NCCL) on ``device``."""
+
     def reduce(values: list[float]) -> list[float]:
         import torch
         import torch.distributed as tdist
@@ -124,8 +126,7 @@ def jax_reduce(values: list[float]) -> list[float]:
     return [float(v) for v in gathered.reshape(-1, 2).astype(np.float64).sum(axis=0)]
 
 
-def for_rank(rank: int, world_size: int, device: str, ml_framework: str,
-             log: Callable[[str], None]) -> AllRanksReturns:
+def for_rank(rank: int, world_size: int, device: str, ml_framework: str, log: Callable[[str], None]) -> AllRanksReturns:
     """The tracker a training rank uses: torch's or JAX's collective, logging on rank 0 only."""
     reduce = jax_reduce if ml_framework == "jax" else torch_reduce(device)
     return AllRanksReturns(reduce, log if rank == 0 else None, world_size, device)

@@ -48,12 +48,14 @@ def _run_dir(log_root: str, library: str, task: str, run_name: str | None, creat
     try:
         return run_dir.create(log_root, library, task, run_name)
     except OSError as exc:
-        raise UsageError(f"--log_root {log_root}: cannot create the run folder "
-                         f"({exc.strerror or exc}: {exc.filename or log_root})") from None
+        raise UsageError(
+            f"--log_root {log_root}: cannot create the run folder ({exc.strerror or exc}: {exc.filename or log_root})"
+        ) from None
 
 
-def _resume_point(args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: int,
-                  key: str | None) -> tuple[Path | None, str | None]:
+def _resume_point(
+    args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: int, key: str | None
+) -> tuple[Path | None, str | None]:
     """(run folder to reuse or None, checkpoint to load or None): a restart's own run, ``latest``, or --checkpoint."""
     from mgpu_lab.runs import resume
 
@@ -70,8 +72,9 @@ def _resume_point(args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: 
     if getattr(args, "continue_run", None) is not None:  # continue a run in its own folder
         from mgpu_lab.runs import continue_run
 
-        return continue_run.resume_point(args.continue_run, args.log_root, args.rl_library, args.task,
-                                         args.ml_framework, key, listing)
+        return continue_run.resume_point(
+            args.continue_run, args.log_root, args.rl_library, args.task, args.ml_framework, key, listing
+        )
     if args.checkpoint == resume.LATEST:
         found = resume.latest_checkpoint(args.log_root, args.rl_library, args.task, listing)
         if found is None:
@@ -85,8 +88,9 @@ def _resume_point(args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: 
 class _Start:
     """Where this rank starts: its context, the library's adapter, the training config, and the resume point."""
 
-    def __init__(self, ctx: DistContext, adapter: Adapter, cfg: TrainConfig, restart: int, key: str | None,
-                 reuse: Path | None) -> None:
+    def __init__(
+        self, ctx: DistContext, adapter: Adapter, cfg: TrainConfig, restart: int, key: str | None, reuse: Path | None
+    ) -> None:
         self.ctx = ctx
         self.adapter = adapter
         self.cfg = cfg
@@ -104,16 +108,17 @@ def _choose_device(args: Namespace) -> str:
     if args.distributed and not cuda_available():
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         shown = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
-        raise UsageError(f"--distributed: no CUDA device is usable here{shown}; ranks train on the CPU only "
-                         "with --device cpu")
+        raise UsageError(
+            f"--distributed: no CUDA device is usable here{shown}; ranks train on the CPU only with --device cpu"
+        )
     return "cuda:0" if cuda_available() else "cpu"
 
 
 def _prepare(args: Namespace, progress: RankProgress) -> _Start:
     """Everything before the run folder: checkpoint format, device, context, adapter, config, resume point."""
     from mgpu_lab.runs import resume
-    from mgpu_lab.train.checks import check_checkpoint
     from mgpu_lab.train import adapters
+    from mgpu_lab.train.checks import check_checkpoint
     from mgpu_lab.train.config import TrainConfig
     from mgpu_lab.train.dist import context_from_env
     from mgpu_lab.train.resources import check_num_envs
@@ -134,10 +139,18 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
     check_num_envs(num_envs, ctx.device)  # before the library import
     adapter = adapters.load(args.rl_library)
     cfg = TrainConfig(
-        rl_library=args.rl_library, task=args.task, num_envs=num_envs,
-        max_iterations=args.max_iterations or defaults.get("max_iterations", 100), seed=args.seed,
-        device=ctx.device, distributed=ctx.distributed, ml_framework=args.ml_framework, run_name=args.run_name,
-        save_interval=args.save_interval, log_root=args.log_root, restart=restart,
+        rl_library=args.rl_library,
+        task=args.task,
+        num_envs=num_envs,
+        max_iterations=args.max_iterations or defaults.get("max_iterations", 100),
+        seed=args.seed,
+        device=ctx.device,
+        distributed=ctx.distributed,
+        ml_framework=args.ml_framework,
+        run_name=args.run_name,
+        save_interval=args.save_interval,
+        log_root=args.log_root,
+        restart=restart,
         on_iteration=progress.on_iteration,
     )
     reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
@@ -155,12 +168,17 @@ def _nothing_left(args: Namespace, start: _Start, progress: RankProgress) -> int
     cfg = start.cfg
     if start.restart:  # the previous attempt saved the last iteration and died before leaving: nothing is left
         if is_rank0(start.ctx):
-            log_line(f"[INFO] restart {start.restart}: {cfg.checkpoint} is at iteration {cfg.start_iteration}, "
-                     f"the run's last; nothing left to train")
+            log_line(
+                f"[INFO] restart {start.restart}: {cfg.checkpoint} is at iteration {cfg.start_iteration}, "
+                f"the run's last; nothing left to train"
+            )
         progress.done()
         return 0
-    given = f"--checkpoint {cfg.checkpoint}:" if getattr(args, "continue_run", None) is None else \
-        f"--continue_run {args.continue_run}: {cfg.checkpoint} is"
+    given = (
+        f"--checkpoint {cfg.checkpoint}:"
+        if getattr(args, "continue_run", None) is None
+        else f"--continue_run {args.continue_run}: {cfg.checkpoint} is"
+    )
     from mgpu_lab.runs.preflight import nothing_left
 
     raise nothing_left(given, cfg.start_iteration, cfg.max_iterations)
@@ -169,6 +187,7 @@ def _nothing_left(args: Namespace, start: _Start, progress: RankProgress) -> int
 def _unless_failed(action: Callable[[], object]) -> Callable[..., bool]:
     """An ExitStack exit callback that runs ``action`` when the block ends normally or by a refusal (UsageError),
     never after a failure (a failing rank leaves at once; its process group may be mid-operation)."""
+
     def on_exit(exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
         if exc_type is None or issubclass(exc_type, UsageError):
             action()
@@ -179,6 +198,7 @@ def _unless_failed(action: Callable[[], object]) -> Callable[..., bool]:
 
 def _on_refusal(action: Callable[[], object]) -> Callable[..., bool]:
     """An ExitStack exit callback that runs ``action`` only when the block ends by a refusal (UsageError)."""
+
     def on_exit(exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
         if exc_type is not None and issubclass(exc_type, UsageError):
             action()
@@ -195,26 +215,39 @@ def _open_run(args: Namespace, start: _Start, progress: RankProgress, cleanup: c
     from mgpu_lab.train.dist import is_rank0, log_line
 
     ctx, cfg, reuse = start.ctx, start.cfg, start.reuse
-    log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: device {ctx.device}, backend "
-             f"{ctx.backend if ctx.distributed else 'none'}, node {progress.node}")
+    log_line(
+        f"[INFO] rank {ctx.rank}/{ctx.world_size}: device {ctx.device}, backend "
+        f"{ctx.backend if ctx.distributed else 'none'}, node {progress.node}"
+    )
     created = reuse is None and is_rank0(ctx)  # a folder this process makes (and removes if the run is refused)
-    cfg.log_dir = str(reuse) if reuse is not None else str(_run_dir(args.log_root, args.rl_library, args.task,
-                                                                     args.run_name, create=is_rank0(ctx)))
+    cfg.log_dir = (
+        str(reuse)
+        if reuse is not None
+        else str(_run_dir(args.log_root, args.rl_library, args.task, args.run_name, create=is_rank0(ctx)))
+    )
     if not is_rank0(ctx):
         return
     if created:
         cleanup.push(_on_refusal(lambda: discard(cfg.log_dir)))
-    log_line(f"[INFO] {args.rl_library} on {args.task}: {cfg.num_envs} envs/rank x {ctx.world_size} rank(s), "
-             f"device {ctx.device}, backend {ctx.backend if ctx.distributed else 'none'}")
+    log_line(
+        f"[INFO] {args.rl_library} on {args.task}: {cfg.num_envs} envs/rank x {ctx.world_size} rank(s), "
+        f"device {ctx.device}, backend {ctx.backend if ctx.distributed else 'none'}"
+    )
     log_line(f"[INFO] logging to {cfg.log_dir}")
     continuing = getattr(args, "continue_run", None) is not None and reuse is not None
     if start.key is not None and (reuse is None or continuing):
         resume.record_job_key(cfg.log_dir, start.key)
     progress.run_dir(cfg.log_dir)
     # run.json and the folder's lock (see mgpu_lab.runs.continue_run)
-    run_lock = continue_run.start_writing(cfg.log_dir, created=created, library=args.rl_library, task=args.task,
-                                          ml_framework=args.ml_framework, job_key=start.key,
-                                          value=getattr(args, "continue_run", None))
+    run_lock = continue_run.start_writing(
+        cfg.log_dir,
+        created=created,
+        library=args.rl_library,
+        task=args.task,
+        ml_framework=args.ml_framework,
+        job_key=start.key,
+        value=getattr(args, "continue_run", None),
+    )
     cleanup.push(_unless_failed(run_lock.release))
     if continuing and not start.restart and cfg.checkpoint is not None:
         log_line(continue_run.continuing_line(cfg.log_dir, cfg.start_iteration, cfg.checkpoint))
@@ -247,8 +280,10 @@ def _fit(start: _Start, progress: RankProgress) -> tuple[TrainResult, float]:
         if ctx.distributed and lost_peer(text):  # another rank died first (it says why)
             progress.failed(exc)
             detail = peer_detail(str(exc) or type(exc).__name__)
-            sys.stderr.write(f"error: rank {ctx.rank}: another rank left the job ({detail}); "
-                             "the first failure is reported by that rank and the launcher\n")
+            sys.stderr.write(
+                f"error: rank {ctx.rank}: another rank left the job ({detail}); "
+                "the first failure is reported by that rank and the launcher\n"
+            )
             sys.stderr.flush()
             raise SystemExit(1) from None
         if "out of memory" not in text and "can't allocate memory" not in text:  # CUDA and CPU allocator failures
@@ -270,8 +305,9 @@ def _report(result: TrainResult, seconds: float, ctx: DistContext) -> None:
     from mgpu_lab.train.dist import is_rank0, log_line, param_digest, sum_over_ranks
 
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: stepped {result.env_steps} env-steps")
-    total_steps = result.world_env_steps if result.world_env_steps is not None else sum_over_ranks(result.env_steps,
-                                                                                                    ctx)
+    total_steps = (
+        result.world_env_steps if result.world_env_steps is not None else sum_over_ranks(result.env_steps, ctx)
+    )
     if is_rank0(ctx):
         rate = total_steps / seconds if seconds > 0 else float("inf")
         log_line(f"[INFO] training time: {seconds:.2f} s")
@@ -296,6 +332,7 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         if start.restart and start.cfg.checkpoint is None and is_rank0(ctx):
             log_line(f"[INFO] restart {start.restart}: no checkpoint of this job yet; training from iteration 0")
         if ctx.is_cuda:
+
             def check_device() -> None:
                 import torch
 
@@ -363,8 +400,9 @@ def main(args: Namespace, faults: tuple[Fault, ...] = ()) -> int:
         check_args(args, world_size_hint(args.distributed))
         faults = tuple(faults) + rehearsed_faults(args)
         if args.ml_framework == "jax" and any(f.kind == "skip" for f in faults):
-            raise UsageError("fault skip acts on torch.distributed collectives, which skrl --ml_framework "
-                             "jax does not use")
+            raise UsageError(
+                "fault skip acts on torch.distributed collectives, which skrl --ml_framework jax does not use"
+            )
     except (UsageError, ValueError) as exc:
         _record_refusal(args, str(exc))
         return refuse(str(exc))

@@ -23,8 +23,12 @@ def _norm(target: str) -> str:
     return posixpath.normpath(target.replace("\\", "/").strip()) if target else target
 
 
-@rule("DR401", "alias-missing", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill")
+@rule(
+    "DR401",
+    "alias-missing",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill",
+)
 def alias_missing(project: Project) -> Iterator[Finding]:
     """Every skill has a relative link `.agents/skills/<name>` -> `../../skills/<audience>/<slug>`.
 
@@ -34,12 +38,20 @@ def alias_missing(project: Project) -> Iterator[Finding]:
         name = skill.name
         if name and name not in project.aliases:
             line = skill.skill_md.frontmatter_lines.get("name", 1)
-            yield finding("DR401", f"no discovery alias .agents/skills/{name} -> "
-                          f"{_expected(skill.dir)} (Codex finds skills there)", skill.skill_md.path, line)
+            yield finding(
+                "DR401",
+                f"no discovery alias .agents/skills/{name} -> {_expected(skill.dir)} (Codex finds skills there)",
+                skill.skill_md.path,
+                line,
+            )
 
 
-@rule("DR402", "alias-target", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill")
+@rule(
+    "DR402",
+    "alias-target",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill",
+)
 def alias_target(project: Project) -> Iterator[Finding]:
     """`.agents/skills/<name>` is a relative link to the folder of the skill with that name.
 
@@ -59,15 +71,29 @@ def alias_target(project: Project) -> Iterator[Finding]:
         skill = group[0]
         want = _expected(skill.dir)
         if target == "":
-            yield finding("DR402", f"is a real folder, not a link to {want}", f".agents/skills/{name}", 1,
-                          truth=Loc(skill.skill_md.path, 1, 1))
+            yield finding(
+                "DR402",
+                f"is a real folder, not a link to {want}",
+                f".agents/skills/{name}",
+                1,
+                truth=Loc(skill.skill_md.path, 1, 1),
+            )
         elif _norm(target) != _norm(want):
-            yield finding("DR402", f"links to {target}, expected {want} (a relative link)", f".agents/skills/{name}",
-                          1, truth=Loc(skill.skill_md.path, skill.skill_md.frontmatter_lines.get("name", 1), 1))
+            yield finding(
+                "DR402",
+                f"links to {target}, expected {want} (a relative link)",
+                f".agents/skills/{name}",
+                1,
+                truth=Loc(skill.skill_md.path, skill.skill_md.frontmatter_lines.get("name", 1), 1),
+            )
 
 
-@rule("DR403", "alias-stale", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill")
+@rule(
+    "DR403",
+    "alias-stale",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill",
+)
 def alias_stale(project: Project) -> Iterator[Finding]:
     """Every entry in `.agents/skills/` is named after a skill's frontmatter `name`.
 
@@ -78,12 +104,20 @@ def alias_stale(project: Project) -> Iterator[Finding]:
     names = {s.name for s in project.skills if s.name}
     for name, target in sorted(project.aliases.items()):
         if name not in names:
-            yield finding("DR403", f"no skill is named {name!r} (link target {target or 'a folder'}); rename or "
-                          "remove the alias", f".agents/skills/{name}", 1)
+            yield finding(
+                "DR403",
+                f"no skill is named {name!r} (link target {target or 'a folder'}); rename or remove the alias",
+                f".agents/skills/{name}",
+                1,
+            )
 
 
-@rule("DR404", "claude-skills", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): .claude/skills links to .agents/skills")
+@rule(
+    "DR404",
+    "claude-skills",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): .claude/skills links to .agents/skills",
+)
 def claude_skills(project: Project) -> Iterator[Finding]:
     """`.claude/skills` is a relative link to `../.agents/skills`.
 
@@ -93,8 +127,12 @@ def claude_skills(project: Project) -> Iterator[Finding]:
         return
     target = project.claude_skills
     if target is None:
-        yield finding("DR404", f"missing: .claude/skills should link to {CLAUDE_TARGET} (Claude Code finds skills there)",
-                      ".claude/skills", 1)
+        yield finding(
+            "DR404",
+            f"missing: .claude/skills should link to {CLAUDE_TARGET} (Claude Code finds skills there)",
+            ".claude/skills",
+            1,
+        )
     elif target == "":
         yield finding("DR404", f"is a real folder; make it a link to {CLAUDE_TARGET}", ".claude/skills", 1)
     elif _norm(target) != _norm(CLAUDE_TARGET):

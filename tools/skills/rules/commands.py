@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from model import ArgSpec, Option, Project
 
@@ -22,26 +22,109 @@ from .shell import Word
 
 ENV_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 PYTHON_RE = re.compile(r"^(?:.*/)?(?:python(?:3(?:\.\d+)?)?|py)$")
-UV_VALUE_OPTS = frozenset({
-    "--with", "-w", "--with-editable", "--with-requirements", "--extra", "--group", "--only-group",
-    "--no-group", "--python", "-p", "--project", "--directory", "--env-file", "--package", "--index",
-    "--default-index", "--index-url", "--extra-index-url", "--find-links", "-f", "--exclude-newer",
-    "--config-file", "--cache-dir", "--no-extra", "--python-preference", "--link-mode",
-})
+UV_VALUE_OPTS = frozenset(
+    {
+        "--with",
+        "-w",
+        "--with-editable",
+        "--with-requirements",
+        "--extra",
+        "--group",
+        "--only-group",
+        "--no-group",
+        "--python",
+        "-p",
+        "--project",
+        "--directory",
+        "--env-file",
+        "--package",
+        "--index",
+        "--default-index",
+        "--index-url",
+        "--extra-index-url",
+        "--find-links",
+        "-f",
+        "--exclude-newer",
+        "--config-file",
+        "--cache-dir",
+        "--no-extra",
+        "--python-preference",
+        "--link-mode",
+    }
+)
 PYTHON_VALUE_OPTS = frozenset({"-W", "-X", "-Q"})
 # srun options written with their value as the next word; any other option without ``=`` makes the
 # rest of the line unknown (the program is not judged rather than mistaken)
-SRUN_VALUE_OPTS = frozenset({
-    "-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", "-c", "--cpus-per-task", "-p", "--partition",
-    "-t", "--time", "-J", "--job-name", "-A", "--account", "-G", "--gpus", "--gpus-per-node", "--gpus-per-task",
-    "--gres", "-w", "--nodelist", "-x", "--exclude", "-o", "--output", "-e", "--error", "--mem",
-    "--mem-per-cpu", "--mem-per-gpu", "--export", "--mpi", "--cpu-bind", "--gpu-bind", "--distribution", "-m",
-    "--container-image", "--container-mounts", "--container-workdir", "--container-name", "-D", "--chdir",
-    "-q", "--qos", "--reservation", "-C", "--constraint",
-})
-SRUN_FLAG_OPTS = frozenset({"-l", "--label", "-u", "--unbuffered", "--exclusive", "--overlap", "-v", "--verbose",
-                            "-Q", "--quiet", "--no-container-mount-home", "--container-remap-root",
-                            "-K", "--kill-on-bad-exit"})
+SRUN_VALUE_OPTS = frozenset(
+    {
+        "-N",
+        "--nodes",
+        "-n",
+        "--ntasks",
+        "--ntasks-per-node",
+        "-c",
+        "--cpus-per-task",
+        "-p",
+        "--partition",
+        "-t",
+        "--time",
+        "-J",
+        "--job-name",
+        "-A",
+        "--account",
+        "-G",
+        "--gpus",
+        "--gpus-per-node",
+        "--gpus-per-task",
+        "--gres",
+        "-w",
+        "--nodelist",
+        "-x",
+        "--exclude",
+        "-o",
+        "--output",
+        "-e",
+        "--error",
+        "--mem",
+        "--mem-per-cpu",
+        "--mem-per-gpu",
+        "--export",
+        "--mpi",
+        "--cpu-bind",
+        "--gpu-bind",
+        "--distribution",
+        "-m",
+        "--container-image",
+        "--container-mounts",
+        "--container-workdir",
+        "--container-name",
+        "-D",
+        "--chdir",
+        "-q",
+        "--qos",
+        "--reservation",
+        "-C",
+        "--constraint",
+    }
+)
+SRUN_FLAG_OPTS = frozenset(
+    {
+        "-l",
+        "--label",
+        "-u",
+        "--unbuffered",
+        "--exclusive",
+        "--overlap",
+        "-v",
+        "--verbose",
+        "-Q",
+        "--quiet",
+        "--no-container-mount-home",
+        "--container-remap-root",
+        "-K",
+        "--kill-on-bad-exit",
+    }
+)
 WRAPPERS = frozenset({"sudo", "time", "nohup", "exec", "command", "stdbuf", "nice"})
 TORCHRUN_MODULES = frozenset({"torch.distributed.run"})
 JAX_MODULES = frozenset({"skrl.utils.distributed.jax"})
@@ -70,8 +153,12 @@ def script_spec(project: Project, path: str) -> ArgSpec | None:
 
 def usable(spec: ArgSpec | None) -> bool:
     """A spec the rules can judge flags against: read without errors and holding options."""
-    return spec is not None and bool(spec.options) and spec.incomplete is None and not any(
-        p.code in ("IN001", "IN030") for p in spec.problems)
+    return (
+        spec is not None
+        and bool(spec.options)
+        and spec.incomplete is None
+        and not any(p.code in ("IN001", "IN030") for p in spec.problems)
+    )
 
 
 def resolve_script(project: Project, token: str, base_dirs: tuple[str, ...]) -> str | None:
@@ -179,7 +266,7 @@ def _configured(project: Project, ws: list[Word]) -> Invocation | None:
                 best = (n, key)
     if best is None:
         return None
-    return _tool(project, best[1], ws[best[0]:], ws[0])
+    return _tool(project, best[1], ws[best[0] :], ws[0])
 
 
 def _for_script(project: Project, path: str, args: list[Word], program: Word) -> Invocation | None:
@@ -220,13 +307,13 @@ def invocations(project: Project, ws: list[Word], base_dirs: tuple[str, ...] = (
         if i + 1 >= len(ws):
             return
         module = ws[i + 1].text
-        rest = ws[i + 2:]
+        rest = ws[i + 2 :]
         if module in TORCHRUN_MODULES and project.torchrun is not None:
             yield from _launcher_then_script(project, "torchrun", project.torchrun, rest, base_dirs, ws[i + 1])
         elif module in JAX_MODULES and project.jax_launcher is not None:
             yield from _launcher_then_script(project, "jax", project.jax_launcher, rest, base_dirs, ws[i + 1])
         return
-    yield from _script(project, ws[i], ws[i + 1:], base_dirs)
+    yield from _script(project, ws[i], ws[i + 1 :], base_dirs)
 
 
 def lookup(specs: list[ArgSpec], flag: str) -> tuple[Option, ArgSpec] | None:
@@ -247,8 +334,9 @@ def takes_value(opt: Option) -> bool:
     return opt.takes_value and opt.nargs not in (0, "0")
 
 
-def _launcher_then_script(project: Project, tool: str, spec: ArgSpec, rest: list[Word],
-                          base_dirs: tuple[str, ...], program: Word) -> Iterator[Invocation]:
+def _launcher_then_script(
+    project: Project, tool: str, spec: ArgSpec, rest: list[Word], base_dirs: tuple[str, ...], program: Word
+) -> Iterator[Invocation]:
     """torchrun/JAX launcher options up to the first positional (the script), then the script's args."""
     i = 0
     while i < len(rest):
@@ -263,8 +351,13 @@ def _launcher_then_script(project: Project, tool: str, spec: ArgSpec, rest: list
         i += 1
         if opt is not None and takes_value(opt) and "=" not in text and opt.nargs not in ("?", "*"):
             i += 1
-        elif opt is None and "=" not in text and i < len(rest) and not rest[i].text.startswith("-") \
-                and not rest[i].text.endswith(".py"):
+        elif (
+            opt is None
+            and "=" not in text
+            and i < len(rest)
+            and not rest[i].text.startswith("-")
+            and not rest[i].text.endswith(".py")
+        ):
             i += 1  # an unknown option (reported by DR301): assume it took the value after it
         if opt is not None and opt.dest in ("module", "no_python"):
             # -m / --no-python: the "script" is a module or a program, not a repository file
@@ -272,7 +365,7 @@ def _launcher_then_script(project: Project, tool: str, spec: ArgSpec, rest: list
             return
     yield Invocation(tool, [spec], rest[:i], program=program)
     if i < len(rest):
-        yield from _script(project, rest[i], rest[i + 1:], base_dirs)
+        yield from _script(project, rest[i], rest[i + 1 :], base_dirs)
 
 
 def _script(project: Project, word: Word, args: list[Word], base_dirs: tuple[str, ...]) -> Iterator[Invocation]:
@@ -282,6 +375,8 @@ def _script(project: Project, word: Word, args: list[Word], base_dirs: tuple[str
         inv = _for_script(project, path, args, word)
         if inv:
             yield inv
-    elif REPO_SCRIPT_RE.match(word.text.removeprefix("./")) and \
-            word.text.removeprefix("./").split("/", 1)[0] in project.paths:  # a path of this tree's layout
+    elif (
+        REPO_SCRIPT_RE.match(word.text.removeprefix("./"))
+        and word.text.removeprefix("./").split("/", 1)[0] in project.paths
+    ):  # a path of this tree's layout
         yield Invocation("missing-script", [], [], program=word)

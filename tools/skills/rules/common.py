@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any
 from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import unquote
 
 from model import Code, Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Skill, TextEdit
@@ -13,13 +13,15 @@ from model import Code, Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Skill, 
 from .registry import get
 
 
-def finding(code: str, message: str, path: str, line: int = 1, col: int = 1,
-            truth: Loc | None = None, fix: Fix | None = None) -> Finding:
+def finding(
+    code: str, message: str, path: str, line: int = 1, col: int = 1, truth: Loc | None = None, fix: Fix | None = None
+) -> Finding:
     """A finding for rule ``code``, with the rule's default severity (and a fix, when the rule has one)."""
     entry = get(code)
     severity = entry.severity if entry else "error"
-    return Finding(code=code, message=message, loc=Loc(path, max(1, line), max(1, col)),
-                   severity=severity, truth=truth, fix=fix)
+    return Finding(
+        code=code, message=message, loc=Loc(path, max(1, line), max(1, col)), severity=severity, truth=truth, fix=fix
+    )
 
 
 def edit_between(path: str, old: list[str], new: list[str], description: str, safe: bool = False) -> Fix | None:
@@ -32,7 +34,7 @@ def edit_between(path: str, old: list[str], new: list[str], description: str, sa
     b = 0
     while b < min(len(old), len(new)) - a and old[-1 - b] == new[-1 - b]:
         b += 1
-    return Fix(description, (TextEdit(path, a + 1, len(old) - b, tuple(new[a:len(new) - b])),), safe)
+    return Fix(description, (TextEdit(path, a + 1, len(old) - b, tuple(new[a : len(new) - b])),), safe)
 
 
 def cached(project: Project, key: str, make: Callable[[], Any]) -> Any:
@@ -44,6 +46,7 @@ def cached(project: Project, key: str, make: Callable[[], Any]) -> Any:
 
 
 # --- documents -------------------------------------------------------------------------------
+
 
 def skill_docs(skill: Skill) -> Iterator[MarkdownDoc]:
     """SKILL.md and the other readable markdown files of one skill."""
@@ -78,8 +81,10 @@ def adopted(project: Project, convention: str) -> bool:
     if convention in (project.config.get("adopt") or ()):
         return True
     if convention == "skill-metadata":
-        return any(isinstance(s.skill_md.frontmatter, dict) and any(k in s.skill_md.frontmatter for k in METADATA_KEYS)
-                   for s in project.skills)
+        return any(
+            isinstance(s.skill_md.frontmatter, dict) and any(k in s.skill_md.frontmatter for k in METADATA_KEYS)
+            for s in project.skills
+        )
     return False
 
 
@@ -128,7 +133,7 @@ PLACEHOLDER_RE = re.compile(r"<[^<>]*>|\{[^{}]*\}|\$|(?:^|/)path/to(?:/|$)|\.\.\
 def skill_dir_relative(target: str) -> str | None:
     """``target`` without its `{baseDir}/` prefix (relative to the skill folder), or None without one."""
     m = SKILL_DIR_RE.match(target)
-    return target[m.end():] if m else None
+    return target[m.end() :] if m else None
 
 
 def is_placeholder(target: str) -> bool:
@@ -157,7 +162,7 @@ def _in_tree(project: Project, relpath: str, index: set[str]) -> bool:
         return True
     for link, target in project.dir_links.items():  # a path through a link such as .agents/skills/<name>
         if relpath.startswith(link + "/"):
-            return _in_tree(project, target + relpath[len(link):], index) if target != link else False
+            return _in_tree(project, target + relpath[len(link) :], index) if target != link else False
     return False
 
 
@@ -183,6 +188,7 @@ def line_col_of(text: str, needle: str, line_hint: int, span: int = 40) -> tuple
 
 
 # --- anchors ---------------------------------------------------------------------------------
+
 
 def anchors_of(doc: MarkdownDoc | RstDoc) -> set[str]:
     """Fragments that resolve in ``doc``: heading anchors, and for RST also labels and their ids."""
@@ -216,14 +222,17 @@ SETTING_RE = re.compile(
 # Diagnostic and location knobs: they change what NCCL/CUDA report, which devices a process sees or
 # where the toolkit lives, never how ranks communicate, so they are not workarounds and need not be
 # in the list.
-DIAGNOSTIC_VARS = frozenset({
-    "NCCL_DEBUG",  # log level (INFO shows the chosen transport)
-    "NCCL_DEBUG_SUBSYS",  # which subsystems log (INIT,P2P,NET)
-    "NCCL_DEBUG_FILE",  # where the log goes
-    "CUDA_VISIBLE_DEVICES",  # device selection, not a communication setting
-    "CUDA_LAUNCH_BLOCKING",  # synchronous kernel launches, for tracebacks
-    "CUDA_HOME", "CUDA_PATH",  # where the CUDA toolkit is installed
-})
+DIAGNOSTIC_VARS = frozenset(
+    {
+        "NCCL_DEBUG",  # log level (INFO shows the chosen transport)
+        "NCCL_DEBUG_SUBSYS",  # which subsystems log (INIT,P2P,NET)
+        "NCCL_DEBUG_FILE",  # where the log goes
+        "CUDA_VISIBLE_DEVICES",  # device selection, not a communication setting
+        "CUDA_LAUNCH_BLOCKING",  # synchronous kernel launches, for tracebacks
+        "CUDA_HOME",
+        "CUDA_PATH",  # where the CUDA toolkit is installed
+    }
+)
 
 
 def settings_in(text: str) -> Iterator[tuple[str, str, int]]:
@@ -257,10 +266,14 @@ def code_items(doc: MarkdownDoc | RstDoc) -> list[Code]:
 
 _NEGATIVE_LABEL_RE = re.compile(
     r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?[*_]*(?:known failure modes?|failure modes?|fail(?:ure)? criteria|anti-?patterns?)"
-    r"[*_]*\s*:", re.IGNORECASE)
+    r"[*_]*\s*:",
+    re.IGNORECASE,
+)
 _SECTION_LABEL_RE = re.compile(
     r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?[*_]*(?:query|expected behaviou?r|pass criteria|pass/fail criteria|notes?)"
-    r"[*_]*\s*:", re.IGNORECASE)
+    r"[*_]*\s*:",
+    re.IGNORECASE,
+)
 
 
 def negative_lines_of(project: Project, doc: MarkdownDoc | RstDoc) -> set[int]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 from collections.abc import Iterator
+from typing import Any
 
 from model import Finding, Heading, Loc, MarkdownDoc, Project, Skill
 
@@ -17,12 +17,14 @@ SCENARIO_RE = re.compile(r"\bscenario\b", re.IGNORECASE)
 # "Query:", "**Query:**", "- Query:" ...; emphasis and list markers are ignored.
 FIELD_RES = {
     "Query:": re.compile(r"^\s*(?:>\s*)?(?:[-*+]\s+|\d+[.)]\s+)?query\s*:", re.IGNORECASE | re.MULTILINE),
-    "Expected behavior:": re.compile(r"^\s*(?:>\s*)?(?:[-*+]\s+|\d+[.)]\s+)?expected behaviou?r\s*:",
-                                     re.IGNORECASE | re.MULTILINE),
+    "Expected behavior:": re.compile(
+        r"^\s*(?:>\s*)?(?:[-*+]\s+|\d+[.)]\s+)?expected behaviou?r\s*:", re.IGNORECASE | re.MULTILINE
+    ),
 }
 FAILURE_RE = re.compile(
     r"^\s*(?:>\s*)?(?:[-*+]\s+|\d+[.)]\s+)?(?:known failure modes|pass\s*/\s*fail(?: criteria)?|pass criteria|fail criteria)\s*:",
-    re.IGNORECASE | re.MULTILINE)
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def _evaluations_doc(skill: Skill) -> MarkdownDoc | None:
@@ -50,17 +52,21 @@ def _scenarios(doc: MarkdownDoc) -> list[tuple[Heading, str]]:
         if not SCENARIO_RE.search(head.text):
             continue
         end = len(lines) + 1
-        for later in headings[i + 1:]:
+        for later in headings[i + 1 :]:
             if later.level <= head.level:
                 end = later.line
                 break
-        body = "\n".join(lines[head.line:end - 1])
+        body = "\n".join(lines[head.line : end - 1])
         out.append((head, body.replace("*", "").replace("_", " ").replace("`", "")))
     return out
 
 
-@rule("SK301", "evaluations-present", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills have evaluations.md or evals/evals.json")
+@rule(
+    "SK301",
+    "evaluations-present",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills have evaluations.md or evals/evals.json",
+)
 def evaluations_present(project: Project) -> Iterator[Finding]:
     """A user skill has evaluations: an evaluations.md linked from SKILL.md or an evals/evals.json.
 
@@ -71,12 +77,20 @@ def evaluations_present(project: Project) -> Iterator[Finding]:
             continue
         doc = _evaluations_doc(skill)
         if doc is None and skill.evals_json is None:
-            yield finding("SK301", "a user skill needs evaluations.md (linked from SKILL.md) or evals/evals.json",
-                          skill.skill_md.path, skill.skill_md.body_start)
+            yield finding(
+                "SK301",
+                "a user skill needs evaluations.md (linked from SKILL.md) or evals/evals.json",
+                skill.skill_md.path,
+                skill.skill_md.body_start,
+            )
 
 
-@rule("SK302", "evaluations-linked", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evaluations.md is linked from SKILL.md")
+@rule(
+    "SK302",
+    "evaluations-linked",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evaluations.md is linked from SKILL.md",
+)
 def evaluations_linked(project: Project) -> Iterator[Finding]:
     """evaluations.md is linked from SKILL.md.
 
@@ -85,12 +99,21 @@ def evaluations_linked(project: Project) -> Iterator[Finding]:
     for skill in project.skills:
         doc = _evaluations_doc(skill)
         if doc is not None and skill.skill_md.readable and not _linked_from_skill_md(skill, doc.path):
-            yield finding("SK302", "SKILL.md does not link evaluations.md", skill.skill_md.path,
-                          skill.skill_md.body_start, truth=Loc(doc.path, 1, 1))
+            yield finding(
+                "SK302",
+                "SKILL.md does not link evaluations.md",
+                skill.skill_md.path,
+                skill.skill_md.body_start,
+                truth=Loc(doc.path, 1, 1),
+            )
 
 
-@rule("SK303", "scenario-count", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): at least three Scenario headings")
+@rule(
+    "SK303",
+    "scenario-count",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): at least three Scenario headings",
+)
 def scenario_count(project: Project) -> Iterator[Finding]:
     """evaluations.md has at least three "Scenario" headings.
 
@@ -101,12 +124,17 @@ def scenario_count(project: Project) -> Iterator[Finding]:
         if doc is not None and doc.readable:
             n = len(_scenarios(doc))
             if n < MIN_SCENARIOS:
-                yield finding("SK303", f"{n} \"Scenario\" heading(s); at least {MIN_SCENARIOS} are needed",
-                              doc.path, doc.body_start)
+                yield finding(
+                    "SK303", f'{n} "Scenario" heading(s); at least {MIN_SCENARIOS} are needed', doc.path, doc.body_start
+                )
 
 
-@rule("SK304", "scenario-fields", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): each scenario has Query, Expected behavior, and Known failure modes or pass/fail criteria")
+@rule(
+    "SK304",
+    "scenario-fields",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): each scenario has Query, Expected behavior, and Known failure modes or pass/fail criteria",
+)
 def scenario_fields(project: Project) -> Iterator[Finding]:
     """Each scenario has `Query:`, `Expected behavior:`, and `Known failure modes:` or pass/fail criteria.
 
@@ -123,8 +151,12 @@ def scenario_fields(project: Project) -> Iterator[Finding]:
                 if not regex.search(body):
                     yield finding("SK304", f"scenario {head.text!r} has no `{label}`", doc.path, head.line)
             if not FAILURE_RE.search(body):
-                yield finding("SK304", f"scenario {head.text!r} has no `Known failure modes:` or pass/fail criteria",
-                              doc.path, head.line)
+                yield finding(
+                    "SK304",
+                    f"scenario {head.text!r} has no `Known failure modes:` or pass/fail criteria",
+                    doc.path,
+                    head.line,
+                )
 
 
 def _line_of(text: str, needle: str, start: int = 0) -> int:
@@ -179,8 +211,12 @@ def _evals_entries(project: Project, skill: Skill) -> tuple[list[Any] | None, st
     return None, text, ""
 
 
-@rule("SK310", "evals-json-schema", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evals.json entries have id, prompt, expected_skill, assertions")
+@rule(
+    "SK310",
+    "evals-json-schema",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evals.json entries have id, prompt, expected_skill, assertions",
+)
 def evals_json_schema(project: Project) -> Iterator[Finding]:
     """evals/evals.json is a list (or {"evals": [...]}) of at least two entries with id, prompt, expected_skill and assertions.
 
@@ -194,11 +230,15 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
         path = skill.evals_json
         entries, text, key = _evals_entries(project, skill)
         if entries is None:
-            yield finding("SK310", "evals.json must be a list of entries (or an object with an \"evals\" list)", path, 1)
+            yield finding("SK310", 'evals.json must be a list of entries (or an object with an "evals" list)', path, 1)
             continue
         if len(entries) < MIN_EVALS:
-            yield finding("SK310", f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}; at least {MIN_EVALS} are needed",
-                          path, 1)
+            yield finding(
+                "SK310",
+                f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}; at least {MIN_EVALS} are needed",
+                path,
+                1,
+            )
         lines = _entry_lines(text, key, len(entries))
         ids: dict[Any, int] = {}
         for i, entry in enumerate(entries):
@@ -207,16 +247,23 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
                 yield finding("SK310", f"entry {i} is not an object", path, line)
                 continue
             for key, ok, want in (
-                ("id", lambda v: isinstance(v, (str, int)) and not isinstance(v, bool) and str(v).strip(), "a string or integer"),
+                (
+                    "id",
+                    lambda v: isinstance(v, (str, int)) and not isinstance(v, bool) and str(v).strip(),
+                    "a string or integer",
+                ),
                 ("prompt", lambda v: isinstance(v, str) and v.strip(), "a non-empty string"),
                 ("expected_skill", lambda v: v is None or isinstance(v, str), "a skill name or null"),
-                ("assertions", lambda v: isinstance(v, list) and all(isinstance(a, str) and a.strip() for a in v),
-                 "a list of strings"),
+                (
+                    "assertions",
+                    lambda v: isinstance(v, list) and all(isinstance(a, str) and a.strip() for a in v),
+                    "a list of strings",
+                ),
             ):
                 if key not in entry:
-                    yield finding("SK310", f"entry {i} has no \"{key}\"", path, line)
+                    yield finding("SK310", f'entry {i} has no "{key}"', path, line)
                 elif not ok(entry[key]):
-                    yield finding("SK310", f"entry {i}: \"{key}\" must be {want}", path, line)
+                    yield finding("SK310", f'entry {i}: "{key}" must be {want}', path, line)
             ident = entry.get("id")
             if isinstance(ident, (str, int)):
                 if ident in ids:
@@ -225,8 +272,12 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
                     ids[ident] = line
 
 
-@rule("SK311", "evals-expected-skill", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): expected_skill names a skill (null for a negative case)")
+@rule(
+    "SK311",
+    "evals-expected-skill",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): expected_skill names a skill (null for a negative case)",
+)
 def evals_expected_skill(project: Project) -> Iterator[Finding]:
     """An evals.json `expected_skill` names a skill in this repository (or is null), and a top-level `skill_name` is the skill's own.
 
@@ -242,13 +293,18 @@ def evals_expected_skill(project: Project) -> Iterator[Finding]:
         entries, text, _ = _evals_entries(project, skill)
         declared = skill.evals.get("skill_name") if isinstance(skill.evals, dict) else None
         if isinstance(declared, str) and skill.name and declared != skill.name:
-            yield finding("SK311", f"skill_name {declared!r} is not this skill's name {skill.name!r}",
-                          skill.evals_json, _line_of(text, '"skill_name"'),
-                          truth=Loc(skill.skill_md.path, skill.skill_md.frontmatter_lines.get("name", 1), 1))
+            yield finding(
+                "SK311",
+                f"skill_name {declared!r} is not this skill's name {skill.name!r}",
+                skill.evals_json,
+                _line_of(text, '"skill_name"'),
+                truth=Loc(skill.skill_md.path, skill.skill_md.frontmatter_lines.get("name", 1), 1),
+            )
         for entry in entries or []:
             if isinstance(entry, dict) and isinstance(entry.get("expected_skill"), str):
                 name = entry["expected_skill"]
                 if name not in names:
                     line = _line_of(text, f'"{name}"')
-                    yield finding("SK311", f"expected_skill {name!r} is not the name of any skill here",
-                                  skill.evals_json, line)
+                    yield finding(
+                        "SK311", f"expected_skill {name!r} is not the name of any skill here", skill.evals_json, line
+                    )

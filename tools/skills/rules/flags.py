@@ -20,8 +20,8 @@ skill markdown are wrong on purpose and are skipped. Placeholders (``<dir>``, ``
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from model import ArgSpec, Code, Finding, Loc, MarkdownDoc, Option, Project, RstDoc, Skill
 
@@ -30,15 +30,42 @@ from .common import all_skill_docs, cached, code_items, finding, negative_lines_
 from .registry import rule
 from .shell import Word, command_lines
 
-NOT_SHELL = frozenset({"python", "py", "python3", "pycon", "yaml", "yml", "json", "jsonc", "toml", "ini", "cfg",
-                       "rst", "md", "markdown", "diff", "c", "cpp", "cuda", "xml", "html", "javascript", "js"})
+NOT_SHELL = frozenset(
+    {
+        "python",
+        "py",
+        "python3",
+        "pycon",
+        "yaml",
+        "yml",
+        "json",
+        "jsonc",
+        "toml",
+        "ini",
+        "cfg",
+        "rst",
+        "md",
+        "markdown",
+        "diff",
+        "c",
+        "cpp",
+        "cuda",
+        "xml",
+        "html",
+        "javascript",
+        "js",
+    }
+)
 YAML = frozenset({"yaml", "yml"})
 YAML_ITEM_RE = re.compile(r"^\s*-\s+(?=[^\s\[{\"'#])")  # a plain list item (a Kubernetes ``args:`` entry)
 PLACEHOLDER_VALUE_RE = re.compile(r"^(?:<[^<>]+>|\$\{?\w+\}?|[A-Z][A-Z0-9_]*|\.\.\.|…|\{[^{}]*\}|\[[^\[\]]*\])$")
 NUMBER_RE = re.compile(r"^-\d+(?:\.\d+)?$")
 # words on a line that tie a bare `--flag` to a tool whose options the checker knows
-TOOL_TIE_RE = re.compile(r"launcher|trainer|train_multigpu|train\.py|isaaclab train|torchrun|torch\.distributed\.run"
-                         r"|\bskrl\b", re.IGNORECASE)
+TOOL_TIE_RE = re.compile(
+    r"launcher|trainer|train_multigpu|train\.py|isaaclab train|torchrun|torch\.distributed\.run"
+    r"|\bskrl\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -106,7 +133,7 @@ def _yaml_items(text: str) -> str:
     out = []
     for line in text.split("\n"):
         m = YAML_ITEM_RE.match(line)
-        out.append(" " * m.end() + line[m.end():] if m else "")
+        out.append(" " * m.end() + line[m.end() :] if m else "")
     return "\n".join(out)
 
 
@@ -116,8 +143,7 @@ def _base_dirs(w: Written) -> tuple[str, ...]:
 
 def all_invocations(project: Project) -> list[tuple[Written, Invocation]]:
     def make() -> list[tuple[Written, Invocation]]:
-        return [(w, inv) for w in written_commands(project)
-                for inv in invocations(project, w.words, _base_dirs(w))]
+        return [(w, inv) for w in written_commands(project) for inv in invocations(project, w.words, _base_dirs(w))]
 
     return cached(project, "invocations", make)
 
@@ -188,21 +214,28 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
             continue  # a family such as --rdzv_* in prose
         found = lookup(specs, flag)
         if found is None:
-            yield Problem("DR301", word, f"{flag} is not an option of {_tool_name(inv)}{_suggest(flag, specs)} "
-                          f"(options: {where})", _truth(specs[0]))
+            yield Problem(
+                "DR301",
+                word,
+                f"{flag} is not an option of {_tool_name(inv)}{_suggest(flag, specs)} (options: {where})",
+                _truth(specs[0]),
+            )
             continue
         opt, spec = found
         if not takes_value(opt):
             if eq:
-                yield Problem("DR302", word, f"{flag} takes no value (truth: {spec.path}:{opt.line})", _truth(spec, opt))
+                yield Problem(
+                    "DR302", word, f"{flag} takes no value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
+                )
             continue
         values: list[Word] = []
         if eq:
             values = [Word(inline_value, word.line, word.col + len(flag) + 1)]
         elif opt.nargs in (None, "?") or isinstance(opt.nargs, int):
             want = opt.nargs if isinstance(opt.nargs, int) else 1
-            while len(values) < want and i < len(args) and not _looks_like_option(args[i].text) \
-                    and args[i].text != "--":
+            while (
+                len(values) < want and i < len(args) and not _looks_like_option(args[i].text) and args[i].text != "--"
+            ):
                 values.append(args[i])
                 i += 1
             if len(values) < want and opt.nargs != "?":
@@ -213,16 +246,22 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
                 values.append(args[i])
                 i += 1
             if opt.nargs == "+" and not values:
-                yield Problem("DR302", word, f"{flag} needs at least one value (truth: {spec.path}:{opt.line})",
-                              _truth(spec, opt))
+                yield Problem(
+                    "DR302", word, f"{flag} needs at least one value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
+                )
                 continue
         if opt.choices:
             allowed = [str(c) for c in opt.choices]
             for value in values:
                 for item in _choice_items(value.text):
                     if item not in allowed:
-                        yield Problem("DR303", value, f"{flag} {item!r} is not a valid choice "
-                                      f"({', '.join(allowed)}; truth: {spec.path}:{opt.line})", _truth(spec, opt))
+                        yield Problem(
+                            "DR303",
+                            value,
+                            f"{flag} {item!r} is not a valid choice "
+                            f"({', '.join(allowed)}; truth: {spec.path}:{opt.line})",
+                            _truth(spec, opt),
+                        )
 
 
 def _choice_items(value: str) -> list[str]:
@@ -247,8 +286,12 @@ def _emit(project: Project, code: str) -> Iterator[Finding]:
             yield finding(code, p.message, w.doc.path, p.word.line, p.word.col, truth=p.truth)
 
 
-@rule("DR301", "unknown-flag", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples")
+@rule(
+    "DR301",
+    "unknown-flag",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples",
+)
 def unknown_flag(project: Project) -> Iterator[Finding]:
     """A flag in a command line of a known tool is one of that tool's options (launcher flags forward to the trainer).
 
@@ -259,8 +302,12 @@ def unknown_flag(project: Project) -> Iterator[Finding]:
     yield from _emit(project, "DR301")
 
 
-@rule("DR302", "flag-value", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples")
+@rule(
+    "DR302",
+    "flag-value",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples",
+)
 def flag_value(project: Project) -> Iterator[Finding]:
     """A flag that takes a value is given one, and a switch is given none.
 
@@ -270,8 +317,12 @@ def flag_value(project: Project) -> Iterator[Finding]:
     yield from _emit(project, "DR302")
 
 
-@rule("DR303", "flag-choice", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples")
+@rule(
+    "DR303",
+    "flag-choice",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples",
+)
 def flag_choice(project: Project) -> Iterator[Finding]:
     """A value given to a flag with choices (`--rl_library`, `--start_method` ...) is one of them.
 
@@ -286,8 +337,13 @@ def _bare_scope(project: Project) -> dict[str, set[str]]:
 
     def make() -> dict[str, set[str]]:
         base: set[str] = set()
-        for spec in (project.launcher, project.trainer, project.torchrun, project.jax_launcher,
-                     *(t.spec for t in project.tools.values())):
+        for spec in (
+            project.launcher,
+            project.trainer,
+            project.torchrun,
+            project.jax_launcher,
+            *(t.spec for t in project.tools.values()),
+        ):
             if spec is not None and usable(spec):
                 base |= set(spec.by_flag())
         per_doc: dict[str, set[str]] = {}
@@ -316,8 +372,12 @@ def _options_table_lines(project: Project) -> set[tuple[str, int]]:
     return {(doc.path, row[col].line) for row in table.rows if col < len(row)}
 
 
-@rule("DR304", "bare-flag", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): every --flag written in skills and docs")
+@rule(
+    "DR304",
+    "bare-flag",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): every --flag written in skills and docs",
+)
 def bare_flag(project: Project) -> Iterator[Finding]:
     """Inline code that is a bare `--flag` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs).
 
@@ -360,13 +420,22 @@ def bare_flag(project: Project) -> Iterator[Finding]:
                 continue  # nothing ties it to a known tool: another program's flag
             hint = f"; did you mean {close[0]}?" if close else ""
             where = project.launcher.path if project.launcher else "the launcher"
-            yield finding("DR304", f"{flag} is not an option of the launcher, the trainer or torchrun{hint} "
-                          f"(truth: {where})", w.doc.path, word.line, word.col,
-                          truth=Loc(where, 1, 1) if project.launcher else None)
+            yield finding(
+                "DR304",
+                f"{flag} is not an option of the launcher, the trainer or torchrun{hint} (truth: {where})",
+                w.doc.path,
+                word.line,
+                word.col,
+                truth=Loc(where, 1, 1) if project.launcher else None,
+            )
 
 
-@rule("DR305", "script-path", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): paths: every script a command runs exists")
+@rule(
+    "DR305",
+    "script-path",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): paths: every script a command runs exists",
+)
 def script_path(project: Project) -> Iterator[Finding]:
     """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists.
 
@@ -374,5 +443,10 @@ def script_path(project: Project) -> Iterator[Finding]:
     """
     for w, inv in all_invocations(project):
         if inv.tool == "missing-script" and inv.program is not None:
-            yield finding("DR305", f"{inv.program.text} does not exist (the command runs it)", w.doc.path,
-                          inv.program.line, inv.program.col)
+            yield finding(
+                "DR305",
+                f"{inv.program.text} does not exist (the command runs it)",
+                w.doc.path,
+                inv.program.line,
+                inv.program.col,
+            )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any
 from collections.abc import Iterator
+from typing import Any
 
 from model import Finding, Project, Skill
 
@@ -16,21 +16,44 @@ NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 RESERVED = ("claude", "anthropic")
 AUDIENCES = ("user", "developer")
 STATUSES = ("experimental", "stable", "deprecated")
-KNOWN_KEYS = frozenset({
-    # Agent Skills spec
-    "name", "description", "license", "compatibility", "metadata", "allowed-tools",
-    # Isaac Lab's own keys
-    "audience", "status", "owners",
-})
+KNOWN_KEYS = frozenset(
+    {
+        # Agent Skills spec
+        "name",
+        "description",
+        "license",
+        "compatibility",
+        "metadata",
+        "allowed-tools",
+        # Isaac Lab's own keys
+        "audience",
+        "status",
+        "owners",
+    }
+)
 # Claude Code's own keys (code.claude.com/docs/en/skills, frontmatter reference): Claude Code reads them,
 # other agents ignore them.
-CLAUDE_CODE_KEYS = frozenset({
-    "argument-hint", "arguments", "disable-model-invocation", "user-invocable", "model", "effort", "context",
-    "agent", "hooks", "paths", "shell", "when_to_use",
-})
+CLAUDE_CODE_KEYS = frozenset(
+    {
+        "argument-hint",
+        "arguments",
+        "disable-model-invocation",
+        "user-invocable",
+        "model",
+        "effort",
+        "context",
+        "agent",
+        "hooks",
+        "paths",
+        "shell",
+        "when_to_use",
+    }
+)
 # First or second person anywhere: "I", "me", "my", "you", "your" ... as whole words ("I" only capital).
-FIRST_PERSON_RE = re.compile(r"(?<![\w'])(I|I'm|I've|I'll|I'd|(?i:me|my|you|your|yours|yourself|you're|you'll|you've|you'd))"
-                             r"(?![\w'])")
+FIRST_PERSON_RE = re.compile(
+    r"(?<![\w'])(I|I'm|I've|I'll|I'd|(?i:me|my|you|your|yours|yourself|you're|you'll|you've|you'd))"
+    r"(?![\w'])"
+)
 
 
 def alias_points_to(project: Project, name: str, skill: Skill) -> bool:
@@ -63,8 +86,12 @@ def _at(code: str, skill: Skill, key: str, message: str) -> Finding:
     return finding(code, message, skill.skill_md.path, _key_line(skill, key))
 
 
-@rule("SK100", "frontmatter-missing", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): SKILL.md is YAML frontmatter followed by markdown')
+@rule(
+    "SK100",
+    "frontmatter-missing",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): SKILL.md is YAML frontmatter followed by markdown",
+)
 def frontmatter_missing(project: Project) -> Iterator[Finding]:
     """SKILL.md starts with a YAML frontmatter block (--- ... ---).
 
@@ -76,8 +103,12 @@ def frontmatter_missing(project: Project) -> Iterator[Finding]:
             yield finding("SK100", "SKILL.md has no YAML frontmatter block (--- lines at the top)", doc.path, 1)
 
 
-@rule("SK101", "name-missing", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): frontmatter field `name` (required)')
+@rule(
+    "SK101",
+    "name-missing",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): frontmatter field `name` (required)",
+)
 def name_missing(project: Project) -> Iterator[Finding]:
     """The frontmatter has a `name` that is a string."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -87,8 +118,12 @@ def name_missing(project: Project) -> Iterator[Finding]:
             yield _at("SK101", skill, "name", f"`name` must be a string, not {type(fm['name']).__name__}")
 
 
-@rule("SK102", "name-format", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): `name` is 1-64 characters, lowercase letters, digits and hyphens, no leading, trailing or doubled hyphen')
+@rule(
+    "SK102",
+    "name-format",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): `name` is 1-64 characters, lowercase letters, digits and hyphens, no leading, trailing or doubled hyphen",
+)
 def name_format(project: Project) -> Iterator[Finding]:
     """`name` is 1-64 characters: lowercase letters, digits and single inner hyphens.
 
@@ -101,13 +136,21 @@ def name_format(project: Project) -> Iterator[Finding]:
         if not 1 <= len(name) <= 64:
             yield _at("SK102", skill, "name", f"`name` is {len(name)} characters; it must be 1-64")
         elif not NAME_RE.match(name):
-            yield _at("SK102", skill, "name",
-                      f"`name` {name!r} must be lowercase letters, digits and single hyphens, "
-                      "not starting or ending with a hyphen")
+            yield _at(
+                "SK102",
+                skill,
+                "name",
+                f"`name` {name!r} must be lowercase letters, digits and single hyphens, "
+                "not starting or ending with a hyphen",
+            )
 
 
-@rule("SK103", "name-reserved", profile="claude",
-      cites='Claude skills overview (docs.claude.com, agent skills: frontmatter field requirements): `name` may not contain the reserved words "anthropic" or "claude"')
+@rule(
+    "SK103",
+    "name-reserved",
+    profile="claude",
+    cites='Claude skills overview (docs.claude.com, agent skills: frontmatter field requirements): `name` may not contain the reserved words "anthropic" or "claude"',
+)
 def name_reserved(project: Project) -> Iterator[Finding]:
     """`name` does not contain the reserved words `claude` or `anthropic`."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -118,8 +161,12 @@ def name_reserved(project: Project) -> Iterator[Finding]:
                     yield _at("SK103", skill, "name", f"`name` {name!r} contains the reserved word {word!r}")
 
 
-@rule("SK104", "description-length", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): frontmatter field `description` (required, 1-1024 characters)')
+@rule(
+    "SK104",
+    "description-length",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): frontmatter field `description` (required, 1-1024 characters)",
+)
 def description_length(project: Project) -> Iterator[Finding]:
     """The frontmatter has a `description` string of 1-1024 characters.
 
@@ -132,12 +179,17 @@ def description_length(project: Project) -> Iterator[Finding]:
         elif not isinstance(desc, str):
             yield _at("SK104", skill, "description", "`description` must be a string")
         elif not 1 <= len(desc.strip()) <= 1024:
-            yield _at("SK104", skill, "description",
-                      f"`description` is {len(desc.strip())} characters; it must be 1-1024")
+            yield _at(
+                "SK104", skill, "description", f"`description` is {len(desc.strip())} characters; it must be 1-1024"
+            )
 
 
-@rule("SK105", "description-use-when", profile="isaaclab",
-      cites='Isaac Lab\'s skill validator (tools/skills validator in isaac-sim/IsaacLab): the description says when to use the skill ("Use when")')
+@rule(
+    "SK105",
+    "description-use-when",
+    profile="isaaclab",
+    cites='Isaac Lab\'s skill validator (tools/skills validator in isaac-sim/IsaacLab): the description says when to use the skill ("Use when")',
+)
 def description_use_when(project: Project) -> Iterator[Finding]:
     """`description` says when to use the skill with the words "Use when".
 
@@ -146,11 +198,15 @@ def description_use_when(project: Project) -> Iterator[Finding]:
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
         if isinstance(desc, str) and desc.strip() and "use when" not in desc.lower():
-            yield _at("SK105", skill, "description", "`description` must contain \"Use when\" (what triggers the skill)")
+            yield _at("SK105", skill, "description", '`description` must contain "Use when" (what triggers the skill)')
 
 
-@rule("SK106", "description-third-person", profile="claude",
-      cites='Claude skill authoring best practices (docs.claude.com, agent skills best practices): write descriptions in the third person')
+@rule(
+    "SK106",
+    "description-third-person",
+    profile="claude",
+    cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices): write descriptions in the third person",
+)
 def description_third_person(project: Project) -> Iterator[Finding]:
     """`description` is written in the third person: no "I", "my", "you" or "your" anywhere in it.
 
@@ -163,13 +219,21 @@ def description_third_person(project: Project) -> Iterator[Finding]:
         if isinstance(desc, str):
             m = FIRST_PERSON_RE.search(desc.strip())
             if m:
-                yield _at("SK106", skill, "description",
-                          f"`description` must be in the third person; it says {m.group(1)!r} "
-                          "(write \"the user\" or name the task)")
+                yield _at(
+                    "SK106",
+                    skill,
+                    "description",
+                    f"`description` must be in the third person; it says {m.group(1)!r} "
+                    '(write "the user" or name the task)',
+                )
 
 
-@rule("SK107", "audience", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `audience` is user or developer and matches the folder")
+@rule(
+    "SK107",
+    "audience",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `audience` is user or developer and matches the folder",
+)
 def audience(project: Project) -> Iterator[Finding]:
     """`audience` is `user` or `developer` and equals the folder under skills/ that holds the skill.
 
@@ -184,12 +248,20 @@ def audience(project: Project) -> Iterator[Finding]:
         elif value not in AUDIENCES:
             yield _at("SK107", skill, "audience", f"`audience` is {value!r}; it must be one of {', '.join(AUDIENCES)}")
         elif value != skill.audience:
-            yield _at("SK107", skill, "audience",
-                      f"`audience` is {value!r} but the skill lives under skills/{skill.audience}/")
+            yield _at(
+                "SK107",
+                skill,
+                "audience",
+                f"`audience` is {value!r} but the skill lives under skills/{skill.audience}/",
+            )
 
 
-@rule("SK108", "status", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `status` is experimental, stable or deprecated")
+@rule(
+    "SK108",
+    "status",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `status` is experimental, stable or deprecated",
+)
 def status(project: Project) -> Iterator[Finding]:
     """`status` is one of experimental, stable, deprecated.
 
@@ -199,12 +271,17 @@ def status(project: Project) -> Iterator[Finding]:
         if "status" not in fm:
             yield _at("SK108", skill, "status", "frontmatter has no `status`")
         elif fm["status"] not in STATUSES:
-            yield _at("SK108", skill, "status",
-                      f"`status` is {fm['status']!r}; it must be one of {', '.join(STATUSES)}")
+            yield _at(
+                "SK108", skill, "status", f"`status` is {fm['status']!r}; it must be one of {', '.join(STATUSES)}"
+            )
 
 
-@rule("SK109", "owners", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `owners` is a non-empty list")
+@rule(
+    "SK109",
+    "owners",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `owners` is a non-empty list",
+)
 def owners(project: Project) -> Iterator[Finding]:
     """`owners` is a non-empty list of non-empty strings."""
     for skill, fm in _metadata_skills(project):
@@ -217,8 +294,12 @@ def owners(project: Project) -> Iterator[Finding]:
             yield _at("SK109", skill, "owners", "every entry of `owners` must be a non-empty string")
 
 
-@rule("SK110", "license", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `license`")
+@rule(
+    "SK110",
+    "license",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `license`",
+)
 def license_(project: Project) -> Iterator[Finding]:
     """A user skill has a `license` string."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -229,9 +310,13 @@ def license_(project: Project) -> Iterator[Finding]:
             yield _at("SK110", skill, "license", "a user skill needs a `license` string")
 
 
-@rule("SK118", "metadata-map", profile="spec",
-      cites="Agent Skills specification (agentskills.io/specification): optional field `metadata`, a map from "
-            "string keys to string values")
+@rule(
+    "SK118",
+    "metadata-map",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): optional field `metadata`, a map from "
+    "string keys to string values",
+)
 def metadata_map(project: Project) -> Iterator[Finding]:
     """`metadata`, when present, maps string keys to string values."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -244,8 +329,12 @@ def metadata_map(project: Project) -> Iterator[Finding]:
                 yield _at("SK118", skill, f"metadata.{key}", f"`metadata.{key}` must be a string")
 
 
-@rule("SK111", "metadata", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `metadata.author`")
+@rule(
+    "SK111",
+    "metadata",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills carry `metadata.author`",
+)
 def metadata(project: Project) -> Iterator[Finding]:
     """A user skill has `metadata.author` (the map itself is SK118's)."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -255,12 +344,16 @@ def metadata(project: Project) -> Iterator[Finding]:
         if skill.audience == "user":
             author = (value or {}).get("author")
             if not isinstance(author, str) or not author.strip():
-                yield _at("SK111", skill, "metadata" if value else "name",
-                          "a user skill needs `metadata.author`")
+                yield _at("SK111", skill, "metadata" if value else "name", "a user skill needs `metadata.author`")
 
 
-@rule("SK112", "unknown-key", severity="warning", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): the frontmatter fields are name, description, license, compatibility, metadata, allowed-tools')
+@rule(
+    "SK112",
+    "unknown-key",
+    severity="warning",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): the frontmatter fields are name, description, license, compatibility, metadata, allowed-tools",
+)
 def unknown_key(project: Project) -> Iterator[Finding]:
     """Frontmatter keys outside the spec, Claude Code's keys and Isaac Lab's keys are warnings.
 
@@ -273,13 +366,22 @@ def unknown_key(project: Project) -> Iterator[Finding]:
     for skill, fm in _skills_with_frontmatter(project):
         for key in fm:
             if key not in KNOWN_KEYS and key not in CLAUDE_CODE_KEYS:
-                yield _at("SK112", skill, str(key), f"unknown frontmatter key `{key}`: no agent reads it (not a "
-                          "key of the Agent Skills spec or of Claude Code; claude.ai uploads reject it); put "
-                          "custom fields under `metadata`")
+                yield _at(
+                    "SK112",
+                    skill,
+                    str(key),
+                    f"unknown frontmatter key `{key}`: no agent reads it (not a "
+                    "key of the Agent Skills spec or of Claude Code; claude.ai uploads reject it); put "
+                    "custom fields under `metadata`",
+                )
 
 
-@rule("SK113", "compatibility", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): optional field `compatibility` (1-500 characters)')
+@rule(
+    "SK113",
+    "compatibility",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): optional field `compatibility` (1-500 characters)",
+)
 def compatibility(project: Project) -> Iterator[Finding]:
     """`compatibility`, when present, is a string of at most 500 characters.
 
@@ -292,8 +394,12 @@ def compatibility(project: Project) -> Iterator[Finding]:
                 yield _at("SK113", skill, "compatibility", "`compatibility` must be a string of 1-500 characters")
 
 
-@rule("SK114", "name-unique", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): `name` identifies the skill (two skills with one name shadow each other)')
+@rule(
+    "SK114",
+    "name-unique",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): `name` identifies the skill (two skills with one name shadow each other)",
+)
 def name_unique(project: Project) -> Iterator[Finding]:
     """Every skill has its own `name`.
 
@@ -311,15 +417,24 @@ def name_unique(project: Project) -> Iterator[Finding]:
         why = f" (.agents/skills/{name} links to it)" if linked else ""
         for skill in group:
             if skill is not original:
-                yield _at("SK114", skill, "name", f"`name` {name!r} is also the name of {original.skill_md.path}{why}: "
-                      "this folder looks like a copy; rename or remove it")
+                yield _at(
+                    "SK114",
+                    skill,
+                    "name",
+                    f"`name` {name!r} is also the name of {original.skill_md.path}{why}: "
+                    "this folder looks like a copy; rename or remove it",
+                )
 
 
 XML_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9_.:-]*(?:\s[^<>]*)?/?>")
 
 
-@rule("SK115", "description-xml", profile="claude",
-      cites='Claude skills overview (docs.claude.com, agent skills: frontmatter field requirements): `description` may not contain XML tags')
+@rule(
+    "SK115",
+    "description-xml",
+    profile="claude",
+    cites="Claude skills overview (docs.claude.com, agent skills: frontmatter field requirements): `description` may not contain XML tags",
+)
 def description_xml(project: Project) -> Iterator[Finding]:
     """`description` holds no XML tags such as `<example>`: claude.ai, the Claude API and Codex reject them."""
     for skill, fm in _skills_with_frontmatter(project):
@@ -327,5 +442,10 @@ def description_xml(project: Project) -> Iterator[Finding]:
         if isinstance(desc, str):
             m = XML_TAG_RE.search(desc)
             if m:
-                yield _at("SK115", skill, "description", f"`description` holds the XML tag {m.group(0)!r}; "
-                          "skill loaders reject tags there (write it as plain text)")
+                yield _at(
+                    "SK115",
+                    skill,
+                    "description",
+                    f"`description` holds the XML tag {m.group(0)!r}; "
+                    "skill loaders reject tags there (write it as plain text)",
+                )

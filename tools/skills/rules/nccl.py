@@ -12,14 +12,23 @@ ranks communicate); TORCH_*, GLOO_* and other prefixes are not judged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from model import Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Table
 
 from .common import (
-    DIAGNOSTIC_VARS, adopted, all_skill_docs, cached, finding, line_col_of, multi_gpu_doc, multi_gpu_path, negative_lines_of,
-    offset_to_line_col, rst_docs,
+    DIAGNOSTIC_VARS,
+    adopted,
+    all_skill_docs,
+    cached,
+    finding,
+    line_col_of,
+    multi_gpu_doc,
+    multi_gpu_path,
+    negative_lines_of,
+    offset_to_line_col,
+    rst_docs,
     settings_in,
 )
 from .registry import rule
@@ -130,26 +139,54 @@ def _compare(project: Project) -> list[Finding]:
                 if s.var in missing_vars:
                     truths = [m for m in missing if m.var == s.var]
                     listed = " or ".join(m.pair for m in truths)
-                    out.append(finding("DR102", f"{s.pair} differs from the NCCL list's {listed} "
-                                       f"({truths[0].loc})", doc.path, s.loc.line, s.loc.col, truth=truths[0].loc,
-                                       fix=mirror_fix(project, doc, mtable)))
+                    out.append(
+                        finding(
+                            "DR102",
+                            f"{s.pair} differs from the NCCL list's {listed} ({truths[0].loc})",
+                            doc.path,
+                            s.loc.line,
+                            s.loc.col,
+                            truth=truths[0].loc,
+                            fix=mirror_fix(project, doc, mtable),
+                        )
+                    )
                 else:
-                    out.append(finding("DR103", f"{s.pair} is not in the NCCL workaround list "
-                                       f"({rst.path}:{table.line}); add it there first", doc.path, s.loc.line,
-                                       s.loc.col, truth=Loc(rst.path, table.line, 1),
-                                       fix=mirror_fix(project, doc, mtable)))
+                    out.append(
+                        finding(
+                            "DR103",
+                            f"{s.pair} is not in the NCCL workaround list "
+                            f"({rst.path}:{table.line}); add it there first",
+                            doc.path,
+                            s.loc.line,
+                            s.loc.col,
+                            truth=Loc(rst.path, table.line, 1),
+                            fix=mirror_fix(project, doc, mtable),
+                        )
+                    )
             for m in missing:
                 if m.var not in extra_vars:
-                    out.append(finding("DR101", f"{m.pair} from the NCCL workaround list ({m.loc}) is missing "
-                                       "from this table", doc.path, mtable.line, 1, truth=m.loc,
-                                       fix=mirror_fix(project, doc, mtable)))
+                    out.append(
+                        finding(
+                            "DR101",
+                            f"{m.pair} from the NCCL workaround list ({m.loc}) is missing from this table",
+                            doc.path,
+                            mtable.line,
+                            1,
+                            truth=m.loc,
+                            fix=mirror_fix(project, doc, mtable),
+                        )
+                    )
         return out
 
     return cached(project, "nccl-compare", make)
 
 
-@rule("DR100", "nccl-list-present", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): the NCCL workaround list-table in multi_gpu.rst")
+@rule(
+    "DR100",
+    "nccl-list-present",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): the NCCL workaround list-table in multi_gpu.rst",
+)
 def nccl_list_present(project: Project) -> Iterator[Finding]:
     """When a skill mirrors an NCCL workaround table, the multi-GPU page holds the list it mirrors.
 
@@ -163,18 +200,34 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
     if doc is None:
         if project.rst:  # a docs tree without the page the mirror copies
             for mdoc, table, _ in mirror_tables(project):
-                yield finding("DR100", f"this table mirrors the NCCL workaround list, but {multi_gpu_path(project)} "
-                              "does not exist", mdoc.path, table.line, 1)
+                yield finding(
+                    "DR100",
+                    f"this table mirrors the NCCL workaround list, but {multi_gpu_path(project)} does not exist",
+                    mdoc.path,
+                    table.line,
+                    1,
+                )
         return
     if truth_list(project) is not None:
         return
     for mdoc, table, _ in mirror_tables(project):
-        yield finding("DR100", f"no NCCL workaround list-table found in {doc.path} for the table at "
-                      f"{mdoc.path}:{table.line} to mirror", doc.path, 1, 1, truth=Loc(mdoc.path, table.line, 1))
+        yield finding(
+            "DR100",
+            f"no NCCL workaround list-table found in {doc.path} for the table at {mdoc.path}:{table.line} to mirror",
+            doc.path,
+            1,
+            1,
+            truth=Loc(mdoc.path, table.line, 1),
+        )
 
 
-@rule("DR101", "nccl-missing", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list", fixable=True)
+@rule(
+    "DR101",
+    "nccl-missing",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list",
+    fixable=True,
+)
 def nccl_missing(project: Project) -> Iterator[Finding]:
     """Every setting of the RST NCCL list appears in a skill's mirrored workaround table.
 
@@ -184,8 +237,13 @@ def nccl_missing(project: Project) -> Iterator[Finding]:
     yield from (f for f in _compare(project) if f.code == "DR101")
 
 
-@rule("DR102", "nccl-value", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): settings compared as exact VAR=value pairs", fixable=True)
+@rule(
+    "DR102",
+    "nccl-value",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): settings compared as exact VAR=value pairs",
+    fixable=True,
+)
 def nccl_value(project: Project) -> Iterator[Finding]:
     """A mirrored setting has the value the RST NCCL list gives its variable.
 
@@ -195,8 +253,13 @@ def nccl_value(project: Project) -> Iterator[Finding]:
     yield from (f for f in _compare(project) if f.code == "DR102")
 
 
-@rule("DR103", "nccl-extra", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list", fixable=True)
+@rule(
+    "DR103",
+    "nccl-extra",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list",
+    fixable=True,
+)
 def nccl_extra(project: Project) -> Iterator[Finding]:
     """A mirrored workaround table holds no setting the RST NCCL list lacks.
 
@@ -205,8 +268,12 @@ def nccl_extra(project: Project) -> Iterator[Finding]:
     yield from (f for f in _compare(project) if f.code == "DR103")
 
 
-@rule("DR104", "nccl-unlisted", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): every NCCL_*/CUDA_* setting in skills and docs is on the list")
+@rule(
+    "DR104",
+    "nccl-unlisted",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): every NCCL_*/CUDA_* setting in skills and docs is on the list",
+)
 def nccl_unlisted(project: Project) -> Iterator[Finding]:
     """Any NCCL_*/CUDA_* setting written in a skill or doc page is on the RST list (diagnostics excepted).
 
@@ -232,9 +299,15 @@ def nccl_unlisted(project: Project) -> Iterator[Finding]:
             line, col = offset_to_line_col(doc.text, offset)
             if (doc.path, line, col) in in_tables or line in negative:
                 continue  # a mirrored table's cell: DR102/DR103 report it
-            yield finding("DR104", f"{var}={value} is not in the NCCL workaround list ({rst.path}:{table.line}); "
-                          "add it there first or write a listed setting", doc.path, line, col,
-                          truth=Loc(rst.path, table.line, 1))
+            yield finding(
+                "DR104",
+                f"{var}={value} is not in the NCCL workaround list ({rst.path}:{table.line}); "
+                "add it there first or write a listed setting",
+                doc.path,
+                line,
+                col,
+                truth=Loc(rst.path, table.line, 1),
+            )
 
 
 def _row_label(doc: MarkdownDoc | RstDoc, table: Table, i: int) -> str:
@@ -251,8 +324,13 @@ def _describe(row: list[Setting]) -> str:
     return ", ".join(sorted(_pairs(row))) if row else "no setting (its fix is not a VAR=value)"
 
 
-@rule("DR105", "nccl-rows", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list row by row", fixable=True)
+@rule(
+    "DR105",
+    "nccl-rows",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): reference.md mirrors the NCCL list row by row",
+    fixable=True,
+)
 def nccl_rows(project: Project) -> Iterator[Finding]:
     """A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting included.
 
@@ -270,22 +348,42 @@ def nccl_rows(project: Project) -> Iterator[Finding]:
         for i in range(max(len(want), len(have))):
             if i >= len(have):
                 loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
-                yield finding("DR105", f"the NCCL workaround list's row {i + 1} ({loc}: "
-                              f"\"{_row_label(rst, table, i)}\", {_describe(want[i])}) has no row here; "
-                              "mirror every row of the list, in its order", doc.path, mtable.line, 1, truth=loc,
-                              fix=mirror_fix(project, doc, mtable))
+                yield finding(
+                    "DR105",
+                    f"the NCCL workaround list's row {i + 1} ({loc}: "
+                    f'"{_row_label(rst, table, i)}", {_describe(want[i])}) has no row here; '
+                    "mirror every row of the list, in its order",
+                    doc.path,
+                    mtable.line,
+                    1,
+                    truth=loc,
+                    fix=mirror_fix(project, doc, mtable),
+                )
                 break
             line = mtable.rows[i][0].line if mtable.rows[i] else mtable.line
             if i >= len(want):
-                yield finding("DR105", f"row {i + 1} (\"{_row_label(doc, mtable, i)}\") is not in the NCCL "
-                              f"workaround list ({rst.path}:{table.line}), which has {len(want)} row(s)",
-                              doc.path, line, 1, truth=Loc(rst.path, table.line, 1),
-                              fix=mirror_fix(project, doc, mtable))
+                yield finding(
+                    "DR105",
+                    f'row {i + 1} ("{_row_label(doc, mtable, i)}") is not in the NCCL '
+                    f"workaround list ({rst.path}:{table.line}), which has {len(want)} row(s)",
+                    doc.path,
+                    line,
+                    1,
+                    truth=Loc(rst.path, table.line, 1),
+                    fix=mirror_fix(project, doc, mtable),
+                )
                 break
             if _pairs(have[i]) != _pairs(want[i]):
                 loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
-                yield finding("DR105", f"row {i + 1} holds {_describe(have[i])}, but the NCCL workaround list's "
-                              f"row {i + 1} ({loc}: \"{_row_label(rst, table, i)}\") holds {_describe(want[i])}; "
-                              "mirror every row of the list, in its order", doc.path, line, 1, truth=loc,
-                              fix=mirror_fix(project, doc, mtable))
+                yield finding(
+                    "DR105",
+                    f"row {i + 1} holds {_describe(have[i])}, but the NCCL workaround list's "
+                    f'row {i + 1} ({loc}: "{_row_label(rst, table, i)}") holds {_describe(want[i])}; '
+                    "mirror every row of the list, in its order",
+                    doc.path,
+                    line,
+                    1,
+                    truth=loc,
+                    fix=mirror_fix(project, doc, mtable),
+                )
                 break

@@ -172,8 +172,9 @@ def plan_fix(md: MarkdownDoc, md_table: Table, rst: RstDoc, rst_table: Table) ->
                 if ms < len(spans) and rs < len(row):
                     a, b = spans[ms]
                     line = line[:a] + rst_cell_markdown(row[rs]) + line[b:]
-                    changes.append(f"{md.path}:{idx + 1}: settings {_fmt_settings(mset)} -> {_fmt_settings(rset)}"
-                                   f" (from {src})")
+                    changes.append(
+                        f"{md.path}:{idx + 1}: settings {_fmt_settings(mset)} -> {_fmt_settings(rset)} (from {src})"
+                    )
             body.append(line)
             continue
         cells = []
@@ -183,11 +184,11 @@ def plan_fix(md: MarkdownDoc, md_table: Table, rst: RstDoc, rst_table: Table) ->
             cells.append(rst_cell_markdown(c) if c else "")
         new = " | ".join(cells)
         body.append(("| " if lead else "") + new + (" |" if trail else ""))
-        what = _fmt_settings(rset) if rset else f"\"{' '.join(rst_rows[i][1].split())[:50]}\""
+        what = _fmt_settings(rset) if rset else f'"{" ".join(rst_rows[i][1].split())[:50]}"'
         changes.append(f"{md.path}: added row for {what} (from {src})")
     for j in pairing.unpaired_md:
         idx = md_table.rows[j][0].line - 1
-        what = _fmt_settings(md_rows[j][0]) if md_rows[j][0] else f"\"{' '.join(md_rows[j][1].split())[:50]}\""
+        what = _fmt_settings(md_rows[j][0]) if md_rows[j][0] else f'"{" ".join(md_rows[j][1].split())[:50]}"'
         changes.append(f"{md.path}:{idx + 1}: removed row for {what} (not in {rst.path})")
     first = md_table.rows[0][0].line - 1 if md_table.rows else header_idx + 2
     last = md_table.rows[-1][0].line if md_table.rows else header_idx + 2
@@ -197,8 +198,6 @@ def plan_fix(md: MarkdownDoc, md_table: Table, rst: RstDoc, rst_table: Table) ->
     if body == old_body:
         return lines, []
     return lines[:first] + body + lines[last:], changes
-
-
 
 
 def mirror_fix(md: MarkdownDoc, md_table: Table, rst: RstDoc, rst_table: Table) -> Fix | None:

@@ -7,8 +7,8 @@ The table is found by its content: in the multi-GPU page, the table whose first 
 from __future__ import annotations
 
 import re
-from typing import Any
 from collections.abc import Iterator
+from typing import Any
 
 from model import MISSING, Cell, Finding, Fix, Loc, Option, Project, RstDoc, Table, TextEdit
 
@@ -21,11 +21,11 @@ ONE_OF_RE = re.compile(r"\bone of\b(.*?)(?:[.;(]|$)", re.IGNORECASE | re.DOTALL)
 HELP_FLAGS = frozenset({"-h", "--help"})
 
 
-
 def _launcher_path(project: Project) -> str:
     """The launcher's path (its rules run only when the project has a launcher)."""
     assert project.launcher is not None
     return project.launcher.path
+
 
 def _flags(cell: Cell) -> list[str]:
     """Option strings written in a cell: its code literals first, else flag-looking words."""
@@ -102,8 +102,12 @@ def _truth(project: Project, opt: Option | None) -> Loc:
     return Loc(_launcher_path(project), opt.line, opt.col)
 
 
-@rule("DR200", "options-table-present", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): the options table in multi_gpu.rst")
+@rule(
+    "DR200",
+    "options-table-present",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): the options table in multi_gpu.rst",
+)
 def options_table_present(project: Project) -> Iterator[Finding]:
     """The multi-GPU page has a table of the launcher's options (a column of --flags).
 
@@ -116,18 +120,35 @@ def options_table_present(project: Project) -> Iterator[Finding]:
         return
     if doc is None:
         if project.rst:  # a docs tree without the page that documents the launcher
-            yield finding("DR200", f"{multi_gpu_path(project)} does not exist; it must document the launcher's "
-                          f"{len(_options(project))} options", multi_gpu_path(project), 1, 1,
-                          truth=_truth(project, None))
+            yield finding(
+                "DR200",
+                f"{multi_gpu_path(project)} does not exist; it must document the launcher's "
+                f"{len(_options(project))} options",
+                multi_gpu_path(project),
+                1,
+                1,
+                truth=_truth(project, None),
+            )
         return
     if options_table(project) is None:
-        yield finding("DR200", f"no launcher options table (a column of --flags) found; the launcher "
-                      f"{_launcher_path(project)} defines {len(_options(project))} options",
-                      doc.path, 1, 1, truth=_truth(project, None))
+        yield finding(
+            "DR200",
+            f"no launcher options table (a column of --flags) found; the launcher "
+            f"{_launcher_path(project)} defines {len(_options(project))} options",
+            doc.path,
+            1,
+            1,
+            truth=_truth(project, None),
+        )
 
 
-@rule("DR201", "option-undocumented", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)", fixable=True)
+@rule(
+    "DR201",
+    "option-undocumented",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)",
+    fixable=True,
+)
 def option_undocumented(project: Project) -> Iterator[Finding]:
     """Every launcher option has a row in the options table.
 
@@ -140,13 +161,24 @@ def option_undocumented(project: Project) -> Iterator[Finding]:
     written = {f for _, _, _, flags in _rows(project) for f in flags}
     for opt in _options(project):
         if not set(opt.flags) & written:
-            yield finding("DR201", f"launcher option {opt.canonical} ({_launcher_path(project)}:{opt.line}) has no row "
-                          "in the options table", doc.path, table.line, 1, truth=_truth(project, opt),
-                          fix=_row_fix(project, doc, table, col, opt))
+            yield finding(
+                "DR201",
+                f"launcher option {opt.canonical} ({_launcher_path(project)}:{opt.line}) has no row "
+                "in the options table",
+                doc.path,
+                table.line,
+                1,
+                truth=_truth(project, opt),
+                fix=_row_fix(project, doc, table, col, opt),
+            )
 
 
-@rule("DR202", "option-unknown", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
+@rule(
+    "DR202",
+    "option-unknown",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)",
+)
 def option_unknown(project: Project) -> Iterator[Finding]:
     """Every flag in the options table is an option of the launcher.
 
@@ -159,14 +191,23 @@ def option_unknown(project: Project) -> Iterator[Finding]:
             cell = row[0] if row else None
             for f in flags:
                 if f not in known and cell is not None:
-                    yield finding("DR202", f"{f} is in the options table but the launcher "
-                                  f"{_launcher_path(project)} has no such option", doc.path, cell.line, cell.col,
-                                  truth=_truth(project, None))
+                    yield finding(
+                        "DR202",
+                        f"{f} is in the options table but the launcher {_launcher_path(project)} has no such option",
+                        doc.path,
+                        cell.line,
+                        cell.col,
+                        truth=_truth(project, None),
+                    )
                     break
 
 
-@rule("DR203", "option-alias", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
+@rule(
+    "DR203",
+    "option-alias",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)",
+)
 def option_alias(project: Project) -> Iterator[Finding]:
     """A row lists exactly the option strings (name and aliases) the launcher defines for that option.
 
@@ -179,8 +220,13 @@ def option_alias(project: Project) -> Iterator[Finding]:
         if len(opts) != 1:
             if len(opts) > 1:
                 cell = row[0]
-                yield finding("DR203", f"one row names several launcher options: {', '.join(flags)}",
-                              doc.path, cell.line, cell.col)
+                yield finding(
+                    "DR203",
+                    f"one row names several launcher options: {', '.join(flags)}",
+                    doc.path,
+                    cell.line,
+                    cell.col,
+                )
             continue
         opt = next(iter(opts.values()))
         col = next(i for i, c in enumerate(row) if set(_flags(c)) & set(opt.flags))
@@ -188,13 +234,25 @@ def option_alias(project: Project) -> Iterator[Finding]:
         missing = [f for f in opt.flags if f not in flags]
         extra = [f for f in flags if f not in opt.flags]
         if missing:
-            yield finding("DR203", f"{opt.canonical}: alias {', '.join(missing)} is not documented "
-                          f"({_launcher_path(project)}:{opt.line} defines {', '.join(opt.flags)})",
-                          doc.path, cell.line, cell.col, truth=_truth(project, opt))
+            yield finding(
+                "DR203",
+                f"{opt.canonical}: alias {', '.join(missing)} is not documented "
+                f"({_launcher_path(project)}:{opt.line} defines {', '.join(opt.flags)})",
+                doc.path,
+                cell.line,
+                cell.col,
+                truth=_truth(project, opt),
+            )
         if extra:
-            yield finding("DR203", f"{opt.canonical}: {', '.join(extra)} is not an alias the launcher defines "
-                          f"({_launcher_path(project)}:{opt.line} defines {', '.join(opt.flags)})",
-                          doc.path, cell.line, cell.col, truth=_truth(project, opt))
+            yield finding(
+                "DR203",
+                f"{opt.canonical}: {', '.join(extra)} is not an alias the launcher defines "
+                f"({_launcher_path(project)}:{opt.line} defines {', '.join(opt.flags)})",
+                doc.path,
+                cell.line,
+                cell.col,
+                truth=_truth(project, opt),
+            )
 
 
 def render_default(opt: Option) -> str:
@@ -225,8 +283,11 @@ def _default_fix(doc: RstDoc, cell: Cell, opt: Option, launcher: str) -> Fix | N
         if m is None or not m.group(2).strip() or len(cell.text.split("\n")) > 1:
             return None
         fixed = m.group(1) + f"``{new}``"
-    return Fix(f"{opt.canonical}: default -> {new} (from {launcher}:{opt.line})",
-               (TextEdit(doc.path, idx + 1, idx + 1, (fixed,)),), safe=True)
+    return Fix(
+        f"{opt.canonical}: default -> {new} (from {launcher}:{opt.line})",
+        (TextEdit(doc.path, idx + 1, idx + 1, (fixed,)),),
+        safe=True,
+    )
 
 
 def _row_fix(project: Project, doc: RstDoc, table: Table, col: int, opt: Option) -> Fix | None:
@@ -270,8 +331,11 @@ def _row_fix(project: Project, doc: RstDoc, table: Table, col: int, opt: Option)
         else:
             cells.append("")
     new = [f"{bullet}* - {cells[0]}".rstrip()] + [f"{cell_indent}- {c}".rstrip() for c in cells[1:]]
-    return Fix(f"added a row for {opt.canonical} (from {_launcher_path(project)}:{opt.line})",
-               (TextEdit(doc.path, before, before - 1, tuple(new)),), safe=opt.help is not None)
+    return Fix(
+        f"added a row for {opt.canonical} (from {_launcher_path(project)}:{opt.line})",
+        (TextEdit(doc.path, before, before - 1, tuple(new)),),
+        safe=opt.help is not None,
+    )
 
 
 def _written_default(cell: Cell) -> str | None:
@@ -300,8 +364,13 @@ def _same_default(actual: Any, written: str | None, opt: Option) -> bool:
     return str(actual) == written
 
 
-@rule("DR204", "option-default", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)", fixable=True)
+@rule(
+    "DR204",
+    "option-default",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)",
+    fixable=True,
+)
 def option_default(project: Project) -> Iterator[Finding]:
     """The Default column states the launcher's argparse default (None, or False for a switch, when unset).
 
@@ -326,10 +395,16 @@ def option_default(project: Project) -> Iterator[Finding]:
         if not _same_default(opt.default, written, opt):
             actual = None if opt.default is MISSING else opt.default
             col = cell.code[0].col if cell.code else cell.col
-            yield finding("DR204", f"{opt.canonical}: the table says default {written or 'None'!s}, the launcher's "
-                          f"default is {actual!r} ({_launcher_path(project)}:{opt.line})",
-                          doc.path, cell.code[0].line if cell.code else cell.line, col, truth=_truth(project, opt),
-                          fix=_default_fix(doc, cell, opt, _launcher_path(project)))
+            yield finding(
+                "DR204",
+                f"{opt.canonical}: the table says default {written or 'None'!s}, the launcher's "
+                f"default is {actual!r} ({_launcher_path(project)}:{opt.line})",
+                doc.path,
+                cell.code[0].line if cell.code else cell.line,
+                col,
+                truth=_truth(project, opt),
+                fix=_default_fix(doc, cell, opt, _launcher_path(project)),
+            )
 
 
 def _written_choices(row: list[Cell], skip: int) -> tuple[list[str] | None, Cell | None]:
@@ -344,8 +419,12 @@ def _written_choices(row: list[Cell], skip: int) -> tuple[list[str] | None, Cell
     return None, None
 
 
-@rule("DR205", "option-choices", profile="drift",
-      cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)")
+@rule(
+    "DR205",
+    "option-choices",
+    profile="drift",
+    cites="this repository's design (DESIGN.md, Sources of truth): launcher flags, aliases, defaults, choices (argparse is the truth)",
+)
 def option_choices(project: Project) -> Iterator[Finding]:
     """A row states the launcher option's choices: each choice is written, and a "one of ..." list adds none.
 
@@ -377,10 +456,22 @@ def option_choices(project: Project) -> Iterator[Finding]:
             extra = [c for c in listed if c not in allowed]
         assert cell is not None
         if missing:
-            yield finding("DR205", f"{opt.canonical}: choice(s) {', '.join(missing)} not stated in the table "
-                          f"(choices: {', '.join(allowed)}; {_launcher_path(project)}:{opt.line})",
-                          doc.path, cell.line, cell.col, truth=_truth(project, opt))
+            yield finding(
+                "DR205",
+                f"{opt.canonical}: choice(s) {', '.join(missing)} not stated in the table "
+                f"(choices: {', '.join(allowed)}; {_launcher_path(project)}:{opt.line})",
+                doc.path,
+                cell.line,
+                cell.col,
+                truth=_truth(project, opt),
+            )
         if extra:
-            yield finding("DR205", f"{opt.canonical}: {', '.join(extra)} is not a choice the launcher accepts "
-                          f"(choices: {', '.join(allowed)}; {_launcher_path(project)}:{opt.line})",
-                          doc.path, cell.line, cell.col, truth=_truth(project, opt))
+            yield finding(
+                "DR205",
+                f"{opt.canonical}: {', '.join(extra)} is not a choice the launcher accepts "
+                f"(choices: {', '.join(allowed)}; {_launcher_path(project)}:{opt.line})",
+                doc.path,
+                cell.line,
+                cell.col,
+                truth=_truth(project, opt),
+            )

@@ -17,22 +17,63 @@ from .registry import rule
 
 # Claude Code's built-in tool names (its tools reference, code.claude.com/docs/en/tools-reference), with the
 # names older releases used (Task, MultiEdit, NotebookRead, BashOutput, KillShell, SlashCommand, LS).
-CLAUDE_CODE_TOOLS = frozenset({
-    "Agent", "AskUserQuestion", "Bash", "BashOutput", "CronCreate", "CronDelete", "CronList", "Edit",
-    "EnterPlanMode", "EnterWorktree", "ExitPlanMode", "ExitWorktree", "Glob", "Grep", "KillShell", "LS",
-    "ListMcpResourcesTool", "LSP", "MultiEdit", "NotebookEdit", "NotebookRead", "PowerShell", "Read",
-    "ReadMcpResourceTool", "SendMessage", "Skill", "SlashCommand", "Task", "TaskCreate", "TaskGet", "TaskList",
-    "TaskOutput", "TaskStop", "TaskUpdate", "TodoWrite", "ToolSearch", "WebFetch", "WebSearch", "Write",
-})
+CLAUDE_CODE_TOOLS = frozenset(
+    {
+        "Agent",
+        "AskUserQuestion",
+        "Bash",
+        "BashOutput",
+        "CronCreate",
+        "CronDelete",
+        "CronList",
+        "Edit",
+        "EnterPlanMode",
+        "EnterWorktree",
+        "ExitPlanMode",
+        "ExitWorktree",
+        "Glob",
+        "Grep",
+        "KillShell",
+        "LS",
+        "ListMcpResourcesTool",
+        "LSP",
+        "MultiEdit",
+        "NotebookEdit",
+        "NotebookRead",
+        "PowerShell",
+        "Read",
+        "ReadMcpResourceTool",
+        "SendMessage",
+        "Skill",
+        "SlashCommand",
+        "Task",
+        "TaskCreate",
+        "TaskGet",
+        "TaskList",
+        "TaskOutput",
+        "TaskStop",
+        "TaskUpdate",
+        "TodoWrite",
+        "ToolSearch",
+        "WebFetch",
+        "WebSearch",
+        "Write",
+    }
+)
 # `Tool(specifier)` (Bash(git diff:*), Read(./docs/**), WebFetch(domain:example.com)) or an MCP tool
 # `mcp__server` / `mcp__server__tool` (any server or tool name; `*` allowed).
 TOOL_RE = re.compile(r"^(?P<tool>[A-Za-z][A-Za-z0-9]*)(?:\((?P<spec>.*)\))?$", re.DOTALL)
 MCP_RE = re.compile(r"^mcp__[A-Za-z0-9_.-]+(?:__[A-Za-z0-9_.*-]+)?$")
 
 
-@rule("SK116", "name-folder", profile="spec",
-      cites="Agent Skills specification (agentskills.io/specification): `name` must match the name of the skill's "
-            "parent directory", fixable=True)
+@rule(
+    "SK116",
+    "name-folder",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): `name` must match the name of the skill's "
+    "parent directory",
+    fixable=True,
+)
 def name_folder(project: Project) -> Iterator[Finding]:
     """`name` equals the name of the folder agents load the skill from (the skill folder, or a link to it).
 
@@ -46,17 +87,28 @@ def name_folder(project: Project) -> Iterator[Finding]:
     for skill, fm in _skills_with_frontmatter(project):
         name = fm.get("name")
         folder = posixpath.basename(skill.dir) if skill.dir else project.root.name
-        if not isinstance(name, str) or name == folder or name in linked.get(skill.dir, ()) \
-                or alias_points_to(project, name, skill):  # a link, or a Windows checkout's one-line file
+        if (
+            not isinstance(name, str)
+            or name == folder
+            or name in linked.get(skill.dir, ())
+            or alias_points_to(project, name, skill)
+        ):  # a link, or a Windows checkout's one-line file
             continue
         line = _key_line(skill, "name")
         fix = None
         if NAME_RE.match(folder) and len(folder) <= 64 and "name" in skill.skill_md.frontmatter_lines:
-            fix = Fix(f"set `name` to the folder's name {folder!r}",
-                      (TextEdit(skill.skill_md.path, line, line, (f"name: {folder}",)),))
-        yield finding("SK116", f"`name` {name!r} is not the skill folder's name {folder!r}: agents load a skill "
-                      "by its folder (rename one of them, or link the folder under its name)",
-                      skill.skill_md.path, line, fix=fix)
+            fix = Fix(
+                f"set `name` to the folder's name {folder!r}",
+                (TextEdit(skill.skill_md.path, line, line, (f"name: {folder}",)),),
+            )
+        yield finding(
+            "SK116",
+            f"`name` {name!r} is not the skill folder's name {folder!r}: agents load a skill "
+            "by its folder (rename one of them, or link the folder under its name)",
+            skill.skill_md.path,
+            line,
+            fix=fix,
+        )
 
 
 def tool_entries(value: object) -> list[str] | None:
@@ -92,9 +144,15 @@ def unknown_tool(entry: str) -> str | None:
     return "is not a Claude Code tool"
 
 
-@rule("SK117", "allowed-tools", severity="warning", profile="claude",
-      cites="Claude Code skills (code.claude.com/docs/en/skills, allowed-tools) and tools reference "
-            "(code.claude.com/docs/en/tools-reference): the tool names permission rules use", fixable=True)
+@rule(
+    "SK117",
+    "allowed-tools",
+    severity="warning",
+    profile="claude",
+    cites="Claude Code skills (code.claude.com/docs/en/skills, allowed-tools) and tools reference "
+    "(code.claude.com/docs/en/tools-reference): the tool names permission rules use",
+    fixable=True,
+)
 def allowed_tools(project: Project) -> Iterator[Finding]:
     """Each `allowed-tools` entry names a Claude Code tool, a `Tool(pattern)` rule, or an MCP tool.
 
@@ -108,14 +166,18 @@ def allowed_tools(project: Project) -> Iterator[Finding]:
         entries = tool_entries(fm["allowed-tools"])
         line = _key_line(skill, "allowed-tools")
         if entries is None:
-            yield finding("SK117", "`allowed-tools` must be a string of tool names or a list of them",
-                          skill.skill_md.path, line)
+            yield finding(
+                "SK117", "`allowed-tools` must be a string of tool names or a list of them", skill.skill_md.path, line
+            )
             continue
         by_lower = {t.lower(): t for t in CLAUDE_CODE_TOOLS}
         wrong = [(entry, unknown_tool(entry), TOOL_RE.match(entry)) for entry in entries]
         wrong = [(e, why, m) for e, why, m in wrong if why is not None]
-        right = {e: by_lower[m.group("tool").lower()] + e[len(m.group("tool")):] for e, _, m in wrong
-                 if m and m.group("tool").lower() in by_lower}
+        right = {
+            e: by_lower[m.group("tool").lower()] + e[len(m.group("tool")) :]
+            for e, _, m in wrong
+            if m and m.group("tool").lower() in by_lower
+        }
         edit = _case_edit(skill, line, right)  # one edit for the line, shared by its findings (applied once)
         for entry, why, _ in wrong:
             hint = f" (did you mean {right[entry]!r}?)" if entry in right else ""
@@ -147,9 +209,14 @@ def _mentions(skill: Skill) -> str:
     return "\n".join(parts)
 
 
-@rule("SK213", "unreferenced-file", severity="warning", profile="claude",
-      cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices: progressive "
-            "disclosure): SKILL.md points to each bundled file and says when to read or run it")
+@rule(
+    "SK213",
+    "unreferenced-file",
+    severity="warning",
+    profile="claude",
+    cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices: progressive "
+    "disclosure): SKILL.md points to each bundled file and says when to read or run it",
+)
 def unreferenced_file(project: Project) -> Iterator[Finding]:
     """Every file bundled in a skill is named in the skill's markdown (or sits in a folder it names).
 
@@ -164,23 +231,35 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
         text = _mentions(skill)
         prefix = f"{skill.dir}/" if skill.dir else ""
         for path in sorted(p for p in project.files if p.startswith(prefix)):
-            inner = path[len(prefix):]
+            inner = path[len(prefix) :]
             parts = inner.split("/")
-            if inner == "SKILL.md" or parts[0] == "evals" or any(p.startswith((".", "__")) for p in parts) \
-                    or UNLISTED_OK.match(parts[-1]):
+            if (
+                inner == "SKILL.md"
+                or parts[0] == "evals"
+                or any(p.startswith((".", "__")) for p in parts)
+                or UNLISTED_OK.match(parts[-1])
+            ):
                 continue
             folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
             if parts[-1] in text or inner in text or any(f"{f}/" in text or f"`{f}`" in text for f in folders):
                 continue
             if any(d.path == path for d in skill.files.values()) and _linked_from_skill(skill, path):
                 continue
-            yield finding("SK213", f"{inner} is in the skill but nothing in its markdown names it: agents never "
-                          "open it (link it from SKILL.md with when to use it, or remove it)", path, 1)
+            yield finding(
+                "SK213",
+                f"{inner} is in the skill but nothing in its markdown names it: agents never "
+                "open it (link it from SKILL.md with when to use it, or remove it)",
+                path,
+                1,
+            )
 
 
 def _linked_from_skill(skill: Skill, path: str) -> bool:
-    return any(posixpath.normpath(posixpath.join(posixpath.dirname(d.path), link.target.split("#")[0])) == path
-               for d in skill_docs(skill) for link in d.links)
+    return any(
+        posixpath.normpath(posixpath.join(posixpath.dirname(d.path), link.target.split("#")[0])) == path
+        for d in skill_docs(skill)
+        for link in d.links
+    )
 
 
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "zsh", "console", "shell-session", "ksh", "fish"})
@@ -188,9 +267,14 @@ SHELL_LANGS = frozenset({"bash", "sh", "shell", "zsh", "console", "shell-session
 ARG_RE = re.compile(r"\$(?:ARGUMENTS(?:\[\d+\])?|\d+)(?![\w\[])")
 
 
-@rule("SK214", "argument-placeholder", severity="warning", profile="claude",
-      cites="Claude Code skills (code.claude.com/docs/en/skills, string substitutions): $ARGUMENTS, "
-            "$ARGUMENTS[N] and $N in a skill's content are replaced by the invocation's arguments")
+@rule(
+    "SK214",
+    "argument-placeholder",
+    severity="warning",
+    profile="claude",
+    cites="Claude Code skills (code.claude.com/docs/en/skills, string substitutions): $ARGUMENTS, "
+    "$ARGUMENTS[N] and $N in a skill's content are replaced by the invocation's arguments",
+)
 def argument_placeholder(project: Project) -> Iterator[Finding]:
     """A shell snippet in SKILL.md holds no `$1`, `$0` or `$ARGUMENTS`: Claude Code replaces them first.
 
@@ -207,6 +291,11 @@ def argument_placeholder(project: Project) -> Iterator[Finding]:
                 continue
             for i, text in enumerate(code.text.split("\n")):
                 for m in ARG_RE.finditer(text):
-                    yield finding("SK214", f"`{m.group(0)}` in a shell snippet is replaced by Claude Code with the "
-                                  "skill's arguments before the model reads it: use a named variable or `${...}`",
-                                  doc.path, code.line + i, m.start() + 1)
+                    yield finding(
+                        "SK214",
+                        f"`{m.group(0)}` in a shell snippet is replaced by Claude Code with the "
+                        "skill's arguments before the model reads it: use a named variable or `${...}`",
+                        doc.path,
+                        code.line + i,
+                        m.start() + 1,
+                    )

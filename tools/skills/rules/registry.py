@@ -3,8 +3,8 @@ the profile it belongs to and the line of the spec or policy it enforces."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from model import Finding, Project
 
@@ -15,17 +15,17 @@ RuleFunc = Callable[[Project], Iterable[Finding]]
 # only where a tree adopts them. Input problems (IN0xx) belong to the checker core and are always on.
 PROFILES: dict[str, str] = {
     "spec": "(generic, on by default) the Agent Skills specification (agentskills.io): frontmatter fields, the "
-            "name is the folder's, size, references",
+    "name is the folder's, size, references",
     "claude": "(generic, on by default) Claude's documented skill guidance (claude.ai, the API, Claude Code): "
-              "reserved words, no XML in descriptions, third-person descriptions, known allowed-tools, argument "
-              "substitution in shell snippets, every bundled file referenced, contents in long references",
+    "reserved words, no XML in descriptions, third-person descriptions, known allowed-tools, argument "
+    "substitution in shell snippets, every bundled file referenced, contents in long references",
     "links": "(generic, on by default) links, #anchors and backticked repository paths in the skills and docs resolve in the checked tree",
-    "isaaclab": "(house, where adopted) Isaac Lab's skill policy: audience/status/owners, \"Use when\", required "
-                "sections, per-section token budgets, evaluations, discovery aliases, script phrasing",
+    "isaaclab": '(house, where adopted) Isaac Lab\'s skill policy: audience/status/owners, "Use when", required '
+    "sections, per-section token budgets, evaluations, discovery aliases, script phrasing",
     "routing": "(house, where adopted) every evals.json case ranks its expected skill first among the tree's skills (a lexical "
-               "stand-in for an agent's choice: BM25 over each skill's name and description)",
+    "stand-in for an agent's choice: BM25 over each skill's name and description)",
     "drift": "(house, where adopted) this repository's sources of truth: the NCCL list, the launcher options table and every flag "
-             "written in a command",
+    "written in a command",
 }
 
 GENERIC = ("spec", "claude", "links")  # what runs on any tree without configuration
@@ -55,8 +55,11 @@ class Rule:
         import sys
 
         module = sys.modules.get(self.func.__module__)
-        parts = [inspect.cleandoc(self.func.__doc__ or ""), f"Profile: {self.profile}. Enforces: {self.cites}.",
-                 inspect.cleandoc(getattr(module, "__doc__", "") or "")]
+        parts = [
+            inspect.cleandoc(self.func.__doc__ or ""),
+            f"Profile: {self.profile}. Enforces: {self.cites}.",
+            inspect.cleandoc(getattr(module, "__doc__", "") or ""),
+        ]
         return "\n\n".join(p for p in parts if p)
 
 
@@ -64,8 +67,9 @@ RULES: list[Rule] = []
 _BY_CODE: dict[str, Rule] = {}
 
 
-def rule(code: str, name: str, severity: str = "error", *, profile: str, cites: str,
-         fixable: bool = False) -> Callable[[RuleFunc], RuleFunc]:
+def rule(
+    code: str, name: str, severity: str = "error", *, profile: str, cites: str, fixable: bool = False
+) -> Callable[[RuleFunc], RuleFunc]:
     """Register ``func`` as the rule ``code``; codes are unique and never reused."""
     if profile not in PROFILES:
         raise ValueError(f"rule {code}: unknown profile {profile!r}")

@@ -10,9 +10,9 @@ evals.json and name the winning skill and both scores. The threshold for should-
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Iterator
 
 from model import Finding, Loc, Project, Skill
 
@@ -72,8 +72,9 @@ def cases(project: Project) -> list[Case]:
                 expected = entry.get("expected_skill")
                 if expected is not None and not isinstance(expected, str):
                     continue
-                out.append(Case(skill, str(entry.get("id", "")), entry["prompt"], expected, line,
-                                index.rank(entry["prompt"])))
+                out.append(
+                    Case(skill, str(entry.get("id", "")), entry["prompt"], expected, line, index.rank(entry["prompt"]))
+                )
         return out
 
     return cached(project, "routing-cases", make)
@@ -94,8 +95,12 @@ def _terms(case: Case, name: str | None) -> str:
     return ", ".join(t for t, _ in scored.deciding(4)) or "none"
 
 
-@rule("SK401", "routing-trigger-lost", profile="routing",
-      cites="this repository's design (DESIGN.md, Checker: routing): a should-trigger case routes to its skill")
+@rule(
+    "SK401",
+    "routing-trigger-lost",
+    profile="routing",
+    cites="this repository's design (DESIGN.md, Checker: routing): a should-trigger case routes to its skill",
+)
 def trigger_lost(project: Project) -> Iterator[Finding]:
     """A case's expected skill ranks first for its prompt among the tree's skills (lexical model).
 
@@ -106,14 +111,23 @@ def trigger_lost(project: Project) -> Iterator[Finding]:
     """
     for c in _lost(project):
         win = c.ranking[0]
-        yield finding("SK401", f"case {c.ident!r} should route to {c.expected} but {win.name} ranks first "
-                      f"({win.score:.2f} vs {_score(c, c.expected):.2f}; {win.name} matched {_terms(c, win.name)}; "
-                      f"{c.expected} matched {_terms(c, c.expected)})", c.owner.evals_json or c.owner.skill_md.path,
-                      c.line, truth=Loc(c.owner.skill_md.path, c.owner.skill_md.frontmatter_lines.get("description", 1), 1))
+        yield finding(
+            "SK401",
+            f"case {c.ident!r} should route to {c.expected} but {win.name} ranks first "
+            f"({win.score:.2f} vs {_score(c, c.expected):.2f}; {win.name} matched {_terms(c, win.name)}; "
+            f"{c.expected} matched {_terms(c, c.expected)})",
+            c.owner.evals_json or c.owner.skill_md.path,
+            c.line,
+            truth=Loc(c.owner.skill_md.path, c.owner.skill_md.frontmatter_lines.get("description", 1), 1),
+        )
 
 
-@rule("SK402", "routing-should-not", profile="routing",
-      cites="this repository's design (DESIGN.md, Checker: routing): a should-not case does not route to its skill")
+@rule(
+    "SK402",
+    "routing-should-not",
+    profile="routing",
+    cites="this repository's design (DESIGN.md, Checker: routing): a should-not case does not route to its skill",
+)
 def should_not(project: Project) -> Iterator[Finding]:
     """A should-not case (in a skill's evals.json, expecting another skill or none) does not pick that skill.
 
@@ -129,16 +143,27 @@ def should_not(project: Project) -> Iterator[Finding]:
             continue
         other = c.expected or "no skill"
         runner_up = c.ranking[1] if len(c.ranking) > 1 else None
-        theirs = f"{_score(c, c.expected):.2f}" if c.expected else (f"{runner_up.score:.2f} for {runner_up.name}"
-                                                                   if runner_up else "none")
-        yield finding("SK402", f"case {c.ident!r} should not route to {own} (expected: {other}) but it ranks first "
-                      f"({win.score:.2f} >= threshold {limit:g}; next: {theirs}; matched {_terms(c, own)})",
-                      c.owner.evals_json or c.owner.skill_md.path, c.line,
-                      truth=Loc(c.owner.skill_md.path, c.owner.skill_md.frontmatter_lines.get("description", 1), 1))
+        theirs = (
+            f"{_score(c, c.expected):.2f}"
+            if c.expected
+            else (f"{runner_up.score:.2f} for {runner_up.name}" if runner_up else "none")
+        )
+        yield finding(
+            "SK402",
+            f"case {c.ident!r} should not route to {own} (expected: {other}) but it ranks first "
+            f"({win.score:.2f} >= threshold {limit:g}; next: {theirs}; matched {_terms(c, own)})",
+            c.owner.evals_json or c.owner.skill_md.path,
+            c.line,
+            truth=Loc(c.owner.skill_md.path, c.owner.skill_md.frontmatter_lines.get("description", 1), 1),
+        )
 
 
-@rule("SK403", "routing-collision", profile="routing",
-      cites="this repository's design (DESIGN.md, Checker: routing): two skills do not win each other's cases")
+@rule(
+    "SK403",
+    "routing-collision",
+    profile="routing",
+    cites="this repository's design (DESIGN.md, Checker: routing): two skills do not win each other's cases",
+)
 def collision(project: Project) -> Iterator[Finding]:
     """Two skills do not win each other's cases (their descriptions collide).
 
@@ -153,8 +178,13 @@ def collision(project: Project) -> Iterator[Finding]:
     for (a, b), ids in sorted(won.items()):
         if a < b and (b, a) in won and a in by_name:
             skill = by_name[a]
-            yield finding("SK403", f"{a} and {b} win each other's cases ({a} wins {', '.join(ids)}; {b} wins "
-                          f"{', '.join(won[(b, a)])}): their descriptions claim the same prompts", skill.skill_md.path,
-                          skill.skill_md.frontmatter_lines.get("description", 1),
-                          truth=Loc(by_name[b].skill_md.path, by_name[b].skill_md.frontmatter_lines.get("description", 1), 1)
-                          if b in by_name else None)
+            yield finding(
+                "SK403",
+                f"{a} and {b} win each other's cases ({a} wins {', '.join(ids)}; {b} wins "
+                f"{', '.join(won[(b, a)])}): their descriptions claim the same prompts",
+                skill.skill_md.path,
+                skill.skill_md.frontmatter_lines.get("description", 1),
+                truth=Loc(by_name[b].skill_md.path, by_name[b].skill_md.frontmatter_lines.get("description", 1), 1)
+                if b in by_name
+                else None,
+            )

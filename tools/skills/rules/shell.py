@@ -66,13 +66,13 @@ def _chars(segments: list[tuple[str, int, int]]) -> list[_Char]:
 
 def _placeholder_at(chars: list[_Char], i: int) -> str | None:
     """The ``<placeholder>`` starting at ``chars[i]``, if one does."""
-    m = PLACEHOLDER_RE.match("".join(c for c, _, _ in chars[i:i + 80]))
+    m = PLACEHOLDER_RE.match("".join(c for c, _, _ in chars[i : i + 80]))
     return m.group(0) if m else None
 
 
 def _operator_at(chars: list[_Char], i: int) -> str | None:
     """The shell operator starting at ``chars[i]`` (a ``<`` that opens a placeholder is none)."""
-    rest = "".join(c for c, _, _ in chars[i:i + 3])
+    rest = "".join(c for c, _, _ in chars[i : i + 3])
     op = next((o for o in OPERATORS if rest.startswith(o)), None)
     if op == "<" and _placeholder_at(chars, i):
         return None
@@ -129,7 +129,7 @@ def _word_at(chars: list[_Char], i: int) -> tuple[str, bool, int]:
             continue
         if ch == "$" and i + 1 < n and chars[i + 1][0] == "(":
             j = _closing_paren(chars, i + 1)
-            buf.extend(c for c, _, _ in chars[i:j + 1])
+            buf.extend(c for c, _, _ in chars[i : j + 1])
             i = j + 1
             continue
         if ch == "<":
@@ -151,8 +151,11 @@ def words(segments: list[tuple[str, int, int]]) -> list[Word]:
     """Split one logical line into words and operators, with their file positions."""
     if not any(ch in _SPECIAL for text, _, _ in segments for ch in text):
         # no quotes, escapes, operators or comments: words are the runs of non-space characters
-        return [Word(m.group(0), line, col0 + m.start()) for text, line, col0 in segments
-                for m in _PLAIN_WORD_RE.finditer(text)]
+        return [
+            Word(m.group(0), line, col0 + m.start())
+            for text, line, col0 in segments
+            for m in _PLAIN_WORD_RE.finditer(text)
+        ]
     chars = _chars(segments)
     out: list[Word] = []
     i, n = 0, len(chars)
@@ -198,8 +201,9 @@ def simple_commands(ws: list[Word]) -> list[list[Word]]:
     return commands
 
 
-def command_lines(text: str, first_line: int, cols: list[int] | None = None,
-                  *, prompts_only: bool | None = None) -> list[list[Word]]:
+def command_lines(
+    text: str, first_line: int, cols: list[int] | None = None, *, prompts_only: bool | None = None
+) -> list[list[Word]]:
     """Every simple command in a code block or inline code span.
 
     When some line starts with a ``$``/``%`` prompt, only prompted lines are commands (the rest
@@ -214,7 +218,7 @@ def command_lines(text: str, first_line: int, cols: list[int] | None = None,
     for i, line in enumerate(lines):
         m = PROMPT_RE.match(line)
         if m:
-            kept.append(" " * m.end() + line[m.end():])
+            kept.append(" " * m.end() + line[m.end() :])
         elif prompts_only and not prev_continues:
             kept.append("")
         else:

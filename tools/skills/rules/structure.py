@@ -9,8 +9,23 @@ from collections.abc import Iterator
 from model import Finding, Loc, MarkdownDoc, Project, RstDoc, Skill
 
 from .common import (
-    all_skill_docs, anchors_of, cached, code_items, docs_dir, exists, find_doc, finding, is_external,
-    is_file, is_placeholder, names_known, negative_lines_of, resolve, rst_docs, skill_dir_relative, skill_docs,
+    all_skill_docs,
+    anchors_of,
+    cached,
+    code_items,
+    docs_dir,
+    exists,
+    find_doc,
+    finding,
+    is_external,
+    is_file,
+    is_placeholder,
+    names_known,
+    negative_lines_of,
+    resolve,
+    rst_docs,
+    skill_dir_relative,
+    skill_docs,
     skill_names,
 )
 from .registry import rule
@@ -29,8 +44,12 @@ def _norm(text: str) -> str:
     return " ".join(text.replace("`", "").split()).lower()
 
 
-@rule("SK201", "required-sections", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): sections When To Use, Workflow, Validation, Maintenance, References")
+@rule(
+    "SK201",
+    "required-sections",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): sections When To Use, Workflow, Validation, Maintenance, References",
+)
 def required_sections(project: Project) -> Iterator[Finding]:
     """SKILL.md has the sections When To Use, Workflow, Validation, Maintenance and References.
 
@@ -44,11 +63,16 @@ def required_sections(project: Project) -> Iterator[Finding]:
         present = {_norm(h.text) for h in doc.headings}
         for section in REQUIRED_SECTIONS:
             if section.lower() not in present:
-                yield finding("SK201", f"SKILL.md has no \"{section}\" section", doc.path, doc.body_start)
+                yield finding("SK201", f'SKILL.md has no "{section}" section', doc.path, doc.body_start)
 
 
-@rule("SK202", "body-length", severity="warning", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): keep SKILL.md under 500 lines; move detail to referenced files')
+@rule(
+    "SK202",
+    "body-length",
+    severity="warning",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): keep SKILL.md under 500 lines; move detail to referenced files",
+)
 def body_length(project: Project) -> Iterator[Finding]:
     """The SKILL.md body (after the frontmatter) is under 500 lines; details go to reference files.
 
@@ -60,12 +84,21 @@ def body_length(project: Project) -> Iterator[Finding]:
             continue
         body = doc.n_lines - doc.body_start + 1
         if body >= MAX_BODY_LINES:
-            yield finding("SK202", f"SKILL.md body is {body} lines; keep it under {MAX_BODY_LINES} and move "
-                          "details to reference files", doc.path, doc.body_start + MAX_BODY_LINES - 1)
+            yield finding(
+                "SK202",
+                f"SKILL.md body is {body} lines; keep it under {MAX_BODY_LINES} and move details to reference files",
+                doc.path,
+                doc.body_start + MAX_BODY_LINES - 1,
+            )
 
 
-@rule("SK211", "skill-md-missing", severity="warning", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): a skill is a folder holding SKILL.md')
+@rule(
+    "SK211",
+    "skill-md-missing",
+    severity="warning",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): a skill is a folder holding SKILL.md",
+)
 def skill_md_missing(project: Project) -> Iterator[Finding]:
     """A folder beside skill folders that holds markdown also holds a SKILL.md (otherwise no agent sees it).
 
@@ -74,8 +107,13 @@ def skill_md_missing(project: Project) -> Iterator[Finding]:
     inside a skill (`scripts/`, `references/`, `assets/` ...) belongs to that skill and is never reported.
     """
     for folder in project.orphan_dirs:
-        yield finding("SK211", "folder beside the skill folders has markdown but no SKILL.md, so no agent loads "
-                      "it as a skill; add one or move the folder out", folder, 1)
+        yield finding(
+            "SK211",
+            "folder beside the skill folders has markdown but no SKILL.md, so no agent loads "
+            "it as a skill; add one or move the folder out",
+            folder,
+            1,
+        )
 
 
 # The token estimate works offline (no tokenizer vocabulary is downloaded): a run of letters counts one
@@ -101,8 +139,13 @@ def estimate_tokens(text: str) -> int:
     return n
 
 
-@rule("SK212", "token-budget", severity="warning", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): progressive disclosure, instructions under about 5,000 tokens')
+@rule(
+    "SK212",
+    "token-budget",
+    severity="warning",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): progressive disclosure, instructions under about 5,000 tokens",
+)
 def token_budget(project: Project) -> Iterator[Finding]:
     """The SKILL.md body costs at most about 5,000 tokens (estimated offline)."""
     for skill in project.skills:
@@ -110,15 +153,25 @@ def token_budget(project: Project) -> Iterator[Finding]:
         if not doc.readable:
             continue
         lines = doc.text.split("\n")
-        body = "\n".join(lines[doc.body_start - 1:])
+        body = "\n".join(lines[doc.body_start - 1 :])
         total = estimate_tokens(body)
         if total > MAX_BODY_TOKENS:
-            yield finding("SK212", f"SKILL.md body is about {total} tokens (estimated offline); keep it under "
-                          f"{MAX_BODY_TOKENS}: agents load all of it when the skill triggers", doc.path, doc.body_start)
+            yield finding(
+                "SK212",
+                f"SKILL.md body is about {total} tokens (estimated offline); keep it under "
+                f"{MAX_BODY_TOKENS}: agents load all of it when the skill triggers",
+                doc.path,
+                doc.body_start,
+            )
 
 
-@rule("SK215", "section-token-budget", severity="warning", profile="isaaclab",
-      cites="this repository's authoring rules (skills/README.md): one section of SKILL.md costs at most about 2,000 tokens")
+@rule(
+    "SK215",
+    "section-token-budget",
+    severity="warning",
+    profile="isaaclab",
+    cites="this repository's authoring rules (skills/README.md): one section of SKILL.md costs at most about 2,000 tokens",
+)
 def section_token_budget(project: Project) -> Iterator[Finding]:
     """Each `##` section of SKILL.md costs at most about 2,000 tokens (estimated offline, as SK212)."""
     for skill in project.skills:
@@ -129,10 +182,15 @@ def section_token_budget(project: Project) -> Iterator[Finding]:
         starts = [h for h in doc.headings if h.level <= 2 and h.line >= doc.body_start]
         for i, h in enumerate(starts):
             end = starts[i + 1].line - 1 if i + 1 < len(starts) else len(lines)
-            n = estimate_tokens("\n".join(lines[h.line - 1:end]))
+            n = estimate_tokens("\n".join(lines[h.line - 1 : end]))
             if n > MAX_SECTION_TOKENS:
-                yield finding("SK215", f"section \"{h.text}\" is about {n} tokens (estimated offline); keep a section "
-                              f"under {MAX_SECTION_TOKENS} and move details to a reference file", doc.path, h.line)
+                yield finding(
+                    "SK215",
+                    f'section "{h.text}" is about {n} tokens (estimated offline); keep a section '
+                    f"under {MAX_SECTION_TOKENS} and move details to a reference file",
+                    doc.path,
+                    h.line,
+                )
 
 
 def _checked_docs(project: Project) -> Iterator[MarkdownDoc | RstDoc]:
@@ -206,8 +264,12 @@ def _skill_dir_of(project: Project, path: str) -> str | None:
     return by_doc.get(path)
 
 
-@rule("SK203", "link-target", profile="links",
-      cites='CommonMark links and Sphinx :doc: targets resolve in the checked tree')
+@rule(
+    "SK203",
+    "link-target",
+    profile="links",
+    cites="CommonMark links and Sphinx :doc: targets resolve in the checked tree",
+)
 def link_target(project: Project) -> Iterator[Finding]:
     """Every relative link (markdown links, Sphinx :doc:) points at a file or folder that exists.
 
@@ -217,12 +279,12 @@ def link_target(project: Project) -> Iterator[Finding]:
     for doc in _checked_docs(project):
         for line, col, written, path, _ in _link_targets(project, doc):
             if not exists(project, path):
-                yield finding("SK203", f"link target {written!r} does not exist (resolved to {path})",
-                              doc.path, line, col)
+                yield finding(
+                    "SK203", f"link target {written!r} does not exist (resolved to {path})", doc.path, line, col
+                )
 
 
-@rule("SK204", "link-anchor", profile="links",
-      cites='GitHub heading anchors and docutils section ids/labels resolve')
+@rule("SK204", "link-anchor", profile="links", cites="GitHub heading anchors and docutils section ids/labels resolve")
 def link_anchor(project: Project) -> Iterator[Finding]:
     """Every `#anchor` in a link names a real heading (GitHub anchors; RST section ids or labels) and every :ref: label exists.
 
@@ -239,12 +301,19 @@ def link_anchor(project: Project) -> Iterator[Finding]:
             if target is None or not getattr(target, "readable", True):
                 continue  # a file the model does not hold: its anchors are unknown
             if fragment.lower() not in anchors_of(target):
-                yield finding("SK204", f"anchor #{fragment} in {written!r} names no heading in {path}",
-                              doc.path, line, col, truth=Loc(path, 1, 1))
+                yield finding(
+                    "SK204",
+                    f"anchor #{fragment} in {written!r} names no heading in {path}",
+                    doc.path,
+                    line,
+                    col,
+                    truth=Loc(path, 1, 1),
+                )
         for link in doc.links:
             if getattr(link, "kind", "md") == "ref" and link.target.strip().lower() not in labels:
-                yield finding("SK204", f":ref: target {link.target!r} is not a label in the docs",
-                              doc.path, link.line, link.col)
+                yield finding(
+                    "SK204", f":ref: target {link.target!r} is not a label in the docs", doc.path, link.line, link.col
+                )
     for doc, skill, line, col, text in _repo_path_codes(project):
         path, _, fragment = text.partition("#")
         if not fragment or not REPO_PATH_RE.match(text):
@@ -254,16 +323,27 @@ def link_anchor(project: Project) -> Iterator[Finding]:
             path = skill.join(path)
         target = find_doc(project, path) if exists(project, path) else None
         if target is not None and getattr(target, "readable", True) and fragment.lower() not in anchors_of(target):
-            yield finding("SK204", f"anchor #{fragment} in `{text}` names no heading in {path}", doc.path, line, col,
-                          truth=Loc(path, 1, 1))
+            yield finding(
+                "SK204",
+                f"anchor #{fragment} in `{text}` names no heading in {path}",
+                doc.path,
+                line,
+                col,
+                truth=Loc(path, 1, 1),
+            )
 
 
 def _linked_files(project: Project, doc: MarkdownDoc) -> set[str]:
     return {path for _, _, _, path, _ in _link_targets(project, doc)}
 
 
-@rule("SK205", "reference-depth", severity="warning", profile="spec",
-      cites='Agent Skills specification (agentskills.io/specification): file references stay one level deep from SKILL.md')
+@rule(
+    "SK205",
+    "reference-depth",
+    severity="warning",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): file references stay one level deep from SKILL.md",
+)
 def reference_depth(project: Project) -> Iterator[Finding]:
     """Reference files are one level deep: a skill file links only to files SKILL.md links to directly.
 
@@ -282,8 +362,13 @@ def reference_depth(project: Project) -> Iterator[Finding]:
                 if path == doc.path:
                     continue  # an in-page #anchor: the same file, not a reference
                 if path.startswith(prefix) and path.endswith(".md") and path not in direct:
-                    yield finding("SK205", f"{written!r} is a second-level reference: link it from SKILL.md "
-                                  "or fold it into this file", doc.path, line, col)
+                    yield finding(
+                        "SK205",
+                        f"{written!r} is a second-level reference: link it from SKILL.md or fold it into this file",
+                        doc.path,
+                        line,
+                        col,
+                    )
 
 
 def is_repo_path(project: Project, path: str, skill: Skill | None) -> bool:
@@ -308,8 +393,12 @@ def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, S
                 yield rst, None, code.line, code.col, code.text.strip()
 
 
-@rule("SK206", "repo-path", profile="links",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): backticked repository paths exist")
+@rule(
+    "SK206",
+    "repo-path",
+    profile="links",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): backticked repository paths exist",
+)
 def repo_path(project: Project) -> Iterator[Finding]:
     """A backticked path whose first folder exists at the root (or in the skill) exists.
 
@@ -344,8 +433,13 @@ def _heading_near_top(doc: MarkdownDoc) -> bool:
     return len(local) >= 2
 
 
-@rule("SK207", "reference-contents", severity="warning", profile="claude",
-      cites='Claude skill authoring best practices (docs.claude.com, agent skills best practices): reference files over 100 lines start with a table of contents')
+@rule(
+    "SK207",
+    "reference-contents",
+    severity="warning",
+    profile="claude",
+    cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices): reference files over 100 lines start with a table of contents",
+)
 def reference_contents(project: Project) -> Iterator[Finding]:
     """A skill reference file longer than 100 lines opens with a contents list (a Contents heading or in-page links).
 
@@ -355,9 +449,13 @@ def reference_contents(project: Project) -> Iterator[Finding]:
     for skill in project.skills:
         for doc in skill.files.values():
             if doc.readable and doc.n_lines > CONTENTS_AFTER and not _heading_near_top(doc):
-                yield finding("SK207", f"{doc.n_lines} lines and no contents list near the top "
-                              f"(a \"Contents\" heading or links to its sections within {CONTENTS_WITHIN} lines)",
-                              doc.path, doc.body_start)
+                yield finding(
+                    "SK207",
+                    f"{doc.n_lines} lines and no contents list near the top "
+                    f'(a "Contents" heading or links to its sections within {CONTENTS_WITHIN} lines)',
+                    doc.path,
+                    doc.body_start,
+                )
 
 
 def _script_mentions(skill: Skill) -> Iterator[tuple[MarkdownDoc, int, int, str]]:
@@ -377,8 +475,12 @@ def _script_path(skill: Skill, token: str) -> str:
     return skill.join(token) if token.startswith("scripts/") else posixpath.normpath(token)
 
 
-@rule("SK208", "run-script-exists", profile="isaaclab",
-      cites='Isaac Lab\'s skill validator (tools/skills validator in isaac-sim/IsaacLab): scripts are named as "Run `scripts/...`" and exist')
+@rule(
+    "SK208",
+    "run-script-exists",
+    profile="isaaclab",
+    cites='Isaac Lab\'s skill validator (tools/skills validator in isaac-sim/IsaacLab): scripts are named as "Run `scripts/...`" and exist',
+)
 def run_script_exists(project: Project) -> Iterator[Finding]:
     """A script named with "Run `scripts/...`" exists in the skill (or at the repository path written).
 
@@ -387,11 +489,15 @@ def run_script_exists(project: Project) -> Iterator[Finding]:
     for skill in project.skills:
         for doc, line, col, token in _script_mentions(skill):
             if not is_file(project, _script_path(skill, token)):
-                yield finding("SK208", f"\"Run `{token}`\" names a script that does not exist", doc.path, line, col)
+                yield finding("SK208", f'"Run `{token}`" names a script that does not exist', doc.path, line, col)
 
 
-@rule("SK209", "script-documented", profile="isaaclab",
-      cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): every script in a skill's scripts/ folder is documented")
+@rule(
+    "SK209",
+    "script-documented",
+    profile="isaaclab",
+    cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): every script in a skill's scripts/ folder is documented",
+)
 def script_documented(project: Project) -> Iterator[Finding]:
     """Every entry script in a skill's scripts/ folder is named in the skill as "Run `scripts/...`".
 
@@ -404,13 +510,22 @@ def script_documented(project: Project) -> Iterator[Finding]:
         for script in skill.entry_scripts:
             if script not in named:
                 rel = posixpath.relpath(script, skill.dir or ".")
-                yield finding("SK209", f"{rel} is never named as \"Run `{rel}`\" in the skill's markdown "
-                              "(agents run scripts they are told to run)", skill.skill_md.path,
-                              skill.skill_md.body_start, truth=Loc(script, 1, 1))
+                yield finding(
+                    "SK209",
+                    f'{rel} is never named as "Run `{rel}`" in the skill\'s markdown '
+                    "(agents run scripts they are told to run)",
+                    skill.skill_md.path,
+                    skill.skill_md.body_start,
+                    truth=Loc(script, 1, 1),
+                )
 
 
-@rule("SK210", "skill-name-ref", profile="isaaclab",
-      cites="this repository's design (DESIGN.md, Sources of truth): cross-skill names are frontmatter names")
+@rule(
+    "SK210",
+    "skill-name-ref",
+    profile="isaaclab",
+    cites="this repository's design (DESIGN.md, Sources of truth): cross-skill names are frontmatter names",
+)
 def skill_name_ref(project: Project) -> Iterator[Finding]:
     """A backticked `isaaclab-*` name is the frontmatter name of a skill in this repository.
 
@@ -421,5 +536,10 @@ def skill_name_ref(project: Project) -> Iterator[Finding]:
     names = skill_names(project)
     for doc, _, line, col, text in _repo_path_codes(project):
         if SKILL_NAME_RE.match(text) and text not in names:
-            yield finding("SK210", f"`{text}` is not the name of any skill here ({', '.join(sorted(names)) or 'none'})",
-                          doc.path, line, col)
+            yield finding(
+                "SK210",
+                f"`{text}` is not the name of any skill here ({', '.join(sorted(names)) or 'none'})",
+                doc.path,
+                line,
+                col,
+            )

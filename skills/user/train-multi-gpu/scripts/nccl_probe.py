@@ -74,6 +74,7 @@ def verdict_note(backend: str, fault: Fault | None, fault_unless: tuple[str, str
         return f" (rehearsal: stand-in defect --fault {fault}{unless}; says nothing about NCCL)"
     return VERDICT_GLOO_NOTE if backend == "gloo" else ""
 
+
 DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"  # the NVIDIA kernel module's own record (Linux)
 _DRIVER_RE = re.compile(r"^NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s", re.M)
 
@@ -271,8 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout",
         type=float,
         default=30.0,
-        help="deadline in seconds for every collective, at most 86400; a miss ends the probe with exit 3 "
-        "(default: 30)",
+        help="deadline in seconds for every collective, at most 86400; a miss ends the probe with exit 3 (default: 30)",
     )
     parser.add_argument(
         "--fault",
@@ -359,11 +359,14 @@ def validate(args: argparse.Namespace) -> list[int]:
     if args.warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {args.warmup}")
     if not 0 < args.timeout <= MAX_TIMEOUT_S:
-        raise UsageError(f"--timeout must be a positive number of seconds up to {MAX_TIMEOUT_S:g} (one day), "
-                         f"got {args.timeout:g}")
+        raise UsageError(
+            f"--timeout must be a positive number of seconds up to {MAX_TIMEOUT_S:g} (one day), got {args.timeout:g}"
+        )
     if not 0 < args.run_limit <= MAX_RUN_LIMIT_S:
-        raise UsageError(f"--run_limit must be a positive number of seconds up to {MAX_RUN_LIMIT_S:g} (one week), "
-                         f"got {args.run_limit:g}")
+        raise UsageError(
+            f"--run_limit must be a positive number of seconds up to {MAX_RUN_LIMIT_S:g} (one week), "
+            f"got {args.run_limit:g}"
+        )
     if args.fault_unless is not None and args.fault is None:
         raise UsageError("--fault_unless needs --fault")
     if args.bisect and args.candidate is None:
@@ -376,7 +379,9 @@ def validate(args: argparse.Namespace) -> list[int]:
         raise UsageError(f"--nproc_per_node must be at least 1, got {args.nproc_per_node}")
     sizes = message_sizes(args.min_bytes, args.max_bytes, args.step_factor)
     if not sizes:
-        raise UsageError(f"empty size range: no float32-aligned size between -b {args.min_bytes} and -e {args.max_bytes}")
+        raise UsageError(
+            f"empty size range: no float32-aligned size between -b {args.min_bytes} and -e {args.max_bytes}"
+        )
     return sizes
 
 
@@ -399,8 +404,9 @@ def sweep_buffers(torch: Any, rank: int, world: int, largest: int, device: Any) 
     n = largest // 4
     periods = -(-n // PATTERN)
     mine = torch.tensor([float((j * 7 + rank * 13) % PATTERN - 8) for j in range(PATTERN)], device=device)
-    total = torch.tensor([float(sum((j * 7 + r * 13) % PATTERN - 8 for r in range(world))) for j in range(PATTERN)],
-                         device=device)
+    total = torch.tensor(
+        [float(sum((j * 7 + r * 13) % PATTERN - 8 for r in range(world))) for j in range(PATTERN)], device=device
+    )
     return mine.repeat(periods)[:n], total.repeat(periods)[:n], torch.empty(n, dtype=torch.float32, device=device)
 
 
@@ -429,8 +435,10 @@ def memory_refusal(largest: int, have: int, who: str, detail: str) -> str | None
     while buffer_bytes(fit * 2) <= have:
         fit *= 2
     advice = f"the largest -e that fits is {_size_arg(fit)}" if buffer_bytes(fit) <= have else "not even -e 4 fits"
-    return (f"not enough memory for -e {_size_arg(largest)}: each rank needs {_human(need)} ({BUFFERS} buffers of "
-            f"{_fmt_bytes(largest)}), but {who} only {_human(max(have, 0))}{detail}; {advice}")
+    return (
+        f"not enough memory for -e {_size_arg(largest)}: each rank needs {_human(need)} ({BUFFERS} buffers of "
+        f"{_fmt_bytes(largest)}), but {who} only {_human(max(have, 0))}{detail}; {advice}"
+    )
 
 
 def _read_int(path: Path) -> int | None:
@@ -454,8 +462,9 @@ def _cgroup_headroom() -> int | None:
         if controllers == "":
             layouts.append((root, rel, "memory.max", "memory.current", "inactive_file"))
         elif "memory" in controllers.split(","):
-            layouts.append((root / "memory", rel, "memory.limit_in_bytes", "memory.usage_in_bytes",
-                            "total_inactive_file"))
+            layouts.append(
+                (root / "memory", rel, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+            )
     best: int | None = None
     for base, rel, limit_name, usage_name, cache_key in layouts:
         folder = base / rel.lstrip("/")
@@ -501,7 +510,10 @@ def check_host_memory(sizes: list[int], local_ranks: int) -> None:
     if local_ranks == 1:
         who, detail = "this host has", " available"
     else:
-        who, detail = f"each of the {local_ranks} ranks on this host has", f" (a share of {_human(available)} available)"
+        who, detail = (
+            f"each of the {local_ranks} ranks on this host has",
+            f" (a share of {_human(available)} available)",
+        )
     refusal = memory_refusal(sizes[-1], available // local_ranks, who, detail)
     if refusal:
         raise UsageError(refusal)
@@ -556,12 +568,24 @@ class _Status:
         if self.folder is not None:
             (self.folder / f"pid.{self.rank}").write_text(str(os.getpid()))
 
-    def write(self, code: int, summary: str, deadline_wall: float | None = None, reporter: bool = False,
-              stopped: str | None = None) -> None:
+    def write(
+        self,
+        code: int,
+        summary: str,
+        deadline_wall: float | None = None,
+        reporter: bool = False,
+        stopped: str | None = None,
+    ) -> None:
         if self.folder is None:
             return
-        data = {"rank": self.rank, "code": code, "summary": summary, "deadline_wall": deadline_wall,
-                "reporter": reporter, "stopped": stopped}
+        data = {
+            "rank": self.rank,
+            "code": code,
+            "summary": summary,
+            "deadline_wall": deadline_wall,
+            "reporter": reporter,
+            "stopped": stopped,
+        }
         tmp = self.folder / f".status.{self.rank}.tmp"
         try:
             tmp.write_text(json.dumps(data))
@@ -610,8 +634,9 @@ def _stop_on_sigterm(status: _Status) -> None:
     threading.Thread(target=watch, name="nccl_probe_sigterm", daemon=True).start()
 
 
-def nccl_settings_on_gloo(env: dict[str, str] | os._Environ, candidate: tuple[str, str] | None,
-                          fault_unless: tuple[str, str] | None) -> list[str]:
+def nccl_settings_on_gloo(
+    env: dict[str, str] | os._Environ, candidate: tuple[str, str] | None, fault_unless: tuple[str, str] | None
+) -> list[str]:
     """NCCL_* settings that a gloo run ignores: the environment's and the --candidate's. The
     --fault_unless variable is left out: it does act, by disarming the stand-in defect."""
     skip = {fault_unless[0]} if fault_unless else set()
@@ -626,8 +651,10 @@ def nccl_settings_on_gloo(env: dict[str, str] | os._Environ, candidate: tuple[st
 def gloo_warning(found: list[str]) -> str:
     """The one-line warning for NCCL_* settings that meet a gloo backend."""
     verb = "has" if len(found) == 1 else "have"
-    return (f"nccl_probe.py: warning: backend gloo ignores NCCL_* settings: {', '.join(found)} {verb} no effect "
-            "here; test NCCL settings with --backend nccl on GPUs")
+    return (
+        f"nccl_probe.py: warning: backend gloo ignores NCCL_* settings: {', '.join(found)} {verb} no effect "
+        "here; test NCCL settings with --backend nccl on GPUs"
+    )
 
 
 class Probe:
@@ -750,8 +777,11 @@ class Probe:
             reporter = int(store.add("reporters", 1)) == 1
         except Exception as exc:  # noqa: BLE001
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return [head, f"{PREFIX}   side channel unavailable ({text}): cannot tell which ranks arrived"], \
-                f"rank {self.rank}: {reason}", True
+            return (
+                [head, f"{PREFIX}   side channel unavailable ({text}): cannot tell which ranks arrived"],
+                f"rank {self.rank}: {reason}",
+                True,
+            )
         never = [r for r, p in pos.items() if p is None or p < 2 * k + 1]
         inside = [r for r, p in pos.items() if p == 2 * k + 1]
         unfinished = sorted(never + inside)
@@ -765,7 +795,9 @@ class Probe:
             else:
                 last = (p - 1) // 2
                 where.append(f"rank {r} last {'finished' if p % 2 == 0 else 'entered'} all_reduce #{last}")
-        summary = f"all_reduce #{k} not finished by rank(s) {_ranks(unfinished)}; never entered by rank(s) {_ranks(never)}"
+        summary = (
+            f"all_reduce #{k} not finished by rank(s) {_ranks(unfinished)}; never entered by rank(s) {_ranks(never)}"
+        )
         if not reporter:
             return [f"{PREFIX} rank {self.rank}: {kind.lower()}: {reason}"], summary, False
         lines = [
@@ -807,8 +839,10 @@ class Probe:
         if self.fault is not None and self.fault.kind == "skip" and self.fault.at == k:
             self._skip(k)
         if self.fault is not None and self.fault.kind == "kill" and self.fault.at == k:
-            _say(f"rank {self.rank}: fault injected (--fault kill:{self.rank}): SIGKILL before all_reduce #{k}",
-                 sys.stderr)
+            _say(
+                f"rank {self.rank}: fault injected (--fault kill:{self.rank}): SIGKILL before all_reduce #{k}",
+                sys.stderr,
+            )
             sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGKILL)
         self.arm(f"all_reduce #{k} ({what}) did not finish within {self.timeout:g} s", self.timeout)
@@ -862,8 +896,10 @@ class Probe:
             self.store.wait(keys, timedelta(seconds=self.timeout))
         except Exception:  # noqa: BLE001
             missing = [r for r, key in enumerate(keys) if not self.store.check([key])]
-            self.fail(EXIT_DEADLINE, f"rank(s) {_ranks(missing)} did not post results for "
-                                     f"{_fmt_bytes(nbytes)} within {self.timeout:g} s")
+            self.fail(
+                EXIT_DEADLINE,
+                f"rank(s) {_ranks(missing)} did not post results for {_fmt_bytes(nbytes)} within {self.timeout:g} s",
+            )
         self.disarm()
         return [int(self.store.get(key)) for key in keys]
 
@@ -886,8 +922,10 @@ class Probe:
         except _DeadlineMissed:
             self.fail(EXIT_DEADLINE, self.label)
         except Exception as exc:  # noqa: BLE001
-            self.fail(EXIT_ERROR, f"the memory check (all_gather) raised {type(exc).__name__}: "
-                                  f"{' '.join(str(exc).split())[:300]}")
+            self.fail(
+                EXIT_ERROR,
+                f"the memory check (all_gather) raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+            )
         frees = [int(t.item()) for t in found]  # on a GPU this waits for the all_gather: still under the deadline
         self.disarm()
         short = [r for r, f in enumerate(frees) if 0 <= f < buffer_bytes(self.sizes[-1])]
@@ -897,21 +935,30 @@ class Probe:
             if self.cuda:
                 where = " free on its GPU" if one else " free on their GPUs"
             else:
-                where = (f"{'' if one else ' each'} ({'its' if one else 'their'} share of the host's available "
-                         f"memory, split among {self.local_world} local rank(s))")
+                where = (
+                    f"{'' if one else ' each'} ({'its' if one else 'their'} share of the host's available "
+                    f"memory, split among {self.local_world} local rank(s))"
+                )
             raise UsageError(memory_refusal(self.sizes[-1], min(frees[r] for r in short), who, where) or "")
 
     def _header(self) -> None:
         torch = self.torch
-        settings = sorted(f"{k}={v}" for k, v in os.environ.items()
-                          if k.startswith(("NCCL_", "CUDA_")) and k != "CUDA_VISIBLE_DEVICES")
+        settings = sorted(
+            f"{k}={v}"
+            for k, v in os.environ.items()
+            if k.startswith(("NCCL_", "CUDA_")) and k != "CUDA_VISIBLE_DEVICES"
+        )
         gpu = f", GPU {torch.cuda.get_device_name(self.device)}" if self.cuda else ""
         a = self.args
-        print(f"# nccl_probe: all_reduce (sum, float32), backend {self.backend}, world size {self.world} "
-              f"({self.local_world} per node){gpu}")
+        print(
+            f"# nccl_probe: all_reduce (sum, float32), backend {self.backend}, world size {self.world} "
+            f"({self.local_world} per node){gpu}"
+        )
         print(f"# {versions_line(torch)}")
-        print(f"# sizes {_fmt_bytes(self.sizes[0])} to {_fmt_bytes(self.sizes[-1])} (x{a.step_factor}), "
-              f"{a.warmup} warm-up + {a.iters} timed calls per size, deadline {self.timeout:g} s per collective")
+        print(
+            f"# sizes {_fmt_bytes(self.sizes[0])} to {_fmt_bytes(self.sizes[-1])} (x{a.step_factor}), "
+            f"{a.warmup} warm-up + {a.iters} timed calls per size, deadline {self.timeout:g} s per collective"
+        )
         print(f"# settings: {' '.join(settings) if settings else '(none)'}")
         ignored = nccl_settings_on_gloo(os.environ, None, a.fault_unless) if self.backend == "gloo" else []
         if ignored and not os.environ.get(STATUS_ENV):
@@ -919,16 +966,22 @@ class Probe:
         if self.fault is not None or a.fault is not None:
             print(f"# fault: {a.fault} ({'armed' if self.fault or _fault_armed(a) else 'disarmed by --fault_unless'})")
         print("#")
-        print(f"# {'size(B)':>12} {'count':>11} {'type':>6} {'time(us)':>10} {'algbw(GB/s)':>12} "
-              f"{'busbw(GB/s)':>12} {'#wrong':>8}", flush=True)
+        print(
+            f"# {'size(B)':>12} {'count':>11} {'type':>6} {'time(us)':>10} {'algbw(GB/s)':>12} "
+            f"{'busbw(GB/s)':>12} {'#wrong':>8}",
+            flush=True,
+        )
 
     def run(self) -> int:
         torch, dist = self.torch, self.dist
         threading.Thread(target=self._watchdog, name="nccl_probe_watchdog", daemon=True).start()
-        self.arm(f"init_process_group did not finish within {self.timeout + INIT_EXTRA_S:g} s",
-                 self.timeout + INIT_EXTRA_S)
-        kwargs: dict[str, Any] = {"backend": self.backend,
-                                  "timeout": timedelta(seconds=self.timeout + INIT_EXTRA_S + 30.0)}
+        self.arm(
+            f"init_process_group did not finish within {self.timeout + INIT_EXTRA_S:g} s", self.timeout + INIT_EXTRA_S
+        )
+        kwargs: dict[str, Any] = {
+            "backend": self.backend,
+            "timeout": timedelta(seconds=self.timeout + INIT_EXTRA_S + 30.0),
+        }
         if self.cuda:
             torch.cuda.set_device(self.device)
             kwargs["device_id"] = self.device
@@ -941,8 +994,7 @@ class Probe:
             self.store = self._client(self.timeout)
             if self.store is not None:
                 beat = self._client(self.timeout)
-                threading.Thread(target=self._heartbeat, args=(beat,), name="nccl_probe_heartbeat",
-                                 daemon=True).start()
+                threading.Thread(target=self._heartbeat, args=(beat,), name="nccl_probe_heartbeat", daemon=True).start()
         except Exception as exc:  # noqa: BLE001
             _say(f"{PREFIX} rank {self.rank}: no side channel ({exc}); a hang report cannot name ranks", sys.stderr)
             self.store = None
@@ -984,8 +1036,11 @@ class Probe:
                 algbw = nbytes / t / 1e9
                 busbw = algbw * factor
                 busbws.append(busbw)
-                print(f"  {nbytes:>12} {n:>11} {'float':>6} {t * 1e6:>10.1f} {algbw:>12.3f} {busbw:>12.3f} "
-                      f"{sum(counts):>8}", flush=True)
+                print(
+                    f"  {nbytes:>12} {n:>11} {'float':>6} {t * 1e6:>10.1f} {algbw:>12.3f} {busbw:>12.3f} "
+                    f"{sum(counts):>8}",
+                    flush=True,
+                )
 
         code = EXIT_WRONG if my_wrong else EXIT_OK
         summary = f"rank {self.rank}: {my_wrong} wrong element(s)"
@@ -998,8 +1053,11 @@ class Probe:
             print(f"# result: {verdict}", flush=True)
             if total_wrong:
                 code = EXIT_WRONG
-            summary = (f"{total_wrong} wrong element(s) on rank(s) {_ranks(bad)}" if total_wrong
-                       else f"0 wrong elements; avg busbw {sum(busbws) / len(busbws):.3f} GB/s")
+            summary = (
+                f"{total_wrong} wrong element(s) on rank(s) {_ranks(bad)}"
+                if total_wrong
+                else f"0 wrong elements; avg busbw {sum(busbws) / len(busbws):.3f} GB/s"
+            )
         _say(f"rank {self.rank} ok" if my_wrong == 0 else f"rank {self.rank} FAILED: {my_wrong} wrong element(s)")
         if self.status.claim("result"):
             self.status.write(code, summary)
@@ -1036,8 +1094,16 @@ def _whole_lines() -> None:
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if isinstance(getattr(stream, "buffer", None), io.FileIO):
-            setattr(sys, name, io.TextIOWrapper(io.BufferedWriter(stream.buffer), encoding=stream.encoding,
-                                                errors=stream.errors, line_buffering=True))
+            setattr(
+                sys,
+                name,
+                io.TextIOWrapper(
+                    io.BufferedWriter(stream.buffer),
+                    encoding=stream.encoding,
+                    errors=stream.errors,
+                    line_buffering=True,
+                ),
+            )
 
 
 def worker(args: argparse.Namespace, sizes: list[int]) -> int:
@@ -1080,9 +1146,22 @@ def _free_port() -> int:
 
 
 def _worker_argv(args: argparse.Namespace, backend: str) -> list[str]:
-    argv = ["--backend", backend, "-b", str(args.min_bytes), "-e", str(args.max_bytes),
-            "-f", str(args.step_factor), "--iters", str(args.iters), "--warmup", str(args.warmup),
-            "--timeout", repr(float(args.timeout))]
+    argv = [
+        "--backend",
+        backend,
+        "-b",
+        str(args.min_bytes),
+        "-e",
+        str(args.max_bytes),
+        "-f",
+        str(args.step_factor),
+        "--iters",
+        str(args.iters),
+        "--warmup",
+        str(args.warmup),
+        "--timeout",
+        repr(float(args.timeout)),
+    ]
     if args.fault is not None:
         argv += ["--fault", str(args.fault)]
     if args.fault_unless is not None:
@@ -1102,7 +1181,7 @@ def _descendants(root: int) -> list[int]:
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(entry))
@@ -1238,8 +1317,11 @@ def _kill_run(proc: subprocess.Popen, status_dir: str) -> None:
         if not left:
             return
         if time.monotonic() > end:
-            _say(f"nccl_probe.py: warning: process(es) {_ranks(sorted(left))} of a run still alive "
-                 f"{GONE_DEADLINE_S:g} s after SIGKILL", sys.stderr)
+            _say(
+                f"nccl_probe.py: warning: process(es) {_ranks(sorted(left))} of a run still alive "
+                f"{GONE_DEADLINE_S:g} s after SIGKILL",
+                sys.stderr,
+            )
             return
         _signal_all(left, signal.SIGKILL)
         time.sleep(0.05)
@@ -1255,14 +1337,35 @@ def _read_statuses(status_dir: str) -> list[dict[str, Any]]:
     return statuses
 
 
-def launch(args: argparse.Namespace, world: int, backend: str, stop: _Stop, *,
-           env_set: dict[str, str] | None = None, env_unset: tuple[str, ...] = (),
-           log_path: Path | None = None) -> RunResult:
+def launch(
+    args: argparse.Namespace,
+    world: int,
+    backend: str,
+    stop: _Stop,
+    *,
+    env_set: dict[str, str] | None = None,
+    env_unset: tuple[str, ...] = (),
+    log_path: Path | None = None,
+) -> RunResult:
     """Run the probe under torchrun on 127.0.0.1 with a hard wall-clock limit; clean up every process."""
     status_dir = tempfile.mkdtemp(prefix="nccl_probe_run_")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(world),
-           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "--max_restarts", "0",
-           str(Path(__file__).resolve()), *_worker_argv(args, backend)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        str(world),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        "--max_restarts",
+        "0",
+        str(Path(__file__).resolve()),
+        *_worker_argv(args, backend),
+    ]
     env = dict(os.environ)
     for var in env_unset:
         env.pop(var, None)
@@ -1284,8 +1387,14 @@ def launch(args: argparse.Namespace, world: int, backend: str, stop: _Stop, *,
     proc: subprocess.Popen | None = None
     try:
         stop.check()
-        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT if out is not None else None, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT if out is not None else None,
+            start_new_session=True,
+        )
         try:
             stop.wait(proc, args.run_limit)
         except subprocess.TimeoutExpired:
@@ -1310,18 +1419,29 @@ def launch(args: argparse.Namespace, world: int, backend: str, stop: _Stop, *,
     # expect (SIGKILL, the OOM killer) or a crash. It is the one to blame, not the ranks that lost it.
     vanished = sorted(set(range(world)) - set(codes) - set(stopped))
     ranks = ", ".join(
-        f"{r} ok" if codes.get(r) == EXIT_OK else
-        f"{r} exit {codes[r]} ({EXIT_MEANING.get(codes[r], 'failed')})" if r in codes else
-        f"{r} stopped by {stopped[r]}" if r in stopped else f"{r} died without a result"
-        for r in range(world))
+        f"{r} ok"
+        if codes.get(r) == EXIT_OK
+        else f"{r} exit {codes[r]} ({EXIT_MEANING.get(codes[r], 'failed')})"
+        if r in codes
+        else f"{r} stopped by {stopped[r]}"
+        if r in stopped
+        else f"{r} died without a result"
+        for r in range(world)
+    )
     deadlines = [float(s["deadline_wall"]) for s in results if s.get("deadline_wall")]
     after = end_wall - min(deadlines) if deadlines else None
     if timed_out:
         return RunResult(EXIT_DEADLINE, seconds, f"hard limit of {args.run_limit:g} s reached; killed the run", after)
     if vanished:
         others = [r for r in range(world) if r not in vanished]
-        return RunResult(EXIT_ERROR, seconds, f"rank(s) {_ranks(vanished)} died without a result (killed by a signal, "
-                         f"or crashed); rank(s) {_ranks(others)} only lost their peer", after, ranks)
+        return RunResult(
+            EXIT_ERROR,
+            seconds,
+            f"rank(s) {_ranks(vanished)} died without a result (killed by a signal, "
+            f"or crashed); rank(s) {_ranks(others)} only lost their peer",
+            after,
+            ranks,
+        )
     for code in (EXIT_USAGE, EXIT_DEADLINE, EXIT_ERROR, EXIT_WRONG):
         if code in codes.values():
             picked = [s for s in results if int(s["code"]) == code]
@@ -1330,8 +1450,13 @@ def launch(args: argparse.Namespace, world: int, backend: str, stop: _Stop, *,
     if proc.returncode == 0 and len(codes) == world:
         rank0 = [s for s in results if int(s["rank"]) == 0]
         return RunResult(EXIT_OK, seconds, str(rank0[0]["summary"]) if rank0 else "ok", None, ranks)
-    return RunResult(EXIT_ERROR, seconds, f"torchrun exited {proc.returncode}; rank(s) {_ranks(sorted(stopped))} "
-                     "were stopped before a result", after, ranks)
+    return RunResult(
+        EXIT_ERROR,
+        seconds,
+        f"torchrun exited {proc.returncode}; rank(s) {_ranks(sorted(stopped))} were stopped before a result",
+        after,
+        ranks,
+    )
 
 
 def _parent_backend(args: argparse.Namespace, largest_world: int, sizes: list[int]) -> str:
@@ -1353,9 +1478,11 @@ def parent_warnings(backend: str, args: argparse.Namespace, env: dict[str, str] 
     ignored = nccl_settings_on_gloo(env, args.candidate, args.fault_unless)
     lines = [gloo_warning(ignored)] if ignored else []
     if args.bisect and args.fault_unless is None:
-        lines.append("nccl_probe.py: warning: --bisect on backend gloo without --fault_unless runs no NCCL, so its "
-                     "verdicts cannot apply to NCCL; rehearse with --fault and --fault_unless, or bisect on GPUs with "
-                     "--backend nccl")
+        lines.append(
+            "nccl_probe.py: warning: --bisect on backend gloo without --fault_unless runs no NCCL, so its "
+            "verdicts cannot apply to NCCL; rehearse with --fault and --fault_unless, or bisect on GPUs with "
+            "--backend nccl"
+        )
     return lines
 
 
@@ -1397,19 +1524,32 @@ def bisect(args: argparse.Namespace, message_sizes: list[int], stop: _Stop) -> i
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="nccl_probe_bisect_"))
     log_dir.mkdir(parents=True, exist_ok=True)
     setting = f"{var}={value}"
-    print(f"[bisect] candidate {setting}; world sizes {','.join(map(str, sizes))}; backend {backend}; "
-          f"hard limit {args.run_limit:g} s per run; logs in {log_dir}", flush=True)
+    print(
+        f"[bisect] candidate {setting}; world sizes {','.join(map(str, sizes))}; backend {backend}; "
+        f"hard limit {args.run_limit:g} s per run; logs in {log_dir}",
+        flush=True,
+    )
 
     def one(world: int, with_candidate: bool, tag: str = "") -> bool:
         how = "with" if with_candidate else "without"
         print(f"[bisect] world size {world}, {how} {setting}: running", flush=True)
         log = log_dir / f"world{world}_{how}{tag}.log"
-        result = launch(args, world, backend, stop, env_set={var: value} if with_candidate else None,
-                        env_unset=() if with_candidate else (var,), log_path=log)
+        result = launch(
+            args,
+            world,
+            backend,
+            stop,
+            env_set={var: value} if with_candidate else None,
+            env_unset=() if with_candidate else (var,),
+            log_path=log,
+        )
         ok = result.code == EXIT_OK
         detail = "" if ok else f": {result.summary} (log: {log})"
-        print(f"[bisect] world size {world}, {how} {setting}: {'passed' if ok else 'FAILED'} "
-              f"(exit {result.code}: {EXIT_MEANING[result.code]}; {result.seconds:.1f} s){detail}", flush=True)
+        print(
+            f"[bisect] world size {world}, {how} {setting}: {'passed' if ok else 'FAILED'} "
+            f"(exit {result.code}: {EXIT_MEANING[result.code]}; {result.seconds:.1f} s){detail}",
+            flush=True,
+        )
         return ok
 
     first = {w: one(w, False) for w in sizes}
@@ -1434,8 +1574,9 @@ def main(argv: list[str] | None = None) -> int:
         sizes = validate(args)
         if args.bisect or args.nproc_per_node is not None:
             if under_torchrun:
-                raise UsageError("--bisect and --nproc_per_node start torchrun themselves: run them with python, "
-                                 "not under torchrun")
+                raise UsageError(
+                    "--bisect and --nproc_per_node start torchrun themselves: run them with python, not under torchrun"
+                )
             stop = _Stop()
             stop.install()
             try:
@@ -1446,8 +1587,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{PREFIX} interrupted by {exc}; runs stopped", file=sys.stderr, flush=True)
                 return 128 + exc.signum
         if not under_torchrun:
-            raise UsageError("not started by torchrun (RANK/WORLD_SIZE unset): run "
-                             "'torchrun --nproc_per_node N nccl_probe.py ...' or 'python nccl_probe.py --nproc_per_node N ...'")
+            raise UsageError(
+                "not started by torchrun (RANK/WORLD_SIZE unset): run "
+                "'torchrun --nproc_per_node N nccl_probe.py ...' or 'python nccl_probe.py --nproc_per_node N ...'"
+            )
         code = worker(args, sizes)
         sys.stdout.flush()
         sys.stderr.flush()

@@ -15,8 +15,8 @@ from mgpu_lab.train.config import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
-    from mgpu_lab.train.dist import DistContext
     from mgpu_lab.train.config import TrainConfig, TrainResult
+    from mgpu_lab.train.dist import DistContext
 
 
 @runtime_checkable
@@ -31,6 +31,7 @@ class Adapter(Protocol):
 
     def checkpoint_iteration(self, path: str, cfg: TrainConfig) -> int:
         """Completed iterations held by a checkpoint (its format already checked)."""
+
 
 #: --rl_library value -> adapter module (imported on demand)
 LIBRARIES: dict[str, str] = {

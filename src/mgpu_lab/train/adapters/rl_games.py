@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mgpu_lab.runs.checkpoint import LIBRARY_KEYS
-from mgpu_lab.train import dist as mdist
-from mgpu_lab.train.dist import DistContext
 from mgpu_lab.health.rank_progress import StepClock
+from mgpu_lab.runs.checkpoint import LIBRARY_KEYS
 from mgpu_lab.runs.resume import numbered, resume_line
-from mgpu_lab.train.returns import episodes_hook
+from mgpu_lab.train import dist as mdist
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
+from mgpu_lab.train.dist import DistContext
+from mgpu_lab.train.returns import episodes_hook
 
 #: env steps per environment between updates (one "epoch" = one iteration)
 HORIZON = 16
@@ -62,8 +62,9 @@ def checkpoint_iteration(path: str, cfg: TrainConfig) -> int:
     return int(load_checkpoint(path)["epoch"])
 
 
-def params_for(cfg: TrainConfig, ctx: DistContext, *, native_multi_gpu: bool, max_epochs: int,
-               train_dir: str, experiment: str) -> dict[str, Any]:
+def params_for(
+    cfg: TrainConfig, ctx: DistContext, *, native_multi_gpu: bool, max_epochs: int, train_dir: str, experiment: str
+) -> dict[str, Any]:
     """The rl_games ``params`` (the same layout as Isaac Lab's ``rl_games_ppo_cfg.yaml``)."""
     batch = HORIZON * cfg.num_envs
     minibatch = batch // 4 if batch % 4 == 0 else batch
@@ -75,12 +76,22 @@ def params_for(cfg: TrainConfig, ctx: DistContext, *, native_multi_gpu: bool, ma
         "network": {
             "name": "actor_critic",
             "separate": False,
-            "space": {"continuous": {"mu_activation": "None", "sigma_activation": "None",
-                                     "mu_init": {"name": "default"},
-                                     "sigma_init": {"name": "const_initializer", "val": 0},
-                                     "fixed_sigma": True}},
-            "mlp": {"units": [64, 64], "activation": "elu", "d2rl": False,
-                    "initializer": {"name": "default"}, "regularizer": {"name": "None"}},
+            "space": {
+                "continuous": {
+                    "mu_activation": "None",
+                    "sigma_activation": "None",
+                    "mu_init": {"name": "default"},
+                    "sigma_init": {"name": "const_initializer", "val": 0},
+                    "fixed_sigma": True,
+                }
+            },
+            "mlp": {
+                "units": [64, 64],
+                "activation": "elu",
+                "d2rl": False,
+                "initializer": {"name": "default"},
+                "regularizer": {"name": "None"},
+            },
         },
         "config": {
             "name": "toy_ppo",
@@ -146,9 +157,13 @@ def _vecenv_class(clock: StepClock) -> type:
             return 1
 
         def get_env_info(self) -> dict[str, Any]:
-            return {"observation_space": self.env.single_observation_space,
-                    "action_space": self.env.single_action_space,
-                    "state_space": None, "agents": 1, "value_size": 1}
+            return {
+                "observation_space": self.env.single_observation_space,
+                "action_space": self.env.single_action_space,
+                "state_space": None,
+                "agents": 1,
+                "value_size": 1,
+            }
 
     return ToyVecEnvForRlGames
 
@@ -245,8 +260,10 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     if cfg.checkpoint:
         load_checkpoint(cfg.checkpoint)  # validate before any process group work
     if ctx.distributed and not all(v in os.environ for v in ("LOCAL_RANK", "RANK", "WORLD_SIZE")):
-        raise UsageError("rl_games needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE): "
-                         "isaaclab train_multigpu --rl_library rl_games ...")
+        raise UsageError(
+            "rl_games needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE): "
+            "isaaclab train_multigpu --rl_library rl_games ..."
+        )
     native = ctx.distributed and ctx.is_cuda  # rl_games starts NCCL on cuda:LOCAL_RANK itself
     manual = ctx.distributed and not ctx.is_cuda
 
@@ -267,8 +284,9 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
 
     log_dir = Path(cfg.log_dir) if cfg.log_dir else Path(cfg.log_root) / "rl_games" / cfg.task / "run"
     max_epochs = cfg.max_iterations  # counted from 0 over the whole run; a restored agent continues at its epoch
-    params = params_for(cfg, ctx, native_multi_gpu=native, max_epochs=max_epochs,
-                        train_dir=str(log_dir.parent), experiment=log_dir.name)
+    params = params_for(
+        cfg, ctx, native_multi_gpu=native, max_epochs=max_epochs, train_dir=str(log_dir.parent), experiment=log_dir.name
+    )
 
     observer = Observer()
     runner = Runner(observer)
@@ -299,5 +317,11 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     trained = agent.trained_epochs
     params_list = [p.detach().clone() for p in agent.model.parameters()]
     ckpt = agent.last_checkpoint if mdist.is_rank0(ctx) else None
-    return TrainResult(env_steps=clock.env_steps, iterations=trained, params=params_list,
-                       checkpoint=ckpt, mean_rewards=observer.mean_rewards, seconds=seconds)
+    return TrainResult(
+        env_steps=clock.env_steps,
+        iterations=trained,
+        params=params_list,
+        checkpoint=ckpt,
+        mean_rewards=observer.mean_rewards,
+        seconds=seconds,
+    )

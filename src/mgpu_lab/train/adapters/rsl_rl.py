@@ -18,14 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mgpu_lab.runs.checkpoint import LIBRARY_KEYS
-from mgpu_lab.train.adapters import missing_library
-from mgpu_lab.train.dist import (DistContext, atomic_torch_save, atomic_write, is_rank0, load_torch_checkpoint, log_line,
-                           rank_seed, report_synchronized)
 from mgpu_lab.health.rank_progress import StepClock
+from mgpu_lab.runs.checkpoint import LIBRARY_KEYS
 from mgpu_lab.runs.resume import numbered, resume_line
-from mgpu_lab.train.returns import episodes_hook
+from mgpu_lab.train.adapters import missing_library
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
+from mgpu_lab.train.dist import (
+    DistContext,
+    atomic_torch_save,
+    atomic_write,
+    is_rank0,
+    load_torch_checkpoint,
+    log_line,
+    rank_seed,
+    report_synchronized,
+)
+from mgpu_lab.train.returns import episodes_hook
 
 try:
     import torch
@@ -40,8 +48,8 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installe
 
 from mgpu_lab.train.tasks import ToyVecEnv, make_env
 
-
 # --- hyperparameters -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RslRlTaskCfg:
@@ -61,8 +69,9 @@ class RslRlTaskCfg:
 
 TASK_CFGS: dict[str, RslRlTaskCfg] = {
     "Toy-Cartpole-v0": RslRlTaskCfg(),
-    "Toy-Pendulum-SwingUp-v0": RslRlTaskCfg(num_steps_per_env=32, hidden_dims=(64, 64), gamma=0.98,
-                                            entropy_coef=0.0, num_mini_batches=4, save_interval=100),
+    "Toy-Pendulum-SwingUp-v0": RslRlTaskCfg(
+        num_steps_per_env=32, hidden_dims=(64, 64), gamma=0.98, entropy_coef=0.0, num_mini_batches=4, save_interval=100
+    ),
 }
 
 
@@ -82,8 +91,13 @@ def runner_cfg(task: str, cfg: TrainConfig) -> dict[str, Any]:
         "run_name": cfg.run_name or "",
         # resumed (a restart or --continue_run, in the same folder): TensorBoard drops the steps from here on
         # that an earlier job logged after its last checkpoint (purge_step), so the folder shows one curve
-        "logger": "tensorboard" if not cfg.start_iteration else {
-            "class_name": "torch.utils.tensorboard:SummaryWriter", "flush_secs": 10, "purge_step": cfg.start_iteration},
+        "logger": "tensorboard"
+        if not cfg.start_iteration
+        else {
+            "class_name": "torch.utils.tensorboard:SummaryWriter",
+            "flush_secs": 10,
+            "purge_step": cfg.start_iteration,
+        },
         "check_for_nan": True,
         "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
         "actor": {**model, "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": t.init_std}},
@@ -108,6 +122,7 @@ def runner_cfg(task: str, cfg: TrainConfig) -> dict[str, Any]:
 
 # --- environment ---------------------------------------------------------------------------------
 
+
 class ToyRslRlEnv(VecEnv):
     """rsl_rl's VecEnv over a toy task; records finished-episode returns per step for the adapter."""
 
@@ -118,8 +133,13 @@ class ToyRslRlEnv(VecEnv):
         self.num_actions = env.num_actions
         self.max_episode_length = env.max_episode_length
         self.device = env.device
-        self.cfg = {"task": task, "num_envs": env.num_envs, "num_obs": env.num_obs,
-                    "num_actions": env.num_actions, "max_episode_length": env.max_episode_length}
+        self.cfg = {
+            "task": task,
+            "num_envs": env.num_envs,
+            "num_obs": env.num_obs,
+            "num_actions": env.num_actions,
+            "max_episode_length": env.max_episode_length,
+        }
         self.steps = 0
         self.finished: list[tuple[int, torch.Tensor]] = []  # (step index, returns of episodes ended there)
         self._obs = self._wrap(env.reset())
@@ -162,6 +182,7 @@ class ToyRslRlEnv(VecEnv):
 
 # --- library subclasses --------------------------------------------------------------------------
 
+
 class SyncReportingPPO(PPO):
     """rsl_rl's PPO, printing the contract line once its initial broadcast is done."""
 
@@ -192,8 +213,7 @@ class DistributedRunner(OnPolicyRunner):
         self.is_distributed = True
         self.gpu_local_rank = ctx.local_rank
         self.gpu_global_rank = ctx.rank
-        self.cfg["multi_gpu"] = {"global_rank": ctx.rank, "local_rank": ctx.local_rank,
-                                 "world_size": ctx.world_size}
+        self.cfg["multi_gpu"] = {"global_rank": ctx.rank, "local_rank": ctx.local_rank, "world_size": ctx.world_size}
         torch.distributed.init_process_group(backend="gloo", rank=ctx.rank, world_size=ctx.world_size)
 
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
@@ -211,8 +231,9 @@ class DistributedRunner(OnPolicyRunner):
         self.saved.append(path)
         self.logger.save_model(path, self.current_learning_iteration)
 
-    def load(self, path: str, load_cfg: dict | None = None, strict: bool = True,
-             map_location: str | None = None) -> dict:
+    def load(
+        self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None
+    ) -> dict:
         """OnPolicyRunner.load, reading the file without running code from it (rsl_rl's own load unpickles it in full)."""
         loaded = _check_checkpoint(path)
         if self.alg.load(loaded, load_cfg, strict):
@@ -221,6 +242,7 @@ class DistributedRunner(OnPolicyRunner):
 
 
 # --- entry ---------------------------------------------------------------------------------------
+
 
 def _check_checkpoint(path: str) -> dict:
     return load_torch_checkpoint(path, *LIBRARY_KEYS["rsl_rl"], "rsl_rl")
@@ -239,8 +261,12 @@ def checkpoint_iteration(path: str, cfg: TrainConfig) -> int:
 def _write_params(log_dir: Path, cfg: TrainConfig, train_cfg: dict, ctx: DistContext) -> None:
     import json
 
-    body = {"train": {k: v for k, v in vars(cfg).items() if k != "extra"}, "rsl_rl": train_cfg,
-            "world_size": ctx.world_size, "backend": ctx.backend}
+    body = {
+        "train": {k: v for k, v in vars(cfg).items() if k != "extra"},
+        "rsl_rl": train_cfg,
+        "world_size": ctx.world_size,
+        "backend": ctx.backend,
+    }
     text = json.dumps(body, indent=2, default=str).encode()
     atomic_write(log_dir / "params" / "config.json", lambda f: f.write(text))
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mgpu_lab.runs.checkpoint import LIBRARY_KEYS
+from mgpu_lab.runs.resume import numbered
 from mgpu_lab.train import dist as mdist
 from mgpu_lab.train.adapters import skrl_common
 from mgpu_lab.train.adapters.skrl_common import ROLLOUTS, ToyWrapperBase, write_agent_checkpoint
-from mgpu_lab.runs.checkpoint import LIBRARY_KEYS
-from mgpu_lab.train.dist import DistContext
-from mgpu_lab.runs.resume import numbered
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
+from mgpu_lab.train.dist import DistContext
 
 
 def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from mgpu_lab.train import dist as mdist
-from mgpu_lab.train.dist import DistContext
 from mgpu_lab.health.rank_progress import StepClock
 from mgpu_lab.runs.resume import resume_line
-from mgpu_lab.train.returns import episodes_hook
+from mgpu_lab.train import dist as mdist
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
+from mgpu_lab.train.dist import DistContext
+from mgpu_lab.train.returns import episodes_hook
 
 _TORCHRUN_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE")
 _JAX_VARS = ("JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE")
@@ -52,11 +52,13 @@ def check_launcher(ctx: DistContext, framework: str) -> None:
     if framework == "jax" and not has_jax:
         raise UsageError(
             "skrl --ml_framework jax needs skrl's JAX launcher (JAX_RANK, JAX_WORLD_SIZE, ...), not torchrun: "
-            "isaaclab train_multigpu --rl_library skrl --ml_framework jax ...")
+            "isaaclab train_multigpu --rl_library skrl --ml_framework jax ..."
+        )
     if framework == "torch" and not has_torchrun:
         raise UsageError(
             "skrl --ml_framework torch needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE): "
-            "isaaclab train_multigpu --rl_library skrl ...")
+            "isaaclab train_multigpu --rl_library skrl ..."
+        )
 
 
 def import_skrl(ctx: DistContext, framework: str = "torch") -> Any:
@@ -105,9 +107,16 @@ def runner_cfg(cfg: TrainConfig, *, timesteps: int, checkpoint_interval: int) ->
         "seed": cfg.seed,  # skrl's set_seed adds the rank in distributed runs
         "models": {
             "separate": True,
-            "policy": {"class": "GaussianMixin", "clip_actions": False, "clip_log_std": True,
-                       "min_log_std": -20.0, "max_log_std": 2.0, "initial_log_std": 0.0,
-                       "network": net, "output": "ACTIONS"},
+            "policy": {
+                "class": "GaussianMixin",
+                "clip_actions": False,
+                "clip_log_std": True,
+                "min_log_std": -20.0,
+                "max_log_std": 2.0,
+                "initial_log_std": 0.0,
+                "network": net,
+                "output": "ACTIONS",
+            },
             "value": {"class": "DeterministicMixin", "clip_actions": False, "network": net, "output": "ONE"},
         },
         "memory": {"class": "RandomMemory", "memory_size": -1},
@@ -140,9 +149,14 @@ def runner_cfg(cfg: TrainConfig, *, timesteps: int, checkpoint_interval: int) ->
                 "checkpoint_interval": checkpoint_interval,
             },
         },
-        "trainer": {"class": "SequentialTrainer", "timesteps": timesteps, "headless": True,
-                    "disable_progressbar": True, "close_environment_at_exit": False,
-                    "environment_info": "episode"},
+        "trainer": {
+            "class": "SequentialTrainer",
+            "timesteps": timesteps,
+            "headless": True,
+            "disable_progressbar": True,
+            "close_environment_at_exit": False,
+            "environment_info": "episode",
+        },
     }
 
 
@@ -211,8 +225,13 @@ class ToyWrapperBase:
         self._env.close()
 
 
-def write_agent_checkpoint(agent: Any, timestep: int, suffix: str, save: Callable[[Any, Path], Any],
-                           encode: Callable[[Any], Any] = lambda value: value) -> None:
+def write_agent_checkpoint(
+    agent: Any,
+    timestep: int,
+    suffix: str,
+    save: Callable[[Any, Path], Any],
+    encode: Callable[[Any], Any] = lambda value: value,
+) -> None:
     """skrl's checkpoint layout (``agent_<timestep>``, ``best_agent`` once), each file written by ``save``.
 
     ``encode`` turns one module's internal value into what is stored; ``save(obj, path)`` must be atomic.
@@ -293,7 +312,9 @@ def train(cfg: TrainConfig, ctx: DistContext, backend: Backend) -> TrainResult:
 
     ckpt = None
     if mdist.is_rank0(ctx):
-        final = Path(agent.experiment_dir) / "checkpoints" / f"agent_{agent.timestep_offset + timesteps}{backend.suffix}"
+        final = (
+            Path(agent.experiment_dir) / "checkpoints" / f"agent_{agent.timestep_offset + timesteps}{backend.suffix}"
+        )
         if agent.last_checkpoint != str(final):
             agent.write_checkpoint(timestep=timesteps, timesteps=timesteps)
         ckpt = agent.last_checkpoint
@@ -301,5 +322,12 @@ def train(cfg: TrainConfig, ctx: DistContext, backend: Backend) -> TrainResult:
     if cfg.returns is not None:
         cfg.returns.finish()  # the last iteration, before skrl JAX's backend leaves its process group
     world_steps = backend.world_steps(skrl_mod, clock.env_steps)
-    return TrainResult(env_steps=clock.env_steps, iterations=cfg.remaining_iterations, params=params,
-                       checkpoint=ckpt, mean_rewards=stats.mean_rewards, seconds=seconds, world_env_steps=world_steps)
+    return TrainResult(
+        env_steps=clock.env_steps,
+        iterations=cfg.remaining_iterations,
+        params=params,
+        checkpoint=ckpt,
+        mean_rewards=stats.mean_rewards,
+        seconds=seconds,
+        world_env_steps=world_steps,
+    )

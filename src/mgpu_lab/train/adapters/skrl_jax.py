@@ -18,12 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mgpu_lab.health.rank_progress import StepClock
 from mgpu_lab.runs import checkpoint as mcheckpoint
 from mgpu_lab.train import dist as mdist
 from mgpu_lab.train.adapters.skrl_common import EpisodeStats, ToyWrapperBase, write_agent_checkpoint
-from mgpu_lab.train.dist import DistContext
-from mgpu_lab.health.rank_progress import StepClock
 from mgpu_lab.train.config import UsageError
+from mgpu_lab.train.dist import DistContext
 
 #: file name suffix of this adapter's checkpoints (``checkpoints/agent_<timestep><suffix>``)
 CHECKPOINT_SUFFIX = mcheckpoint.JAX_SUFFIX
@@ -61,8 +61,13 @@ def _jax_classes() -> tuple[type, type, type]:
             obs, reward, terminated, truncated, extras = self._env.step(act)
             self._obs = to_jax(obs)
             infos = {"episode": {k: float(v) for k, v in self._stats.add(extras).items()}}
-            return (self._obs, to_jax(reward.view(-1, 1)), to_jax(terminated.view(-1, 1).to(torch.int8)),
-                    to_jax(truncated.view(-1, 1).to(torch.int8)), infos)
+            return (
+                self._obs,
+                to_jax(reward.view(-1, 1)),
+                to_jax(terminated.view(-1, 1).to(torch.int8)),
+                to_jax(truncated.view(-1, 1).to(torch.int8)),
+                infos,
+            )
 
     def save_msgpack(modules: dict[str, bytes], path: Path) -> None:
         data = mcheckpoint.encode_msgpack(modules)
@@ -75,8 +80,9 @@ def _jax_classes() -> tuple[type, type, type]:
         timestep_offset = 0  # a resumed run names its checkpoints by the whole run's timestep
 
         def write_checkpoint(self, *, timestep: int, timesteps: int) -> None:
-            write_agent_checkpoint(self, timestep + self.timestep_offset, CHECKPOINT_SUFFIX, save_msgpack,
-                                   flax.serialization.to_bytes)
+            write_agent_checkpoint(
+                self, timestep + self.timestep_offset, CHECKPOINT_SUFFIX, save_msgpack, flax.serialization.to_bytes
+            )
 
         def load(self, path: str) -> None:
             """skrl's JAX Agent.load (model parameters), reading MessagePack instead of unpickling."""
@@ -124,8 +130,10 @@ class JaxBackend:
     def verify(self, skrl_mod: Any, ctx: DistContext) -> None:
         conf = skrl_mod.config.jax
         if ctx.distributed and (conf.world_size != ctx.world_size or conf.rank != ctx.rank):
-            raise UsageError(f"skrl's JAX config sees rank {conf.rank}/{conf.world_size}, the launcher "
-                             f"{ctx.rank}/{ctx.world_size}; launch with isaaclab train_multigpu --ml_framework jax")
+            raise UsageError(
+                f"skrl's JAX config sees rank {conf.rank}/{conf.world_size}, the launcher "
+                f"{ctx.rank}/{ctx.world_size}; launch with isaaclab train_multigpu --ml_framework jax"
+            )
 
     def params(self, agent: Any) -> list[Any]:
         return policy_tensors(agent.policy) + policy_tensors(agent.value)

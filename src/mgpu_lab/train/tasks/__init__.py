@@ -58,8 +58,7 @@ def env_class(task_id: str) -> type[ToyVecEnv]:
         raise UnknownTaskError(unknown_task_message(task_id)) from None
 
 
-def make_env(task_id: str, num_envs: int, device: str = "cpu", seed: int = 0,
-             on_episodes: Any = None) -> ToyVecEnv:
+def make_env(task_id: str, num_envs: int, device: str = "cpu", seed: int = 0, on_episodes: Any = None) -> ToyVecEnv:
     """Create ``num_envs`` copies of a built-in task as one batched env on ``device``; ``on_episodes`` (if given)
     is called after each step with the returns of the episodes that ended in it (a non-empty 1-D tensor)."""
     try:

@@ -47,7 +47,8 @@ class ToyCartpoleEnv(ToyVecEnv):
         cos, sin = torch.cos(theta), torch.sin(theta)
         # temp = (force + m_p l thd^2 sin) / M
         temp = (actions[:, 0] * (self.force_mag / total_mass)).add_(
-            theta_dot.square().mul_(sin), alpha=pole_ml / total_mass)
+            theta_dot.square().mul_(sin), alpha=pole_ml / total_mass
+        )
         denom = cos.square().mul_(-self.mass_pole / total_mass).add_(4.0 / 3.0).mul_(self.half_length)
         theta_acc = (sin * self.gravity).sub_(cos * temp).div_(denom)
         x_acc = temp.sub_(theta_acc * cos, alpha=pole_ml / total_mass)

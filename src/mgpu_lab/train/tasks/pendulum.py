@@ -44,8 +44,9 @@ class ToyPendulumSwingUpEnv(ToyVecEnv):
         theta, theta_dot = self.state.unbind(-1)
         torque = self.max_torque * actions[:, 0]
         self._last_torque = torque
-        theta_acc = (3.0 * self.gravity / (2.0 * self.length) * torch.sin(theta)
-                     + 3.0 / (self.mass * self.length ** 2) * torque)
+        theta_acc = (
+            3.0 * self.gravity / (2.0 * self.length) * torch.sin(theta) + 3.0 / (self.mass * self.length**2) * torque
+        )
         theta_dot = (theta_dot + self.dt * theta_acc).clamp(-self.max_speed, self.max_speed)
         self._prev_state = self.state
         theta = theta + self.dt * theta_dot
