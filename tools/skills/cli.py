@@ -88,82 +88,49 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see --help)\n")
 
 
+# The literal argparse table stays compact (a few lines an option), as readers and the checker read it.
+# fmt: off
 def build_parser() -> argparse.ArgumentParser:
     installed = Path(sys.argv[0]).stem == "skills-check"  # the distribution's command, not the script path
-    parser = _Parser(
-        prog="skills-check" if installed else "tools/skills/cli.py",
-        description="Check skills, RST docs and launcher for drift.",
-        allow_abbrev=False,
-    )
+    parser = _Parser(prog="skills-check" if installed else "tools/skills/cli.py",
+                     description="Check skills, RST docs and launcher for drift.", allow_abbrev=False)
     parser.add_argument("--explain", metavar="CODE", help="print what a rule checks and exit")
     sub = parser.add_subparsers(dest="command")
     check = sub.add_parser("check", help="check the tree", allow_abbrev=False)
     check.error = parser.error  # type: ignore[method-assign]
     check.add_argument("--root", default=".", help="checkout to check (default: current directory)")
-    check.add_argument(
-        "--format",
-        choices=("text", "json", "github", "sarif"),
-        default="text",
-        help="report format (default text; sarif: SARIF 2.1.0 for code scanning)",
-    )
+    check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text",
+                       help="report format (default text; sarif: SARIF 2.1.0 for code scanning)")
     check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
     check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
-    check.add_argument(
-        "--fix",
-        action="store_true",
-        help="apply the fixes the selected rules' findings carry (the NCCL mirror table from the RST "
-        "list, the launcher options table from argparse), then check again",
-    )
-    check.add_argument(
-        "--only-safe",
-        action="store_true",
-        help="with --fix: apply only the fixes marked safe to apply unattended (they copy a source "
-        "of truth and drop nothing a person wrote)",
-    )
+    check.add_argument("--fix", action="store_true",
+                       help="apply the fixes the selected rules' findings carry (the NCCL mirror table from the RST "
+                            "list, the launcher options table from argparse), then check again")
+    check.add_argument("--only-safe", action="store_true",
+                       help="with --fix: apply only the fixes marked safe to apply unattended (they copy a source "
+                            "of truth and drop nothing a person wrote)")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
-    check.add_argument(
-        "--baseline",
-        metavar="FILE",
-        default=None,
-        help="leave out the findings recorded in FILE (see --write-baseline) and say how many matched "
-        "and how many of its entries are gone",
-    )
-    check.add_argument(
-        "--write-baseline",
-        metavar="FILE",
-        default=None,
-        help="record every finding in FILE and report none (with --baseline FILE too: keep only the "
-        "entries that still match, to shrink it as findings are fixed)",
-    )
-    check.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)",
-    )
+    check.add_argument("--baseline", metavar="FILE", default=None,
+                       help="leave out the findings recorded in FILE (see --write-baseline) and say how many matched "
+                            "and how many of its entries are gone")
+    check.add_argument("--write-baseline", metavar="FILE", default=None,
+                       help="record every finding in FILE and report none (with --baseline FILE too: keep only the "
+                            "entries that still match, to shrink it as findings are fixed)")
+    check.add_argument("--no-cache", action="store_true",
+                       help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
-    check.add_argument(
-        "--skills",
-        default=None,
-        help="skill folder or glob (overrides [tool.skills-check] skills; "
-        "default: every folder holding SKILL.md under the root)",
-    )
+    check.add_argument("--skills", default=None, help="skill folder or glob (overrides [tool.skills-check] skills; "
+                       "default: every folder holding SKILL.md under the root)")
     for key in ("docs", "launcher", "trainer"):
         check.add_argument(f"--{key}", default=None, help=f"path of the {key} (overrides [tool.skills-check])")
-    check.add_argument(
-        "--profile",
-        default=None,
-        metavar="NAMES",
-        help="comma-separated rule profiles to run (spec, claude, links, isaaclab, routing, drift; default: "
-        "[tool.skills-check] profiles, else spec,claude,links; codes given to --select run "
-        "whatever their profile)",
-    )
+    check.add_argument("--profile", default=None, metavar="NAMES",
+                       help="comma-separated rule profiles to run (spec, claude, links, isaaclab, routing, drift; default: "
+                            "[tool.skills-check] profiles, else spec,claude,links; codes given to --select run "
+                            "whatever their profile)")
     explain = sub.add_parser("explain", help="print what a rule checks (all rules without CODE)")
     explain.add_argument("code", nargs="?")
-    route = sub.add_parser(
-        "route",
-        help="rank the skills for a prompt (the routing profile's lexical model) and show the words that decided it",
-        allow_abbrev=False,
-    )
+    route = sub.add_parser("route", help="rank the skills for a prompt (the routing profile's lexical model) and "
+                           "show the words that decided it", allow_abbrev=False)
     route.error = parser.error  # type: ignore[method-assign]
     route.add_argument("prompt", help="what a user might ask")
     route.add_argument("--root", default=".", help="checkout whose skills are ranked (default: current directory)")
@@ -171,19 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
     route.add_argument("--no-cache", action="store_true", help="parse every file afresh")
     rules_cmd = sub.add_parser("rules", help="print RULES.md as generated from the rule registry")
     rules_cmd.add_argument("--write", action="store_true", help="rewrite tools/skills/RULES.md when it differs")
-    lsp = sub.add_parser(
-        "lsp", help="serve the checker's findings, fixes and rule docs to an editor (LSP on stdio)", allow_abbrev=False
-    )
+    lsp = sub.add_parser("lsp", help="serve the checker's findings, fixes and rule docs to an editor (LSP on stdio)",
+                         allow_abbrev=False)
     lsp.error = parser.error  # type: ignore[method-assign]
     lsp.add_argument("--root", default=None, help="tree to check (default: the editor's workspace folder)")
-    lsp.add_argument(
-        "--debounce",
-        type=float,
-        default=0.1,
-        metavar="SECONDS",
-        help="quiet time after an edit before checking (default 0.1; open and save check at once)",
-    )
+    lsp.add_argument("--debounce", type=float, default=0.1, metavar="SECONDS",
+                     help="quiet time after an edit before checking (default 0.1; open and save check at once)")
     return parser
+# fmt: on
 
 
 def _split(codes: str) -> list[str]:

@@ -91,6 +91,38 @@ def _refuses_anchors(doc: MarkdownDoc, content: str, first_line: int, loader_cla
     return False
 
 
+def _walk_keys(doc: MarkdownDoc, node: Any, first_line: int) -> list[tuple[str, int, int, int]] | None:
+    """Record the line of every key (dotted for nested maps) in ``doc.frontmatter_lines``; the repeated keys
+    (key, line, column, first line), or None when the map is too large or too deep to read."""
+    walked = 0
+    duplicates: list[tuple[str, int, int, int]] = []
+
+    def walk(n: Any, prefix: str, depth: int) -> bool:
+        nonlocal walked
+        walked += 1
+        if walked > MAX_YAML_NODES or depth > 50:
+            return False
+        if isinstance(n, yaml.SequenceNode):
+            return all(walk(v, prefix, depth + 1) for v in n.value)
+        if not isinstance(n, yaml.MappingNode):
+            return True
+        seen: dict[str, int] = {}
+        for knode, vnode in n.value:
+            if isinstance(knode, yaml.ScalarNode):
+                key = f"{prefix}{knode.value}"
+                line = first_line + knode.start_mark.line
+                if key in seen:
+                    duplicates.append((key, line, knode.start_mark.column + 1, seen[key]))
+                else:
+                    seen[key] = line
+                doc.frontmatter_lines.setdefault(key, line)
+                if not walk(vnode, key + ".", depth + 1):
+                    return False
+        return True
+
+    return duplicates if walk(node, "", 0) else None
+
+
 def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any = SAFE_LOADER) -> None:
     """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines.
 
@@ -123,33 +155,8 @@ def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: 
         kind = {yaml.SequenceNode: "list", yaml.ScalarNode: "scalar"}.get(type(node), "value")
         _frontmatter_failed(doc, "IN012", first_line, 1, f"frontmatter is a {kind}, expected key: value pairs")
         return
-    walked = 0
-    duplicates: list[tuple[str, int, int, int]] = []
-
-    def walk(n: Any, prefix: str, depth: int) -> bool:
-        nonlocal walked
-        walked += 1
-        if walked > MAX_YAML_NODES or depth > 50:
-            return False
-        if isinstance(n, yaml.SequenceNode):
-            return all(walk(v, prefix, depth + 1) for v in n.value)
-        if not isinstance(n, yaml.MappingNode):
-            return True
-        seen: dict[str, int] = {}
-        for knode, vnode in n.value:
-            if isinstance(knode, yaml.ScalarNode):
-                key = f"{prefix}{knode.value}"
-                line = first_line + knode.start_mark.line
-                if key in seen:
-                    duplicates.append((key, line, knode.start_mark.column + 1, seen[key]))
-                else:
-                    seen[key] = line
-                doc.frontmatter_lines.setdefault(key, line)
-                if not walk(vnode, key + ".", depth + 1):
-                    return False
-        return True
-
-    if not walk(node, "", 0):
+    duplicates = _walk_keys(doc, node, first_line)
+    if duplicates is None:
         _frontmatter_failed(
             doc,
             "IN010",
@@ -360,6 +367,23 @@ def _yaml_comments(doc: MarkdownDoc, content: str, first_line: int) -> None:
             )
 
 
+def _read_frontmatter(doc: MarkdownDoc, tokens: list[Any], lines: list[str]) -> None:
+    """The frontmatter block markdown-it found (its YAML, key lines and comments), or IN011 for one never closed."""
+    if tokens and tokens[0].type == "front_matter":
+        fm = tokens[0]
+        start, end = fm.map or (0, 0)
+        doc.body_start = end + 1
+        _frontmatter(doc, fm.content, start + 2)
+        _yaml_comments(doc, fm.content, start + 2)
+    elif lines and lines[0].rstrip() == "---":
+        doc.problems.append(
+            problem(
+                "IN011", doc.path, 1, 1, "frontmatter block opened with --- is never closed; it is read as body text"
+            )
+        )
+        doc.frontmatter_error = True
+
+
 def parse_markdown(path: str, text: str) -> MarkdownDoc:
     """Parse markdown ``text`` (already decoded, ``\\n`` newlines) of the file at ``path``."""
     lines = text.split("\n")
@@ -371,17 +395,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
     except Exception as exc:  # markdown-it is total on str input; this is a last resort
         doc.problems.append(problem("IN020", path, 1, 1, f"markdown parser failed: {exc}"))
         return doc
-    if tokens and tokens[0].type == "front_matter":
-        fm = tokens[0]
-        start, end = fm.map or (0, 0)
-        doc.body_start = end + 1
-        _frontmatter(doc, fm.content, start + 2)
-        _yaml_comments(doc, fm.content, start + 2)
-    elif lines and lines[0].rstrip() == "---":
-        doc.problems.append(
-            problem("IN011", path, 1, 1, "frontmatter block opened with --- is never closed; it is read as body text")
-        )
-        doc.frontmatter_error = True
+    _read_frontmatter(doc, tokens, lines)
     slugs: set[str] = set()  # GitHub-style anchors, repeats suffixed -1, -2 (mdit-py-plugins' own rule)
     last_heading: str | None = None
     table: Table | None = None
