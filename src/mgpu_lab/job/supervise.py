@@ -227,7 +227,9 @@ class Supervisor:
             self.kill_all()
 
     def clean_up(self) -> None:
-        """After the job's main process ended: stop whatever it left behind, then reap."""
+        """After the job's main process ended: stop whatever it left behind, then reap. Returns once nothing
+        of the job is alive below the launcher (a SIGKILLed rank may take a moment to exit), so no worker
+        outlives the launcher; the janitor covers what is still there after a few seconds."""
         leftovers = descendants(os.getpid())
         if leftovers:
             signal_pids(leftovers, signal.SIGTERM)
@@ -237,7 +239,19 @@ class Supervisor:
                 reap()
                 leftovers = descendants(os.getpid())
             self.kill_all()
+        _wait_until_gone(deadline=time.monotonic() + 5.0)
         reap()
+
+
+def _wait_until_gone(*, deadline: float) -> None:
+    """SIGKILL and reap every process below the launcher until none is alive, or until ``deadline``."""
+    while True:
+        reap()
+        left = descendants(os.getpid())
+        if not left or time.monotonic() >= deadline:
+            return
+        signal_pids(left, signal.SIGKILL)
+        time.sleep(0.02)
 
 
 def _watch(
