@@ -700,3 +700,21 @@ def test_a_given_inventory_stands_in_for_the_driver() -> None:
     inv = Inventory([made_up_uuid(i) for i in range(3)], [], "three made-up GPUs")
     assert visible({}, inv) == (3, "three made-up GPUs")
     assert visible({"CUDA_VISIBLE_DEVICES": "0,2"}, inv)[0] == 2
+
+
+def test_a_malformed_rehearsed_fault_is_refused_before_any_rank(capsys: pytest.CaptureFixture) -> None:
+    """--rehearse_fault goes to train.py; its grammar is checked by the launcher before torchrun starts."""
+    line = reject("--num_gpus", "2", "--device", "cpu", "--rehearse_fault", "slow:one:2", capsys=capsys)
+    assert line.startswith("isaaclab train_multigpu: error: --rehearse_fault: fault: bad entry 'slow:one:2'"), line
+
+
+def test_a_dry_run_without_a_rehearsed_fault_leaves_the_fault_grammar_unimported() -> None:
+    """The fault grammar (mgpu_lab.health.rank_progress, with typing and socket) stays off --dry_run's path."""
+    code = (
+        "import sys, runpy; sys.argv = ['x', '--num_gpus', '2', '--device', 'cpu', '--dry_run']\n"
+        f"try: runpy.run_path({str(LAUNCHER)!r}, run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "print('mgpu_lab.health.rank_progress' in sys.modules)"
+    )
+    out = run([PYTHON, "-c", code], timeout=60)  # a fresh interpreter: what the dry run alone imports
+    assert out.stdout.strip().splitlines()[-1] == "False", out

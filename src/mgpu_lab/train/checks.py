@@ -164,7 +164,10 @@ def check_resume(targs: Namespace, *, dry_run: bool = False) -> str | None:
 
 
 def rehearsed_faults(args: Namespace) -> tuple[Fault, ...]:
-    """The faults ``--rehearse_fault`` asks for (UsageError for a malformed one; none when not given)."""
+    """The faults ``--rehearse_fault`` asks for (UsageError for a malformed one; none when not given). The
+    fault grammar is imported only when one is given: the launcher's --dry_run runs this check."""
+    if not getattr(args, "rehearse_fault", None):
+        return ()
     from mgpu_lab.health.rank_progress import parse_faults
 
     try:
