@@ -17,14 +17,9 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.real
 if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from mgpu_lab.core.help_format import HelpFormatter
+from mgpu_lab.core.help_format import HelpFormatter, OneLineErrors
 
-
-def _usage_error(message: str) -> None:
-    """argparse's error hook: one line on stderr, exit 2, no usage block (like train.py's)."""
-    sys.stderr.write(f"isaaclab play: error: {message} (see --help)\n")
-    sys.stderr.flush()
-    raise SystemExit(2)
+_usage_error = OneLineErrors("isaaclab play")  # argparse's errors: one line, exit 2, no usage block
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,14 +21,12 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.real
 if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from mgpu_lab.core.errors import EXIT_USAGE
-from mgpu_lab.core.help_format import RawHelpFormatter
+from mgpu_lab.core.help_format import OneLineErrors, RawHelpFormatter
 from mgpu_lab.launch.launcher import CPU_RANKS_PER_CORE, LAUNCHER_TORCHRUN_GROUP, TORCHRUN_GROUP
 
 TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import NoReturn
 
 TRAIN_SCRIPT = os.path.join(os.path.dirname(os.path.realpath(__file__)), "train.py")
 RDZV_BACKENDS = ["static", "c10d", "etcd", "etcd-v2"]
@@ -105,10 +103,7 @@ as with train.py; their files go under --job_log_root/train_multigpu/<script>/<t
 """
 
 
-def _usage_error(message: str) -> NoReturn:
-    """argparse's error hook: one line on stderr, exit 2, no usage block."""
-    print(f"isaaclab train_multigpu: error: {message} (see --help)", file=sys.stderr)
-    sys.exit(EXIT_USAGE)
+_usage_error = OneLineErrors("isaaclab train_multigpu")  # argparse's errors: one line, exit 2, no usage block
 
 
 # The literal argparse table stays compact (a few lines an option), as readers and the checker read it.

@@ -1,4 +1,4 @@
-"""The entry scripts' help formatter: argparse's raw-description one, sized without importing shutil.
+"""The entry scripts' help formatter (argparse's, sized without importing shutil) and their one-line error hook.
 
 argparse builds a formatter for every ``add_argument`` call (to check metavars), and its own formatter
 imports shutil to find the terminal width: a start-up cost the launcher's ``--dry_run`` and the
@@ -30,3 +30,18 @@ class HelpFormatter(_TerminalWidth, argparse.HelpFormatter):
 
 class RawHelpFormatter(_TerminalWidth, argparse.RawDescriptionHelpFormatter):
     """argparse's raw-description formatter (description and epilog kept as written)."""
+
+
+class OneLineErrors:
+    """argparse's error hook for an entry script: ``PROG: error: MESSAGE (see --help)`` on stderr and exit 2
+    (:data:`mgpu_lab.core.errors.EXIT_USAGE`), without argparse's usage block."""
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+
+    def __call__(self, message: str) -> None:
+        from mgpu_lab.core.errors import EXIT_USAGE
+
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        sys.stderr.flush()
+        raise SystemExit(EXIT_USAGE)
