@@ -64,13 +64,21 @@ def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[
     :func:`mgpu_testing.runs.train_two_ranks`), run the first time a test asks for it. ``library`` is
     ``rsl_rl``, ``rl_games``, ``skrl`` or ``skrl-jax``. Tests read its output and files; they never write
     into its folders (copy what you change)."""
-    from mgpu_testing.runs import train_two_ranks
+    import dataclasses
 
-    done: dict[str, object] = {}
+    from mgpu_testing.once import once
+    from mgpu_testing.runs import HealthyRun, train_two_ranks
 
-    def get(library: str) -> object:
-        if library not in done:
-            done[library] = train_two_ranks(library, tmp_path_factory.mktemp(f"healthy-{library}"))
+    done: dict[str, HealthyRun] = {}
+
+    def get(library: str) -> HealthyRun:
+        if library not in done:  # one run per session, shared by every xdist worker
+            record = once(
+                tmp_path_factory,
+                f"healthy-{library}",
+                lambda folder: {**dataclasses.asdict(train_two_ranks(library, folder)), "log_root": str(folder)},
+            )
+            done[library] = HealthyRun.from_record(record)
         return done[library].assert_ok()  # a failed run fails each test that needs it, and runs once
 
     yield get
@@ -80,8 +88,12 @@ def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[
 def sphinx_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The one strict (``-W``) Sphinx build of ``docs/`` this session; its HTML folder."""
     from mgpu_testing.docs import build_sphinx
+    from mgpu_testing.once import once
 
-    root = tmp_path_factory.mktemp("sphinx")
-    proc = build_sphinx(REPO / "docs", root / "html", root / "doctrees")
-    assert proc.returncode == 0, f"sphinx-build -W failed:\n{proc.stderr[-4000:]}"
-    return root / "html"
+    def build(root: Path) -> dict[str, object]:
+        proc = build_sphinx(REPO / "docs", root / "html", root / "doctrees")
+        return {"returncode": proc.returncode, "stderr": proc.stderr[-4000:], "html": str(root / "html")}
+
+    built = once(tmp_path_factory, "sphinx", build)  # one build per session, shared by every xdist worker
+    assert built["returncode"] == 0, f"sphinx-build -W failed:\n{built['stderr']}"
+    return Path(built["html"])

@@ -63,6 +63,17 @@ class HealthyRun:
         (run_dir,) = self.task_root.iterdir()
         return run_dir
 
+    @classmethod
+    def from_record(cls, record: dict) -> HealthyRun:
+        """The run from its JSON record (:func:`mgpu_testing.once.once`)."""
+        return cls(
+            record["library"],
+            tuple(tuple(argv) for argv in record["argvs"]),
+            tuple(record["returncodes"]),
+            record["out"],
+            Path(record["log_root"]),
+        )
+
     def assert_ok(self) -> HealthyRun:
         for argv, rc in zip(self.argvs, self.returncodes):
             assert rc == 0, f"the healthy {self.library} run failed (exit {rc}): {' '.join(argv)}\n{self.out[-4000:]}"
