@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,15 +27,15 @@ def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def once(tmp_path_factory: pytest.TempPathFactory, name: str, compute: Callable[[Path], Any]) -> Any:
-    """``compute(folder)``'s JSON-able result, computed by one worker of this session in ``folder`` (a
-    shared folder named ``name``); every other caller waits for it and reads the record."""
+    """``compute(folder)``'s JSON-able result, computed by one worker of this session in ``folder`` (a new
+    shared folder whose name starts with ``name``); every other caller waits for it and reads the record. A
+    ``compute`` that raises records nothing: the next caller tries again."""
     root = shared_root(tmp_path_factory)
     record = root / f"{name}.json"
     with FileLock(str(root / f"{name}.lock")):
         if record.exists():
             return json.loads(record.read_text())
-        folder = root / name
-        folder.mkdir()
+        folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))  # fresh, even after a worker's failed try
         result = compute(folder)
         record.write_text(json.dumps(result))
         return result
