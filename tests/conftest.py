@@ -17,7 +17,36 @@ from mgpu_testing import REPO
 
 _SCRATCH = pytest.StashKey[Path]()
 _SAVED_ENV = pytest.StashKey[dict[str, str | None]]()
-_SCRATCH_VARIABLES = ("SKILLS_CHECK_CACHE_DIR", "XDG_CACHE_HOME", "TMPDIR")
+_SCRATCH_VARIABLES = ("SKILLS_CHECK_CACHE_DIR", "XDG_CACHE_HOME", "TMPDIR", "OMP_NUM_THREADS")
+
+
+#: the suite's longest test files (measured: each holds real multi-process jobs for a minute or more of CPU), handed
+#: to the xdist workers first so that the last minutes run short files on every worker instead of one long file on
+#: one; the order within each file is kept. Only the order of the run depends on this list, never a result.
+LONG_FILES = (
+    "test_any_script_e2e.py",
+    "test_all_ranks_returns.py",  # asks for every library's healthy run first
+    "test_watchdog.py",
+    "test_nccl_probe.py",
+    "test_skill_commands.py",
+    "test_continue_run_e2e.py",
+    "test_nccl_probe_bisect.py",
+    "test_resume.py",
+    "test_launcher_e2e.py",
+    "test_trainer_disk_full.py",
+    "test_launcher_lifetime.py",
+    "test_cluster_e2e.py",
+    "test_failure_report_e2e.py",
+    "test_play.py",
+    "test_quoted_outputs.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the long files first (:data:`LONG_FILES`); a stable sort, so each file's tests keep their order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {name: i for i, name in enumerate(LONG_FILES)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,6 +60,10 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["SKILLS_CHECK_CACHE_DIR"] = str(scratch / "cache" / "skills-check")
     os.environ["XDG_CACHE_HOME"] = str(scratch / "cache")
     os.environ["TMPDIR"] = str(scratch / "tmp")  # subprocesses only: tempfile cached this process's folder above
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # one worker per core: torch in a worker (in-process trainings) and in the processes it starts uses one
+        # thread, so the workers do not oversubscribe the cores (set before anything here imports torch)
+        os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -7,7 +7,9 @@ project: ``ddp_train.py`` trains a DistributedDataParallel model (its gradient a
 - healthy: trains until the test lets it finish, rank 1 held slow by the script itself (a sleep before each
   step: the fault, not a wait); while it runs, ``isaaclab stacks latest`` and ``isaaclab timing latest``;
 - stalled: rank 1 stops calling collectives; the watchdog names it within --hang_timeout, with its stack, exit 3;
-- raised: rank 1 raises; the launcher's report names it, torchrun's traceback stays off the terminal.
+- raised: rank 1 raises; the launcher's report names it, torchrun's traceback stays off the terminal. Only for
+  the DDP script: the error record is written by the rank entry around any script, and with DDP the other rank
+  is left inside the C++ all-reduce, the harder case of the two.
 
 Every run has a hard timeout and, afterwards, none of its processes may be left.
 """
@@ -139,7 +141,7 @@ def stalled(request, tmp_path_factory) -> Job:
     return run_to_end(request.param, root, "--steps", "1000", "--stall_rank", "1", hang_timeout="20")
 
 
-@pytest.fixture(scope="module", params=SCRIPTS)
+@pytest.fixture(scope="module", params=SCRIPTS[:1])
 def raised(request, tmp_path_factory) -> Job:
     root = tmp_path_factory.mktemp("raised") / "jobs"
     return run_to_end(request.param, root, "--steps", "1000", "--raise_rank", "1")
