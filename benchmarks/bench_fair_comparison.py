@@ -6,8 +6,10 @@ For each world size, trains through the launcher (CPU ranks on gloo), then reads
 - the library's own reward (rsl_rl's ``Mean reward:``, rank 0's window of its last 100 episodes), and
 - the ``all-ranks episode return`` (the mean over the episodes that ended on every rank in an iteration);
 
-and finally plays both final checkpoints with ``isaaclab play`` on the same envs and seed. Prints the numbers;
-asserts nothing (the skill's fair-comparison recipe quotes what to expect). rsl_rl only prints its number on the
+and finally plays both final checkpoints with ``isaaclab play`` on the same envs and seed. Prints the numbers per
+seed, then each measure's mean over the seeds on both sides with its standard error, and whether the two sides
+agree within noise (their difference under twice the standard error of the difference). Asserts nothing (the
+skill's fair-comparison recipe quotes what to expect). rsl_rl only prints its number on the
 console; for rl_games and skrl the library column reads n/a (their number is in TensorBoard).
 
     uv run python benchmarks/bench_fair_comparison.py [--rl_library rsl_rl] [--max_iterations 20] [--seeds 1 2 3]
@@ -101,6 +103,25 @@ def _shown(value: float | None) -> str:
     return f"{value:8.2f}" if value is not None else "     n/a"
 
 
+def _mean_and_error(values: list[float]) -> tuple[float, float]:
+    """Mean over the seeds and its standard error (0 for a single seed)."""
+    error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0
+    return statistics.fmean(values), error
+
+
+def summary(name: str, one: list[float], many: list[float], ranks: int) -> str:
+    """One measure over the seeds: both sides' means with standard errors, and whether they agree."""
+    if not one or not many:
+        return f"{name:18s} n/a"
+    (m1, e1), (mn, en) = _mean_and_error(one), _mean_and_error(many)
+    noise = (e1 * e1 + en * en) ** 0.5
+    verdict = "agree within noise" if abs(m1 - mn) <= 2 * noise else "differ"
+    return (
+        f"{name:18s} 1 rank {m1:7.2f} +- {e1:5.2f}   {ranks} ranks {mn:7.2f} +- {en:5.2f}   "
+        f"difference {m1 - mn:+7.2f} (2 x its error {2 * noise:5.2f}): {verdict}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rl_library", default="rsl_rl", choices=["rsl_rl", "rl_games", "skrl"])
@@ -118,6 +139,7 @@ def main() -> int:
         f"{args.play_envs} envs, seed 0"
     )
     print("seed  ranks x envs   library's own   all-ranks return   play mean (std)")
+    measures: dict[int, dict[str, list[float]]] = {r: {"own": [], "all": [], "play": []} for r in (1, args.ranks)}
     with tempfile.TemporaryDirectory(prefix="mgpu_fair_") as tmp:
         for seed in args.seeds:
             for ranks in (1, args.ranks):
@@ -126,11 +148,17 @@ def main() -> int:
                     args.rl_library, ranks, args.total_envs, seed, args.max_iterations, log_root, args.last
                 )
                 mean, std = evaluate(args.rl_library, checkpoint, args.play_envs, args.play_episodes)
+                for key, value in (("own", own), ("all", everyone), ("play", mean)):
+                    if value is not None:
+                        measures[ranks][key].append(value)
                 print(
                     f"{seed:4d}  {ranks:5d} x {args.total_envs // ranks:<4d}      {_shown(own)}"
                     f"           {_shown(everyone)}   {mean:8.2f} ({std:.2f})",
                     flush=True,
                 )
+    print(f"over {len(args.seeds)} seed(s), mean +- standard error:")
+    for key, name in (("own", "library's own"), ("all", "all-ranks return"), ("play", "play mean")):
+        print(summary(name, measures[1][key], measures[args.ranks][key], args.ranks))
     return 0
 
 

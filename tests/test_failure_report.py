@@ -47,15 +47,29 @@ def test_every_rank_refusing_the_same_input_is_said_once_with_exit_2() -> None:
     assert "consequence" not in got.lines[0]  # no rank caused anything: both refused
 
 
-def test_a_refusal_while_torchrun_stopped_the_other_rank_is_still_exit_2() -> None:
+def test_a_refusal_while_torchrun_stopped_the_other_rank_is_one_line_and_exit_2() -> None:
+    """The first rank to refuse ends the job; torchrun stops the other before it gets to the same check."""
     got = build(
         {0: record(0, REFUSAL, 5.0, heartbeat.REFUSED)},
         {0: Exit(0, "node-a", 100, 2), 1: Exit(1, "node-a", 101, -signal.SIGTERM)},
     )
-    assert got.exit_status == 2
-    assert got.lines[0] == "isaaclab train_multigpu: error: 1 of 2 rank(s) refused their input:"
-    assert f"rank 0 on node node-a (pid 100): refused: {REFUSAL}" in got.lines[1]
-    assert got.lines[2].endswith(f"rank 1: {failures.STOPPED_BY_TORCHRUN}")
+    assert got.lines == [
+        f"isaaclab train_multigpu: error: 1 of 2 ranks refused: {REFUSAL} "
+        "(torchrun stopped the other rank before it checked)"
+    ]
+    assert (got.exit_status, got.refused) == (2, True)
+
+
+def test_a_refusal_beside_a_rank_killed_otherwise_is_a_failure_listing_every_rank() -> None:
+    """Only ranks torchrun stopped fold into a refusal's one line; a rank killed by something else is a failure."""
+    got = build(
+        {0: record(0, REFUSAL, 5.0, heartbeat.REFUSED)},
+        {0: Exit(0, "node-a", 100, 2), 1: Exit(1, "node-a", 101, -signal.SIGTERM), 2: Exit(2, "node-a", 102, -9)},
+        world=3,
+    )
+    assert (got.exit_status, got.refused) == (1, False)
+    assert got.lines[0] == "[ERROR] launcher: 3 rank(s) failed of 3:"
+    assert got.lines[3].endswith("rank 2/3 on node node-a (pid 102): killed by SIGKILL (no Python exception)")
 
 
 def test_different_refusals_are_listed_rank_by_rank() -> None:

@@ -99,3 +99,53 @@ def test_two_gloo_ranks_through_the_launcher(healthy_run):
 @pytest.mark.e2e
 def test_sigkill_while_saving_every_iteration_leaves_loadable_checkpoints(tmp_path):
     sigkill_while_saving("rsl_rl", tmp_path, "model_*.pt", assert_rsl_rl_checkpoint, stop_at="model_3.pt", deadline=240)
+
+
+def _stats(values: torch.Tensor) -> torch.Tensor:
+    """What one rank contributes to the advantage all_reduce: count, sum, sum of squares (float64)."""
+    flat = values.reshape(-1).to(torch.float64)
+    return torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()])
+
+
+def _second_rank(monkeypatch, other: torch.Tensor) -> None:
+    """torch.distributed.all_reduce as seen by rank 0 of two, rank 1 holding the raw advantages ``other``."""
+    monkeypatch.setattr(torch.distributed, "all_reduce", lambda tensor, op=None: tensor.add_(_stats(other)))
+
+
+def test_advantages_are_normalized_over_every_ranks_rollout_together(monkeypatch):
+    """rsl_rl normalizes each rank's advantages alone; the adapter's PPO normalizes them over all ranks, so N
+    ranks x E/N envs are the algorithm 1 rank x E envs is (benchmarks/bench_fair_comparison.py measures it)."""
+    from mgpu_lab.train.adapters import rsl_rl as adapter
+    from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.train.dist import DistContext
+    from mgpu_lab.train.tasks import make_env
+
+    cfg = TrainConfig(rl_library="rsl_rl", task=TASK, num_envs=8, seed=1, device="cpu", log_dir="")
+    env = adapter.ToyRslRlEnv(make_env(TASK, 8, "cpu", 1), TASK)
+    alg = adapter.DistributedRunner(env, adapter.runner_cfg(TASK, cfg), None, "cpu", DistContext()).alg
+    storage = alg.storage
+    generator = torch.Generator().manual_seed(0)
+    storage.rewards.copy_(torch.rand(storage.rewards.shape, generator=generator))
+    storage.values.copy_(torch.rand(storage.values.shape, generator=generator))
+    other = torch.randn(500, generator=generator, dtype=torch.float64) * 3 + 2  # far from this rank's own
+    alg.is_multi_gpu = True  # rank 0 of two, as the library's multi-GPU configuration marks it
+    _second_rank(monkeypatch, other)
+
+    alg.compute_returns(env.get_observations())
+
+    raw = storage.returns - storage.values
+    together = torch.cat([raw.reshape(-1).to(torch.float64), other])
+    expected = (raw - together.mean()) / (together.std() + 1e-8)
+    assert torch.allclose(storage.advantages, expected.to(raw.dtype), atol=1e-5)
+    alone = (raw - raw.mean()) / (raw.std() + 1e-8)  # what the library alone leaves
+    assert not torch.allclose(storage.advantages, alone, atol=1e-2)
+
+
+def test_one_rank_normalizes_its_advantages_as_the_library_does(monkeypatch):
+    """The all-ranks normalization over one rank is the library's own formula (mean and unbiased std)."""
+    from mgpu_lab.train.dist import normalized_over_ranks
+
+    values = torch.tensor([[1.0, 4.0], [2.0, 9.0]])
+    monkeypatch.setattr(torch.distributed, "all_reduce", lambda tensor, op=None: tensor)  # one rank's own sum
+    got = normalized_over_ranks(values)
+    assert torch.allclose(got, (values - values.mean()) / (values.std() + 1e-8))

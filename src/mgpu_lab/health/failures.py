@@ -14,7 +14,8 @@ torchrun often blames a rank that was a victim. Here:
 
 :func:`report` turns that into the launcher's own report: every failed rank with its node and its own last
 error line, which came first, and whether the failures were only refusals of bad input (every rank
-refusing the same input is said once: "all N ranks refused: ..."). A rank is called a consequence only when
+refusing the same input is said once: "all N ranks refused: ...", or "K of N ranks refused: ..." when torchrun
+stopped the others before they reached the same check). A rank is called a consequence only when
 its failure is a broken collective or a lost peer, or torchrun stopped it after another rank failed.
 """
 
@@ -170,6 +171,17 @@ def report(
         count = world if world else len(set(refusals) | set(exits))
         if len(messages) == 1 and len(refusals) == count:
             return Report([f"{prog}: error: all {count} ranks refused: {messages[0]}"], 2, True)
+        if len(messages) == 1 and len(refusals) + len(stopped) == count:
+            # the first refusal ended the job: torchrun stopped the rest before they got to the same check
+            rest = "the other rank" if len(stopped) == 1 else f"the other {len(stopped)} ranks"
+            return Report(
+                [
+                    f"{prog}: error: {len(refusals)} of {count} ranks refused: {messages[0]} "
+                    f"(torchrun stopped {rest} before {'it' if len(stopped) == 1 else 'they'} checked)"
+                ],
+                2,
+                True,
+            )
         lines = [f"{prog}: error: {len(refusals)} of {count} rank(s) refused their input:"]
         for r in sorted(refusals):
             refusal = refusals[r]

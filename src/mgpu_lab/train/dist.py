@@ -232,6 +232,24 @@ def sum_over_ranks(value: int, ctx: DistContext) -> int:
     return int(total.item())
 
 
+def normalized_over_ranks(values: Any, eps: float = 1e-8) -> Any:
+    """``(values - mean) / (std + eps)`` with the mean and unbiased std of every rank's ``values`` together.
+
+    One all_reduce of three float64 numbers (count, sum, sum of squares). On one rank this is
+    ``(v - v.mean()) / (v.std() + eps)``, the normalization the libraries apply to each rank's batch alone.
+    """
+    import torch
+    import torch.distributed as tdist
+
+    flat = values.detach().reshape(-1).to(torch.float64)
+    stats = torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()])
+    tdist.all_reduce(stats, op=tdist.ReduceOp.SUM)
+    count, total, squares = stats.unbind()
+    mean = total / count
+    std = ((squares - count * mean * mean) / (count - 1)).clamp_min(0.0).sqrt()
+    return (values - mean.to(values.dtype)) / (std.to(values.dtype) + eps)
+
+
 def device_warning(ctx: DistContext, current: int) -> str | None:
     """The ``[WARN]`` line for a distributed CUDA rank whose current device is not ``cuda:LOCAL_RANK``."""
     if not (ctx.distributed and ctx.is_cuda) or current == ctx.local_rank:

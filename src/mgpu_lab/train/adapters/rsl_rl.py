@@ -8,7 +8,10 @@ Nothing in rsl_rl is edited or copied. The adapter works from outside:
   but initialises gloo (rsl_rl itself insists on ``cuda:LOCAL_RANK`` and NCCL);
   ``save`` writes checkpoints atomically (temp file + fsync + os.replace).
 - ``SyncReportingPPO`` subclasses ``PPO`` to print the contract line right after the library's own
-  initial parameter broadcast.
+  initial parameter broadcast, and to normalize advantages over every rank's rollout together: the library
+  normalizes each rank's own (``PPO.compute_returns``), so 2 ranks x 32 envs would not be the algorithm that
+  1 rank x 64 envs is, and with few envs per rank it learns measurably worse
+  (``benchmarks/bench_fair_comparison.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from mgpu_lab.train.dist import (
     is_rank0,
     load_torch_checkpoint,
     log_line,
+    normalized_over_ranks,
     rank_seed,
     report_synchronized,
 )
@@ -184,11 +188,19 @@ class ToyRslRlEnv(VecEnv):
 
 
 class SyncReportingPPO(PPO):
-    """rsl_rl's PPO, printing the contract line once its initial broadcast is done."""
+    """rsl_rl's PPO, printing the contract line once its initial broadcast is done, with advantages normalized
+    over all ranks."""
 
     def broadcast_parameters(self) -> None:
         super().broadcast_parameters()
         report_synchronized(_CURRENT_CTX or DistContext())
+
+    def compute_returns(self, obs: TensorDict) -> None:
+        super().compute_returns(obs)
+        if self.is_multi_gpu and not self.normalize_advantage_per_mini_batch:
+            # the library left (A - mean_r) / std_r of this rank's batch; A itself is returns - values
+            storage = self.storage
+            storage.advantages = normalized_over_ranks(storage.returns - storage.values)
 
 
 _CURRENT_CTX: DistContext | None = None
