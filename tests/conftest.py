@@ -42,6 +42,12 @@ LONG_FILES = (
 )
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the cores. Much of the suite waits (a rank's deadline, a hang timeout, a
+    rendezvous) rather than computes, and the extra worker fills those waits."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under xdist, the long files first (:data:`LONG_FILES`); a stable sort, so each file's tests keep their order."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
