@@ -71,16 +71,16 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["SKILLS_CHECK_CACHE_DIR"] = str(scratch / "cache" / "skills-check")
     os.environ["XDG_CACHE_HOME"] = str(scratch / "cache")
     os.environ["TMPDIR"] = str(scratch / "tmp")  # subprocesses only: tempfile cached this process's folder above
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # several workers share the cores: torch in a worker (in-process trainings) and in the processes it starts
+        # uses one thread, so the workers do not oversubscribe the cores (set before anything here imports torch)
+        os.environ["OMP_NUM_THREADS"] = "1"
+    else:
         # JAX's compilation cache, one for the session (xdist workers inherit it from the controller): skrl's JAX
         # processes compile the same functions, and a cached compile saves about 5 of a process's 13 CPU-seconds.
         # The folder is this session's own (made above, removed at the end), so nothing loaded comes from elsewhere
         os.environ["JAX_COMPILATION_CACHE_DIR"] = str(scratch / "cache" / "jax")
         os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        # one worker per core: torch in a worker (in-process trainings) and in the processes it starts uses one
-        # thread, so the workers do not oversubscribe the cores (set before anything here imports torch)
-        os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

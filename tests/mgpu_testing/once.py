@@ -37,5 +37,7 @@ def once(tmp_path_factory: pytest.TempPathFactory, name: str, compute: Callable[
             return json.loads(record.read_text())
         folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))  # fresh, even after a worker's failed try
         result = compute(folder)
-        record.write_text(json.dumps(result))
+        written = root / f"{name}.json.tmp"
+        written.write_text(json.dumps(result))
+        os.replace(written, record)  # a reader sees the whole record or none
         return result
