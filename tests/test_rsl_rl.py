@@ -101,15 +101,11 @@ def test_sigkill_while_saving_every_iteration_leaves_loadable_checkpoints(tmp_pa
     sigkill_while_saving("rsl_rl", tmp_path, "model_*.pt", assert_rsl_rl_checkpoint, stop_at="model_3.pt", deadline=240)
 
 
-def _stats(values: torch.Tensor) -> torch.Tensor:
-    """What one rank contributes to the advantage all_reduce: count, sum, sum of squares (float64)."""
-    flat = values.reshape(-1).to(torch.float64)
-    return torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()])
-
-
 def _second_rank(monkeypatch, other: torch.Tensor) -> None:
     """torch.distributed.all_reduce as seen by rank 0 of two, rank 1 holding the raw advantages ``other``."""
-    monkeypatch.setattr(torch.distributed, "all_reduce", lambda tensor, op=None: tensor.add_(_stats(other)))
+    from mgpu_lab.train.dist import moments
+
+    monkeypatch.setattr(torch.distributed, "all_reduce", lambda tensor, op=None: tensor.add_(moments(other)))
 
 
 def test_advantages_are_normalized_over_every_ranks_rollout_together(monkeypatch):

@@ -169,19 +169,14 @@ def report(
     if refusals and causes <= set(refusals):  # nothing failed but input that ranks refused
         messages = sorted({f.detail for f in refusals.values()})
         count = world if world else len(set(refusals) | set(exits))
-        if len(messages) == 1 and len(refusals) == count:
-            return Report([f"{prog}: error: all {count} ranks refused: {messages[0]}"], 2, True)
         if len(messages) == 1 and len(refusals) + len(stopped) == count:
-            # the first refusal ended the job: torchrun stopped the rest before they got to the same check
-            rest = "the other rank" if len(stopped) == 1 else f"the other {len(stopped)} ranks"
-            return Report(
-                [
-                    f"{prog}: error: {len(refusals)} of {count} ranks refused: {messages[0]} "
-                    f"(torchrun stopped {rest} before {'it' if len(stopped) == 1 else 'they'} checked)"
-                ],
-                2,
-                True,
-            )
+            line = f"all {count} ranks refused: {messages[0]}"
+            if stopped:  # the first refusal ended the job: torchrun stopped the rest before the same check
+                rest = (
+                    "the other rank before it" if len(stopped) == 1 else f"the other {len(stopped)} ranks before they"
+                )
+                line = f"{len(refusals)} of {count} ranks refused: {messages[0]} (torchrun stopped {rest} checked)"
+            return Report([f"{prog}: error: {line}"], 2, True)
         lines = [f"{prog}: error: {len(refusals)} of {count} rank(s) refused their input:"]
         for r in sorted(refusals):
             refusal = refusals[r]

@@ -232,17 +232,23 @@ def sum_over_ranks(value: int, ctx: DistContext) -> int:
     return int(total.item())
 
 
+def moments(values: Any) -> Any:
+    """What one rank adds to :func:`normalized_over_ranks`' all_reduce: count, sum and sum of squares (float64)."""
+    import torch
+
+    flat = values.detach().reshape(-1).to(torch.float64)
+    return torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()])
+
+
 def normalized_over_ranks(values: Any, eps: float = 1e-8) -> Any:
     """``(values - mean) / (std + eps)`` with the mean and unbiased std of every rank's ``values`` together.
 
-    One all_reduce of three float64 numbers (count, sum, sum of squares). On one rank this is
+    One all_reduce of three float64 numbers (:func:`moments`). On one rank this is
     ``(v - v.mean()) / (v.std() + eps)``, the normalization the libraries apply to each rank's batch alone.
     """
-    import torch
     import torch.distributed as tdist
 
-    flat = values.detach().reshape(-1).to(torch.float64)
-    stats = torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()])
+    stats = moments(values)
     tdist.all_reduce(stats, op=tdist.ReduceOp.SUM)
     count, total, squares = stats.unbind()
     mean = total / count
