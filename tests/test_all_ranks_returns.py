@@ -123,3 +123,17 @@ def test_every_library_logs_the_all_ranks_return_once_per_iteration(library: str
     assert [int(it) for it, *_ in found] == list(range(run.iterations)), run.out[-3000:]
     assert {ranks for *_, ranks in found} == {"2"}
     assert sum(int(count) for _, _, count, _ in found) > 0, found  # cart-pole episodes end within a few steps
+
+
+def test_the_fair_comparison_bench_says_agree_only_within_twice_the_error_of_the_difference(monkeypatch) -> None:
+    """benchmarks/bench_fair_comparison.py's verdict, which the skill's fair-comparison table quotes."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import bench_fair_comparison as bench
+
+    # standard errors 1/sqrt(3) each, so the difference's is 0.816: a difference of 1 is under twice it, 2 is not
+    assert bench.summary("play mean", [1.0, 2.0, 3.0], [2.0, 3.0, 4.0], 2).endswith("agree within noise")
+    assert bench.summary("play mean", [1.0, 2.0, 3.0], [3.0, 4.0, 5.0], 2).endswith(": differ")
+    assert bench.summary("play mean", [1.0, 1.1, 0.9], [3.0, 3.1, 2.9], 2).endswith(": differ")
+    assert bench.summary("library's own", [], [1.0], 2).endswith("n/a")
+    line = bench.summary("all-ranks return", [1.0, 2.0, 3.0], [2.0, 3.0, 4.0], 2)
+    assert "1 rank    2.00 +-  0.58" in line and "2 ranks    3.00 +-  0.58" in line and "difference   -1.00" in line
