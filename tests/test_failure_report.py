@@ -203,3 +203,69 @@ def test_a_lost_peer_alone_is_still_named() -> None:
     """With nothing else to blame, the rank that saw its peer go is reported (the report never goes empty)."""
     event = failures.first_failure({0: record(0, GLOO, 5.0)}, {}, {}, {}, set())
     assert event is not None and event.rank == 0
+
+
+# torchrun's failed exit barrier on a node whose ranks all finished (pytorch/pytorch#69520), as torch 2.x prints it:
+# the TCPStore client's C++ warning with its native frames and an empty line, then the agent's logged record
+STORE_WARNING = (
+    b"[W1204 13:53:55.580000000 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on SocketImpl(fd=3, "
+    b"addr=[::ffff:127.0.0.1]:42082, remote=[::ffff:127.0.0.1]:36667): Failed to recv, got 0 bytes. Connection "
+    b"was likely closed. Did the remote server shutdown or crash?\n"
+    b"Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:786 (most recent call first):\n"
+    b"frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x9d (0x7f174835c13d in libc10.so)\n"
+    b"<omitting python frames>\n"
+    b"frame #20: _start + 0x21 (0x5650b2396081 in python)\n"
+    b"\n"
+)
+HEADER = b"E1204 13:53:55.589000 4959 .venv/lib/python3.11/site-packages/torch/distributed/elastic/agent/server/api.py:1007] "
+BARRIER_RECORD = b"".join(
+    HEADER + line + b"\n"
+    for line in (
+        b"Error waiting on exit barrier. Elapsed: 0.031 seconds",
+        b"Traceback (most recent call last):",
+        b'  File ".../torch/distributed/elastic/agent/server/api.py", line 993, in _exit_barrier',
+        b"    store_util.barrier(",
+        b"torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed.",
+    )
+)
+
+
+def test_a_failed_exit_barrier_becomes_one_warning_line() -> None:
+    before, after = b"[INFO] train: done\n", b"I1204 13:53:55.600000 4959 api.py:1020] Local worker group finished\n"
+    data = before + STORE_WARNING + BARRIER_RECORD + after
+    whole = routed(data)
+    assert whole == routed(*[data[i : i + 1] for i in range(len(data))])  # whatever the chunks
+    shown, kept = whole
+    assert kept == b""  # not torchrun's failure text: the job did not fail
+    lines = shown.decode().splitlines()
+    assert lines[0] == before.decode().strip() and lines[-1] == after.decode().strip()
+    (note,) = lines[1:-1]
+    assert note.startswith("[WARN] launcher: every rank on this node finished; then torchrun's exit barrier")
+    assert "(DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed.)" in note
+    assert "pytorch/pytorch#69520" in note and "Traceback" not in shown.decode()
+
+
+def test_an_exit_barrier_record_at_the_very_end_is_replaced_too() -> None:
+    shown, _ = routed(BARRIER_RECORD)  # no store warning (a barrier timeout), and the job's stderr ends with it
+    assert shown.decode().count("\n") == 1 and "exit barrier" in shown.decode() and b"Traceback" not in shown
+
+
+def test_a_store_warning_of_anything_else_is_shown_whole() -> None:
+    other = b"[W1204 13:53:55.600000000 ProcessGroupGloo.cpp:1] gloo warning\n"
+    for data in (STORE_WARNING + other, STORE_WARNING + RANK_TB, STORE_WARNING):
+        assert routed(data) == (data, b"")
+    shown, kept = routed(STORE_WARNING + TORCHRUN_TB)  # the warning, then torchrun's own failure traceback
+    assert (shown, kept) == (STORE_WARNING, TORCHRUN_TB)
+
+
+def test_the_docs_quote_the_warning_as_the_launcher_prints_it() -> None:
+    from mgpu_testing import REPO
+
+    from mgpu_lab.job.stderr_route import barrier_note
+
+    printed = barrier_note(BARRIER_RECORD).decode()
+    quoted = "[WARN] launcher: every rank on this node finished; then torchrun's exit barrier, its wait for the other nodes, failed ("
+    assert printed.startswith(quoted)
+    for doc in ("skills/user/train-multi-gpu/reference.md", "docs/source/features/multi_gpu.rst"):
+        text = " ".join((REPO / doc).read_text(encoding="utf-8").split())  # lines joined as a reader sees them
+        assert quoted + "...)" in text, doc
