@@ -1,14 +1,15 @@
-"""Through the launcher on 2 CPU ranks: continuing a SIGTERM'd run in its own folder (--continue_run latest), the
-refusal while another live job writes to it, and every rank's stack from a running job (isaaclab stacks).
+"""Through the launcher on 2 CPU ranks, one job's life: every rank's stack while it runs (isaaclab stacks), the
+refusal of a second job that would write to its run, then SIGTERM, and continuing the SIGTERM'd run in its own
+folder (--continue_run latest).
 
-Each waits on the suite's seam ``stop_in_save`` (rank 0 writes a marker and stops itself inside the save of a
-named checkpoint; :mod:`mgpu_testing.seams.sitecustomize`), never on a sleep.
+The job waits on the suite's seam ``stop_in_save`` (rank 0 writes a marker and stops itself inside the save of a
+named checkpoint; :mod:`mgpu_testing.seams.sitecustomize`), never on a sleep. That a job asked for its stacks
+trains on to its end is tests/test_any_script_e2e.py's (the same rank-side handler, around any script).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -85,6 +86,7 @@ def test_continue_a_sigtermed_run_in_its_own_folder(tmp_path: Path) -> None:
     )
     run_dir = target.parent
     try:
+        assert_stacks_of_the_live_job(logs, run_dir)
         # a second job against the live one: refused before any rank starts, nothing created
         second = run(
             launcher_cmd(logs, "--max_iterations", "6", "--continue_run", "latest"), timeout=TIMEOUT, env=single_env()
@@ -97,6 +99,8 @@ def test_continue_a_sigtermed_run_in_its_own_folder(tmp_path: Path) -> None:
         assert first.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM, log.read_text()[-3000:]
     finally:
         kill_group(first)
+    text = log.read_text()
+    assert "[INFO] stacks: rank 1/2" in text and "(the job goes on)" in text  # the launcher's terminal too
     assert sorted(p.name for p in (logs / "rsl_rl" / TASK).iterdir()) == [run_dir.name]
     assert (run_dir / "model_1.pt").is_file() and not (run_dir / "model_2.pt").exists()
     events_before = set(run_dir.glob("events.out.tfevents.*"))
@@ -117,31 +121,21 @@ def test_continue_a_sigtermed_run_in_its_own_folder(tmp_path: Path) -> None:
     assert not (run_dir / "run.lock").exists()  # released at the end
 
 
-def test_stacks_from_a_live_job_and_it_goes_on(tmp_path: Path) -> None:
-    logs = tmp_path / "logs"
-    job, log, target = start_stopping_in_save(logs, tmp_path, "model_1.pt", "--max_iterations", "3")
-    run_dir = target.parent
-    try:
-        asked = run(
-            [PYTHON, "-m", "mgpu_lab.cli", "stacks", "latest", "--log_root", str(logs), "--timeout", "120"],
-            timeout=TIMEOUT,
-            env=single_env(),
-        )
-        assert asked.returncode == 0, asked.stdout + asked.stderr
-        summary = [ln for ln in asked.stdout.splitlines() if ln.startswith("[INFO] stacks: rank ")]
-        assert len(summary) == 2, asked.stdout
-        assert summary[0].startswith("[INFO] stacks: rank 0/2") and "not responding" in summary[0]  # stopped in save
-        assert summary[1].startswith("[INFO] stacks: rank 1/2") and (
-            "waiting in " in summary[1] or "outside any collective" in summary[1]
-        ), summary
-        (folder,) = (run_dir / "stacks").iterdir()
-        assert "train.py" in (folder / "stack_rank1.txt").read_text()
-        assert "did not answer" in (folder / "stack_rank0.txt").read_text()
-        assert (folder / "summary.txt").read_text().splitlines() == summary
-        os.kill(json.loads((tmp_path / "stopped.json").read_text())["pid"], signal.SIGCONT)  # let rank 0 go on
-        assert job.wait(timeout=TIMEOUT) == 0, log.read_text()[-4000:]
-    finally:
-        kill_group(job)
-    text = log.read_text()
-    assert "[INFO] stacks: rank 1/2" in text and "(the job goes on)" in text  # the launcher's terminal too
-    assert (run_dir / "model_2.pt").is_file()
+def assert_stacks_of_the_live_job(logs: Path, run_dir: Path) -> None:
+    """``isaaclab stacks latest`` on the job whose rank 0 is stopped in a save: rank 0 cannot answer, rank 1 does."""
+    asked = run(
+        [PYTHON, "-m", "mgpu_lab.cli", "stacks", "latest", "--log_root", str(logs), "--timeout", "120"],
+        timeout=TIMEOUT,
+        env=single_env(),
+    )
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    summary = [ln for ln in asked.stdout.splitlines() if ln.startswith("[INFO] stacks: rank ")]
+    assert len(summary) == 2, asked.stdout
+    assert summary[0].startswith("[INFO] stacks: rank 0/2") and "not responding" in summary[0]  # stopped in save
+    assert summary[1].startswith("[INFO] stacks: rank 1/2") and (
+        "waiting in " in summary[1] or "outside any collective" in summary[1]
+    ), summary
+    (folder,) = (run_dir / "stacks").iterdir()
+    assert "train.py" in (folder / "stack_rank1.txt").read_text()
+    assert "did not answer" in (folder / "stack_rank0.txt").read_text()
+    assert (folder / "summary.txt").read_text().splitlines() == summary

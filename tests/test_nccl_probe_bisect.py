@@ -2,7 +2,7 @@
 and what a signal to the bisecting probe leaves behind (nothing).
 
 One real rehearsal (module-scoped, five runs) feeds every assertion that needs real runs: both kinds of
-verdict, the runs' own output (a corrupted contribution, passing sweeps at world sizes 1 and 3), the
+verdict, the runs' own output (a corrupted contribution, passing sweeps at world sizes 1 and 2), the
 environment each run gets and who warns. The verdict table, the exit status and the warnings are pure
 functions of the probe, checked in-process for every case."""
 
@@ -50,9 +50,9 @@ class Bisection:
 
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Bisection:
-    """A rehearsal at world sizes 1 and 3: the stand-in defect corrupts rank 1's first contribution unless
+    """A rehearsal at world sizes 1 and 2: the stand-in defect corrupts rank 1's first contribution unless
     NCCL_P2P_DISABLE=1 is set, and the candidate is that setting. World size 1 has no rank 1 (passes either
-    way); world size 3 fails without it (twice) and passes with it. The shell already sets the candidate
+    way); world size 2 fails without it (twice) and passes with it. The shell already sets the candidate
     (the "without" runs must drop it) and NCCL_DEBUG=INFO (which gloo ignores: one warning, from the
     bisector only)."""
     logs = tmp_path_factory.mktemp("rehearsal")
@@ -68,7 +68,7 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Bisection:
         str(PROBE),
         "--bisect",
         "--world_sizes",
-        "1,3",
+        "1,2",
         "--candidate",
         CANDIDATE,
         "--fault",
@@ -92,7 +92,7 @@ def test_confirmed_and_not_the_cause(rehearsal: Bisection) -> None:
     out = proc.stdout + proc.stderr
     assert verdicts(proc.stdout) == {
         1: "passes either way: not the cause" + REHEARSAL,
-        3: "fails without, passes with: workaround confirmed" + REHEARSAL,
+        2: "fails without, passes with: workaround confirmed" + REHEARSAL,
     }, out
     assert proc.returncode == 0, out
     # progress lines as it goes, one per run, with the failing run's reason: every size without the candidate
@@ -102,23 +102,23 @@ def test_confirmed_and_not_the_cause(rehearsal: Bisection) -> None:
         rf"^\[bisect\] world size (\d+), (with|without) {CANDIDATE}: (passed|FAILED) \(exit (\d):", proc.stdout, re.M
     ) == [
         ("1", "without", "passed", "0"),
-        ("3", "without", "FAILED", "1"),
+        ("2", "without", "FAILED", "1"),
         ("1", "with", "passed", "0"),
-        ("3", "without", "FAILED", "1"),
-        ("3", "with", "passed", "0"),
+        ("2", "without", "FAILED", "1"),
+        ("2", "with", "passed", "0"),
     ], out
     assert re.search(
-        rf"^\[bisect\] world size 3, without {CANDIDATE}: FAILED \(exit 1: wrong results; [\d.]+ s\): "
-        r"3 wrong element\(s\) on rank\(s\) 0,1,2 \(log: ",
+        rf"^\[bisect\] world size 2, without {CANDIDATE}: FAILED \(exit 1: wrong results; [\d.]+ s\): "
+        r"2 wrong element\(s\) on rank\(s\) 0,1 \(log: ",
         proc.stdout,
         re.M,
     ), out
     assert sorted(p.name for p in rehearsal.logs.iterdir()) == [
         "world1_with.log",
         "world1_without.log",
-        "world3_with.log",
-        "world3_without.log",
-        "world3_without_rerun.log",
+        "world2_with.log",
+        "world2_without.log",
+        "world2_without_rerun.log",
     ]
     assert "verdicts for NCCL_P2P_DISABLE=1:" in proc.stdout
     assert_nothing_left(rehearsal.tag)
@@ -131,11 +131,11 @@ def test_runs_get_the_candidate_only_with_it_and_warnings_come_once(rehearsal: B
     assert rehearsal.proc.stderr.splitlines() == [
         GLOO_IGNORES + "NCCL_DEBUG=INFO (environment) has no effect here" + GLOO_HINT
     ], rehearsal.proc.stderr
-    for name in ("world1_without", "world3_without", "world3_without_rerun"):  # the shell's setting dropped
+    for name in ("world1_without", "world2_without", "world2_without_rerun"):  # the shell's setting dropped
         log = rehearsal.log(name)
         assert re.search(r"^# settings: NCCL_DEBUG=INFO$", log, re.M), log
         assert "# fault: corrupt:1@0 (armed)" in log
-    for name in ("world1_with", "world3_with"):
+    for name in ("world1_with", "world2_with"):
         log = rehearsal.log(name)
         assert re.search(r"^# settings: NCCL_DEBUG=INFO NCCL_P2P_DISABLE=1$", log, re.M), log
         assert "# fault: corrupt:1@0 (disarmed by --fault_unless)" in log
@@ -147,19 +147,19 @@ def test_runs_get_the_candidate_only_with_it_and_warnings_come_once(rehearsal: B
 def test_corrupted_contribution_is_wrong_results(rehearsal: Bisection) -> None:
     """Rank 1 adds 1 to part of its first contribution (all_reduce #0, the first 8-byte warm-up): that
     row counts wrong elements, every later row none; the run fails with exit 1 (wrong results)."""
-    for name in ("world3_without", "world3_without_rerun"):
+    for name in ("world2_without", "world2_without_rerun"):
         log = rehearsal.log(name)
         rows = ROW.findall(log)
         assert [int(r[0]) for r in rows] == [8 * 2**i for i in range(14)], log
         assert int(rows[0][5]) > 0 and all(int(r[5]) == 0 for r in rows[1:]), log
         assert "# result: FAILED: wrong results" in log
         assert re.search(r"^rank 1 FAILED: \d+ wrong element", log, re.M), log
-        assert "# wrong elements: 3 (seen on rank(s) 0,1,2)" in log
+        assert "# wrong elements: 2 (seen on rank(s) 0,1)" in log
 
 
 @pytest.mark.e2e
-def test_passing_runs_at_world_sizes_1_and_3(rehearsal: Bisection) -> None:
-    for name, world in (("world1_without", 1), ("world1_with", 1), ("world3_with", 3)):
+def test_passing_runs_at_world_sizes_1_and_2(rehearsal: Bisection) -> None:
+    for name, world in (("world1_without", 1), ("world1_with", 1), ("world2_with", 2)):
         check_passing_output(rehearsal.log(name), world)
 
 
