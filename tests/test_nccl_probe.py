@@ -154,16 +154,32 @@ def test_hard_run_limit_kills_every_process() -> None:
         (["--bisect", "--world_sizes", "2,3", "--candidate", "A=1", "--backend", "nccl"], "backend nccl needs CUDA"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], needle: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The probe's own ``main(argv)``, in this process: every refusal comes before any run starts. The script as
+    a process, from ``sys.exit(main())`` on, is :func:`test_a_refusal_as_a_process_is_one_line_and_exit_2`'s."""
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    code = probe_module().main(args)
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nccl_probe.py: error: "), err
+    assert needle in lines[0]
+    assert "Traceback" not in err and out == ""
+
+
+def test_a_refusal_as_a_process_is_one_line_and_exit_2() -> None:
     env = loopback_env()
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         env.pop(var, None)
-    proc = run([PYTHON, str(PROBE), *args], timeout=120, env=env)
+    proc = run([PYTHON, str(PROBE), "--nproc_per_node", "2", "-e", "12Q"], timeout=120, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("nccl_probe.py: error: "), proc.stderr
-    assert needle in lines[0]
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "nccl_probe.py: error: argument -e/--max_bytes: not a size: '12Q' (use a byte count such as 8, 1K, 64K, 128M, 1G)"
+    ], proc.stderr
+    assert proc.stdout == ""
 
 
 def test_parser_is_one_literal_build_parser() -> None:
