@@ -55,9 +55,9 @@ LONG_FILES = (
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker more than the cores. Much of the suite waits (a rank's deadline, a hang timeout, a
-    rendezvous) rather than computes, and the extra worker fills those waits."""
-    return (os.cpu_count() or 1) + 1
+    """``-n auto``: two workers more than the cores. Much of the suite waits (a rank's deadline, a hang timeout, a
+    rendezvous, another worker's shared run) rather than computes, and the extra workers fill those waits."""
+    return (os.cpu_count() or 1) + 2
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
