@@ -9,6 +9,8 @@ import os
 import signal
 import stat
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -263,3 +265,35 @@ def test_job_key_order(tmp_path: Path) -> None:
     assert key(SLURM_JOB_ID="7", PET_RDZV_ID="r") == "slurm-7"
     assert key(PET_RDZV_ID="r") == "rdzv-r"
     assert key().startswith("job-") and key() != key()
+
+
+def test_only_a_process_running_the_script_counts_as_a_started_worker(tmp_path: Path) -> None:
+    """A stand-in torchrun names the script in its command line and forks a child that runs no program (its
+    command line is the parent's): no worker yet, so the rendezvous deadline still holds (a false "rendezvous
+    complete" once left a launcher waiting forever on an endpoint that never answers). Then the child runs a
+    program naming the script: a worker."""
+    script = str(tmp_path / "train.py")
+    forked, go, ran = tmp_path / "forked", tmp_path / "go", tmp_path / "ran"
+    worker = f"import time; open({str(ran)!r}, 'w').close(); time.sleep(60)"
+    code = (
+        "import os, sys, time\n"
+        "def wait(path):\n"
+        "    while not os.path.exists(path): time.sleep(0.01)\n"
+        "if os.fork() == 0:\n"
+        f"    open({str(forked)!r}, 'w').close(); wait({str(go)!r})\n"
+        f"    os.execv(sys.executable, [sys.executable, '-c', {worker!r}, sys.argv[1]])\n"
+        "time.sleep(60)\n"
+    )
+    torchrun = subprocess.Popen([sys.executable, "-c", code, script], start_new_session=True)
+    monitor = JobMonitor(launch_config(train_script=script), str(tmp_path), start=0.0, error_file=None, trace=None)
+    try:
+        for marker, started in ((forked, False), (ran, True)):
+            deadline = time.monotonic() + 30
+            while not marker.exists():
+                assert torchrun.poll() is None and time.monotonic() < deadline, f"no {marker.name}"
+                time.sleep(0.01)
+            assert monitor._workers_started(torchrun.pid) is started, marker.name
+            go.touch()
+    finally:
+        os.killpg(torchrun.pid, signal.SIGKILL)
+        torchrun.wait()

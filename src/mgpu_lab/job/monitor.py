@@ -135,13 +135,18 @@ class JobMonitor:
         return self.state is State.RUNNING
 
     def _workers_started(self, pid: int | None) -> bool:
-        """torchrun starts the workers (processes running the training script) only after its rendezvous."""
+        """torchrun starts the workers (processes running the training script) only after its rendezvous.
+
+        A worker is a descendant whose command line names the script and is not torchrun's own: torchrun's command
+        line names the script too, and so does a child it forks before that child runs a program (torch forks
+        helpers on its own, during its rendezvous as well), until the child runs one."""
         from mgpu_lab.core import procs
 
         if pid is None:
             return False
         needle = self.config.train_script.encode()
-        return any(needle in procs.cmdline(child) for child in procs.descendants(pid))
+        own = procs.cmdline(pid)
+        return any(needle in words and words != own for words in map(procs.cmdline, procs.descendants(pid)))
 
     def _on_hang(self, supervisor: Supervisor, now: float) -> None:
         from mgpu_lab.health import heartbeat
