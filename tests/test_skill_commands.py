@@ -7,7 +7,8 @@ trainer examples are parsed by ``train.py``'s own ``build_parser()``.
 
 Then every example trains for real in its CPU form, derived here (see :func:`cpu_form`): ``--device
 cpu``, few environments and iterations, CPU ranks on gloo, every address rewritten to a free port on
-127.0.0.1, and each node of a multi-node example started as its own launcher on this machine. One run
+127.0.0.1, and each node of a multi-node example started as its own launcher on this machine (an ``isaaclab
+train`` example runs through train.py's main in pytest's process: see :func:`run_cpu_form`). One run
 per distinct command *shape* (see :class:`Shape`) keeps the suite's time bounded, and the shapes of the
 session's healthy runs (tests/mgpu_testing/runs.py: one node per torch library, two JAX nodes) are those
 runs, shared with the library tests rather than trained again.
@@ -593,6 +594,20 @@ def resume_from_healthy(run: HealthyRun, log_root: Path) -> str:
     return str(copy / Path(written[-1]).resolve().relative_to(run.run_dir.resolve()))
 
 
+def run_cpu_form(cmd: Command, argvs: list[list[str]]) -> list[subprocess.CompletedProcess]:
+    """Run a CPU form: an ``isaaclab train`` example (one process of train.py) through train.py's parser and the
+    trainer's main in this process, as the preparing run does (the entry script as a process is the ranks' of every
+    launcher run); skrl's JAX, which must choose its platform before its first import, and the launcher's nodes as
+    processes (the process tree is what the launcher runs). Each result's stdout holds its stderr too."""
+    if cmd.sub == "train" and option(cmd.args, "--ml_framework") != "jax":
+        from mgpu_testing.training import train_in_process
+
+        ((_, _, *args),) = argvs  # [python, train.py, *args]
+        proc = train_in_process(args, single_env())
+        return [subprocess.CompletedProcess(argvs[0], proc.returncode, proc.stdout + (proc.stderr or ""))]
+    return run_nodes(argvs, timeout=RUN_TIMEOUT)
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(WITH_HEALTHY_RUN)
 @pytest.mark.parametrize(("shape", "cmd"), CPU_RUNS, ids=[f"{s}@{c.where}" for s, c in CPU_RUNS])
@@ -614,7 +629,7 @@ def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Pa
         else:
             checkpoint = prepare_checkpoint(cmd, log_root)
     before = set(task_root.iterdir()) if task_root.is_dir() else set()
-    results = run_nodes(cpu_form(cmd, log_root, checkpoint), timeout=RUN_TIMEOUT)
+    results = run_cpu_form(cmd, cpu_form(cmd, log_root, checkpoint))
     out = assert_trained(cmd, shape, [(r.args, r.returncode) for r in results], "".join(r.stdout for r in results))
     new_runs = set(task_root.iterdir()) - before
     if shape.continue_run:  # the prepared run goes on in its own folder
