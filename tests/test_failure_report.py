@@ -269,3 +269,22 @@ def test_the_docs_quote_the_warning_as_the_launcher_prints_it() -> None:
     for doc in ("skills/user/train-multi-gpu/reference.md", "docs/source/features/multi_gpu.rst"):
         text = " ".join((REPO / doc).read_text(encoding="utf-8").split())  # lines joined as a reader sees them
         assert quoted + "...)" in text, doc
+
+
+def test_a_store_warning_nothing_follows_is_shown_once_held_long_enough() -> None:
+    """The monitor's tick releases a complete store warning after WARNING_HOLD_S: a hang's last warning is not
+    held until the job ends."""
+    from mgpu_lab.job.stderr_route import WARNING_HOLD_S
+
+    now = [100.0]
+    shown: list[bytes] = []
+    router = StderrRouter(shown.append, clock=lambda: now[0])
+    router.feed(STORE_WARNING)
+    router.release_stale()
+    assert shown == []  # just ended: torchrun's record may follow
+    now[0] += WARNING_HOLD_S
+    router.release_stale()
+    assert b"".join(shown) == STORE_WARNING
+    router.feed(BARRIER_RECORD)  # a record after all: still one line, the warning not shown twice
+    router.close()
+    assert b"".join(shown).count(b"TCPStore") == 1 and b"".join(shown).count(b"exit barrier") == 1

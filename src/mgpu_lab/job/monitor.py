@@ -97,6 +97,8 @@ class JobMonitor:
 
         from mgpu_lab.health import heartbeat
 
+        self.router.release_stale()
+
         if self.live_stacks.collect_if_requested(self.dir, now, self._request_nccl_dumps) and self.trace:
             _say(f"[INFO] stacks: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>")
         if self.state is State.STOPPING:

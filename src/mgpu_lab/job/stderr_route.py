@@ -7,12 +7,16 @@ One more block of torchrun's is replaced by a line of the launcher's: the error 
 barrier* fails. torchrun waits there only after every rank of its node finished well; on several nodes, the
 node whose torchrun hosts the rendezvous store (the static rendezvous' node 0) may leave the barrier and
 close the store while another node's torchrun still asks it (pytorch/pytorch#69520). torchrun then logs the
-store's C++ warning with its native frames and a Python traceback, and exits 0 all the same. Stdlib only.
+store's C++ warning with its native frames and a Python traceback, and exits 0 all the same. The store's
+warning is held until the next line says whether that record follows, or until :data:`WARNING_HOLD_S` passed
+(:meth:`StderrRouter.release_stale`, on the monitor's clock): a warning of anything else is shown, late by that
+much at most. Stdlib only.
 """
 
 from __future__ import annotations
 
 import re
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,6 +31,8 @@ _BARRIER = re.compile(rb"^(E\d{4} [\d:.]+ +\d+ [^\]\n]+:\d+\] )Error waiting on 
 _STORE_WARNING = re.compile(rb"^\[W\d{4} [\d:.]+ TCPStore\.cpp:\d+\] \[c10d\] ")
 #: a held block longer than this is not the one above: it goes out as it came
 _HOLD_LIMIT = 65536
+#: how long a complete store warning waits for torchrun's exit-barrier record (logged right after it)
+WARNING_HOLD_S = 1.0
 
 
 def barrier_note(record: bytes) -> bytes:
@@ -53,14 +59,15 @@ class StderrRouter:
     such a traceback.
     """
 
-    def __init__(self, write: Callable[[bytes], object]) -> None:
+    def __init__(self, write: Callable[[bytes], object], clock: Callable[[], float] = time.monotonic) -> None:
         self.write = write
+        self.clock = clock
         self.diverted = bytearray()
         self._pending = b""  # the start of a line that may begin a traceback
         self._held: bytes | None = None  # a traceback's first line, until its next line says whose it is
         self._mid_line = False  # part of the current line went out already
         self._store_warning: bytearray | None = None  # a TCPStore warning held until the next line says what it is
-        self._warning_ended = False  # the held warning's empty last line came
+        self._warning_ended: float | None = None  # when the held warning's empty last line came
         self._barrier_header: bytes | None = None  # the header of torchrun's exit-barrier record being replaced
         self._barrier_record = bytearray()
 
@@ -102,11 +109,11 @@ class StderrRouter:
             out += barrier_note(bytes(self._barrier_record))
             self._barrier_header, self._barrier_record = None, bytearray()
         if self._store_warning is not None:
-            if not self._warning_ended and len(self._store_warning) < _HOLD_LIMIT:
+            if self._warning_ended is None and len(self._store_warning) < _HOLD_LIMIT:
                 self._store_warning += line
-                self._warning_ended = not line.strip()
+                self._warning_ended = None if line.strip() else self.clock()
                 return
-            warning, self._store_warning = bytes(self._store_warning), None
+            warning, self._store_warning, self._warning_ended = bytes(self._store_warning), None, None
             if _BARRIER.match(line) is None:
                 out += warning
         match = _BARRIER.match(line)
@@ -114,7 +121,7 @@ class StderrRouter:
             self._barrier_header, self._barrier_record = match[1], bytearray(line)
             return
         if _STORE_WARNING.match(line) is not None:
-            self._store_warning, self._warning_ended = bytearray(line), False
+            self._store_warning, self._warning_ended = bytearray(line), None
             return
         if self._held is not None:
             held, self._held = self._held, None
@@ -126,6 +133,15 @@ class StderrRouter:
             self._held = line
         else:
             out += line
+
+    def release_stale(self) -> None:
+        """Show a complete store warning that no exit-barrier record followed within :data:`WARNING_HOLD_S`."""
+        ended = self._warning_ended
+        if self._store_warning is None or ended is None or self.clock() - ended < WARNING_HOLD_S:
+            return
+        warning, self._store_warning, self._warning_ended = bytes(self._store_warning), None, None
+        if not self.diverted:
+            self.write(warning)
 
     def close(self) -> None:
         """At the job's end: what is still held back was not the launcher's traceback, and an exit-barrier
