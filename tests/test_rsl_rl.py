@@ -112,13 +112,14 @@ def test_advantages_are_normalized_over_every_ranks_rollout_together(monkeypatch
     """rsl_rl normalizes each rank's advantages alone; the adapter's PPO normalizes them over all ranks, so N
     ranks x E/N envs are the algorithm 1 rank x E envs is (benchmarks/bench_fair_comparison.py measures it)."""
     from mgpu_lab.train.adapters import rsl_rl as adapter
+    from mgpu_lab.train.adapters import rsl_rl_runner
     from mgpu_lab.train.config import TrainConfig
     from mgpu_lab.train.dist import DistContext
     from mgpu_lab.train.tasks import make_env
 
     cfg = TrainConfig(rl_library="rsl_rl", task=TASK, num_envs=8, seed=1, device="cpu", log_dir="")
-    env = adapter.ToyRslRlEnv(make_env(TASK, 8, "cpu", 1), TASK)
-    alg = adapter.DistributedRunner(env, adapter.runner_cfg(TASK, cfg), None, "cpu", DistContext()).alg
+    env = rsl_rl_runner.ToyRslRlEnv(make_env(TASK, 8, "cpu", 1), TASK)
+    alg = rsl_rl_runner.DistributedRunner(env, adapter.runner_cfg(TASK, cfg), None, "cpu", DistContext()).alg
     storage = alg.storage
     generator = torch.Generator().manual_seed(0)
     storage.rewards.copy_(torch.rand(storage.rewards.shape, generator=generator))

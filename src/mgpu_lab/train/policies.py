@@ -29,11 +29,11 @@ def _does_not_fit(path: str, exc: Exception) -> UsageError:
 def _rsl_rl(cfg: TrainConfig, env: Any, path: str) -> Policy:
     from tensordict import TensorDict
 
-    from mgpu_lab.train.adapters import rsl_rl
+    from mgpu_lab.train.adapters import rsl_rl, rsl_rl_runner
 
     ctx = DistContext(device=cfg.device)  # one process: no broadcast, no process group
-    runner = rsl_rl.DistributedRunner(
-        rsl_rl.ToyRslRlEnv(env, cfg.task), rsl_rl.runner_cfg(cfg.task, cfg), log_dir=None, device=cfg.device, ctx=ctx
+    runner = rsl_rl_runner.DistributedRunner(
+        rsl_rl_runner.ToyRslRlEnv(env, cfg.task), rsl_rl.runner_cfg(cfg.task, cfg), None, cfg.device, ctx
     )
     try:
         runner.load(path)

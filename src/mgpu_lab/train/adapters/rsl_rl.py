@@ -1,6 +1,8 @@
 """rsl_rl adapter: the library's own ``OnPolicyRunner`` + ``PPO`` on a built-in toy task.
 
-Nothing in rsl_rl is edited or copied. The adapter works from outside:
+Nothing in rsl_rl is edited or copied. The adapter works from outside, with subclasses that live in
+:mod:`mgpu_lab.train.adapters.rsl_rl_runner` (imported by :func:`train`: this module, which the launcher's checks
+read for checkpoints before any rank starts, imports no RL library):
 
 - ``ToyRslRlEnv`` implements ``rsl_rl.env.VecEnv`` over a toy task (TensorDict observations).
 - ``DistributedRunner`` subclasses ``OnPolicyRunner``:
@@ -24,33 +26,9 @@ from typing import Any
 from mgpu_lab.health.rank_progress import StepClock
 from mgpu_lab.runs.checkpoint import LIBRARY_KEYS
 from mgpu_lab.runs.resume import numbered, resume_line
-from mgpu_lab.train.adapters import missing_library
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
-from mgpu_lab.train.dist import (
-    DistContext,
-    atomic_torch_save,
-    atomic_write,
-    is_rank0,
-    load_torch_checkpoint,
-    log_line,
-    normalized_over_ranks,
-    rank_seed,
-    report_synchronized,
-)
+from mgpu_lab.train.dist import DistContext, atomic_write, is_rank0, load_torch_checkpoint, log_line, rank_seed
 from mgpu_lab.train.returns import episodes_hook
-
-try:
-    import torch
-    from rsl_rl.algorithms import PPO
-    from rsl_rl.env import VecEnv
-    from rsl_rl.runners import OnPolicyRunner
-    from tensordict import TensorDict
-except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installed extras
-    if (exc.name or "").split(".")[0] in {"rsl_rl", "tensordict", "tensorboard", "git", "onnx"}:
-        raise missing_library("rsl_rl", exc.name) from None
-    raise
-
-from mgpu_lab.train.tasks import ToyVecEnv, make_env
 
 # --- hyperparameters -----------------------------------------------------------------------------
 
@@ -107,7 +85,7 @@ def runner_cfg(task: str, cfg: TrainConfig) -> dict[str, Any]:
         "actor": {**model, "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": t.init_std}},
         "critic": dict(model),
         "algorithm": {
-            "class_name": f"{__name__}:SyncReportingPPO",
+            "class_name": "mgpu_lab.train.adapters.rsl_rl_runner:SyncReportingPPO",
             "learning_rate": t.learning_rate,
             "num_learning_epochs": t.num_learning_epochs,
             "num_mini_batches": t.num_mini_batches,
@@ -124,139 +102,11 @@ def runner_cfg(task: str, cfg: TrainConfig) -> dict[str, Any]:
     }
 
 
-# --- environment ---------------------------------------------------------------------------------
-
-
-class ToyRslRlEnv(VecEnv):
-    """rsl_rl's VecEnv over a toy task; records finished-episode returns per step for the adapter."""
-
-    def __init__(self, env: ToyVecEnv, task: str, clock: StepClock | None = None) -> None:
-        self.env = env
-        self.clock = clock
-        self.num_envs = env.num_envs
-        self.num_actions = env.num_actions
-        self.max_episode_length = env.max_episode_length
-        self.device = env.device
-        self.cfg = {
-            "task": task,
-            "num_envs": env.num_envs,
-            "num_obs": env.num_obs,
-            "num_actions": env.num_actions,
-            "max_episode_length": env.max_episode_length,
-        }
-        self.steps = 0
-        self.finished: list[tuple[int, torch.Tensor]] = []  # (step index, returns of episodes ended there)
-        self._obs = self._wrap(env.reset())
-
-    @property
-    def episode_length_buf(self) -> torch.Tensor:
-        return self.env.episode_length_buf
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        self.env.episode_length_buf = value.to(self.env.episode_length_buf.dtype)
-
-    def _wrap(self, obs: torch.Tensor) -> TensorDict:
-        return TensorDict({"policy": obs}, batch_size=[self.num_envs], device=self.device)
-
-    def get_observations(self) -> TensorDict:
-        return self._obs
-
-    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        if self.clock is not None:
-            self.clock.tick(self.num_envs)
-        obs, reward, terminated, truncated, extras = self.env.step(actions)
-        self._obs = self._wrap(obs)
-        if extras["episode_return"].numel():
-            self.finished.append((self.steps, extras["episode_return"].detach().to("cpu")))
-        self.steps += 1
-        dones = (terminated | truncated).to(torch.long)
-        return self._obs, reward, dones, {"time_outs": extras["time_outs"]}
-
-    def mean_returns_per_iteration(self, steps_per_iteration: int, iterations: int) -> list[float]:
-        """Mean return of the episodes that finished in each iteration (NaN where none finished)."""
-        sums = [0.0] * iterations
-        counts = [0] * iterations
-        for step, returns in self.finished:
-            it = min(step // steps_per_iteration, iterations - 1)
-            sums[it] += float(returns.sum())
-            counts[it] += int(returns.numel())
-        return [s / c if c else float("nan") for s, c in zip(sums, counts)]
-
-
-# --- library subclasses --------------------------------------------------------------------------
-
-
-class SyncReportingPPO(PPO):
-    """rsl_rl's PPO, printing the contract line once its initial broadcast is done, with advantages normalized
-    over all ranks."""
-
-    def broadcast_parameters(self) -> None:
-        super().broadcast_parameters()
-        report_synchronized(_CURRENT_CTX or DistContext())
-
-    def compute_returns(self, obs: TensorDict) -> None:
-        super().compute_returns(obs)
-        if self.is_multi_gpu and not self.normalize_advantage_per_mini_batch:
-            # the library left (A - mean_r) / std_r of this rank's batch; A itself is returns - values
-            storage = self.storage
-            storage.advantages = normalized_over_ranks(storage.returns - storage.values)
-
-
-_CURRENT_CTX: DistContext | None = None
-
-
-class DistributedRunner(OnPolicyRunner):
-    """OnPolicyRunner with gloo on CPU, atomic checkpoints and a record of what it saved."""
-
-    def __init__(self, env: VecEnv, train_cfg: dict, log_dir: str | None, device: str, ctx: DistContext) -> None:
-        self.ctx = ctx
-        self.saved: list[str] = []
-        super().__init__(env, train_cfg, log_dir=log_dir, device=device)
-
-    def _configure_multi_gpu(self) -> None:
-        ctx = self.ctx
-        if not ctx.distributed or ctx.world_size == 1 or ctx.is_cuda:
-            # world size 1, or CUDA: the library's own path (NCCL on cuda:LOCAL_RANK)
-            super()._configure_multi_gpu()
-            return
-        # CPU ranks: the same bookkeeping the library does, but with gloo and no CUDA device
-        self.gpu_world_size = ctx.world_size
-        self.is_distributed = True
-        self.gpu_local_rank = ctx.local_rank
-        self.gpu_global_rank = ctx.rank
-        self.cfg["multi_gpu"] = {"global_rank": ctx.rank, "local_rank": ctx.local_rank, "world_size": ctx.world_size}
-        torch.distributed.init_process_group(backend="gloo", rank=ctx.rank, world_size=ctx.world_size)
-
-    def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
-        if not self.is_distributed:  # nothing to broadcast: a single rank is trivially in sync
-            report_synchronized(self.ctx)
-        super().learn(num_learning_iterations, init_at_random_ep_len)
-
-    def save(self, path: str, infos: dict | None = None) -> None:
-        if not is_rank0(self.ctx):  # only rank 0 writes (the library already guarantees it; be explicit)
-            return
-        saved = self.alg.save()
-        saved["iter"] = self.current_learning_iteration
-        saved["infos"] = infos
-        atomic_torch_save(saved, path)
-        self.saved.append(path)
-        self.logger.save_model(path, self.current_learning_iteration)
-
-    def load(
-        self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None
-    ) -> dict:
-        """OnPolicyRunner.load, reading the file without running code from it (rsl_rl's own load unpickles it in full)."""
-        loaded = _check_checkpoint(path)
-        if self.alg.load(loaded, load_cfg, strict):
-            self.current_learning_iteration = loaded["iter"]
-        return loaded.get("infos") or {}
-
-
 # --- entry ---------------------------------------------------------------------------------------
 
 
-def _check_checkpoint(path: str) -> dict:
+def check_checkpoint(path: str) -> dict:
+    """An rsl_rl checkpoint's contents, read without running code from it (UsageError when it is not one)."""
     return load_torch_checkpoint(path, *LIBRARY_KEYS["rsl_rl"], "rsl_rl")
 
 
@@ -267,7 +117,7 @@ def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:
 
 def checkpoint_iteration(path: str, cfg: TrainConfig) -> int:
     """Completed iterations in an rsl_rl checkpoint (its ``iter`` is the index of the last one it holds)."""
-    return int(_check_checkpoint(path).get("iter", -1)) + 1
+    return int(check_checkpoint(path).get("iter", -1)) + 1
 
 
 def _write_params(log_dir: Path, cfg: TrainConfig, train_cfg: dict, ctx: DistContext) -> None:
@@ -285,10 +135,14 @@ def _write_params(log_dir: Path, cfg: TrainConfig, train_cfg: dict, ctx: DistCon
 
 def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     """Train ``cfg.task`` with rsl_rl's OnPolicyRunner and PPO; return what happened on this rank."""
-    global _CURRENT_CTX
-    _CURRENT_CTX = ctx
+    import torch
+
+    from mgpu_lab.train.adapters.rsl_rl_runner import DistributedRunner, ToyRslRlEnv, use_context
+    from mgpu_lab.train.tasks import make_env
+
+    use_context(ctx)
     if cfg.checkpoint:
-        _check_checkpoint(cfg.checkpoint)
+        check_checkpoint(cfg.checkpoint)
 
     seed = rank_seed(cfg.seed, ctx)
     torch.manual_seed(seed)
