@@ -79,3 +79,40 @@ def test_the_launchers_modules_import_only_the_stdlib_at_module_level() -> None:
         tops = {a.name.split(".")[0] for n in tree.body if isinstance(n, ast.Import) for a in n.names}
         tops |= {n.module.split(".")[0] for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
         assert not tops & {"torch", "numpy", "gymnasium", "jax", "rsl_rl", "rl_games", "skrl"}, (name, tops)
+
+
+def test_the_adapters_checkpoint_side_imports_no_rl_library_at_module_level() -> None:
+    """The launcher's --checkpoint checks (before any rank) load an adapter for its checkpoint functions: neither
+    the adapter nor anything it imports at module level may import an RL library (rsl_rl alone pulls tensordict and
+    torch._dynamo in: seconds for a one-line refusal). The library's subclasses live in modules ``train()`` imports."""
+    edges = graph()
+    libraries = {"rsl_rl", "rl_games", "skrl", "tensordict", "jax", "flax"}
+    for adapter in ("rsl_rl", "rl_games", "skrl"):
+        seen, queue = set(), [f"mgpu_lab.train.adapters.{adapter}"]
+        while queue:
+            name = queue.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            queue.extend(edges[name])
+            path = SRC / (name.replace(".", "/") + ".py")
+            if not path.is_file():
+                path = SRC / name.replace(".", "/") / "__init__.py"
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tops = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import) and _at_module_level(tree, node):
+                    tops |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and _at_module_level(tree, node):
+                    tops.add(node.module.split(".")[0])
+            assert not tops & libraries, (adapter, name, tops & libraries)
+
+
+def _at_module_level(tree: ast.Module, node: ast.stmt) -> bool:
+    """Whether ``node`` runs when its module is imported: at the top, or inside a top-level try/if block."""
+    for top in tree.body:
+        if top is node:
+            return True
+        if isinstance(top, (ast.Try, ast.If)) and any(n is node for n in ast.walk(top)):
+            return not (isinstance(top, ast.If) and "TYPE_CHECKING" in ast.unparse(top.test))
+    return False
