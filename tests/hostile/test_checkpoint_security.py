@@ -108,7 +108,7 @@ def test_adapter_loaders_refuse_the_payload_in_process(tmp_path):
 
     marker = tmp_path / "pwned"
     path = str(crafted_torch_checkpoint(tmp_path, marker))
-    for load in (rsl_rl._check_checkpoint, rl_games.load_checkpoint, skrl.load_torch_checkpoint):
+    for load in (rsl_rl.check_checkpoint, rl_games.load_checkpoint, skrl.load_torch_checkpoint):
         with pytest.raises(UsageError, match="refused"):
             load(path)
     assert not marker.exists()
