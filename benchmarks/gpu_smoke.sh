@@ -2,6 +2,7 @@
 # GPU smoke run: the checks that need a CUDA device, in one short script (about 5 minutes on one GPU).
 #
 #   bash benchmarks/gpu_smoke.sh            # from the repository root, after `uv sync`
+#   GPU_SMOKE_RUN= bash benchmarks/gpu_smoke.sh   # no uv: `isaaclab` and `python` on PATH run the project
 #
 # 1. trains one CUDA rank per library (rsl_rl, rl_games, skrl torch) through the launcher (NCCL);
 # 2. runs the NCCL probe with --backend nccl on every visible GPU;
@@ -11,9 +12,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-RUN="uv run --frozen"
+RUN=${GPU_SMOKE_RUN-uv run --frozen}   # what runs `isaaclab` and `python`; empty: the ones on PATH
 STEP_LIMIT=${GPU_SMOKE_STEP_LIMIT:-240}   # seconds per step
-LOGS=$(mktemp -d -t gpu_smoke_XXXX)
+LOGS=${GPU_SMOKE_LOGS:-$(mktemp -d -t gpu_smoke_XXXX)}
+mkdir -p "$LOGS" || exit 1
 ITERS=${GPU_SMOKE_ITERS:-20}
 ENVS=${GPU_SMOKE_ENVS:-4096}
 failed=0
