@@ -375,8 +375,10 @@ def test_report_says_which_limit_fired(tmp_path: Path) -> None:
     assert report.culprits == [1], report
 
 
-def state(rank: int, iteration: int, collective: str | None, responding: bool = True, line: int = 1) -> RankState:
-    beat = Beat(rank, rank, 3, "n", 100 + rank, iteration, "train", 0.0)
+def state(
+    rank: int, iteration: int, collective: str | None, responding: bool = True, line: int = 1, world: int = 3
+) -> RankState:
+    beat = Beat(rank, rank, world, "n", 100 + rank, iteration, "train", 0.0)
     return RankState(rank, beat, responding=responding, collective=collective, where=Frame("t.py", line, "f"))
 
 
@@ -397,6 +399,12 @@ def state(rank: int, iteration: int, collective: str | None, responding: bool = 
             "different collective",
         ),
         ([state(0, 4, "all_reduce"), state(1, 4, "all_reduce"), state(2, 4, "all_reduce")], [], "every rank waits"),
+        ([state(0, 4, None), state(1, 4, None), state(2, 4, None)], [], "every rank is outside any collective"),
+        # a job of one rank (seen on a GPU machine: `--num_gpus 1 --rehearse_fault hang:0:3`): that rank, not "no
+        # single culprit"; this node's one rank of a larger world is not the job's only rank
+        ([state(0, 4, None, world=1)], [0], "the job's only rank; it is outside any collective"),
+        ([state(0, 4, "all_reduce", world=1)], [0], "the job's only rank; it waits in all_reduce, which never"),
+        ([state(0, 4, None, world=2)], [], "every rank is outside any collective"),
     ],
 )
 def test_culprit_rules(states: list[RankState], culprits: list[int], why: str) -> None:

@@ -286,7 +286,7 @@ class Watchdog:
 
 def blame(states: list[RankState]) -> tuple[list[int], str]:
     """The likely culprits and why: ranks not in the collective the others wait in; else ranks not
-    responding; else the ranks behind on iterations; else none."""
+    responding; else the ranks behind on iterations; else a one-rank job's rank; else none."""
     if not states:
         return [], "no rank has beaten"
     silent = [s.rank for s in states if not s.responding]
@@ -301,6 +301,12 @@ def blame(states: list[RankState]) -> tuple[list[int], str]:
     if len(iterations) > 1:
         low = min(iterations)
         return [s.rank for s in states if s.beat.iteration == low], f"behind the others at iteration {low}"
+    if len(states) == 1 and states[0].beat.world_size == 1:  # no other rank to compare with: the job's own rank
+        return [states[0].rank], "the job's only rank; " + (
+            f"it waits in {states[0].collective}, which never completes"
+            if states[0].collective
+            else "it is outside any collective"
+        )
     if waiting and len(waiting) == len(states):
         places = collections.Counter((s.collective, s.where) for s in waiting)
         if len(places) > 1:
