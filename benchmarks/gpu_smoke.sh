@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# GPU smoke run: the checks that need a CUDA device, in one short script (about 5 minutes on one GPU).
+# GPU smoke run: the checks that need a CUDA device, in one short script (about 4 minutes on one H200).
 #
 #   bash benchmarks/gpu_smoke.sh            # from the repository root, after `uv sync`
 #   GPU_SMOKE_RUN= bash benchmarks/gpu_smoke.sh   # no uv: `isaaclab` and `python` on PATH run the project
 #
-# 1. trains one CUDA rank per library (rsl_rl, rl_games, skrl torch) through the launcher (NCCL);
+# 1. trains one CUDA rank per library (rsl_rl, rl_games, skrl torch) through the launcher (NCCL); each checkpoint
+#    written on the GPU then plays on the GPU and on the CPU, and a CPU run resumes from it (checkpoints travel
+#    between a GPU cluster and a laptop); skrl's JAX trains on the GPU through its own launcher;
 # 2. runs the NCCL probe with --backend nccl on every visible GPU;
 # 3. triggers the hang watchdog once on a CUDA rank (--rehearse_fault hang) and checks exit 3 and the stacks;
 # 4. prints throughput GPU vs CPU (the same run with --device cpu), as a ratio.
@@ -39,8 +41,19 @@ ngpu=$(nvidia-smi -L | grep -c '^GPU ')
 
 for lib in rsl_rl rl_games skrl; do
   step "train_$lib" $RUN isaaclab train_multigpu --num_gpus 1 --rl_library "$lib" --task Toy-Cartpole-v0 \
-      --num_envs "$ENVS" --max_iterations "$ITERS" --log_root "$LOGS/runs" || failed=1
+      --num_envs "$ENVS" --max_iterations "$ITERS" --log_root "$LOGS/runs" || { failed=1; continue; }
+  for dev in cuda cpu; do  # the checkpoint written on the GPU, played on each device
+    step "play_${lib}_$dev" $RUN isaaclab play --rl_library "$lib" --task Toy-Cartpole-v0 --checkpoint latest \
+        --log_root "$LOGS/runs" --device "$dev" --num_envs 64 --num_episodes 20 || failed=1
+  done
+  # a CPU run resumes from it: twice the iterations in all, counted from 0, so it trains on
+  step "resume_${lib}_cpu" $RUN isaaclab train_multigpu --num_gpus 1 --device cpu --rl_library "$lib" \
+      --task Toy-Cartpole-v0 --num_envs 64 --max_iterations $((2 * ITERS)) --checkpoint latest \
+      --log_root "$LOGS/runs" || failed=1
 done
+
+step train_skrl_jax $RUN isaaclab train_multigpu --num_gpus 1 --rl_library skrl --ml_framework jax \
+    --task Toy-Cartpole-v0 --num_envs "$ENVS" --max_iterations "$ITERS" --log_root "$LOGS/jax" || failed=1
 
 step probe_nccl $RUN python -m torch.distributed.run --nproc_per_node "$ngpu" \
     skills/user/train-multi-gpu/scripts/nccl_probe.py --backend nccl -b 8 -e 64M || failed=1
@@ -57,6 +70,9 @@ fi
 
 step cpu_rsl_rl $RUN isaaclab train_multigpu --num_gpus 1 --device cpu --rl_library rsl_rl --task Toy-Cartpole-v0 \
     --num_envs "$ENVS" --max_iterations "$ITERS" --log_root "$LOGS/cpu" || failed=1
+# and the other way: the checkpoint written on the CPU plays on the GPU
+step play_cpu_checkpoint_cuda $RUN isaaclab play --rl_library rsl_rl --task Toy-Cartpole-v0 --checkpoint latest \
+    --log_root "$LOGS/cpu" --device cuda --num_envs 64 --num_episodes 20 || failed=1
 gpu=$(throughput "$LOGS/train_rsl_rl.log"); cpu=$(throughput "$LOGS/cpu_rsl_rl.log")
 python3 - "$gpu" "$cpu" <<'EOF'
 import sys
