@@ -28,8 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="isaaclab play",
         description="Evaluate a trained policy: load a checkpoint of any library (trained on any number of GPUs or "
         "ranks), run its mean action (no sampling) on --num_envs envs of the task on one device until "
-        "--num_episodes episodes have ended, and print the mean and spread of their return. The same --seed "
-        "prints the same numbers.",
+        "--num_episodes episodes have ended, and print the mean and spread of their return. The same --seed on the "
+        "same device prints the same numbers (a GPU draws other start states than the CPU).",
         epilog="Output: '[INFO] play: LIBRARY policy from PATH (iteration I) on TASK: N envs, device D, seed S', then "
         "'[INFO] return over K episodes: mean M, std S, min A, max B'. Each env plays its first ceil(K/N) episodes "
         "and the first K of those count, so short episodes are not favoured. Checkpoints are read without running "
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed",
         type=int,
         default=42,
-        help="Seed of the task's start states (default: 42); the same seed plays the same episodes.",
+        help="Seed of the task's start states (default: 42); the same seed on the same device plays the same episodes.",
     )
     parser.add_argument(
         "--device",
