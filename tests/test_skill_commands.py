@@ -1,4 +1,4 @@
-"""Every ``isaaclab train_multigpu`` / ``isaaclab train`` example in the skills and docs must be true.
+"""Every ``mgpu-lab train_multigpu`` / ``mgpu-lab train`` example in the skills and docs must be true.
 
 The examples are collected from the files themselves (markdown fences and inline code in
 ``skills/**/*.md``; code blocks, literal blocks and inline literals in ``docs/**/*.rst``), so a new
@@ -7,7 +7,7 @@ trainer examples are parsed by ``train.py``'s own ``build_parser()``.
 
 Then every example trains for real in its CPU form, derived here (see :func:`cpu_form`): ``--device
 cpu``, few environments and iterations, CPU ranks on gloo, every address rewritten to a free port on
-127.0.0.1, and each node of a multi-node example started as its own launcher on this machine (an ``isaaclab
+127.0.0.1, and each node of a multi-node example started as its own launcher on this machine (a ``mgpu-lab
 train`` example runs through train.py's main in pytest's process: see :func:`run_cpu_form`). One run
 per distinct command *shape* (see :class:`Shape`) keeps the suite's time bounded, and the shapes of the
 session's healthy runs (tests/mgpu_testing/runs.py: one node per torch library, two JAX nodes) are those
@@ -124,11 +124,11 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-_ISAACLAB = re.compile(r"\bisaaclab\s+train(_multigpu)?\b")
+_ISAACLAB = re.compile(r"\bmgpu-lab\s+train(_multigpu)?\b")
 
 
 def commands_in(snippet: Snippet) -> list[Command]:
-    """``isaaclab train[_multigpu]`` commands and NCCL-probe invocations in one snippet."""
+    """``mgpu-lab train[_multigpu]`` commands and NCCL-probe invocations in one snippet."""
     out: list[Command] = []
     for offset, line in logical_lines(snippet.text):
         if line.lstrip().startswith("#"):
@@ -143,7 +143,7 @@ def commands_in(snippet: Snippet) -> list[Command]:
             continue
         for i, tok in enumerate(tokens):
             sub = None
-            if tok == "isaaclab" and i + 1 < len(tokens) and tokens[i + 1] in ("train", "train_multigpu"):
+            if tok == "mgpu-lab" and i + 1 < len(tokens) and tokens[i + 1] in ("train", "train_multigpu"):
                 sub, rest = tokens[i + 1], tokens[i + 2 :]
             elif tok.endswith("nccl_probe.py"):
                 sub, rest = "probe", tokens[i + 1 :]
@@ -182,8 +182,8 @@ PROBE_CMDS = [c for c in COMMANDS if c.sub == "probe"]
 
 def test_collection_finds_examples() -> None:
     """The collector must see the examples; zero found means it is broken, not that all is well."""
-    assert LAUNCHER_CMDS, "no `isaaclab train_multigpu` command found in skills/ or docs/"
-    assert TRAINER_CMDS, "no `isaaclab train` command found in skills/ or docs/"
+    assert LAUNCHER_CMDS, "no `mgpu-lab train_multigpu` command found in skills/ or docs/"
+    assert TRAINER_CMDS, "no `mgpu-lab train` command found in skills/ or docs/"
     files = {c.where.rsplit(":", 1)[0] for c in LAUNCHER_CMDS}
     assert "skills/user/train-multi-gpu/reference.md" in files
     assert "docs/source/features/multi_gpu.rst" in files
@@ -194,9 +194,9 @@ def test_collector_joins_continuations_and_strips_prefixes() -> None:
     snip = Snippet(
         "x.md",
         1,
-        "# comment isaaclab train_multigpu --bogus\n"
-        "NCCL_DEBUG=INFO uv run isaaclab train_multigpu \\\n  --num_gpus 2 \\\n  --task T | tee out\n"
-        "uv run isaaclab train --seed 3  # trailing comment\n",
+        "# comment mgpu-lab train_multigpu --bogus\n"
+        "NCCL_DEBUG=INFO uv run mgpu-lab train_multigpu \\\n  --num_gpus 2 \\\n  --task T | tee out\n"
+        "uv run mgpu-lab train --seed 3  # trailing comment\n",
         "block",
     )
     cmds = commands_in(snip)
@@ -318,7 +318,7 @@ def test_probe_example_parses(cmd: Command, probe_module: ModuleType, capsys) ->
 # - a plain shape, by its resume shape (the resumed run trains the same way, after loading);
 # - a one-node launcher shape, by a two-node shape of the same library and framework (the two-node CPU
 #   form is a world of 2 as well, with the node options on top);
-# - the library of `isaaclab train`: single-process training per library is each library's own test
+# - the library of `mgpu-lab train`: single-process training per library is each library's own test
 #   (tests/test_rsl_rl.py, test_rl_games.py, test_skrl.py, test_skrl_jax.py); here one single-process
 #   example runs, and every library's distributed path runs through the launcher.
 # Cost: nearly all of it is importing torch and the RL libraries (rl_games.torch_runner alone pulls in
@@ -383,7 +383,7 @@ class Shape:
     """What a command exercises (see the comment above): equal shapes train once."""
 
     sub: str  # "train_multigpu" | "train"
-    library: str  # "*" for `isaaclab train` (see above)
+    library: str  # "*" for `mgpu-lab train` (see above)
     framework: str
     rendezvous: str  # "process" (train), "node", "2 nodes static", "2 nodes c10d", "2 nodes jax"
     resume: bool
@@ -595,7 +595,7 @@ def resume_from_healthy(run: HealthyRun, log_root: Path) -> str:
 
 
 def run_cpu_form(cmd: Command, argvs: list[list[str]]) -> list[subprocess.CompletedProcess]:
-    """Run a CPU form: an ``isaaclab train`` example (one process of train.py) through train.py's parser and the
+    """Run a CPU form: an ``mgpu-lab train`` example (one process of train.py) through train.py's parser and the
     trainer's main in this process, as the preparing run does (the entry script as a process is the ranks' of every
     launcher run); skrl's JAX, which must choose its platform before its first import, and the launcher's nodes as
     processes (the process tree is what the launcher runs). Each result's stdout holds its stderr too."""
