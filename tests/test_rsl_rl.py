@@ -169,9 +169,10 @@ def test_advantage_norm_per_rank_keeps_the_library_s_own_normalization(monkeypat
 
 def test_advantage_norm_is_refused_for_other_libraries():
     """rl_games and skrl always normalize per rank: the option is rsl_rl's, refused in one line elsewhere."""
+    from mgpu_testing.docs import TRAINER, load_script
+
     from mgpu_lab.core.errors import UsageError
     from mgpu_lab.train.checks import check_args
-    from mgpu_testing.docs import TRAINER, load_script
 
     parser = load_script(TRAINER, "_mgpu_test_rsl_rl_train_script").build_parser()
     args = parser.parse_args(["--rl_library", "rl_games", "--advantage_norm", "per_rank"])
