@@ -406,6 +406,12 @@ def _check_library_choice(args: argparse.Namespace, jax: bool, torchrun_only: li
         )
 
 
+def _library_given(argv: Sequence[str], value: str) -> str | None:
+    """The launcher's --rl_library when the command line gave it (before any '--'), else None (the default)."""
+    head = list(argv)[: list(argv).index("--")] if "--" in argv else list(argv)
+    return value if any(a == "--rl_library" or a.startswith("--rl_library=") for a in head) else None
+
+
 def _kill_grace(environ: Mapping[str, str]) -> float:
     from mgpu_lab.job.kill_grace import SuperviseError, grace_from_env
 
@@ -455,6 +461,16 @@ def make_config(
     else:
         nproc = resolve_ranks(args.num_gpus, device, on_cpu, devices, jax=jax)
     script = foreign.target if foreign is not None else os.path.realpath(train_script)
+    # Isaac Lab's trainer: its own --rl_library (when the command line gave one) and its refusals
+    foreign_library = _library_given(argv, args.rl_library) if foreign is not None else None
+    if foreign is not None and any_script.is_isaaclab(foreign):
+        any_script.check_isaaclab(
+            foreign,
+            forwarded,
+            ranks=world_size(args, nproc, on_cpu, devices, environ),
+            cpu_ranks=on_cpu or nproc == "cpu",
+            rl_library=foreign_library,
+        )
     if foreign is None:
         targs = parse_training_args(script, args.rl_library, forwarded)
         check_training_args(targs, world_size(args, nproc, on_cpu, devices, environ), dry_run=args.dry_run)
@@ -492,7 +508,9 @@ def make_config(
         dry_run=args.dry_run,
         environ=environ,
         inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices, environ)),
-        foreign_argv=None if foreign is None else tuple(any_script.rank_command(foreign, forwarded, jax=jax)),
+        foreign_argv=None
+        if foreign is None
+        else tuple(any_script.rank_command(foreign, forwarded, jax=jax, rl_library=foreign_library)),
     )
 
 
