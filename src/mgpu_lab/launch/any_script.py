@@ -90,7 +90,8 @@ def is_isaaclab(script: Script) -> bool:
         return bool(_ISAACLAB_PACKAGE.fullmatch(script.target.split(".")[0]))
     folder = os.path.dirname(script.target)
     while os.path.dirname(folder) != folder:
-        if _ISAACLAB_PACKAGE.fullmatch(os.path.basename(folder)) and os.path.isfile(os.path.join(folder, "__init__.py")):
+        name = os.path.basename(folder)
+        if _ISAACLAB_PACKAGE.fullmatch(name) and os.path.isfile(os.path.join(folder, "__init__.py")):
             return True
         folder = os.path.dirname(folder)
     return False
