@@ -121,8 +121,9 @@ def test_several_cpu_ranks_of_another_script_still_run() -> None:
 def test_gpu_ranks_without_distributed_are_refused(capsys) -> None:
     err = refusal(capsys, "--num_gpus", "2", "-m", MODULE, "--rl_library", "rsl_rl", *CARTPOLE)
     assert err == (
-        f"2 ranks of Isaac Lab's trainer ({MODULE}) without --distributed would train 2 separate policies on one "
-        "GPU: add --distributed (Isaac Lab's own train_multigpu adds it for its ranks)"
+        f"2 ranks of Isaac Lab's trainer ({MODULE}) without --distributed: every rank would simulate on cuda:0 "
+        "(Isaac Lab gives each rank cuda:LOCAL_RANK only with --distributed); add --distributed (Isaac Lab's own "
+        "train_multigpu adds it to every rank)"
     )
     cmd = command("--num_gpus", "2", "-m", MODULE, "--rl_library", "rsl_rl", *CARTPOLE, "--distributed")
     assert tail(cmd)[-1] == "--distributed"

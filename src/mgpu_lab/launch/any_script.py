@@ -118,8 +118,9 @@ def check_isaaclab(
         )
     if not cpu_ranks and ranks > 1 and not _given(forwarded, "--distributed"):
         raise UsageError(
-            f"{ranks} ranks of Isaac Lab's trainer ({script.name}) without --distributed would train {ranks} separate "
-            "policies on one GPU: add --distributed (Isaac Lab's own train_multigpu adds it for its ranks)"
+            f"{ranks} ranks of Isaac Lab's trainer ({script.name}) without --distributed: every rank would simulate "
+            "on cuda:0 (Isaac Lab gives each rank cuda:LOCAL_RANK only with --distributed); add --distributed "
+            "(Isaac Lab's own train_multigpu adds it to every rank)"
         )
     if cpu_ranks and rl_library == "rsl_rl" and not _override(forwarded, "agent.device"):
         raise UsageError(
