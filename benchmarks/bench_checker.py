@@ -126,7 +126,7 @@ Use this skill when timing the checker; see [Reference](reference.md#settings).
 
 ## Workflow
 
-1. Run `uv run isaaclab train_multigpu --num_gpus 2 --dry_run`.
+1. Run `uv run mgpu-lab train_multigpu --num_gpus 2 --dry_run`.
 2. Read [Evaluations](evaluations.md).
 
 ## Validation

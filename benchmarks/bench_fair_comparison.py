@@ -6,7 +6,7 @@ For each world size, trains through the launcher (CPU ranks on gloo), then reads
 - the library's own reward (rsl_rl's ``Mean reward:``, rank 0's window of its last 100 episodes), and
 - the ``all-ranks episode return`` (the mean over the episodes that ended on every rank in an iteration);
 
-and finally plays both final checkpoints with ``isaaclab play`` on the same envs and seed. Prints the numbers per
+and finally plays both final checkpoints with ``mgpu-lab play`` on the same envs and seed. Prints the numbers per
 seed, then each measure's mean over the seeds on both sides with its standard error, and whether the two sides
 agree within noise (their difference under twice the standard error of the difference). Asserts nothing (the
 skill's fair-comparison recipe quotes what to expect). rsl_rl only prints its number on the

@@ -83,7 +83,7 @@ def test_a_module_runs_as_with_python_m() -> None:
 )
 def test_what_depends_on_train_pys_run_layout_is_refused(capsys, args: list[str], expected: str) -> None:
     err = refusal(capsys, "--train_script", str(DDP_SCRIPT), "--num_gpus", "2", "--device", "cpu", *args)
-    assert err.startswith(f"isaaclab train_multigpu: error: {expected}"), err
+    assert err.startswith(f"mgpu-lab train_multigpu: error: {expected}"), err
 
 
 def test_a_checkpoint_file_goes_to_the_script(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_a_checkpoint_file_goes_to_the_script(tmp_path: Path) -> None:
 )
 def test_bad_script_options_are_refused_in_one_line(capsys, args: list[str], expected: str) -> None:
     err = refusal(capsys, *args, "--num_gpus", "2", "--device", "cpu")
-    assert err.startswith(f"isaaclab train_multigpu: error: {expected}"), err
+    assert err.startswith(f"mgpu-lab train_multigpu: error: {expected}"), err
 
 
 def test_help_says_which_options_apply_to_a_foreign_script() -> None:
@@ -272,12 +272,12 @@ def test_the_slow_fault_parses_with_its_seconds() -> None:
 def test_timing_without_any_run_is_one_line_exit_2(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from mgpu_lab.cli import main as isaaclab
+    from mgpu_lab.cli import main as mgpu_lab_cli
 
-    result = CliRunner().invoke(isaaclab, ["timing", "latest", "--log_root", str(tmp_path)])
+    result = CliRunner().invoke(mgpu_lab_cli, ["timing", "latest", "--log_root", str(tmp_path)])
     assert result.exit_code == 2
     assert (
-        result.stderr.startswith("isaaclab timing: error: no per-rank timing under")
+        result.stderr.startswith("mgpu-lab timing: error: no per-rank timing under")
         and len(result.stderr.splitlines()) == 1
     )
 

@@ -5,7 +5,7 @@ project: ``ddp_train.py`` trains a DistributedDataParallel model (its gradient a
 ``allreduce_train.py`` averages gradients itself with ``all_reduce``. For each, three shared runs:
 
 - healthy: trains until the test lets it finish, rank 1 held slow by the script itself (a sleep before each
-  step: the fault, not a wait); while it runs, ``isaaclab stacks latest`` and ``isaaclab timing latest``;
+  step: the fault, not a wait); while it runs, ``mgpu-lab stacks latest`` and ``mgpu-lab timing latest``;
 - stalled: rank 1 stops calling collectives; the watchdog names it within --hang_timeout, with its stack, exit 3;
 - raised: rank 1 raises; the launcher's report names it, torchrun's traceback stays off the terminal.
 
@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from mgpu_testing import REPO, free_port, kill_group, loopback_env
 from mgpu_testing.launcher import CPU2, alive, beats, finish, launcher_cmd, process_tree, supervise_dirs, wait_until
 
-from mgpu_lab.cli import main as isaaclab
+from mgpu_lab.cli import main as mgpu_lab_cli
 from mgpu_lab.health import live_stacks, timing
 
 pytestmark = [
@@ -129,7 +129,7 @@ def healthy(request, tmp_path_factory) -> Job:
         out = io.StringIO()
         assert live_stacks.request("latest", str(base / "jobs"), 60, out=out) == 0
         wait_until(lambda: training_windows(base / "jobs") >= timing.MIN_WINDOWS + 2, proc, "timing windows")
-        result = CliRunner().invoke(isaaclab, ["timing", "latest", "--log_root", str(base / "jobs")])
+        result = CliRunner().invoke(mgpu_lab_cli, ["timing", "latest", "--log_root", str(base / "jobs")])
         go.touch()
         stdout, stderr = finish(proc, timeout=240)
     finally:

@@ -88,7 +88,7 @@ a second line with [another](x.md) and `code`.
 ## Setup
 
 ```bash
-uv run isaaclab train_multigpu --num_gpus 2
+uv run mgpu-lab train_multigpu --num_gpus 2
 ```
 
 ### C++ & CUDA: "tips"!
@@ -172,7 +172,7 @@ and :doc:`../refs/troubleshooting`.
    :caption: Example
    :linenos:
 
-   uv run isaaclab train_multigpu --num_gpus 2
+   uv run mgpu-lab train_multigpu --num_gpus 2
 
 .. _nccl-list:
 

@@ -25,7 +25,7 @@ SBATCH = (
     "export NCCL_SHM_DISABLE=1\n"
     "# --- launch ---\n"
     'srun --ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_PER_TASK" \\\n'
-    "    uv run --no-sync isaaclab train_multigpu --num_gpus 2 --task Toy-Cartpole-v0\n"
+    "    uv run --no-sync mgpu-lab train_multigpu --num_gpus 2 --task Toy-Cartpole-v0\n"
     "# --- end ---\n"
 )
 POD_YAML = (
@@ -34,7 +34,7 @@ POD_YAML = (
     "    - name: pytorch\n"
     '      command: ["/bin/bash", "-c"]\n'
     "      args:\n"
-    "        - uv run --no-sync isaaclab train_multigpu --task Toy-Cartpole-v0\n"
+    "        - uv run --no-sync mgpu-lab train_multigpu --task Toy-Cartpole-v0\n"
 )
 
 

@@ -199,7 +199,7 @@ def misspell_example_flag(root: Path, project: Project) -> str:
     for rel in docs:
         lines = _lines(root, rel)
         for i, line in enumerate(lines):
-            m = re.search(r"isaaclab train_multigpu\b.*?(--[a-z][a-z_]{2,}[a-z])\b", line)
+            m = re.search(r"mgpu-lab train_multigpu\b.*?(--[a-z][a-z_]{2,}[a-z])\b", line)
             if m and not re.match(r"^\s*[-*]?\s*(known failure|invents)", line, re.I):
                 flag = m.group(1)
                 lines[i] = line[: m.start(1)] + flag[:-2] + flag[-1] + flag[-2] + line[m.end(1) :]

@@ -152,12 +152,12 @@ def test_diagnostics_placeholders_and_other_tools_pass(tree: Path) -> None:
         SKILL,
         (
             "\nMore:\n\n```bash\n"
-            "CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=WARN NCCL_DEBUG_SUBSYS=INIT,P2P,NET uv run isaaclab train_multigpu "
+            "CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=WARN NCCL_DEBUG_SUBSYS=INIT,P2P,NET uv run mgpu-lab train_multigpu "
             "--num_gpus=2 --rl_library {rsl_rl,skrl} --log_dir <dir> -- --device cpu\n"
-            "NCCL_SOCKET_IFNAME=<iface> uv run isaaclab train --rl_library LIB --task <task>\n"
+            "NCCL_SOCKET_IFNAME=<iface> uv run mgpu-lab train --rl_library LIB --task <task>\n"
             "nvidia-smi topo -m && uv sync --locked --all-extras  # --whatever in a comment\n"
             "git log --oneline | head -n 3 > out.txt 2>&1\n"
-            "```\n\n```console\n$ uv run isaaclab train_multigpu --dry_run\n--not-a-flag output line\n```\n\n"
+            "```\n\n```console\n$ uv run mgpu-lab train_multigpu --dry_run\n--not-a-flag output line\n```\n\n"
             "```python\nparser.add_argument('--not-checked')\n```\n\n"
             "Tuning: `--rdzv_*` style families are fine; the probe takes `--bisect` and `--iters 5`.\n"
             "Runs `python tools/check.py --format json`. See `docs/<page>.rst`.\n"
@@ -174,7 +174,7 @@ def test_windows_one_line_alias_file_passes(tree: Path) -> None:
 
 
 def test_invalid_choice_inside_brace_list_and_missing_value(tree: Path) -> None:
-    _append(REF, "\n```bash\nuv run isaaclab train_multigpu --rl_library {rsl_rl,foo} --start_method\n```\n")(tree)
+    _append(REF, "\n```bash\nuv run mgpu-lab train_multigpu --rl_library {rsl_rl,foo} --start_method\n```\n")(tree)
     _, findings = check(tree)
     line = line_of(tree, REF, "{rsl_rl,foo}")
     assert_finding(findings, "DR303", REF, line)
@@ -194,7 +194,7 @@ def test_flags_after_a_repo_script_belong_to_that_script(tree: Path) -> None:
 
 
 def test_forwarded_flags_after_dashdash_are_trainer_only(tree: Path) -> None:
-    _append(SKILL, "\n```bash\nuv run isaaclab train_multigpu --num_gpus 2 -- --dry_run --device cpu\n```\n")(tree)
+    _append(SKILL, "\n```bash\nuv run mgpu-lab train_multigpu --num_gpus 2 -- --dry_run --device cpu\n```\n")(tree)
     _, findings = check(tree)
     hit = assert_finding(findings, "DR301", SKILL, line_of(tree, SKILL, "-- --dry_run"))
     assert "--dry_run" in hit["message"]
@@ -239,7 +239,7 @@ def test_cli_subprocess_reports_text_lines(tree: Path) -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "uv run isaaclab train_multigpu --num_gpus 2",
+        "uv run mgpu-lab train_multigpu --num_gpus 2",
         'a \'b c\' "d\\"e" f\\ g',
         "torchrun --nproc_per_node=2 x.py --flag='a b'",
         'echo "it\'s" \'say "hi"\'',
@@ -250,10 +250,10 @@ def test_words_match_shlex(line: str) -> None:
 
 
 def test_command_lines_positions_prompts_and_continuations() -> None:
-    text = "$ A=1 uv run isaaclab train --task \\\n    T --x <y> 2>&1 | tee log  # c --z\nout --q\n$ b"
+    text = "$ A=1 uv run mgpu-lab train --task \\\n    T --x <y> 2>&1 | tee log  # c --z\nout --q\n$ b"
     cmds = command_lines(text, 10, [4, 4, 4, 4])
     assert [[w.text for w in c] for c in cmds] == [
-        ["A=1", "uv", "run", "isaaclab", "train", "--task", "T", "--x", "<y>"],
+        ["A=1", "uv", "run", "mgpu-lab", "train", "--task", "T", "--x", "<y>"],
         ["tee", "log"],
         ["b"],
     ]

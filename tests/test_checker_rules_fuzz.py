@@ -62,7 +62,7 @@ RST_FRAGMENTS = [
     ":ref:`nowhere`",
     ":doc:`/x`",
     "``--``",
-    ".. code-block:: bash\n\n   isaaclab train --rl_library\n",
+    ".. code-block:: bash\n\n   mgpu-lab train --rl_library\n",
     "Title\n=====\n",
     "``NCCL_X=<y>``",
 ]

@@ -1,4 +1,4 @@
-"""The `isaaclab` click CLI: lists its subcommands and passes arguments through unchanged."""
+"""The `mgpu-lab` click CLI: lists its subcommands and passes arguments through unchanged."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 from mgpu_testing import PYTHON, REPO, run
 
-ISAACLAB = shutil.which("isaaclab", path=str(Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin")) or "isaaclab"
+ISAACLAB = shutil.which("mgpu-lab", path=str(Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin")) or "mgpu-lab"
 
 
 def test_help_lists_exactly_the_subcommands_with_their_help():
-    """``isaaclab --help`` (the installed console script) lists every subcommand once, with its own help."""
+    """``mgpu-lab --help`` (the installed console script) lists every subcommand once, with its own help."""
     from mgpu_lab.cli import ENTRY_SCRIPTS, main
 
     res = run([ISAACLAB, "--help"], timeout=60)
@@ -36,7 +36,7 @@ def test_subcommand_help_is_the_scripts_own(tmp_path):
 
 
 def test_arguments_pass_through_unchanged():
-    """``isaaclab train_multigpu ARGS`` is the launcher with ARGS: the same command as the launcher's own dry run,
+    """``mgpu-lab train_multigpu ARGS`` is the launcher with ARGS: the same command as the launcher's own dry run,
     forwarded arguments verbatim and in order."""
     args = ["--num_gpus", "2", "--device", "cpu", "--dry_run", "--task", "Toy-Cartpole-v0", "--seed", "7"]
     res = run([ISAACLAB, "train_multigpu", *args], timeout=60)

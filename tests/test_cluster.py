@@ -416,7 +416,7 @@ def test_every_cluster_example_is_shown_in_the_docs_and_has_a_launcher_command()
     assert examples == ["pytorchjob.yaml", "slurm_jax.sbatch", "slurm_torchrun.sbatch"]
     for name in examples:
         assert f".. literalinclude:: examples/{name}" in rst, name
-        assert example_commands(EXAMPLES / name), f"no `isaaclab train_multigpu` command in {name}"
+        assert example_commands(EXAMPLES / name), f"no `mgpu-lab train_multigpu` command in {name}"
 
 
 @pytest.mark.parametrize("name", ["slurm_torchrun.sbatch", "slurm_jax.sbatch"])

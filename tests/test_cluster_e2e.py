@@ -76,7 +76,7 @@ def assert_one_world_of_two(results) -> None:
 
 def assert_one_line_error(proc, expected: str) -> None:
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.stderr.strip().splitlines() == [f"isaaclab train_multigpu: error: {expected}"], proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"mgpu-lab train_multigpu: error: {expected}"], proc.stderr
     assert proc.stdout == ""
 
 

@@ -214,7 +214,7 @@ def test_stacks_request_refusals(tmp_path: Path, capsys) -> None:
     assert "no live job writes to it" in capsys.readouterr().err
     write_lock(run, pid=os.getpid())  # live, but started without the launcher
     assert live_stacks.request("latest", str(tmp_path), 1) == 2
-    assert "not started by isaaclab train_multigpu" in capsys.readouterr().err
+    assert "not started by mgpu-lab train_multigpu" in capsys.readouterr().err
     body = json.loads((run / continue_run.LOCK_FILE).read_text())
     body["launcher_pid"] = dead_pid()  # a pid that is no ancestor of rank 0 is never signalled
     (run / continue_run.LOCK_FILE).write_text(json.dumps(body))

@@ -1,4 +1,4 @@
-"""Through the launcher on 2 CPU ranks, one job's life: every rank's stack while it runs (isaaclab stacks), the
+"""Through the launcher on 2 CPU ranks, one job's life: every rank's stack while it runs (mgpu-lab stacks), the
 refusal of a second job that would write to its run, then SIGTERM, and continuing the SIGTERM'd run in its own
 folder (--continue_run latest).
 
@@ -122,7 +122,7 @@ def test_continue_a_sigtermed_run_in_its_own_folder(tmp_path: Path) -> None:
 
 
 def assert_stacks_of_the_live_job(logs: Path, run_dir: Path) -> None:
-    """``isaaclab stacks latest`` on the job whose rank 0 is stopped in a save: rank 0 cannot answer, rank 1 does."""
+    """``mgpu-lab stacks latest`` on the job whose rank 0 is stopped in a save: rank 0 cannot answer, rank 1 does."""
     asked = run(
         [PYTHON, "-m", "mgpu_lab.cli", "stacks", "latest", "--log_root", str(logs), "--timeout", "120"],
         timeout=TIMEOUT,

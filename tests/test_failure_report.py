@@ -42,7 +42,7 @@ def test_every_rank_refusing_the_same_input_is_said_once_with_exit_2() -> None:
         {0: record(0, REFUSAL, 5.0, heartbeat.REFUSED), 1: record(1, REFUSAL, 5.1, heartbeat.REFUSED)},
         {0: Exit(0, "node-a", 100, 2), 1: Exit(1, "node-a", 101, 2)},
     )
-    assert got.lines == [f"isaaclab train_multigpu: error: all 2 ranks refused: {REFUSAL}"]
+    assert got.lines == [f"mgpu-lab train_multigpu: error: all 2 ranks refused: {REFUSAL}"]
     assert (got.exit_status, got.refused) == (2, True)
     assert "consequence" not in got.lines[0]  # no rank caused anything: both refused
 
@@ -54,7 +54,7 @@ def test_a_refusal_while_torchrun_stopped_the_other_rank_is_one_line_and_exit_2(
         {0: Exit(0, "node-a", 100, 2), 1: Exit(1, "node-a", 101, -signal.SIGTERM)},
     )
     assert got.lines == [
-        f"isaaclab train_multigpu: error: 1 of 2 ranks refused: {REFUSAL} "
+        f"mgpu-lab train_multigpu: error: 1 of 2 ranks refused: {REFUSAL} "
         "(torchrun stopped the other rank before it checked)"
     ]
     assert (got.exit_status, got.refused) == (2, True)

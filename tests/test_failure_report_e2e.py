@@ -89,8 +89,8 @@ def test_every_rank_refusing_the_same_input_is_one_line_and_exit_2(tmp_path: Pat
     )
     # every rank refuses, unless the first refusal ends the job before the other rank checks: torchrun stops it
     assert err.rstrip().splitlines()[-1] in (
-        f"isaaclab train_multigpu: error: all 2 ranks refused: {refusal}",
-        f"isaaclab train_multigpu: error: 1 of 2 ranks refused: {refusal} "
+        f"mgpu-lab train_multigpu: error: all 2 ranks refused: {refusal}",
+        f"mgpu-lab train_multigpu: error: 1 of 2 ranks refused: {refusal} "
         "(torchrun stopped the other rank before it checked)",
     ), err[-3000:]
     assert not [line for line in err.splitlines() if line.startswith("[ERROR] launcher")], err[-3000:]

@@ -2,7 +2,7 @@
 
 Each case calls :mod:`mgpu_lab.launch.launcher` with the entry script's own parser, a clean environment and a
 made-up GPU inventory (so GPU launches are rehearsed without a GPU). Only import-lightness needs a process;
-the ``isaaclab`` CLI passing its arguments through is tests/test_cli.py's.
+the ``mgpu-lab`` CLI passing its arguments through is tests/test_cli.py's.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def reject(
     assert out == "" and "Traceback" not in err
     lines = err.splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith("isaaclab train_multigpu: error: "), lines[0]
+    assert lines[0].startswith("mgpu-lab train_multigpu: error: "), lines[0]
     return lines[0]
 
 
@@ -705,7 +705,7 @@ def test_a_given_inventory_stands_in_for_the_driver() -> None:
 def test_a_malformed_rehearsed_fault_is_refused_before_any_rank(capsys: pytest.CaptureFixture) -> None:
     """--rehearse_fault goes to train.py; its grammar is checked by the launcher before torchrun starts."""
     line = reject("--num_gpus", "2", "--device", "cpu", "--rehearse_fault", "slow:one:2", capsys=capsys)
-    assert line.startswith("isaaclab train_multigpu: error: --rehearse_fault: fault: bad entry 'slow:one:2'"), line
+    assert line.startswith("mgpu-lab train_multigpu: error: --rehearse_fault: fault: bad entry 'slow:one:2'"), line
 
 
 def test_a_dry_run_without_a_rehearsed_fault_leaves_the_fault_grammar_unimported() -> None:

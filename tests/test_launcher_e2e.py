@@ -1,7 +1,7 @@
 """End-to-end launcher runs: real torchrun (and skrl JAX launcher) processes, gloo on CPU, loopback, free ports.
 
 The runs launch small fixture scripts (tests/fixtures/launcher/) through the launcher's ``--train_script`` so that
-each case shows one behaviour quickly; the first goes through the user's ``uv run isaaclab train_multigpu``.
+each case shows one behaviour quickly; the first goes through the user's ``uv run mgpu-lab train_multigpu``.
 The real train.py under the launcher is the session's healthy runs' (tests/mgpu_testing/runs.py), checked
 in tests/test_rsl_rl.py, test_rl_games.py, test_skrl.py and test_skrl_jax.py. Every subprocess has a hard
 timeout and is killed with its process group afterwards.
@@ -36,11 +36,11 @@ pytestmark = [
 
 
 def uv_isaaclab() -> list[str]:
-    """The user's command, ``uv run isaaclab train_multigpu``, with ``--frozen``: never re-sync the environment."""
+    """The user's command, ``uv run mgpu-lab train_multigpu``, with ``--frozen``: never re-sync the environment."""
     uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv is not on PATH")
-    return [uv, "run", "--frozen", "--quiet", "isaaclab", "train_multigpu"]
+    return [uv, "run", "--frozen", "--quiet", "mgpu-lab", "train_multigpu"]
 
 
 # ---------------------------------------------------------------------------------------------- console and logs

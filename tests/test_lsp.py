@@ -844,13 +844,13 @@ async def test_completion_offers_a_tool_s_flags_inside_its_documented_command(
     client: LanguageClient, tree: Path
 ) -> None:
     skill = Editor(client, tree, SKILL, "markdown")
-    command = "uv run isaaclab train_multigpu --num_gpus 2 --rl_library skrl --task Toy-Cartpole-v0"
+    command = "uv run mgpu-lab train_multigpu --num_gpus 2 --rl_library skrl --task Toy-Cartpole-v0"
     assert command in skill.text
     text = skill.text.replace(command, command + " --nu")
     items = await _complete(client, skill, text, command + " --nu")
-    assert items["--num_gpus"].detail == "isaaclab train_multigpu"  # the launcher's own flag
+    assert items["--num_gpus"].detail == "mgpu-lab train_multigpu"  # the launcher's own flag
     assert "`--nproc_per_node`" in items["--num_gpus"].documentation.value  # its alias, from argparse
-    assert items["--num_envs"].detail == "isaaclab train (forwarded by isaaclab train_multigpu)"
+    assert items["--num_envs"].detail == "mgpu-lab train (forwarded by mgpu-lab train_multigpu)"
     assert "--help" not in items
     prose = skill.text.replace("# Demo skill\n", "# Demo skill\n\nUse --nu\n")
     assert await _complete(client, skill, prose, "Use --nu") == {}  # no command: no flags

@@ -1,8 +1,8 @@
-"""``isaaclab play``: a checkpoint of every library, trained on 2 ranks, evaluated on one device.
+"""``mgpu-lab play``: a checkpoint of every library, trained on 2 ranks, evaluated on one device.
 
 Play runs in this process (play.py's own parser and :func:`mgpu_lab.train.play.main`), except skrl JAX and the
 CLI's pass-through, which run as commands. The checkpoints are the session's healthy 2-rank runs
-(tests/mgpu_testing/runs.py), copied, never trained again. Every ``isaaclab play`` command written in the skills
+(tests/mgpu_testing/runs.py), copied, never trained again. Every ``mgpu-lab play`` command written in the skills
 and docs runs here in its CPU form, and the lines the docs quote are matched against real output.
 """
 
@@ -47,7 +47,7 @@ def assert_refused(result: tuple[int, str, str], expected: str) -> None:
     code, out, err = result
     assert code == 2 and out == "", result
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("isaaclab play: error: ") and expected in lines[0], err
+    assert len(lines) == 1 and lines[0].startswith("mgpu-lab play: error: ") and expected in lines[0], err
 
 
 def files_under(root: Path) -> set[tuple[str, int]]:
@@ -97,7 +97,7 @@ def test_ctrl_c_ends_with_one_line_and_130(tmp_path: Path, capsys, monkeypatch) 
 
     monkeypatch.setattr(play, "play", interrupted)
     code, out, err = play_in_process(capsys, "--device", "cpu", "--log_root", str(tmp_path))
-    assert (code, out, err) == (130, "", "isaaclab play: interrupted\n")
+    assert (code, out, err) == (130, "", "mgpu-lab play: interrupted\n")
 
 
 def test_latest_without_a_checkpoint_is_refused_with_trainings_words(tmp_path: Path, capsys) -> None:

@@ -1,6 +1,6 @@
 """What the skills and docs say about play, the all-ranks return and the resume refusal, run and matched.
 
-- Every ``isaaclab play`` command written in skills/ and docs/ (found with the checker's own parsers, as
+- Every ``mgpu-lab play`` command written in skills/ and docs/ (found with the checker's own parsers, as
   tests/test_skill_commands.py finds the training commands) plays for real in its CPU form, against a copy of the
   session's healthy 2-rank run of its library.
 - Every quoted line of these outputs matches the template that the real output matches in tests/test_play.py,
@@ -23,19 +23,19 @@ from test_skill_commands import SHELL_STOPS, all_snippets, logical_lines
 
 from mgpu_lab.train import play
 
-PLAY = re.compile(r"\bisaaclab\s+play\b")
+PLAY = re.compile(r"\bmgpu-lab\s+play\b")
 SNIPPETS = all_snippets()
 
 
 def documented_play_commands() -> list[tuple[str, tuple[str, ...]]]:
-    """(path:line, the arguments after ``isaaclab play``) for every play command in the skills and docs."""
+    """(path:line, the arguments after ``mgpu-lab play``) for every play command in the skills and docs."""
     found: dict[tuple[str, ...], str] = {}
     for snip in SNIPPETS:
         for offset, text in logical_lines(snip.text):
             if text.lstrip().startswith("#") or not PLAY.search(text):
                 continue
             tokens = shlex.split(text, comments=True)
-            start = next(i for i, tok in enumerate(tokens) if tok == "play" and tokens[i - 1] == "isaaclab") + 1
+            start = next(i for i, tok in enumerate(tokens) if tok == "play" and tokens[i - 1] == "mgpu-lab") + 1
             args: list[str] = []
             for tok in tokens[start:]:
                 if tok in SHELL_STOPS:

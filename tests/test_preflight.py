@@ -28,7 +28,7 @@ def test_latest_without_a_checkpoint_is_refused_before_any_rank(tmp_path: Path, 
         "--num_gpus", "2", "--device", "cpu", "--checkpoint", "latest", "--log_root", str(logs), capsys=capsys
     )
     assert line == (
-        f"isaaclab train_multigpu: error: --checkpoint latest: no rsl_rl checkpoint of {TASK} under "
+        f"mgpu-lab train_multigpu: error: --checkpoint latest: no rsl_rl checkpoint of {TASK} under "
         f"{logs.resolve() / 'rsl_rl' / TASK}"
     )
     assert not logs.exists()
@@ -74,7 +74,7 @@ def test_nothing_left_to_train_is_refused_before_any_rank(how: str, tmp_path: Pa
     )
     n = healthy.iterations
     assert line == (
-        f"isaaclab train_multigpu: error: --checkpoint {newest.resolve()}: already at iteration {n} and "
+        f"mgpu-lab train_multigpu: error: --checkpoint {newest.resolve()}: already at iteration {n} and "
         f"--max_iterations {n} counts from iteration 0: nothing left to train (--max_iterations is the "
         f"run's total, not a count added to the resumed iteration as in Isaac Lab's own train.py: give "
         f"--max_iterations {2 * n} for {n} more)"
@@ -92,7 +92,7 @@ def test_the_command_prints_one_line_and_no_torchrun_banner(tmp_path: Path) -> N
     )
     assert proc.returncode == 2 and proc.stdout == "", proc
     assert proc.stderr.splitlines() == [
-        f"isaaclab train_multigpu: error: --checkpoint latest: no rsl_rl checkpoint of {TASK} under "
+        f"mgpu-lab train_multigpu: error: --checkpoint latest: no rsl_rl checkpoint of {TASK} under "
         f"{tmp_path.resolve() / 'rsl_rl' / TASK}"
     ]
 

@@ -2,8 +2,8 @@
 
 Quotes are marked in the documents with the command that prints them (``output-of`` markers; the format is in
 :mod:`mgpu_testing.quoted`), so a new quote is tested as soon as it is marked. Each marked command runs here
-through its own entry, as a user's command line reaches it: ``isaaclab ...`` through the installed console
-script's entry point (:func:`isaaclab_entry`; ``train`` and ``train_multigpu`` through their scripts' ``main``),
+through its own entry, as a user's command line reaches it: ``mgpu-lab ...`` through the installed console
+script's entry point (:func:`mgpu_lab_entry`; ``train`` and ``train_multigpu`` through their scripts' ``main``),
 in this process (:func:`mgpu_testing.in_process.run_in_process`); the NCCL probe, which starts ``torchrun``
 itself, as a process. Files the commands read (checkpoints of each library, a crafted file) are made here first.
 """
@@ -69,11 +69,11 @@ def _script_entry(path: Path, args: list[str]) -> Callable[[], object]:
     return call
 
 
-def isaaclab_entry(args: list[str]) -> Callable[[], object]:
-    """``isaaclab ARGS`` through the installed console script's entry point. Its subcommands that replace the
+def mgpu_lab_entry(args: list[str]) -> Callable[[], object]:
+    """``mgpu-lab ARGS`` through the installed console script's entry point. Its subcommands that replace the
     process with an entry script (``ENTRY_SCRIPTS`` beside it: ``train``, ``train_multigpu``) run that script's
     own ``main`` here instead of replacing pytest; every other subcommand runs through the click group itself."""
-    (point,) = entry_points(group="console_scripts", name="isaaclab")
+    (point,) = entry_points(group="console_scripts", name="mgpu-lab")
     main = point.load()
     scripts = getattr(sys.modules[point.module], "ENTRY_SCRIPTS", {})
     assert isinstance(scripts, dict) and {"train", "train_multigpu"} <= set(scripts), (
@@ -81,15 +81,15 @@ def isaaclab_entry(args: list[str]) -> Callable[[], object]:
     )
     if args and args[0] in scripts:
         return _script_entry(REPO / scripts[args[0]][0], args[1:])
-    return lambda: main(args, prog_name="isaaclab")  # click exits with the command's status
+    return lambda: main(args, prog_name="mgpu-lab")  # click exits with the command's status
 
 
 def run_command(command: str, files: dict[str, Path], cwd: Path) -> tuple[object, str]:
     """(exit status, stdout + stderr) of a marker's command, placeholders replaced by ``files``' paths."""
     words = shlex.split(command)
     args = [str(files[w[1:-1]]) if w.startswith("<") and w.endswith(">") else w for w in words]
-    if args[0] == "isaaclab":
-        code, out, err = run_in_process(isaaclab_entry(args[1:]), single_env(), cwd=cwd)
+    if args[0] == "mgpu-lab":
+        code, out, err = run_in_process(mgpu_lab_entry(args[1:]), single_env(), cwd=cwd)
     elif args[:2] == ["python", PROBE.relative_to(REPO).as_posix()]:
         proc = run([PYTHON, str(PROBE), *args[2:]], timeout=300, env=single_env(), cwd=cwd)
         code, out, err = proc.returncode, proc.stdout, proc.stderr
@@ -120,7 +120,7 @@ def checkpoint_of(library: str, task: str, root: Path) -> Path:
         "--log_root",
         str(root),
     ]
-    code, out, err = run_in_process(isaaclab_entry(["train", *args]), single_env(OMP_NUM_THREADS="1"), cwd=root)
+    code, out, err = run_in_process(mgpu_lab_entry(["train", *args]), single_env(OMP_NUM_THREADS="1"), cwd=root)
     assert code == 0, err[-3000:]
     lines = [line for line in out.splitlines() if line.startswith("[INFO] checkpoint: ")]
     assert lines, out[-2000:]
@@ -174,7 +174,7 @@ def test_quotes_are_found_and_well_formed() -> None:
     assert "skills/user/train-multi-gpu/reference.md" in where and "docs/source/features/multi_gpu.rst" in where
     for q in QUOTES:
         assert q.text.strip(), f"{q.id}: empty quote"
-        assert q.command.split()[0] in ("isaaclab", "python"), f"{q.id}: {q.command!r}"
+        assert q.command.split()[0] in ("mgpu-lab", "python"), f"{q.id}: {q.command!r}"
 
 
 def test_a_quote_that_is_not_printed_fails() -> None:
@@ -219,9 +219,9 @@ def test_markers_are_read_from_comments_only() -> None:
     from mgpu_testing.quoted import markers
 
     md = (
-        "Write `<!-- output-of: isaaclab train --x -->` before a quote.\n\n"
-        "- <!-- output-of (exit 2): isaaclab train --y --> a refusal: `error: y`\n"
+        "Write `<!-- output-of: mgpu-lab train --x -->` before a quote.\n\n"
+        "- <!-- output-of (exit 2): mgpu-lab train --y --> a refusal: `error: y`\n"
     )
-    assert markers("a.md", md) == [(3, 3, "isaaclab train --y", 2)]
-    rst = "Intro.\n\n.. output-of: isaaclab train --z\n\n- .. output-of (exit 3): python p.py\n\n  ``x``\n"
-    assert markers("a.rst", rst) == [(3, 1, "isaaclab train --z", None), (5, 3, "python p.py", 3)]
+    assert markers("a.md", md) == [(3, 3, "mgpu-lab train --y", 2)]
+    rst = "Intro.\n\n.. output-of: mgpu-lab train --z\n\n- .. output-of (exit 3): python p.py\n\n  ``x``\n"
+    assert markers("a.rst", rst) == [(3, 1, "mgpu-lab train --z", None), (5, 3, "python p.py", 3)]

@@ -1,4 +1,4 @@
-"""Every ``isaaclab train_multigpu`` / ``isaaclab train`` example in the skills and docs must be true.
+"""Every ``mgpu-lab train_multigpu`` / ``mgpu-lab train`` example in the skills and docs must be true.
 
 The examples are collected from the files themselves (markdown fences and inline code in
 ``skills/**/*.md``; code blocks, literal blocks and inline literals in ``docs/**/*.rst``), so a new
@@ -7,7 +7,7 @@ trainer examples are parsed by ``train.py``'s own ``build_parser()``.
 
 Then every example trains for real in its CPU form, derived here (see :func:`cpu_form`): ``--device
 cpu``, few environments and iterations, CPU ranks on gloo, every address rewritten to a free port on
-127.0.0.1, and each node of a multi-node example started as its own launcher on this machine (an ``isaaclab
+127.0.0.1, and each node of a multi-node example started as its own launcher on this machine (a ``mgpu-lab
 train`` example runs through train.py's main in pytest's process: see :func:`run_cpu_form`). One run
 per distinct command *shape* (see :class:`Shape`) keeps the suite's time bounded, and the shapes of the
 session's healthy runs (tests/mgpu_testing/runs.py: one node per torch library, two JAX nodes) are those
@@ -124,11 +124,11 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-_ISAACLAB = re.compile(r"\bisaaclab\s+train(_multigpu)?\b")
+_ISAACLAB = re.compile(r"\bmgpu-lab\s+train(_multigpu)?\b")
 
 
 def commands_in(snippet: Snippet) -> list[Command]:
-    """``isaaclab train[_multigpu]`` commands and NCCL-probe invocations in one snippet."""
+    """``mgpu-lab train[_multigpu]`` commands and NCCL-probe invocations in one snippet."""
     out: list[Command] = []
     for offset, line in logical_lines(snippet.text):
         if line.lstrip().startswith("#"):
@@ -143,7 +143,7 @@ def commands_in(snippet: Snippet) -> list[Command]:
             continue
         for i, tok in enumerate(tokens):
             sub = None
-            if tok == "isaaclab" and i + 1 < len(tokens) and tokens[i + 1] in ("train", "train_multigpu"):
+            if tok == "mgpu-lab" and i + 1 < len(tokens) and tokens[i + 1] in ("train", "train_multigpu"):
                 sub, rest = tokens[i + 1], tokens[i + 2 :]
             elif tok.endswith("nccl_probe.py"):
                 sub, rest = "probe", tokens[i + 1 :]
@@ -182,8 +182,8 @@ PROBE_CMDS = [c for c in COMMANDS if c.sub == "probe"]
 
 def test_collection_finds_examples() -> None:
     """The collector must see the examples; zero found means it is broken, not that all is well."""
-    assert LAUNCHER_CMDS, "no `isaaclab train_multigpu` command found in skills/ or docs/"
-    assert TRAINER_CMDS, "no `isaaclab train` command found in skills/ or docs/"
+    assert LAUNCHER_CMDS, "no `mgpu-lab train_multigpu` command found in skills/ or docs/"
+    assert TRAINER_CMDS, "no `mgpu-lab train` command found in skills/ or docs/"
     files = {c.where.rsplit(":", 1)[0] for c in LAUNCHER_CMDS}
     assert "skills/user/train-multi-gpu/reference.md" in files
     assert "docs/source/features/multi_gpu.rst" in files
@@ -194,9 +194,9 @@ def test_collector_joins_continuations_and_strips_prefixes() -> None:
     snip = Snippet(
         "x.md",
         1,
-        "# comment isaaclab train_multigpu --bogus\n"
-        "NCCL_DEBUG=INFO uv run isaaclab train_multigpu \\\n  --num_gpus 2 \\\n  --task T | tee out\n"
-        "uv run isaaclab train --seed 3  # trailing comment\n",
+        "# comment mgpu-lab train_multigpu --bogus\n"
+        "NCCL_DEBUG=INFO uv run mgpu-lab train_multigpu \\\n  --num_gpus 2 \\\n  --task T | tee out\n"
+        "uv run mgpu-lab train --seed 3  # trailing comment\n",
         "block",
     )
     cmds = commands_in(snip)
@@ -243,10 +243,20 @@ def test_launcher_example_dry_runs(
     from mgpu_lab.launch import launcher
     from mgpu_lab.launch.devices import Inventory, made_up_uuid
 
-    script = foreign_script(cmd)
+    script, module = foreign_script(cmd), foreign_module(cmd)
+    stand_in = "raise SystemExit('a stand-in: only --dry_run reads this path')\n"
     if script is not None:
         (tmp_path / script).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / script).write_text("raise SystemExit('a stand-in: only --dry_run reads this path')\n")
+        (tmp_path / script).write_text(stand_in)
+    environ = loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS)
+    if module is not None:  # another project's module (Isaac Lab's trainer): a stand-in package tree on the path
+        parts = module.split(".")
+        for depth in range(1, len(parts)):
+            (tmp_path / "modules" / Path(*parts[:depth])).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "modules" / Path(*parts[:depth]) / "__init__.py").write_text("")
+        (tmp_path / "modules" / Path(*parts[:-1]) / f"{parts[-1]}.py").write_text(stand_in)
+        monkeypatch.syspath_prepend(str(tmp_path / "modules"))
+        environ["PYTHONPATH"] = str(tmp_path / "modules")
     monkeypatch.chdir(tmp_path if script is not None else REPO)
     eight = Inventory([made_up_uuid(i) for i in range(8)], [], "eight made-up GPUs")
     try:
@@ -254,7 +264,7 @@ def test_launcher_example_dry_runs(
             load_script(LAUNCHER, "_mgpu_docs_launcher_script").build_parser(),
             ["--dry_run", *cmd.args],
             train_script=str(TRAINER),
-            environ=loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS),
+            environ=environ,
             inventory=eight,
         )
     except SystemExit as exc:  # --help, or argparse's own refusal through the script's one-line hook
@@ -267,6 +277,12 @@ def test_launcher_example_dry_runs(
         printed = shlex.split(out)
         target = str((tmp_path / script).resolve())
         assert printed[printed.index(target) :] == [target, *forwarded], out
+        assert "rank_entry.py" in out
+        return
+    if module is not None:  # the rank entry runs the module with the example's own arguments, in order
+        _, forwarded = launcher_parser.parse_known_args(list(cmd.args))
+        printed = shlex.split(out)
+        assert printed[printed.index(module) - 1] == "-m" and printed[len(printed) - len(forwarded) :] == forwarded, out
         assert "rank_entry.py" in out
         return
     assert "train.py" in out, out
@@ -283,6 +299,13 @@ def test_launcher_example_dry_runs(
 def foreign_script(cmd: Command) -> str | None:
     """The ``--train_script`` of a launcher example (another project's script), or None."""
     return option(cmd.args, "--train_script") if cmd.sub == "train_multigpu" else None
+
+
+def foreign_module(cmd: Command) -> str | None:
+    """The ``-m``/``--train_module`` of a launcher example (another project's module), or None."""
+    if cmd.sub != "train_multigpu":
+        return None
+    return option(cmd.args, "-m") or option(cmd.args, "--train_module")
 
 
 @pytest.mark.parametrize("cmd", TRAINER_CMDS, ids=lambda c: c.id)
@@ -318,7 +341,7 @@ def test_probe_example_parses(cmd: Command, probe_module: ModuleType, capsys) ->
 # - a plain shape, by its resume shape (the resumed run trains the same way, after loading);
 # - a one-node launcher shape, by a two-node shape of the same library and framework (the two-node CPU
 #   form is a world of 2 as well, with the node options on top);
-# - the library of `isaaclab train`: single-process training per library is each library's own test
+# - the library of `mgpu-lab train`: single-process training per library is each library's own test
 #   (tests/test_rsl_rl.py, test_rl_games.py, test_skrl.py, test_skrl_jax.py); here one single-process
 #   example runs, and every library's distributed path runs through the launcher.
 # Cost: nearly all of it is importing torch and the RL libraries (rl_games.torch_runner alone pulls in
@@ -383,7 +406,7 @@ class Shape:
     """What a command exercises (see the comment above): equal shapes train once."""
 
     sub: str  # "train_multigpu" | "train"
-    library: str  # "*" for `isaaclab train` (see above)
+    library: str  # "*" for `mgpu-lab train` (see above)
     framework: str
     rendezvous: str  # "process" (train), "node", "2 nodes static", "2 nodes c10d", "2 nodes jax"
     resume: bool
@@ -402,6 +425,8 @@ def shape_of(cmd: Command) -> Shape | None:
     if cmd.sub not in ("train", "train_multigpu") or {"--dry_run", "-h", "--help"} & set(cmd.args):
         return None
     if foreign_script(cmd) is not None:  # trained by its local equivalents: tests/test_any_script_e2e.py
+        return None
+    if foreign_module(cmd) is not None:  # Isaac Lab's trainer: tests/test_isaaclab_real_e2e.py trains it for real
         return None
     library = option(cmd.args, "--rl_library") or "rsl_rl"
     framework = option(cmd.args, "--ml_framework") or "torch"
@@ -595,7 +620,7 @@ def resume_from_healthy(run: HealthyRun, log_root: Path) -> str:
 
 
 def run_cpu_form(cmd: Command, argvs: list[list[str]]) -> list[subprocess.CompletedProcess]:
-    """Run a CPU form: an ``isaaclab train`` example (one process of train.py) through train.py's parser and the
+    """Run a CPU form: an ``mgpu-lab train`` example (one process of train.py) through train.py's parser and the
     trainer's main in this process, as the preparing run does (the entry script as a process is the ranks' of every
     launcher run); skrl's JAX, which must choose its platform before its first import, and the launcher's nodes as
     processes (the process tree is what the launcher runs). Each result's stdout holds its stderr too."""

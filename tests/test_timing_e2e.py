@@ -1,4 +1,4 @@
-"""Per-rank timing with the built-in trainer: a rank held slow on CPU is named by ``isaaclab timing``.
+"""Per-rank timing with the built-in trainer: a rank held slow on CPU is named by ``mgpu-lab timing``.
 
 Real launcher, real train.py (rsl_rl), 2 gloo ranks. ``--rehearse_fault slow:1:1:1.0`` makes rank 1 sleep a second
 at the start of every iteration from iteration 1 on: the fault itself, deterministic; rank 0 then waits for it
@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from mgpu_testing import free_port, kill_group, loopback_env
 from mgpu_testing.launcher import CPU2, finish, launcher_cmd, start
 
-from mgpu_lab.cli import main as isaaclab
+from mgpu_lab.cli import main as mgpu_lab_cli
 from mgpu_lab.health import timing
 
 pytestmark = [
@@ -51,6 +51,6 @@ def test_a_rank_held_slow_in_the_built_in_trainer_is_named(tmp_path: Path) -> No
     windows = timing.read(run_dir)
     assert sorted(windows) == [0, 1]
     assert [w.iteration for w in windows[0]] == [None, *range(7)]  # start-up, then one window per iteration
-    result = CliRunner().invoke(isaaclab, ["timing", "latest", "--log_root", str(logs)])
+    result = CliRunner().invoke(mgpu_lab_cli, ["timing", "latest", "--log_root", str(logs)])
     assert result.exit_code == 0, result.output
     assert "[WARN] timing: rank 1 is persistently slower than the others" in result.output, result.output

@@ -86,7 +86,7 @@ def test_unknown_task_lists_known_tasks():
 
 
 def test_distributed_without_torchrun_env_points_to_the_launcher():
-    assert_usage_error(train("--distributed", "--device", "cpu"), "isaaclab train_multigpu", "LOCAL_RANK")
+    assert_usage_error(train("--distributed", "--device", "cpu"), "mgpu-lab train_multigpu", "LOCAL_RANK")
 
 
 def test_cuda_device_without_cuda():

@@ -1,6 +1,6 @@
 """Evaluate a trained policy: load a checkpoint of rsl_rl, rl_games or skrl and play it on one device.
 
-    isaaclab play --rl_library rsl_rl --task Toy-Cartpole-v0 --checkpoint latest --device cpu
+    mgpu-lab play --rl_library rsl_rl --task Toy-Cartpole-v0 --checkpoint latest --device cpu
 
 Everything after parsing is :mod:`mgpu_lab.train.play`; this script holds only the argparse definition the
 checker reads. It imports no torch up front.
@@ -19,13 +19,13 @@ if os.path.isdir(_SRC) and _SRC not in sys.path:
 
 from mgpu_lab.core.help_format import HelpFormatter, OneLineErrors
 
-_usage_error = OneLineErrors("isaaclab play")  # argparse's errors: one line, exit 2, no usage block
+_usage_error = OneLineErrors("mgpu-lab play")  # argparse's errors: one line, exit 2, no usage block
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The play command line (the one source of truth for its flags)."""
     parser = argparse.ArgumentParser(
-        prog="isaaclab play",
+        prog="mgpu-lab play",
         description="Evaluate a trained policy: load a checkpoint of any library (trained on any number of GPUs or "
         "ranks), run its mean action (no sampling) on --num_envs envs of the task on one device until "
         "--num_episodes episodes have ended, and print the mean and spread of their return. The same --seed on the "

@@ -2,9 +2,9 @@
 
 One process (CPU or one GPU)::
 
-    isaaclab train --rl_library rsl_rl --task Toy-Cartpole-v0 --device cpu
+    mgpu-lab train --rl_library rsl_rl --task Toy-Cartpole-v0 --device cpu
 
-Many processes: launch through ``isaaclab train_multigpu`` (torchrun), which adds ``--distributed``;
+Many processes: launch through ``mgpu-lab train_multigpu`` (torchrun), which adds ``--distributed``;
 each rank then reads LOCAL_RANK/RANK/WORLD_SIZE and trains on ``cuda:LOCAL_RANK`` (NCCL) or on the
 CPU (gloo).
 
@@ -26,20 +26,20 @@ if os.path.isdir(_SRC) and _SRC not in sys.path:
 
 from mgpu_lab.core.help_format import HelpFormatter, OneLineErrors
 
-_usage_error = OneLineErrors("isaaclab train")  # argparse's errors: one line, exit 2, no usage block
+_usage_error = OneLineErrors("mgpu-lab train")  # argparse's errors: one line, exit 2, no usage block
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's command line (the one source of truth for its flags)."""
     parser = argparse.ArgumentParser(
-        prog="isaaclab train",
+        prog="mgpu-lab train",
         description="Train an RL policy on a built-in toy task (pure PyTorch, no simulator) with a real RL "
-        "library. Run it directly for one process; use `isaaclab train_multigpu` for several GPUs or CPU ranks.",
+        "library. Run it directly for one process; use `mgpu-lab train_multigpu` for several GPUs or CPU ranks.",
         epilog="Tasks: Toy-Cartpole-v0 (cart-pole balancing, continuous force), Toy-Pendulum-SwingUp-v0 "
         "(torque-limited pendulum swing-up). Logs and checkpoints go to "
         "<log_root>/<library>/<task>/<timestamp>[_<run_name>]/ on rank 0 only. "
         "Restarts: under torchrun with --max_restarts, a restarted worker group (TORCHELASTIC_RESTART_COUNT > 0) "
-        "finds the run folder that rank 0 recorded for MGPU_LAB_JOB_KEY (set by isaaclab train_multigpu), reuses it "
+        "finds the run folder that rank 0 recorded for MGPU_LAB_JOB_KEY (set by mgpu-lab train_multigpu), reuses it "
         "and resumes from its newest checkpoint. "
         "Checkpoints are loaded without running code (torch.load with weights_only=True; skrl JAX checkpoints are "
         "MessagePack, agent_<timestep>.msgpack, and pickles are refused). Exit status: 0 done, 2 bad input "
@@ -82,13 +82,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--distributed",
         action="store_true",
-        help="Train as one rank of a multi-process job started by torchrun (`isaaclab train_multigpu` adds this flag).",
+        help="Train as one rank of a multi-process job started by torchrun (`mgpu-lab train_multigpu` adds this flag).",
     )
     parser.add_argument(
         "--ml_framework",
         choices=["torch", "jax"],
         default="torch",
         help="skrl only: the framework skrl trains with (default: torch).",
+    )
+    parser.add_argument(
+        "--advantage_norm",
+        choices=["all_ranks", "per_rank"],
+        default=None,
+        help="rsl_rl only: normalize PPO's advantages over every rank's rollout together (all_ranks, the "
+        "default: N ranks run the algorithm one rank with N times the environments runs) or over each rank's "
+        "batch alone (per_rank: what rsl_rl as shipped, and so Isaac Lab's own trainer, does; use it to "
+        "reproduce Isaac Lab's numbers).",
     )
     parser.add_argument(
         "--checkpoint",
@@ -129,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         "iteration ITER, KIND hang (stops outside any collective), skip (leaves its next collective), "
         "raise, signal (ARG: the signal, default SIGKILL) or slow (ARG: seconds held back per "
         "iteration, default 0.5). Comma-separate several; first attempt only. For rehearsing the "
-        "watchdog, the failure report and isaaclab timing; never in real training.",
+        "watchdog, the failure report and mgpu-lab timing; never in real training.",
     )
     return parser
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Launch ``train.py`` on several GPUs or nodes through torchrun (or skrl's JAX launcher).
 
-Run it as ``uv run isaaclab train_multigpu [LAUNCHER OPTIONS] [TRAINING ARGS]``. The launcher's own
+Run it as ``uv run mgpu-lab train_multigpu [LAUNCHER OPTIONS] [TRAINING ARGS]``. The launcher's own
 options are listed by ``--help``; every other argument is checked against ``train.py``'s parser and
 passed to it unchanged, and ``--distributed`` is added once.
 
@@ -34,27 +34,27 @@ RDZV_BACKENDS = ["static", "c10d", "etcd", "etcd-v2"]
 EPILOG = """\
 examples:
   # every visible GPU on this machine, rsl_rl
-  isaaclab train_multigpu --task Toy-Cartpole-v0 --max_iterations 100
+  mgpu-lab train_multigpu --task Toy-Cartpole-v0 --max_iterations 100
 
   # two GPUs with skrl; print the command without running it
-  isaaclab train_multigpu --num_gpus 2 --rl_library skrl --task Toy-Cartpole-v0 --dry_run
+  mgpu-lab train_multigpu --num_gpus 2 --rl_library skrl --task Toy-Cartpole-v0 --dry_run
 
   # rehearse on CPU: two ranks on gloo, no GPU needed
-  isaaclab train_multigpu --num_gpus 2 --device cpu --num_envs 64 --max_iterations 2
+  mgpu-lab train_multigpu --num_gpus 2 --device cpu --num_envs 64 --max_iterations 2
 
   # every rank on the console, and per-rank log files under logs/torchrun
-  isaaclab train_multigpu --num_gpus 2 --log_all_ranks --tee 3 --log_dir logs/torchrun
+  mgpu-lab train_multigpu --num_gpus 2 --log_all_ranks --tee 3 --log_dir logs/torchrun
 
   # two nodes, static rendezvous (run on each node with its own --node_rank)
-  isaaclab train_multigpu --nnodes 2 --node_rank 0 --num_gpus 8 \\
+  mgpu-lab train_multigpu --nnodes 2 --node_rank 0 --num_gpus 8 \\
       --master_addr 10.0.0.1 --master_port 29500 --task Toy-Cartpole-v0
 
   # two nodes, c10d rendezvous (same command on every node)
-  isaaclab train_multigpu --nnodes 2 --num_gpus 8 --rdzv_backend c10d \\
+  mgpu-lab train_multigpu --nnodes 2 --num_gpus 8 --rdzv_backend c10d \\
       --rdzv_endpoint 10.0.0.1:29400 --rdzv_id job42 --task Toy-Cartpole-v0
 
   # skrl with JAX: skrl's own launcher, integer --num_gpus
-  isaaclab train_multigpu --rl_library skrl --ml_framework jax --num_gpus 2 \\
+  mgpu-lab train_multigpu --rl_library skrl --ml_framework jax --num_gpus 2 \\
       --coordinator_address 127.0.0.1:5000 --task Toy-Cartpole-v0
 
 Arguments after a '--' go to train.py untouched; every other unknown argument is checked against
@@ -96,14 +96,14 @@ makes the ranks CPU processes on gloo); --rl_library and train.py's checks do no
 --continue_run and --checkpoint latest are refused (the launcher cannot know the script's checkpoints).
 Each rank starts through a small entry of this package that installs the supervision first: a heartbeat
 on every collective it completes (torch.distributed calls and DDP's gradient all-reduce), the stack
-dump, per-rank timing. The watchdog, isaaclab stacks, isaaclab timing and the failure report then work
+dump, per-rank timing. The watchdog, mgpu-lab stacks, mgpu-lab timing and the failure report then work
 as with train.py; their files go under --job_log_root/train_multigpu/<script>/<time>/.
-  isaaclab train_multigpu --num_gpus 2 --device cpu --train_script my_ddp.py --epochs 3
+  mgpu-lab train_multigpu --num_gpus 2 --device cpu --train_script my_ddp.py --epochs 3
 
 """
 
 
-_usage_error = OneLineErrors("isaaclab train_multigpu")  # argparse's errors: one line, exit 2, no usage block
+_usage_error = OneLineErrors("mgpu-lab train_multigpu")  # argparse's errors: one line, exit 2, no usage block
 
 
 # The literal argparse table stays compact (a few lines an option), as readers and the checker read it.
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     :data:`LAUNCHER_TORCHRUN_GROUP` options are torchrun-only but interpreted by the launcher.
     """
     parser = argparse.ArgumentParser(
-        prog="isaaclab train_multigpu",
+        prog="mgpu-lab train_multigpu",
         description=(
             "Launch scripts/reinforcement_learning/train.py on several GPUs or nodes through torchrun\n"
             "(python -m torch.distributed.run), or through skrl's JAX launcher for\n"

@@ -42,7 +42,7 @@ def reject(
     assert out == "" and "Traceback" not in err
     lines = err.splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith("isaaclab train_multigpu: error: "), lines[0]
+    assert lines[0].startswith("mgpu-lab train_multigpu: error: "), lines[0]
     assert sorted(os.listdir(cwd)) == before, os.listdir(cwd)  # nothing was written
     return lines[0]
 
@@ -73,7 +73,7 @@ def reject(
         (["--nun_gpus", "2"], "train.py: unrecognized arguments: --nun_gpus 2"),
         (["--task", "Nope-v0"], "--task Nope-v0: unknown task 'Nope-v0'"),
         (["--num_envs", "lots"], "train.py: argument --num_envs"),
-        (["--", "--help"], "isaaclab train --help"),
+        (["--", "--help"], "mgpu-lab train --help"),
     ],
 )
 def test_bad_values_are_one_line(tmp_path: Path, args: list[str], names: str, monkeypatch, capsys) -> None:

@@ -146,7 +146,7 @@ def rendezvous_deadline(tmp_path: Path, *args: str) -> str:
     assert proc.returncode == 4, (proc.returncode, err[-3000:])
     assert not [pid for pid in tree if alive(pid)]
     assert "Traceback" not in err
-    errors = [line for line in err.splitlines() if line.startswith("isaaclab train_multigpu: error:")]
+    errors = [line for line in err.splitlines() if line.startswith("mgpu-lab train_multigpu: error:")]
     assert len(errors) == 1 and errors[0] == err.rstrip().splitlines()[-1], err[-3000:]
     assert re.search(r"\[INFO\] launcher: waiting for the rendezvous at .*; \d+ s left", err), err[-3000:]
     return errors[0]

@@ -142,4 +142,4 @@ def test_log_root_is_read_only(tmp_path, library, read_only_dir):
 def test_argparse_errors_are_one_line_with_a_help_pointer(tmp_path, args, expected):
     proc = train(tmp_path, "rsl_rl", *args)
     assert_one_line_error(proc, expected)
-    assert proc.stderr.startswith("isaaclab train: error: ") and proc.stderr.rstrip().endswith("(see --help)")
+    assert proc.stderr.startswith("mgpu-lab train: error: ") and proc.stderr.rstrip().endswith("(see --help)")

@@ -119,7 +119,7 @@ EXAMPLES = REPO / "docs" / "source" / "features" / "examples"
 
 
 def example_commands(path) -> list[list[str]]:
-    """The arguments after ``isaaclab train_multigpu`` on each command line of an example file (shell or
+    """The arguments after ``mgpu-lab train_multigpu`` on each command line of an example file (shell or
     YAML), backslash continuations joined, comments dropped."""
     import re
 
@@ -135,11 +135,11 @@ def example_commands(path) -> list[list[str]]:
         buf = []
     out = []
     for line in logical:
-        if line.lstrip().startswith("#") or not re.search(r"\bisaaclab\s+train_multigpu\b", line):
+        if line.lstrip().startswith("#") or not re.search(r"\bmgpu-lab\s+train_multigpu\b", line):
             continue
         tokens = shlex.split(line, comments=True)
         at = next(
-            i for i, tok in enumerate(tokens) if tok == "isaaclab" and tokens[i + 1 : i + 2] == ["train_multigpu"]
+            i for i, tok in enumerate(tokens) if tok == "mgpu-lab" and tokens[i + 1 : i + 2] == ["train_multigpu"]
         )
         out.append(tokens[at + 2 :])
     return out

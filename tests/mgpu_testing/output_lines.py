@@ -40,7 +40,7 @@ PLAY_HEADER = Template(
 )
 PLAY_SUMMARY = Template("[INFO] return over {N} episodes: mean {N}, std {N}, min {N}, max {N}", "[INFO] return over ")
 NOTHING_LEFT = Template(
-    "isaaclab train_multigpu: error: --checkpoint {P}: already at iteration {N} and --max_iterations {N} counts from "
+    "mgpu-lab train_multigpu: error: --checkpoint {P}: already at iteration {N} and --max_iterations {N} counts from "
     "iteration 0: nothing left to train (--max_iterations is the run's total, not a count added to the resumed "
     "iteration as in Isaac Lab's own train.py: give --max_iterations {N} for {N} more)",
     "nothing left to train (",

@@ -4,13 +4,13 @@ A document marks a quote of what a command prints (a refusal, a verdict, a warni
 command, right before the quote:
 
 - markdown: an HTML comment, on its own line or inline before the quote (a list item, a sentence):
-  ``<!-- output-of: isaaclab train --rl_library rl_games --task Toy-Cartpole-v0 --checkpoint <rsl_rl:Toy-Cartpole-v0> -->``
+  ``<!-- output-of: mgpu-lab train --rl_library rl_games --task Toy-Cartpole-v0 --checkpoint <rsl_rl:Toy-Cartpole-v0> -->``
 - RST: a comment on its own line, or as the first thing of a list item: ``.. output-of: COMMAND``
 
 ``output-of (exit N):`` also states the command's exit status (2 for a refusal).
 
 The marker quotes the *first code* after it (an inline literal or a code block, as the checker's parsers read
-them). The command is what a user types (``isaaclab train``, ``isaaclab train_multigpu``, ``python
+them). The command is what a user types (``mgpu-lab train``, ``mgpu-lab train_multigpu``, ``python
 .../nccl_probe.py``), with placeholders in angle brackets for files the test makes (:data:`PLACEHOLDERS`).
 What the command prints (stdout and stderr) must contain the quote: each line of the quote matches within one
 line of the output, where ``...`` in the quote stands for any text, runs of whitespace count as one

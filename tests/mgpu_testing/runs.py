@@ -8,7 +8,7 @@ through the ``healthy_run`` fixture (``tests/conftest.py``). Tests never change 
 needs to (a resume, a restart) copies the run folder first (:func:`copy_run`).
 
 Each run is the CPU form of a documented command shape (see ``tests/test_skill_commands.py``): for the
-torch libraries ``isaaclab train_multigpu --rl_library L --num_gpus 2 --task Toy-Cartpole-v0`` on one
+torch libraries ``mgpu-lab train_multigpu --rl_library L --num_gpus 2 --task Toy-Cartpole-v0`` on one
 node; for skrl's JAX the two-node form (``--nnodes 2 --node_rank N --coordinator_address ...``, one
 process per node), which is the only JAX launcher shape the docs write.
 """

@@ -5,9 +5,9 @@ Paths come from ``pyproject.toml`` ``[tool.skills-check]`` (keys ``skills``, ``d
 ``tools`` table: command words -> the script or module whose argparse defines them, e.g.
 
     [tool.skills-check.tools]
-    "isaaclab train" = "scripts/reinforcement_learning/train.py"
-    "isaaclab train_multigpu" = { script = "scripts/reinforcement_learning/train_multigpu.py",
-                                  forwards = "isaaclab train", also = ["python -m mgpu_lab.cli train_multigpu"] }
+    "mgpu-lab train" = "scripts/reinforcement_learning/train.py"
+    "mgpu-lab train_multigpu" = { script = "scripts/reinforcement_learning/train_multigpu.py",
+                                  forwards = "mgpu-lab train", also = ["python -m mgpu_lab.cli train_multigpu"] }
 
 ``module = "pkg.cli.train"`` names a module instead of a script (found at ``pkg/cli/train.py``, under
 ``src/`` or ``source/*/`` too); ``forwards`` names the tool that gets the flags this one does not know. Files that cannot be read become findings; only a

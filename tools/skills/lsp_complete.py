@@ -4,7 +4,7 @@
   that check it), ``name`` from the skill's folder name, ``allowed-tools`` from the known tool names,
   ``audience`` and ``status`` from their allowed values;
 - in a ``skills-check:`` comment (markdown, RST, frontmatter): the actions, then the rule codes;
-- in a command of a configured tool (``isaaclab train_multigpu ...`` in a skill or a doc): the tool's flags,
+- in a command of a configured tool (``mgpu-lab train_multigpu ...`` in a skill or a doc): the tool's flags,
   read from its argparse, and the flags of the tool it forwards to.
 
 Pure functions over one document's lines (0-based positions in code points; the server converts from the

@@ -203,7 +203,7 @@ class ArgSpec:
 class Tool:
     """A command the configuration names (``[tool.skills-check.tools]``) and the argparse that defines it."""
 
-    words: tuple[str, ...]  # its command words, e.g. ("isaaclab", "train_multigpu")
+    words: tuple[str, ...]  # its command words, e.g. ("mgpu-lab", "train_multigpu")
     spec: ArgSpec
     forwards: str | None = None  # the tool (its command words) that gets the flags this one does not know
     also: tuple[tuple[str, ...], ...] = ()  # other spellings, e.g. ("python", "-m", "mgpu_lab.cli", "train")

@@ -1,6 +1,6 @@
-"""The ``isaaclab`` command: thin pass-through to the entry scripts.
+"""The ``mgpu-lab`` command: thin pass-through to the entry scripts.
 
-``isaaclab train ARGS``, ``isaaclab train_multigpu ARGS`` and ``isaaclab play ARGS`` run
+``mgpu-lab train ARGS``, ``mgpu-lab train_multigpu ARGS`` and ``mgpu-lab play ARGS`` run
 ``scripts/reinforcement_learning/train.py``, ``train_multigpu.py`` and ``play.py`` with ARGS unchanged: the
 scripts' own argparse is the one truth about their flags (so ``--help`` after a subcommand is the
 script's help). The current process is replaced by the script (``os.execv``), so signals and the
@@ -48,7 +48,7 @@ def _run_script(name: str, args: tuple[str, ...]) -> None:
     path = script_path(name)
     if not path.is_file():
         click.echo(
-            f"error: {path} not found; run `isaaclab` from a source checkout "
+            f"error: {path} not found; run `mgpu-lab` from a source checkout "
             "(`uv sync` installs it in editable mode) or set MGPU_LAB_ROOT to the checkout.",
             err=True,
         )
@@ -68,12 +68,12 @@ _PASS_THROUGH = {
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="mgpu-lab", prog_name="isaaclab")
+@click.version_option(package_name="mgpu-lab", prog_name="mgpu-lab")
 def main() -> None:
     """Train RL policies on one or many GPUs (or CPU ranks for rehearsal).
 
     Every argument after the subcommand is passed unchanged to its entry script; run
-    `isaaclab SUBCOMMAND --help` for the script's own options.
+    `mgpu-lab SUBCOMMAND --help` for the script's own options.
     """
 
 
@@ -136,8 +136,8 @@ def timing(run: str, log_root: str) -> None:
     if folder is None or not lines:
         where = f"under {Path(log_root).resolve()}" if run == "latest" else f"in {run}"
         click.echo(
-            f"isaaclab timing: error: no per-rank timing {where} (ranks record it when started by "
-            "isaaclab train_multigpu)",
+            f"mgpu-lab timing: error: no per-rank timing {where} (ranks record it when started by "
+            "mgpu-lab train_multigpu)",
             err=True,
         )
         sys.exit(2)

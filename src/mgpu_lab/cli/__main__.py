@@ -1,4 +1,4 @@
-"""``python -m mgpu_lab.cli ...`` runs the ``isaaclab`` command."""
+"""``python -m mgpu_lab.cli ...`` runs the ``mgpu-lab`` command."""
 
 from mgpu_lab.cli import main
 

@@ -1,4 +1,4 @@
-"""The exit statuses of ``isaaclab train`` and ``isaaclab train_multigpu`` (one contract) and the error that
+"""The exit statuses of ``mgpu-lab train`` and ``mgpu-lab train_multigpu`` (one contract) and the error that
 means "bad input" (stdlib only; the launcher imports it before anything else).
 
 The same table is in ``docs/source/features/multi_gpu.rst`` and the skill's ``reference.md``; a test

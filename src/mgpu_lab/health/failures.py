@@ -160,7 +160,7 @@ def report(
     world: int | None,
     torchrun_root: int | None,
     *,
-    prog: str = "isaaclab train_multigpu",
+    prog: str = "mgpu-lab train_multigpu",
 ) -> Report | None:
     """The report for a failed job, or None when nothing says which rank failed."""
     refusals = {r: f for r, f in records.items() if f.kind == heartbeat.REFUSED}

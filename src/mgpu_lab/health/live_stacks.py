@@ -7,7 +7,7 @@ How it works:
   signal, a deadline per rank, the frame classification), writes ``stack_rank<R>.txt`` and ``summary.txt`` under
   ``<run folder>/stacks/<stamp>/`` and prints one line per rank: in which collective, outside any, or not
   responding. On CUDA it first asks NCCL's flight recorder to dump (as the watchdog does). The job goes on.
-- ``isaaclab stacks [latest|RUN_DIR]`` (:func:`request`) finds the launcher's pid in the run folder's lock
+- ``mgpu-lab stacks [latest|RUN_DIR]`` (:func:`request`) finds the launcher's pid in the run folder's lock
   (:mod:`mgpu_lab.runs.continue_run`), checks that it is the launcher of that run on this host, sends the signal and
   waits for the new summary with a visible deadline.
 """
@@ -30,7 +30,7 @@ REQUEST_SIGNAL = signal.SIGUSR2
 #: Folder under the run folder that holds one sub-folder per request.
 STACKS_DIR = "stacks"
 SUMMARY = "summary.txt"
-#: How long ``isaaclab stacks`` waits for the launcher's answer by default.
+#: How long ``mgpu-lab stacks`` waits for the launcher's answer by default.
 DEFAULT_TIMEOUT_S = 30.0
 PREFIX = "[INFO] stacks:"
 
@@ -116,7 +116,7 @@ def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None
     return folder
 
 
-# --- isaaclab stacks ------------------------------------------------------------------------------------
+# --- mgpu-lab stacks ------------------------------------------------------------------------------------
 
 
 class RequestError(Exception):
@@ -161,10 +161,10 @@ def launcher_of(run_dir: Path) -> int:
     if lock is None or not continue_run.is_live(lock):
         raise RequestError(f"{run_dir}: no live job writes to it (no {continue_run.LOCK_FILE}, or a stale one)")
     if lock.host != socket.gethostname():
-        raise RequestError(f"{run_dir}: its job runs on host {lock.host}; run isaaclab stacks there")
+        raise RequestError(f"{run_dir}: its job runs on host {lock.host}; run mgpu-lab stacks there")
     if lock.launcher_pid is None:
         raise RequestError(
-            f"{run_dir}: its job was not started by isaaclab train_multigpu, so no launcher can "
+            f"{run_dir}: its job was not started by mgpu-lab train_multigpu, so no launcher can "
             "collect stacks; use py-spy dump --pid PID on each rank instead"
         )
     table = process_table()  # the launcher must be an ancestor of rank 0: never signal a reused pid
@@ -178,14 +178,14 @@ def launcher_of(run_dir: Path) -> int:
 
 
 def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
-    """``isaaclab stacks``: ask the launcher of a live run for every rank's stack; print its summary.
+    """``mgpu-lab stacks``: ask the launcher of a live run for every rank's stack; print its summary.
     0: summary printed; 1: no answer within ``timeout_s``; 2: no live launcher to ask."""
     out = out if out is not None else sys.stdout
     try:
         run_dir = find_run(target, log_root)
         pid = launcher_of(run_dir)
     except RequestError as exc:
-        print(f"isaaclab stacks: error: {exc}", file=sys.stderr)
+        print(f"mgpu-lab stacks: error: {exc}", file=sys.stderr)
         return 2
     base = run_dir / STACKS_DIR
     before = set(os.listdir(base)) if base.is_dir() else set()
@@ -205,7 +205,7 @@ def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
             return 0
         time.sleep(0.1)
     print(
-        f"isaaclab stacks: error: no answer from the launcher (pid {pid}) within {timeout_s:g} s; its "
+        f"mgpu-lab stacks: error: no answer from the launcher (pid {pid}) within {timeout_s:g} s; its "
         "terminal may say why (a rank not training yet answers nothing)",
         file=sys.stderr,
     )

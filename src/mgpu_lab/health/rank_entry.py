@@ -14,8 +14,8 @@ runs, this rank
   completed collective; the beat's iteration counts completed collectives), and closes a timing window
   every :data:`mgpu_lab.health.timing.WINDOW_S` seconds;
 - rank 0 with ``--job_root``: creates the job's records folder ``<DIR>/train_multigpu/<script>/<time>/``
-  (the watchdog's and ``isaaclab stacks``' files, timing, torchrun's failure text) and holds its lock, so
-  ``isaaclab stacks latest`` and ``isaaclab timing latest`` find the job.
+  (the watchdog's and ``mgpu-lab stacks``' files, timing, torchrun's failure text) and holds its lock, so
+  ``mgpu-lab stacks latest`` and ``mgpu-lab timing latest`` find the job.
 
 The script then runs as ``python PATH`` (or ``python -m MODULE``) would run it: ``__main__``, its own
 ``sys.argv``, the script's folder first on ``sys.path``, its exit status. An exception is recorded as this
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from mgpu_lab.health.rank_progress import Supervision
     from mgpu_lab.health.timing import TimingLog
 
-JOB_DIR_KIND = "train_multigpu"  # <job_root>/train_multigpu/<script>/<time>: the layout isaaclab stacks searches
+JOB_DIR_KIND = "train_multigpu"  # <job_root>/train_multigpu/<script>/<time>: the layout mgpu-lab stacks searches
 USAGE = "usage: rank_entry.py [--job_root DIR] (SCRIPT | -m MODULE) [ARGS...]"
 
 
@@ -124,10 +124,10 @@ def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
                 f"[INFO] rank 0: this job's records (watchdog, stacks, timing): {folder}", file=sys.stderr, flush=True
             )
         return continue_run.hold(folder, os.environ.get("MGPU_LAB_JOB_KEY"))
-    except OSError as exc:  # the script still runs: only isaaclab stacks/timing will not find this job
+    except OSError as exc:  # the script still runs: only mgpu-lab stacks/timing will not find this job
         print(
-            f"[WARN] rank 0: no records folder under {job_root} ({exc.strerror or exc}); isaaclab stacks and "
-            "isaaclab timing will not find this job",
+            f"[WARN] rank 0: no records folder under {job_root} ({exc.strerror or exc}); mgpu-lab stacks and "
+            "mgpu-lab timing will not find this job",
             file=sys.stderr,
             flush=True,
         )

@@ -24,7 +24,7 @@ fire on the given global rank at the first training iteration at or after ITER, 
 - ``raise``: the rank raises ``RuntimeError("injected fault ...")``;
 - ``signal``: the rank sends itself signal ARG (a number or a name such as ``SIGTERM``; default SIGKILL);
 - ``slow``: from ITER on, the rank sleeps ARG seconds (default 0.5) at the start of every iteration: a
-  straggler, held slow by the fault itself (``isaaclab timing`` names it).
+  straggler, held slow by the fault itself (``mgpu-lab timing`` names it).
 
 This module imports no torch at load time; ``skip`` imports ``torch.distributed`` when it installs itself.
 """

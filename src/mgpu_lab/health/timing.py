@@ -10,7 +10,7 @@ rank does outside collectives). Ranks learn the run folder from the supervision 
 Ranks run in lockstep, so a slow rank does not look slow in a stack: the others wait for it, in a
 collective. Timing shows it: the slow rank computes most of each window and waits little, its peers
 wait. :func:`verdict` names a rank whose compute share is clearly above the others' in most of its
-windows; ``isaaclab timing`` prints the table and the verdict (:func:`report_lines`). Stdlib only.
+windows; ``mgpu-lab timing`` prints the table and the verdict (:func:`report_lines`). Stdlib only.
 """
 
 from __future__ import annotations

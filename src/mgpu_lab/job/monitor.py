@@ -77,7 +77,7 @@ class JobMonitor:
         self.verdict: str | None = None  # the one-line error printed once the stopped job is gone (its last line)
         self.tail = bytearray()
         self.router = StderrRouter(self._show)
-        self.live_stacks = LiveStacks()  # SIGUSR2: every rank's stack now, the job goes on (isaaclab stacks)
+        self.live_stacks = LiveStacks()  # SIGUSR2: every rank's stack now, the job goes on (mgpu-lab stacks)
 
     def _show(self, data: bytes) -> None:
         if self.outcome is None:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
@@ -131,7 +131,7 @@ class JobMonitor:
             if self.rendezvous.waited(now) >= self.rendezvous.report_every:
                 _say(f"[INFO] launcher: rendezvous complete after {self.rendezvous.waited(now):.0f} s")
         elif event == checks.EXPIRED:
-            self._stop(supervisor, EXIT_RDZV, f"isaaclab train_multigpu: error: {rendezvous.missing(self.config)}")
+            self._stop(supervisor, EXIT_RDZV, f"mgpu-lab train_multigpu: error: {rendezvous.missing(self.config)}")
         elif event == checks.WAITING:
             _say(rendezvous.waiting(self.config, self.rendezvous.left(now)))
         return self.state is State.RUNNING
@@ -264,7 +264,7 @@ class JobEnvironment:
         self.env[heartbeat.SUPERVISE_DIR_ENV] = supervise_dir
         self.env[JOB_KEY_ENV] = self.key
         self.env[supervise.JOB_TAG_ENV] = self.tag
-        self.env[LAUNCHER_PID_ENV] = str(os.getpid())  # rank 0 writes it into the run folder's lock (isaaclab stacks)
+        self.env[LAUNCHER_PID_ENV] = str(os.getpid())  # rank 0 writes it into the run folder's lock (mgpu-lab stacks)
         self.trace: NcclTrace | None = None
         if not config.on_cpu and not config.jax:  # CUDA ranks: PyTorch's NCCL flight recorder for this run
             self.trace = NcclTrace.configure(self.env, config.log_dir or tempfile.gettempdir(), self.key)

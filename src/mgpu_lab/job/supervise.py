@@ -346,7 +346,7 @@ def run_supervised(
                 stderr=subprocess.PIPE if stderr_sink else None,
             )
         except OSError as exc:
-            print(f"isaaclab train_multigpu: error: cannot start {cmd[0]}: {exc}", file=sys.stderr)
+            print(f"mgpu-lab train_multigpu: error: cannot start {cmd[0]}: {exc}", file=sys.stderr)
             return 2, supervisor
         supervisor.started(proc.pid)
         try:

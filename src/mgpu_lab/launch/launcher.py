@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from mgpu_lab.job.config import LaunchConfig
     from mgpu_lab.launch.devices import Inventory
 
-PROG = "isaaclab train_multigpu"
+PROG = "mgpu-lab train_multigpu"
 TORCHRUN_MODULE = "torch.distributed.run"
 JAX_LAUNCHER_MODULE = "skrl.utils.distributed.jax"
 JAX_DEFAULT_COORDINATOR = "127.0.0.1:5000"  # skrl's own default
@@ -192,20 +192,20 @@ def _check_port_free(port: int) -> None:
 def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> argparse.Namespace:
     """The forwarded arguments parsed by train.py's own parser (UsageError for what it refuses)."""
     if any(a in ("-h", "--help") for a in forwarded):
-        raise UsageError("--help after '--' goes to train.py: run isaaclab train --help for its options")
+        raise UsageError("--help after '--' goes to train.py: run mgpu-lab train --help for its options")
     from mgpu_lab.core.source_loader import load_source
 
     # train.py imports no torch up front
     parser = load_source("_mgpu_lab_train_entry", script).build_parser()
 
     def error(message: str) -> None:
-        raise UsageError(f"train.py: {message} (train.py's options: isaaclab train --help)")
+        raise UsageError(f"train.py: {message} (train.py's options: mgpu-lab train --help)")
 
     parser.error = error
     try:
         return parser.parse_args(["--rl_library", rl_library, *forwarded, "--distributed"])
     except SystemExit:  # an action of train.py's parser that exits (version, help): not a training run
-        raise UsageError("train.py's arguments ask it to exit before training; run isaaclab train for that") from None
+        raise UsageError("train.py's arguments ask it to exit before training; run mgpu-lab train for that") from None
 
 
 def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = False) -> None:

@@ -91,7 +91,7 @@ def context_from_env(device: str, distributed: bool) -> DistContext:
     if env is None:
         raise UsageError(
             "--distributed needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE); "
-            "launch with `isaaclab train_multigpu ...` instead"
+            "launch with `mgpu-lab train_multigpu ...` instead"
         )
     local_rank, rank, world = env
     if world < 1 or not (0 <= rank < world) or local_rank < 0:

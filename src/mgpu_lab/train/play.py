@@ -1,4 +1,4 @@
-"""``isaaclab play``: evaluate a trained policy on one device and print the mean and spread of its return.
+"""``mgpu-lab play``: evaluate a trained policy on one device and print the mean and spread of its return.
 
 ``scripts/reinforcement_learning/play.py`` owns the argparse definition and calls :func:`main`. Here: the
 checkpoint (a file, a run folder, or ``latest``: the newest checkpoint of the newest run, as in training), read
@@ -152,13 +152,13 @@ def main(args: Namespace) -> int:
         check_args(args)
         result = play(args)
     except UsageError as exc:
-        sys.stderr.write(f"isaaclab play: error: {exc}\n")
+        sys.stderr.write(f"mgpu-lab play: error: {exc}\n")
         sys.stderr.flush()
         return 2
     except KeyboardInterrupt:  # Ctrl-C: one line and 128 + SIGINT, as the other commands end
         import signal
 
-        sys.stderr.write("isaaclab play: interrupted\n")
+        sys.stderr.write("mgpu-lab play: interrupted\n")
         sys.stderr.flush()
         return 128 + signal.SIGINT
     log_line(result.summary())

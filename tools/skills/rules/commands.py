@@ -1,7 +1,7 @@
 """Which tool a written command line runs, and which argparse spec its flags must satisfy.
 
-Known tools: those ``[tool.skills-check.tools]`` names (this repository's ``isaaclab train_multigpu``,
-whose unknown flags are forwarded to ``isaaclab train``; see loader.py), ``torchrun`` / ``python -m torch.distributed.run`` (torchrun's own
+Known tools: those ``[tool.skills-check.tools]`` names (this repository's ``mgpu-lab train_multigpu``,
+whose unknown flags are forwarded to ``mgpu-lab train``; see loader.py), ``torchrun`` / ``python -m torch.distributed.run`` (torchrun's own
 options, then the script's), ``python -m skrl.utils.distributed.jax`` (skrl's JAX launcher, then the
 script's), and ``python <repo script>.py`` (that script's argparse, read statically). Wrappers
 ``uv run``, ``env``, ``sudo``, ``time``, ``nohup``, ``exec``, ``timeout``, ``srun`` (SLURM) and ``VAR=x``

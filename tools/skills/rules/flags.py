@@ -1,7 +1,7 @@
 """DR3xx: every --flag written in skills and docs belongs to the tool the command line runs.
 
 Scope (so the checker never cries wolf): flags are judged only
-- in command lines of known tools (``isaaclab train_multigpu``/``train``, ``torchrun``,
+- in command lines of known tools (``mgpu-lab train_multigpu``/``train``, ``torchrun``,
   ``python -m torch.distributed.run``, skrl's JAX launcher, ``python <repo script>.py``), in code
   blocks and inline code; and
 - in bare inline code that starts with ``--`` (e.g. `--num_gpus`), which must belong to the launcher,
@@ -62,7 +62,7 @@ PLACEHOLDER_VALUE_RE = re.compile(r"^(?:<[^<>]+>|\$\{?\w+\}?|[A-Z][A-Z0-9_]*|\.\
 NUMBER_RE = re.compile(r"^-\d+(?:\.\d+)?$")
 # words on a line that tie a bare `--flag` to a tool whose options the checker knows
 TOOL_TIE_RE = re.compile(
-    r"launcher|trainer|train_multigpu|train\.py|isaaclab train|torchrun|torch\.distributed\.run"
+    r"launcher|trainer|train_multigpu|train\.py|mgpu-lab train|torchrun|torch\.distributed\.run"
     r"|\bskrl\b",
     re.IGNORECASE,
 )
@@ -290,13 +290,13 @@ def _emit(project: Project, code: str) -> Iterator[Finding]:
     "DR301",
     "unknown-flag",
     profile="drift",
-    cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples",
+    cites="this repository's design (DESIGN.md, Sources of truth): every flag after mgpu-lab train_multigpu/train in examples",
 )
 def unknown_flag(project: Project) -> Iterator[Finding]:
     """A flag in a command line of a known tool is one of that tool's options (launcher flags forward to the trainer).
 
     In a command of a known tool, every flag is one of its options (argparse prefix matching honoured
-    where `allow_abbrev` is on). After `isaaclab train_multigpu`, flags the launcher lacks must be
+    where `allow_abbrev` is on). After `mgpu-lab train_multigpu`, flags the launcher lacks must be
     trainer flags; after a lone `--`, trainer flags only.
     """
     yield from _emit(project, "DR301")
@@ -306,7 +306,7 @@ def unknown_flag(project: Project) -> Iterator[Finding]:
     "DR302",
     "flag-value",
     profile="drift",
-    cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples",
+    cites="this repository's design (DESIGN.md, Sources of truth): every flag after mgpu-lab train_multigpu/train in examples",
 )
 def flag_value(project: Project) -> Iterator[Finding]:
     """A flag that takes a value is given one, and a switch is given none.
@@ -321,7 +321,7 @@ def flag_value(project: Project) -> Iterator[Finding]:
     "DR303",
     "flag-choice",
     profile="drift",
-    cites="this repository's design (DESIGN.md, Sources of truth): every flag after isaaclab train_multigpu/train in examples",
+    cites="this repository's design (DESIGN.md, Sources of truth): every flag after mgpu-lab train_multigpu/train in examples",
 )
 def flag_choice(project: Project) -> Iterator[Finding]:
     """A value given to a flag with choices (`--rl_library`, `--start_method` ...) is one of them.

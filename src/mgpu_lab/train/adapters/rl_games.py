@@ -262,7 +262,7 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     if ctx.distributed and not all(v in os.environ for v in ("LOCAL_RANK", "RANK", "WORLD_SIZE")):
         raise UsageError(
             "rl_games needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE): "
-            "isaaclab train_multigpu --rl_library rl_games ..."
+            "mgpu-lab train_multigpu --rl_library rl_games ..."
         )
     native = ctx.distributed and ctx.is_cuda  # rl_games starts NCCL on cuda:LOCAL_RANK itself
     manual = ctx.distributed and not ctx.is_cuda

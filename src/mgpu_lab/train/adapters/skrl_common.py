@@ -52,12 +52,12 @@ def check_launcher(ctx: DistContext, framework: str) -> None:
     if framework == "jax" and not has_jax:
         raise UsageError(
             "skrl --ml_framework jax needs skrl's JAX launcher (JAX_RANK, JAX_WORLD_SIZE, ...), not torchrun: "
-            "isaaclab train_multigpu --rl_library skrl --ml_framework jax ..."
+            "mgpu-lab train_multigpu --rl_library skrl --ml_framework jax ..."
         )
     if framework == "torch" and not has_torchrun:
         raise UsageError(
             "skrl --ml_framework torch needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE): "
-            "isaaclab train_multigpu --rl_library skrl ..."
+            "mgpu-lab train_multigpu --rl_library skrl ..."
         )
 
 

@@ -132,7 +132,7 @@ class JaxBackend:
         if ctx.distributed and (conf.world_size != ctx.world_size or conf.rank != ctx.rank):
             raise UsageError(
                 f"skrl's JAX config sees rank {conf.rank}/{conf.world_size}, the launcher "
-                f"{ctx.rank}/{ctx.world_size}; launch with isaaclab train_multigpu --ml_framework jax"
+                f"{ctx.rank}/{ctx.world_size}; launch with mgpu-lab train_multigpu --ml_framework jax"
             )
 
     def params(self, agent: Any) -> list[Any]:
