@@ -9,11 +9,12 @@ Three real jobs, each shared by the tests that read it:
 - trained: 3 iterations to the end, exit 0, the run folder where Isaac Lab puts it (``logs/rsl_rl/<experiment>/
   <time>`` under the working directory);
 - broken: the robot's USD removed from the asset root; the launcher's one-line report names the file, quickly;
-- live: a long run; ``python -m mgpu_lab stacks`` while it trains shows Isaac Lab's frames, then SIGINT (Ctrl-C):
+- live: a long run; ``python -m mgpu_lab.cli stacks`` while it trains shows Isaac Lab's frames, then SIGINT (Ctrl-C):
   exit 130 and no process of the job left.
 
 And side by side in the one venv: Isaac Lab's ``isaaclab`` command (``--help``, ``train_multigpu --help``, a short
-training) and this project's (``python -m mgpu_lab``: ``--help``, a short training of its own trainer).
+training) and this project's (``mgpu-lab --help`` and ``python -m mgpu_lab.cli --help``, a short training of its own
+trainer).
 Every wait is for an event (a log line, an exit) with a deadline, never a sleep tuned to this machine.
 """
 
@@ -79,9 +80,9 @@ class Job:
 
 
 def launch(python: Path, *args: str) -> list[str]:
-    """``mgpu-lab train_multigpu`` (as ``python -m mgpu_lab``: the same command, whatever the script's name) on
+    """``mgpu-lab train_multigpu`` (as ``python -m mgpu_lab.cli``: the same command, whatever its console script is named) on
     Isaac Lab's per-rank trainer, one CPU rank, every Isaac Lab option after ``-m`` unchanged."""
-    head = [str(python), "-m", "mgpu_lab", "train_multigpu", "--num_gpus", "1", "--device", "cpu", "-m", TRAINER]
+    head = [str(python), "-m", "mgpu_lab.cli", "train_multigpu", "--num_gpus", "1", "--device", "cpu", "-m", TRAINER]
     return [*head, "--rl_library", "rsl_rl", *CARTPOLE, *args, "agent.device=cpu"]
 
 
@@ -132,7 +133,7 @@ def live(real: Real, trained: Job) -> Job:
                 pytest.fail(f"no second iteration (exit {proc.returncode})\n{proc.stderr.read()[-3000:]}")
             time.sleep(0.1)
         stacks = run(
-            [str(real.python), "-m", "mgpu_lab", "stacks", "latest", "--log_root", "logs", "--timeout", "60"],
+            [str(real.python), "-m", "mgpu_lab.cli", "stacks", "latest", "--log_root", "logs", "--timeout", "60"],
             timeout=120,
             env=real.env(),
             cwd=cwd,
@@ -215,9 +216,10 @@ def test_both_commands_answer_help_in_one_venv(real: Real) -> None:
     multigpu = run([isaaclab, "train_multigpu", "--help"], timeout=120, env=real.env(), cwd=real.base)
     assert multigpu.returncode == 0 and "--nproc_per_node" in multigpu.stdout, multigpu.stderr[-2000:]
     assert "stacks" not in theirs.stdout  # Isaac Lab's own command, not ours
-    ours = run([str(real.python), "-m", "mgpu_lab", "--help"], timeout=120, env=real.env(), cwd=real.base)
-    assert ours.returncode == 0, ours.stderr[-2000:]
-    assert all(word in ours.stdout for word in ("train_multigpu", "stacks", "timing")), ours.stdout
+    for ours_cmd in ([str(real.python.parent / "mgpu-lab")], [str(real.python), "-m", "mgpu_lab.cli"]):
+        ours = run([*ours_cmd, "--help"], timeout=120, env=real.env(), cwd=real.base)
+        assert ours.returncode == 0, ours.stderr[-2000:]
+        assert all(word in ours.stdout for word in ("train_multigpu", "stacks", "timing")), ours.stdout
 
 
 def test_both_commands_train_in_one_venv(real: Real, trained: Job) -> None:  # after `trained`: kernels compiled
@@ -234,7 +236,7 @@ def test_both_commands_train_in_one_venv(real: Real, trained: Job) -> None:  # a
     ours = job(
         real,
         "ours",
-        [str(real.python), "-m", "mgpu_lab", "train", "--task", "Toy-Cartpole-v0", "--device", "cpu"]
+        [str(real.python), "-m", "mgpu_lab.cli", "train", "--task", "Toy-Cartpole-v0", "--device", "cpu"]
         + ["--num_envs", "16", "--max_iterations", "2"],
     )
     assert ours.rc == 0, ours.err[-3000:]

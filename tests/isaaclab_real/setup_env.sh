@@ -38,7 +38,22 @@ if grep -Eq '^isaaclab[[:space:]]*=' "$repo/pyproject.toml"; then
 else
   site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   rm -f "$site/mgpu_lab_src.pth"
-  uv pip install --quiet --python "$py" --no-deps -e "$repo"
+  # skipped when this checkout is already installed editable with every console script pyproject.toml names
+  if ! "$py" - "$repo" "$venv/bin" <<'PY'
+import importlib.metadata as md, json, os, sys, tomllib
+repo, bin_dir = sys.argv[1], sys.argv[2]
+try:
+    url = json.loads(md.distribution("mgpu-lab").read_text("direct_url.json") or "{}")
+except md.PackageNotFoundError:
+    sys.exit(1)
+with open(os.path.join(repo, "pyproject.toml"), "rb") as f:
+    scripts = tomllib.load(f)["project"].get("scripts", {})
+ok = url.get("url") == "file://" + repo and url.get("dir_info", {}).get("editable")
+sys.exit(0 if ok and all(os.path.isfile(os.path.join(bin_dir, s)) for s in scripts) else 1)
+PY
+  then
+    uv pip install --quiet --python "$py" --no-deps -e "$repo"
+  fi
 fi
 # Our runtime's dependencies that Isaac Lab does not bring (torch, numpy and gymnasium are Isaac Lab's pins).
 uv pip install --quiet --python "$py" --compile-bytecode "click>=8.1" "ClusterShell>=1.9"
@@ -48,4 +63,4 @@ if ! grep -q '^from isaaclab\.' "$venv/bin/isaaclab"; then
   echo "setup_env: $venv/bin/isaaclab is not Isaac Lab's console script any more" >&2
   exit 1
 fi
-echo "setup_env: $venv ready (isaaclab $isaaclab_version, mgpu_lab from $repo/src)"
+echo "setup_env: $venv ready (isaaclab $isaaclab_version; this project from $repo/src)"
