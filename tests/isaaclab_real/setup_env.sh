@@ -3,7 +3,9 @@
 #   bash tests/isaaclab_real/setup_env.sh
 # makes (or brings up to date) a Python 3.12 venv at .isaaclab-venv/ (gitignored; MGPU_ISAACLAB_VENV overrides)
 # holding isaaclab==3.0.0 and this project, without replacing Isaac Lab's own `isaaclab` console script.
-# Idempotent: a second run checks and returns in seconds (uv's cache keeps the ~7 GB of wheels).
+# Idempotent: a second run checks and returns in seconds. Measured on 2 cores: uv's cache cold 2 min 37 s (the
+# wheels downloaded, a 7.6 GB venv); cache warm into a new venv (a fresh clone, as in CI) 1 min 56 s of CPU, nearly all
+# of it compiling bytecode (9 min wall on a machine loaded by other jobs); a rerun 1 s (6 s loaded).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 venv="${MGPU_ISAACLAB_VENV:-$repo/.isaaclab-venv}"
