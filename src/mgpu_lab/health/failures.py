@@ -15,8 +15,9 @@ torchrun often blames a rank that was a victim. Here:
 :func:`report` turns that into the launcher's own report: every failed rank with its node and its own last
 error line, which came first (one line when only one rank failed), and whether the failures were only refusals
 of bad input (every rank refusing the same input is said once: "all N ranks refused: ...", or "K of N ranks
-refused: ..." when torchrun stopped the others before they reached the same check). A rank is called a consequence only when
-its failure is a broken collective or a lost peer, or torchrun stopped it after another rank failed.
+refused: ..." when torchrun stopped the others before they reached the same check). A rank is called a
+consequence only when its failure is a broken collective or a lost peer, or torchrun stopped it after another rank
+failed.
 """
 
 from __future__ import annotations
