@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from mgpu_lab.job.config import LaunchConfig
+    from mgpu_lab.launch.any_script import Script
     from mgpu_lab.launch.devices import Inventory
 
 PROG = "mgpu-lab train_multigpu"
@@ -406,6 +407,30 @@ def _check_library_choice(args: argparse.Namespace, jax: bool, torchrun_only: li
         )
 
 
+def _library_given(argv: Sequence[str], value: str) -> str | None:
+    """The launcher's --rl_library when the command line gave it (before any '--'), else None (the default)."""
+    head = list(argv)[: list(argv).index("--")] if "--" in argv else list(argv)
+    return value if any(a == "--rl_library" or a.startswith("--rl_library=") for a in head) else None
+
+
+def _foreign_argv(
+    foreign: Script | None, argv: Sequence[str], args: argparse.Namespace, forwarded: list[str], ranks: int, jax: bool
+) -> tuple[str, ...] | None:
+    """What each rank of a foreign script runs (None for train.py). Isaac Lab's trainer is refused what it would
+    refuse (:func:`~mgpu_lab.launch.any_script.check_isaaclab`) and gets the command line's --rl_library."""
+    from mgpu_lab.launch import any_script
+
+    if foreign is None:
+        return None
+    library = _library_given(argv, args.rl_library)
+    if any_script.is_isaaclab(foreign):
+        on_cpu = (forwarded_value(forwarded, "--device") or "").strip().lower() == "cpu"
+        any_script.check_isaaclab(
+            foreign, forwarded, ranks=ranks, cpu_ranks=on_cpu or args.num_gpus == "cpu", rl_library=library
+        )
+    return tuple(any_script.rank_command(foreign, forwarded, jax=jax, rl_library=library))
+
+
 def _kill_grace(environ: Mapping[str, str]) -> float:
     from mgpu_lab.job.kill_grace import SuperviseError, grace_from_env
 
@@ -455,9 +480,10 @@ def make_config(
     else:
         nproc = resolve_ranks(args.num_gpus, device, on_cpu, devices, jax=jax)
     script = foreign.target if foreign is not None else os.path.realpath(train_script)
+    ranks = world_size(args, nproc, on_cpu, devices, environ)
+    foreign_argv = _foreign_argv(foreign, argv, args, forwarded, ranks, jax)
     if foreign is None:
-        targs = parse_training_args(script, args.rl_library, forwarded)
-        check_training_args(targs, world_size(args, nproc, on_cpu, devices, environ), dry_run=args.dry_run)
+        check_training_args(parse_training_args(script, args.rl_library, forwarded), ranks, dry_run=args.dry_run)
     if args.log_dir is not None:
         _check_log_dir(args.log_dir)
     store = hosts_store(args, environ)
@@ -492,7 +518,7 @@ def make_config(
         dry_run=args.dry_run,
         environ=environ,
         inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices, environ)),
-        foreign_argv=None if foreign is None else tuple(any_script.rank_command(foreign, forwarded, jax=jax)),
+        foreign_argv=foreign_argv,
     )
 
 
