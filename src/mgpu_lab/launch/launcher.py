@@ -21,6 +21,7 @@ import math
 import os
 import re
 import sys
+import time
 
 from mgpu_lab.core.errors import EXIT_OK, EXIT_USAGE, UsageError
 
@@ -428,7 +429,8 @@ def _foreign_argv(
         any_script.check_isaaclab(
             foreign, forwarded, ranks=ranks, cpu_ranks=on_cpu or args.num_gpus == "cpu", rl_library=library
         )
-    return tuple(any_script.rank_command(foreign, forwarded, jax=jax, rl_library=library))
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S") if ranks > 1 else None  # Isaac Lab's run-folder name, one per job
+    return tuple(any_script.rank_command(foreign, forwarded, jax=jax, rl_library=library, run_timestamp=stamp))
 
 
 def _kill_grace(environ: Mapping[str, str]) -> float:
