@@ -87,11 +87,9 @@ def summary_lines(ranks) -> list[str]:
     """One line per rank: where it is (the watchdog's classification)."""
     if not ranks:
         return [f"{PREFIX} no rank of this node is training yet (no heartbeat); ask again once training runs"]
-    return [
-        f"{PREFIX} rank {st.rank}/{st.beat.world_size} (node {st.beat.node}, pid {st.beat.pid}, iteration "
-        f"{st.beat.iteration}): {st.place()}"
-        for st in ranks
-    ]
+    from mgpu_lab.health.watchdog import world_of
+
+    return [f"{PREFIX} {st.heading(world_of(ranks), phase=False)}: {st.place()}" for st in ranks]
 
 
 def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None, out=None) -> Path:
@@ -106,8 +104,7 @@ def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None
     )
     folder = _new_folder(heartbeat.read_run_dir(supervise_dir))
     for st in report.ranks:
-        text = st.stack if st.responding else f"rank {st.rank} (pid {st.beat.pid}) did not answer the stack request\n"
-        atomic_write_bytes(folder / f"stack_rank{st.rank}.txt", text.encode("utf-8"), durable=False)
+        atomic_write_bytes(folder / f"stack_rank{st.rank}.txt", st.stack_text().encode("utf-8"), durable=False)
     lines = summary_lines(report.ranks)
     atomic_write_bytes(folder / SUMMARY, ("\n".join(lines) + "\n").encode("utf-8"), durable=False)  # last: "done"
     for line in lines:
@@ -136,7 +133,9 @@ def live_runs(log_root: str) -> list[Path]:
 
 
 def find_run(target: str, log_root: str) -> Path:
-    if target == "latest":
+    from mgpu_lab.runs.resume import LATEST
+
+    if target == LATEST:
         runs = live_runs(log_root)
         if not runs:
             raise RequestError(

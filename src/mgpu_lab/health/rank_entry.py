@@ -30,6 +30,8 @@ import sys
 if __name__ == "__main__":  # run by path: this folder must not shadow anything; the package's root replaces it
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from mgpu_lab.health import heartbeat  # stdlib only; after the path fix above
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from mgpu_lab.health.collectives import CollectiveTracker
@@ -96,7 +98,7 @@ class Beater:
         self.last = state
         if self.supervision is not None:
             try:
-                self.supervision.beat(state[0], "train", collective=state[1])
+                self.supervision.beat(state[0], heartbeat.Phase.TRAIN, collective=state[1])
             except OSError:
                 pass  # the launcher removed its folder: the job is ending
 
@@ -105,13 +107,12 @@ class Beater:
         self.thread.join(timeout=2.0)
         self.log.close_window()
         if ok and self.supervision is not None:
-            self.supervision.beat(self.tracker.completed, "done")
+            self.supervision.beat(self.tracker.completed, heartbeat.Phase.DONE)
 
 
 def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
     """Rank 0: the job's records folder (a restarted group keeps the first one) and its lock, or None."""
-    from mgpu_lab.health import heartbeat
-    from mgpu_lab.runs import continue_run, run_dir
+    from mgpu_lab.runs import continue_run, resume, run_dir
 
     if supervise_dir is None or job_root is None:
         return None
@@ -123,7 +124,7 @@ def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
             print(
                 f"[INFO] rank 0: this job's records (watchdog, stacks, timing): {folder}", file=sys.stderr, flush=True
             )
-        return continue_run.hold(folder, os.environ.get("MGPU_LAB_JOB_KEY"))
+        return continue_run.hold(folder, os.environ.get(resume.JOB_KEY_ENV))
     except OSError as exc:  # the script still runs: only mgpu-lab stacks/timing will not find this job
         print(
             f"[WARN] rank 0: no records folder under {job_root} ({exc.strerror or exc}); mgpu-lab stacks and "
@@ -153,7 +154,6 @@ def supervised(job_root: str | None, target: str, module: bool, args: list[str])
     """Install supervision, run the script, record how it ended."""
     import socket
 
-    from mgpu_lab.health import heartbeat
     from mgpu_lab.health.collectives import CollectiveTracker
     from mgpu_lab.health.rank_progress import Supervision
     from mgpu_lab.health.timing import TimingLog
@@ -164,7 +164,7 @@ def supervised(job_root: str | None, target: str, module: bool, args: list[str])
     supervision = Supervision(folder, rank, local, world) if folder and os.path.isdir(folder) else None
     if supervision is not None:
         supervision.register_stack_dump()
-        supervision.beat(-1, "start")
+        supervision.beat(-1, heartbeat.Phase.START)
     lock = records_folder(folder, job_root, script_name(target, module)) if rank == 0 else None
     tracker = CollectiveTracker().install()
     beater = Beater(supervision, tracker, TimingLog(tracker, rank, socket.gethostname(), folder))

@@ -231,7 +231,7 @@ class Supervision:
         self.pid = os.getpid()
         self._stack_file: TextIO | None = None
 
-    def beat(self, iteration: int, phase: str, collective: str | None = None) -> None:
+    def beat(self, iteration: int, phase: heartbeat.Phase, collective: str | None = None) -> None:
         heartbeat.write_beat(
             self.folder,
             heartbeat.Beat(
@@ -260,7 +260,9 @@ class Supervision:
             detail = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")[:400]
         heartbeat.write_failure(
             self.folder,
-            heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid, "exception", detail, time.time()),
+            heartbeat.Failure(
+                self.rank, self.local_rank, self.node, self.pid, heartbeat.EXCEPTION, detail, time.time()
+            ),
         )
 
     def record_refusal(self, message: str) -> None:
@@ -294,7 +296,7 @@ class RankProgress:
         """Beat "start", register the stack dump and track collectives for timing (before any process group)."""
         if self.supervision is not None:
             self.supervision.register_stack_dump()
-            self.supervision.beat(-1, "start")
+            self.supervision.beat(-1, heartbeat.Phase.START)
             from mgpu_lab.health.collectives import CollectiveTracker
             from mgpu_lab.health.timing import TimingLog
 
@@ -311,14 +313,14 @@ class RankProgress:
             self.faults.at_iteration(iteration)  # before the beat: a faulty rank stays behind on iterations
         self.iteration = iteration
         if self.supervision is not None:
-            self.supervision.beat(iteration, "train")
+            self.supervision.beat(iteration, heartbeat.Phase.TRAIN)
 
     def done(self) -> None:
         if self.timing is not None and self.iteration >= 0:
             self.timing.close_window(self.iteration)
             self.timing = None
         if self.supervision is not None:
-            self.supervision.beat(self.iteration, "done")
+            self.supervision.beat(self.iteration, heartbeat.Phase.DONE)
 
     def failed(self, exc: BaseException) -> None:
         if self.supervision is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.runs.resume import LATEST
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def check(script: Script, forwarded: list[str], checkpoint: str | None) -> None:
             f"--continue_run with {script.name}: the launcher knows where train.py keeps its runs, not "
             f"where this script does; {resume}"
         )
-    if checkpoint == "latest":
+    if checkpoint == LATEST:
         raise UsageError(
             f"--checkpoint latest with {script.name}: the launcher cannot know where this script keeps "
             f"its checkpoints; give the file, or {resume}"
