@@ -191,6 +191,12 @@ class Supervisor:
                 break
             signal_pids(pids, signal.SIGKILL)
 
+    def kill_ranks(self, pids: Sequence[int]) -> None:
+        """SIGKILL these ranks of the job at once (a rank stopped by SIGSTOP cannot take SIGTERM); a pid that is no
+        process of this job below the launcher is left alone."""
+        own = set(descendants(os.getpid()))
+        signal_pids([p for p in pids if p in own], signal.SIGKILL)
+
     def stop(self, signum: int, grace_s: float | None = None) -> None:
         """Ask the job to stop with ``signum``; SIGKILL everything after the grace period."""
         if grace_s is not None and self.kill_at is None:
