@@ -19,7 +19,7 @@ from mgpu_lab.health import heartbeat
 from mgpu_lab.health.heartbeat import Beat
 from mgpu_lab.health.watchdog import Watchdog
 from mgpu_lab.job import checks
-from mgpu_lab.job.config import LaunchConfig
+from mgpu_lab.job.config import LaunchConfig, read_scheduler_env
 from mgpu_lab.job.monitor import JobEnvironment, JobMonitor, State
 from mgpu_lab.job.nccl_trace import DUMP_ENV, PIPE_ENV, NcclTrace
 
@@ -54,6 +54,7 @@ def launch_config(**given: object) -> LaunchConfig:
         "environ": {},
     }
     values.update(given)
+    values.setdefault("scheduler", read_scheduler_env(values["environ"]))  # type: ignore[arg-type]
     return LaunchConfig(**values)  # type: ignore[arg-type]
 
 

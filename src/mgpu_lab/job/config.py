@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mgpu_lab.runs.resume import JOB_KEY_ENV
+
 TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -19,8 +21,73 @@ DEFAULT_RDZV_TIMEOUT_S = 600.0  # torchrun's own join timeout (static and c10d)
 
 
 @dataclass(frozen=True)
+class SchedulerEnv:
+    """What the launcher uses of torchrun's own ``PET_*`` variables (a Kubernetes PyTorchJob sets them), SLURM's job
+    id and the job key, read once from the environment when the launch is parsed (:func:`read_scheduler_env`);
+    None: not set. Nothing downstream reads these variables again. Each default is here, once (torchrun's own)."""
+
+    nproc_per_node: str | None = None
+    nnodes: str | None = None
+    master_addr: str | None = None
+    master_port: str | None = None
+    rdzv_backend: str | None = None
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+    slurm_job_id: str | None = None
+    job_key: str | None = None
+
+    @property
+    def ranks_per_node(self) -> str:
+        return self.nproc_per_node or "1"
+
+    @property
+    def nodes(self) -> str:
+        return self.nnodes or "1"
+
+    @property
+    def backend(self) -> str:
+        return self.rdzv_backend or "static"
+
+    @property
+    def address(self) -> str:
+        return self.master_addr or "127.0.0.1"
+
+    @property
+    def port(self) -> str:
+        return self.master_port or "29500"
+
+
+#: SchedulerEnv's fields and the variables they come from (the first set wins).
+_VARIABLES = {
+    "nproc_per_node": ("PET_NPROC_PER_NODE",),
+    "nnodes": ("PET_NNODES",),
+    "master_addr": ("PET_MASTER_ADDR",),
+    "master_port": ("PET_MASTER_PORT",),
+    "rdzv_backend": ("PET_RDZV_BACKEND",),
+    "rdzv_endpoint": ("PET_RDZV_ENDPOINT",),
+    "rdzv_id": ("PET_RDZV_ID",),
+    "slurm_job_id": ("SLURM_JOB_ID", "SLURM_JOBID"),
+    "job_key": (JOB_KEY_ENV,),
+}
+
+
+def scheduler_around(environ: Mapping[str, str]) -> bool:
+    """Does a scheduler's environment (SLURM's, or torchrun's own PET_*) say anything to infer from?"""
+    return any(name.startswith(("SLURM_", "PET_")) for name in environ)
+
+
+def read_scheduler_env(environ: Mapping[str, str]) -> SchedulerEnv:
+    """The one read of torchrun's, SLURM's and the launcher's job variables (blank counts as not set)."""
+    values = {}
+    for name, variables in _VARIABLES.items():
+        values[name] = next((environ[v].strip() for v in variables if environ.get(v, "").strip()), None)
+    return SchedulerEnv(**values)
+
+
+@dataclass(frozen=True)
 class LaunchConfig:
-    """One validated launch. ``None`` means "not given" (torchrun's ``PET_*`` environment then applies)."""
+    """One validated launch. ``None`` means "not given" (torchrun's ``PET_*`` environment, in ``scheduler``, then
+    applies)."""
 
     rl_library: str
     #: the arguments train.py gets, as given (a leading ``--`` dropped)
@@ -57,8 +124,10 @@ class LaunchConfig:
     #: seconds between SIGTERM and SIGKILL when the job is stopped (MGPU_LAB_KILL_GRACE_S)
     grace_s: float
     dry_run: bool
-    #: the launcher's environment (the ranks inherit it; PET_* and SLURM_* were read from it)
+    #: the launcher's environment (the ranks inherit it; read only through ``scheduler``, folded at parse time)
     environ: Mapping[str, str] = field(repr=False)
+    #: torchrun's PET_*, SLURM's job id and the job key, read once when the launch was parsed
+    scheduler: SchedulerEnv = SchedulerEnv()
     #: what cluster detection filled in and the /dev/shm warning: lines for stderr (--dry_run included)
     inferred: tuple[str, ...] = ()
     #: what every rank runs for another training script (``--train_script``/``-m``: this package's rank entry

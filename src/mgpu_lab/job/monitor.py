@@ -311,14 +311,12 @@ class JobMonitor:
 
 def job_key(config: LaunchConfig) -> str:
     """A string naming the job across restarts and nodes: the given key, SLURM's job id, the rdzv id, or fresh."""
-    from mgpu_lab.runs.resume import JOB_KEY_ENV
-
-    environ = config.environ
-    if environ.get(JOB_KEY_ENV):
-        return environ[JOB_KEY_ENV]
-    if environ.get("SLURM_JOB_ID"):
-        return f"slurm-{environ['SLURM_JOB_ID']}"
-    rdzv_id = config.rdzv_id or environ.get("PET_RDZV_ID")
+    env = config.scheduler
+    if env.job_key:
+        return env.job_key
+    if env.slurm_job_id:
+        return f"slurm-{env.slurm_job_id}"
+    rdzv_id = config.rdzv_id or env.rdzv_id
     if rdzv_id:
         return f"rdzv-{rdzv_id}"
     return f"job-{os.urandom(6).hex()}"
