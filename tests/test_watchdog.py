@@ -35,6 +35,7 @@ from mgpu_testing.launcher import (
     process_tree,
     start,
     supervise_dirs,
+    torchrun_log_lines,
     wait_until,
 )
 
@@ -130,7 +131,11 @@ def test_rank_hanging_outside_a_collective_is_named(tmp_path: Path) -> None:
     summary = (folder / "summary.txt").read_text().splitlines()
     assert summary and all(line in err for line in summary)
     assert "likely culprit: rank 1" in summary[-1]
-    assert err.rstrip().endswith("[ERROR] watchdog: stopping the job (exit 3)")  # torchrun's shutdown noise stays out
+    # torchrun's shutdown noise stays out, kept in the file the launcher names; only the launcher's lines follow
+    after = err[err.index("[ERROR] watchdog: stopping the job (exit 3)\n") :].splitlines()[1:]
+    assert all(line.startswith(("[WARN] launcher: ", "[INFO] launcher: ")) for line in after), after
+    assert after[-1].startswith("[INFO] launcher: torchrun's own log lines: "), after
+    assert torchrun_log_lines(err) == [] and "closing signal" in Path(after[-1].split(": ", 1)[1]).read_text()
 
 
 @e2e
@@ -202,6 +207,8 @@ def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
     )
     assert rc == 0, err[-3000:]
     assert "[ERROR] watchdog" not in err, err[-3000:]  # (the bare word can be in a path: a checkout named so)
+    assert torchrun_log_lines(err) == [], err[-3000:]  # the restart is said in the launcher's words instead
+    assert "[WARN] launcher: a rank failed; torchrun restarts the worker group (1 of 1 restarts left" in err, err
     # the restarted group ran to the end, on both ranks
     assert sorted(re.findall(r"\[fixture\] rank (\d)/2 attempt 1 done", out)) == ["0", "1"], out[-3000:]
 
@@ -264,6 +271,7 @@ def test_first_failing_rank_is_named_even_when_torchrun_blames_another(tmp_path:
     kept = kept_torchrun_text(err)
     root = kept[kept.index("Root Cause") :]
     assert re.search(r"rank\s*:\s*0 \(local_rank: 0\)", root), root  # torchrun blames rank 0 ...
+    assert torchrun_log_lines(err) == [], err[-3000:]  # its "failed (exitcode ...)" and SIGTERM lines stay out
     last = err.rstrip().splitlines()[-2:]
     assert re.fullmatch(
         r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): "

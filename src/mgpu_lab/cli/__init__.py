@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from mgpu_lab.runs.resume import LATEST
+from mgpu_lab.core.names import LATEST
 
 #: subcommand -> (script path relative to the repository root, one-line help)
 ENTRY_SCRIPTS: dict[str, tuple[str, str]] = {

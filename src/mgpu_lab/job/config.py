@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mgpu_lab.runs.resume import JOB_KEY_ENV
+from mgpu_lab.core.names import JOB_KEY_ENV
 
 TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
 if TYPE_CHECKING:

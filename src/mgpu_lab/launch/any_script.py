@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from mgpu_lab.core.errors import UsageError
-from mgpu_lab.runs.resume import LATEST
+from mgpu_lab.core.names import LATEST
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
