@@ -135,7 +135,7 @@ def test_rank_hanging_outside_a_collective_is_named(tmp_path: Path) -> None:
     after = err[err.index("[ERROR] watchdog: stopping the job (exit 3)\n") :].splitlines()[1:]
     assert all(line.startswith(("[WARN] launcher: ", "[INFO] launcher: ")) for line in after), after
     assert after[-1].startswith("[INFO] launcher: torchrun's own log lines: "), after
-    assert torchrun_log_lines(err) == [] and "closing signal" in Path(after[-1].split(": ", 1)[1]).read_text()
+    assert torchrun_log_lines(err) == [] and "closing signal" in Path(after[-1].rsplit(" ", 1)[1]).read_text()
 
 
 @e2e
@@ -208,7 +208,7 @@ def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
     assert rc == 0, err[-3000:]
     assert "[ERROR] watchdog" not in err, err[-3000:]  # (the bare word can be in a path: a checkout named so)
     assert torchrun_log_lines(err) == [], err[-3000:]  # the restart is said in the launcher's words instead
-    assert "[WARN] launcher: a rank failed; torchrun restarts the worker group (1 of 1 restarts left" in err, err
+    assert err.count("[WARN] launcher: a rank's process was replaced: torchrun restarted the worker group") == 1, err
     # the restarted group ran to the end, on both ranks
     assert sorted(re.findall(r"\[fixture\] rank (\d)/2 attempt 1 done", out)) == ["0", "1"], out[-3000:]
 

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import enum
 import os
-import re
 import shlex
 import signal
 import sys
 from dataclasses import dataclass
 
 from mgpu_lab.core.errors import EXIT_FAILED, EXIT_HANG, EXIT_RDZV, EXIT_USAGE
+from mgpu_lab.health import heartbeat
 from mgpu_lab.job import checks
 from mgpu_lab.job.stderr_route import StderrRouter
 
@@ -46,8 +46,8 @@ TORCHRUN_TEXT = "torchrun_failure.txt"
 TORCHRUN_KEPT = "[ERROR] launcher: torchrun's own report, with each failed rank's traceback:"
 #: The line that names the file on the other paths (hang, interrupt, rendezvous deadline), when torchrun logged.
 TORCHRUN_LOG_KEPT = "[INFO] launcher: torchrun's own log lines:"
-#: torchrun's log line when a worker group failed and it restarts it.
-_RESTART = re.compile(rb"Worker group FAILED\. (\d+)/(\d+) attempts left; will restart worker group")
+#: The launcher's line when torchrun restarted the worker group (torchrun says it only at its INFO level, kept out).
+RESTARTED = "[WARN] launcher: a rank's process was replaced: torchrun restarted the worker group (--max_restarts)"
 #: The longest grace the monitor gives the job when it stops it itself (hang, rendezvous deadline).
 STOP_GRACE_S = 3.0
 
@@ -105,17 +105,23 @@ class JobMonitor:
         self.verdict: str | None = None  # the one-line error printed once the stopped job is gone (its last line)
         self.outcome: Outcome | None = None  # the terminal state, once the job is gone
         self.tail = bytearray()
-        self.router = StderrRouter(self._show, on_log=self._on_torchrun_log)
+        self.router = StderrRouter(self._show)
+        self._pids: dict[int, int] = {}  # each rank's process, as its beats name it
+        self._replaced: set[int] = set()  # ranks whose process was replaced since the group last restarted
         self.live_stacks = LiveStacks()  # SIGUSR2: every rank's stack now, the job goes on (mgpu-lab stacks)
 
-    def _on_torchrun_log(self, line: bytes) -> None:
-        """torchrun's own log line (kept out of the terminal): a restart of the worker group is said in our words."""
-        found = _RESTART.search(line)
-        if found is not None:
-            _say(
-                f"[WARN] launcher: a rank failed; torchrun restarts the worker group ({found[1].decode()} of "
-                f"{found[2].decode()} restarts left, --max_restarts)"
-            )
+    def _note_restart(self, beats: dict[int, heartbeat.Beat]) -> None:
+        """Say once per restart, in the launcher's words, that torchrun restarted the worker group: a rank's beat
+        names a new process."""
+        for rank, beat in beats.items():
+            old = self._pids.get(rank)
+            self._pids[rank] = beat.pid
+            if old is not None and old != beat.pid and rank not in self._replaced:
+                if not self._replaced:
+                    _say(RESTARTED)
+                self._replaced.add(rank)
+        if self._replaced and self._replaced >= set(beats):  # every rank runs in the new group now
+            self._replaced.clear()
 
     def _show(self, data: bytes) -> None:
         if self.state is not State.STOPPING:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
@@ -133,8 +139,6 @@ class JobMonitor:
     def tick(self, supervisor: Supervisor, now: float) -> None:
         import time
 
-        from mgpu_lab.health import heartbeat
-
         self.router.release_stale()
 
         if self.live_stacks.collect_if_requested(self.dir, now, self._request_nccl_dumps) and self.trace:
@@ -147,6 +151,7 @@ class JobMonitor:
         ):
             return
         self.liveness.poll(beats, time.time())
+        self._note_restart(beats)
         if self.failure_file.poll():
             _say("[ERROR] launcher: a JAX rank failed; stopping the other ranks")
             self._stop(supervisor, None, None, grace_s=None)
@@ -193,7 +198,6 @@ class JobMonitor:
         return any(needle in words and words != own for words in map(procs.cmdline, procs.descendants(pid)))
 
     def _on_hang(self, supervisor: Supervisor, now: float) -> None:
-        from mgpu_lab.health import heartbeat
         from mgpu_lab.health.watchdog import stall_words, write_report
 
         fired = self.watchdog.fired
@@ -289,7 +293,6 @@ class JobMonitor:
         import tempfile
 
         from mgpu_lab.core.atomic import atomic_write_bytes
-        from mgpu_lab.health import heartbeat
 
         text = self.router.kept()
         if not text:
@@ -328,7 +331,6 @@ class JobEnvironment:
     def __init__(self, config: LaunchConfig, supervise_dir: str) -> None:
         import tempfile
 
-        from mgpu_lab.health import heartbeat
         from mgpu_lab.job import supervise
         from mgpu_lab.job.nccl_trace import NcclTrace
         from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV

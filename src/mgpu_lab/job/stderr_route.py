@@ -14,8 +14,7 @@ much at most.
 
 torchrun's own log lines (its logger's ``W1204 12:00:00.000000 4959 .../api.py:123] ...`` format: workers sent
 SIGTERM, a worker failed, the group restarted, a death signal received) never reach the terminal either: they are
-kept in :attr:`StderrRouter.logged`, which the launcher writes into the same file as the traceback; a restart of
-the worker group is said in the launcher's own words (the ``on_log`` callback sees every such line). Stdlib only.
+kept in :attr:`StderrRouter.logged`, which the launcher writes into the same file as the traceback. Stdlib only.
 """
 
 from __future__ import annotations
@@ -66,15 +65,9 @@ class StderrRouter:
     such a traceback.
     """
 
-    def __init__(
-        self,
-        write: Callable[[bytes], object],
-        clock: Callable[[], float] = time.monotonic,
-        on_log: Callable[[bytes], object] | None = None,
-    ) -> None:
+    def __init__(self, write: Callable[[bytes], object], clock: Callable[[], float] = time.monotonic) -> None:
         self.write = write
         self.clock = clock
-        self.on_log = on_log
         self.diverted = bytearray()
         self.logged = bytearray()  # torchrun's own log lines, kept out of the terminal
         self._pending = b""  # the start of a line that may begin a traceback
@@ -140,8 +133,6 @@ class StderrRouter:
         if self._held is None and TORCHRUN_LOG.match(line) is not None:
             self.logged += line
             del self.logged[: -(1 << 20)]  # the last MiB: a long job's log stays bounded
-            if self.on_log is not None:
-                self.on_log(line)
             return
         if self._held is not None:
             held, self._held = self._held, None
