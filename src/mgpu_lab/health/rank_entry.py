@@ -10,8 +10,8 @@ runs, this rank
 - registers the stack dump on the launcher's signal and beats ``start`` (:class:`~mgpu_lab.health.rank_progress.
   Supervision`, the built-in trainer's own);
 - installs the :class:`~mgpu_lab.health.collectives.CollectiveTracker`: a daemon thread beats each time the
-  count of completed collectives or the collective the rank is in changes (phase ``train`` from the first
-  completed collective; the beat's iteration counts completed collectives), and closes a timing window
+  count of collectives (:meth:`~mgpu_lab.health.collectives.CollectiveTracker.progress`) or the collective the rank
+  is in changes (phase ``train`` from the first collective; the beat's iteration counts them), and closes a timing window
   every :data:`mgpu_lab.health.timing.WINDOW_S` seconds;
 - rank 0 with ``--job_root``: creates the job's records folder ``<DIR>/train_multigpu/<script>/<time>/``
   (the watchdog's and ``mgpu-lab stacks``' files, timing, torchrun's failure text) and holds its lock, so
@@ -92,7 +92,7 @@ class Beater:
                 self.log.close_window()
 
     def beat_if_changed(self) -> None:
-        state = (self.tracker.completed, self.tracker.inside)
+        state = (self.tracker.progress(), self.tracker.inside)
         if state == self.last or state[0] == 0 and state[1] is None:
             return
         self.last = state
@@ -107,7 +107,7 @@ class Beater:
         self.thread.join(timeout=2.0)
         self.log.close_window()
         if ok and self.supervision is not None:
-            self.supervision.beat(self.tracker.completed, heartbeat.Phase.DONE)
+            self.supervision.beat(self.tracker.progress(), heartbeat.Phase.DONE)
 
 
 def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
