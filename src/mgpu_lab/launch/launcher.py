@@ -216,7 +216,7 @@ def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = F
         train_checks.check_continue_run(targs, folder=False)
         targs = type(targs)(**{**vars(targs), "continue_run": None})
     train_checks.check_args(targs, ranks)
-    from mgpu_lab.runs.resume import LATEST
+    from mgpu_lab.core.names import LATEST
 
     if targs.checkpoint is not None and targs.checkpoint != LATEST:
         # torch, no RL library: only when a checkpoint is given

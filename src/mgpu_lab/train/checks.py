@@ -36,7 +36,7 @@ def check_seed(seed: int, ranks: int) -> None:
 
 def check_checkpoint_path(checkpoint: str | None) -> None:
     """--checkpoint names an existing regular file (or is ``latest``)."""
-    from mgpu_lab.runs.resume import LATEST
+    from mgpu_lab.core.names import LATEST
 
     if checkpoint is None or checkpoint == LATEST:
         return
@@ -129,7 +129,7 @@ def check_resume(targs: Namespace, *, dry_run: bool = False) -> str | None:
     folder); a given path's iteration is read either way. Imports torch and the RL library's adapter, which
     knows its checkpoint files; only when a checkpoint is given.
     """
-    from mgpu_lab.runs.resume import LATEST
+    from mgpu_lab.core.names import LATEST
 
     if targs.checkpoint is None or targs.continue_run is not None or (dry_run and targs.checkpoint == LATEST):
         return None
