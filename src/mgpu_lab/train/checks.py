@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from mgpu_lab.core.errors import UsageError
 
@@ -156,7 +155,7 @@ def check_resume(targs: Namespace, *, dry_run: bool = False) -> str | None:
         path = str(found[1])
         check_checkpoint(path, targs.rl_library, targs.ml_framework, targs.task)
     else:
-        path = str(Path(targs.checkpoint).resolve())
+        path = os.path.realpath(targs.checkpoint)  # (no pathlib: the launcher's --dry_run imports this module)
     start = adapter.checkpoint_iteration(path, cfg)
     if start >= cfg.max_iterations:
         raise nothing_left(f"--checkpoint {path}:", start, cfg.max_iterations)
