@@ -12,6 +12,7 @@ from mgpu_testing import REPO
 SRC = REPO / "src" / "mgpu_lab"
 CHECKER = REPO / "tools" / "skills"
 SCRIPTS = REPO / "scripts" / "reinforcement_learning"
+PROBE = REPO / "skills" / "user" / "train-multi-gpu" / "scripts"  # the NCCL probe: standalone, same rules
 LONGEST = 80
 
 
@@ -38,6 +39,8 @@ def _literal_argparse_builder(node: ast.FunctionDef | ast.AsyncFunctionDef) -> b
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name):  # a hook, e.g. parser.error = f
             continue
         call = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id.endswith("Parser"):
+            continue  # the parser itself, of a class of the script's own (the probe's one-line-error parser)
         if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
             return False
         if call.func.attr not in (
@@ -56,7 +59,7 @@ def _literal_argparse_builder(node: ast.FunctionDef | ast.AsyncFunctionDef) -> b
 def test_no_function_over_80_lines() -> None:
     long = {
         (path, name): length
-        for root in (SRC, CHECKER, SCRIPTS)
+        for root in (SRC, CHECKER, SCRIPTS, PROBE)
         for path, name, length, node in _functions(root)
         if length > LONGEST and not _literal_argparse_builder(node)
     }
