@@ -12,7 +12,10 @@ Ranks on this machine (``torch.multiprocessing``), each timing, alternately in r
 cuda``: NCCL, one rank per GPU, run with world size 1 and then with every visible GPU (when more than one), MLP
 64-256-256-1, a batch of 4096 (the issue's small policy network); each timing ends with a
 ``torch.cuda.synchronize()``. Targets on CUDA (issue 36): DDP step ratio at most 1.03, the small all_reduce at
-most 5 us over the bare one. ``--no_beats`` leaves the heartbeat thread out (the tracker alone). Prints the
+most 5 us over the bare one. First, in this process and without any backend, the tracker's own per-call Python work: its wrapper around a
+no-op collective against the no-op (best of 7 repeats, so a loaded machine barely moves it).
+
+``--no_beats`` leaves the heartbeat thread out (the tracker alone). Prints the
 median per-call time of each, the ratio tracked / bare and the difference.
 
 Usage: ``uv run python benchmarks/bench_collectives.py [--device cpu|cuda] [--calls N] [--rounds R]``.
@@ -139,6 +142,25 @@ def report(world: int, found: dict[int, dict[str, float]], device: str) -> None:
             )
 
 
+def per_call_work(device: str) -> None:
+    """The wrapper's Python work per call, on a tensor of ``device`` (CUDA: with the timing events it samples)."""
+    import timeit
+
+    import torch
+
+    from mgpu_lab.health.collectives import CollectiveTracker
+
+    tracker = CollectiveTracker()
+    tracker._cuda_possible = device == "cuda"
+    noop = lambda tensor, op=None, group=None, async_op=False: None  # the collective's signature
+    wrapped = tracker._wrap("all_reduce", noop)
+    t = torch.ones(256, device=device)
+    n = 20000 if device == "cuda" else 200000
+    bare = min(timeit.repeat(lambda: noop(t), number=n, repeat=7)) / n
+    tracked = min(timeit.repeat(lambda: wrapped(t), number=n, repeat=7)) / n
+    print(f"{device} tracker per call: {(tracked - bare) * 1e9:.0f} ns of Python work (wrapper around a no-op)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="gloo on CPU, or NCCL on the GPUs")
@@ -146,6 +168,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10, help="rounds, each order alternating (default: 10)")
     parser.add_argument("--no_beats", action="store_true", help="the tracker alone, without the heartbeat thread")
     args = parser.parse_args()
+    per_call_work(args.device)
     if args.device == "cpu":
         report(2, run(2, args), "cpu")
         return 0
