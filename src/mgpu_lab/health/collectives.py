@@ -57,14 +57,14 @@ class _CudaSpans:
         self.lock = threading.Lock()
 
     def start(self) -> Any:
-        import torch
+        import torch  # torch: this module loads without it (the launcher side reads its path)
 
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
 
     def end(self, start: Any, weight: int = 1) -> None:
-        import torch
+        import torch  # torch: as above
 
         event = torch.cuda.Event(enable_timing=True)
         event.record()
@@ -109,7 +109,7 @@ class CollectiveTracker:
     # --- installing ----------------------------------------------------------------------------------
     def install(self) -> CollectiveTracker:
         """Wrap every collective of ``torch.distributed`` and hook DDP (imports torch)."""
-        import torch
+        import torch  # torch: only when a rank installs the tracker
         import torch.distributed as tdist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -172,7 +172,7 @@ class CollectiveTracker:
         group's sequence number where that is further (DDP's C++ reduction on CUDA advances only that)."""
         group = self._group
         if group is None:
-            import torch.distributed as tdist
+            import torch.distributed as tdist  # torch: as above
 
             if not tdist.is_initialized():
                 return self.completed
@@ -219,7 +219,7 @@ class CollectiveTracker:
                 if (
                     getattr(module, "device_type", "cpu") != "cuda"
                 ):  # on CUDA the stock C++ reduction stays: progress() sees it
-                    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+                    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # torch: as above
 
                     module.register_comm_hook(module.process_group, default_hooks.allreduce_hook)
             return forward(module, *args, **kwargs)

@@ -30,13 +30,17 @@ import sys
 if __name__ == "__main__":  # run by path: this folder must not shadow anything; the package's root replaces it
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mgpu_lab.health import heartbeat  # stdlib only; after the path fix above
+import runpy
+import socket
+import threading
+import time
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from mgpu_lab.health.collectives import CollectiveTracker
-    from mgpu_lab.health.rank_progress import Supervision
-    from mgpu_lab.health.timing import TimingLog
+# no torch at module level in any of these (torch comes with the collective tracker's install); after the path fix
+from mgpu_lab.health import heartbeat
+from mgpu_lab.health.collectives import CollectiveTracker
+from mgpu_lab.health.rank_progress import Supervision
+from mgpu_lab.health.timing import WINDOW_S, TimingLog
+from mgpu_lab.runs import continue_run, resume, run_dir
 
 JOB_DIR_KIND = "train_multigpu"  # <job_root>/train_multigpu/<script>/<time>: the layout mgpu-lab stacks searches
 USAGE = "usage: rank_entry.py [--job_root DIR] (SCRIPT | -m MODULE) [ARGS...]"
@@ -72,7 +76,6 @@ class Beater:
     def __init__(
         self, supervision: Supervision | None, tracker: CollectiveTracker, log: TimingLog, poll_s: float = 0.1
     ) -> None:
-        import threading
 
         self.supervision, self.tracker, self.log, self.poll_s = supervision, tracker, log, poll_s
         self.stop = threading.Event()
@@ -80,9 +83,6 @@ class Beater:
         self.thread = threading.Thread(target=self._run, name="mgpu_lab-collective-beats", daemon=True)
 
     def _run(self) -> None:
-        import time
-
-        from mgpu_lab.health.timing import WINDOW_S
 
         next_window = time.monotonic() + WINDOW_S
         while not self.stop.wait(self.poll_s):
@@ -112,7 +112,6 @@ class Beater:
 
 def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
     """Rank 0: the job's records folder (a restarted group keeps the first one) and its lock, or None."""
-    from mgpu_lab.runs import continue_run, resume, run_dir
 
     if supervise_dir is None or job_root is None:
         return None
@@ -137,7 +136,6 @@ def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
 
 def run_target(target: str, module: bool, args: list[str]) -> int:
     """Run the script as ``python target args`` (or ``python -m target args``) would; return its exit status."""
-    import runpy
 
     if module:
         sys.argv = [target, *args]  # run_module puts the module's file in argv[0]
@@ -152,11 +150,6 @@ def run_target(target: str, module: bool, args: list[str]) -> int:
 
 def supervised(job_root: str | None, target: str, module: bool, args: list[str]) -> int:
     """Install supervision, run the script, record how it ended."""
-    import socket
-
-    from mgpu_lab.health.collectives import CollectiveTracker
-    from mgpu_lab.health.rank_progress import Supervision
-    from mgpu_lab.health.timing import TimingLog
 
     env = os.environ
     rank, local, world = int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0")), int(env.get("WORLD_SIZE", "1"))
@@ -194,7 +187,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
-    from torch.distributed.elastic.multiprocessing.errors import record
+    from torch.distributed.elastic.multiprocessing.errors import record  # torch: only once the arguments parse
 
     status = record(supervised)(job_root, target, module, args)
     return status if status is not None else 0

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mgpu_lab.health import heartbeat
+from mgpu_lab.runs.resume import restart_count
 
 FAULT_KINDS = ("hang", "skip", "raise", "signal", "slow")
 SLOW_DEFAULT_S = 0.5
@@ -124,8 +125,6 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
 
 def first_attempt(environ: Mapping[str, str] = os.environ) -> bool:
     """True unless torchrun says this is a restarted worker group (an unreadable count is no first attempt)."""
-    from mgpu_lab.runs.resume import restart_count
-
     try:
         return restart_count(environ) == 0
     except ValueError:
@@ -164,7 +163,7 @@ class SkipCollective:
     originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
     def install(self) -> None:
-        import torch.distributed as tdist
+        import torch.distributed as tdist  # torch: only for the skip fault
 
         for name in heartbeat.COLLECTIVES:
             original = getattr(tdist, name, None)
@@ -297,7 +296,7 @@ class RankProgress:
         if self.supervision is not None:
             self.supervision.register_stack_dump()
             self.supervision.beat(-1, heartbeat.Phase.START)
-            from mgpu_lab.health.collectives import CollectiveTracker
+            from mgpu_lab.health.collectives import CollectiveTracker  # only under the launcher's supervision
             from mgpu_lab.health.timing import TimingLog
 
             self.timing = TimingLog(CollectiveTracker().install(), self.rank, self.node, self.supervision.folder)

@@ -22,23 +22,33 @@ hang, interrupt, restart).
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import json
 import os
 import shlex
+import shutil
 import signal
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 
+from mgpu_lab.core import procs
+from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.errors import EXIT_FAILED, EXIT_HANG, EXIT_RDZV, EXIT_USAGE
-from mgpu_lab.health import heartbeat
-from mgpu_lab.job import checks
+from mgpu_lab.core.names import JOB_KEY_ENV
+from mgpu_lab.health import failures, heartbeat
+from mgpu_lab.health.live_stacks import LiveStacks
+from mgpu_lab.health.watchdog import Watchdog, stall_words, write_report
+from mgpu_lab.job import checks, rendezvous, supervise
+from mgpu_lab.job.nccl_trace import NcclTrace
 from mgpu_lab.job.stderr_route import StderrRouter
+from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from mgpu_lab.health import failures
     from mgpu_lab.job.config import LaunchConfig
-    from mgpu_lab.job.nccl_trace import NcclTrace
     from mgpu_lab.job.supervise import Supervisor
 
 #: File name of torchrun's own failure text in the run folder, and the report line that says where it is.
@@ -88,8 +98,6 @@ class JobMonitor:
     def __init__(
         self, config: LaunchConfig, supervise_dir: str, *, start: float, error_file: str | None, trace: NcclTrace | None
     ) -> None:
-        from mgpu_lab.health.live_stacks import LiveStacks
-        from mgpu_lab.health.watchdog import Watchdog
 
         self.config = config
         self.dir = supervise_dir
@@ -137,7 +145,6 @@ class JobMonitor:
         del self.tail[:-262144]
 
     def tick(self, supervisor: Supervisor, now: float) -> None:
-        import time
 
         self.router.release_stale()
 
@@ -168,7 +175,6 @@ class JobMonitor:
 
     def _rendezvous(self, supervisor: Supervisor, now: float, *, joined: bool) -> bool:
         """Poll the deadline; True once the ranks joined (the state is RUNNING)."""
-        from mgpu_lab.job import rendezvous
 
         event = self.rendezvous.poll(now, joined)
         if event == checks.JOINED:
@@ -189,7 +195,6 @@ class JobMonitor:
         A worker is a descendant whose command line names the script and is not torchrun's own: torchrun's command
         line names the script too, and so does a child it forks before that child runs a program (torch forks
         helpers on its own, during its rendezvous as well), until the child runs one."""
-        from mgpu_lab.core import procs
 
         if pid is None:
             return False
@@ -198,7 +203,6 @@ class JobMonitor:
         return any(needle in words and words != own for words in map(procs.cmdline, procs.descendants(pid)))
 
     def _on_hang(self, supervisor: Supervisor, now: float) -> None:
-        from mgpu_lab.health.watchdog import stall_words, write_report
 
         fired = self.watchdog.fired
         seconds = fired.seconds if fired is not None else self.config.hang_timeout
@@ -232,7 +236,6 @@ class JobMonitor:
             self.trace.request_dumps()
 
     def failure_report(self) -> failures.Report | None:
-        from mgpu_lab.health import failures, heartbeat
 
         exits, root = failures.parse_torchrun_summary(self.tail.decode("utf-8", errors="replace"))
         beats = heartbeat.read_beats(self.dir)
@@ -268,7 +271,6 @@ class JobMonitor:
 
     def _failed(self, rc: int, job: JobEnvironment) -> Outcome:
         """The failure report: which ranks failed, which first, where torchrun's own text went."""
-        from mgpu_lab.health import failures
 
         report = self.failure_report()
         lines = report.lines if report is not None else []
@@ -290,9 +292,6 @@ class JobMonitor:
     def keep_launcher_text(self, key: str) -> str | None:
         """Write torchrun's diverted failure text to the run folder (else --log_dir, else the temp folder);
         return where, or None when there was none."""
-        import tempfile
-
-        from mgpu_lab.core.atomic import atomic_write_bytes
 
         text = self.router.kept()
         if not text:
@@ -329,12 +328,6 @@ class JobEnvironment:
     """The ranks' environment for one job, and what the monitor needs to know about it."""
 
     def __init__(self, config: LaunchConfig, supervise_dir: str) -> None:
-        import tempfile
-
-        from mgpu_lab.job import supervise
-        from mgpu_lab.job.nccl_trace import NcclTrace
-        from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
-        from mgpu_lab.runs.resume import JOB_KEY_ENV
 
         self.key = job_key(config)
         self.tag = os.path.basename(supervise_dir)
@@ -354,12 +347,6 @@ class JobEnvironment:
 
 def run_job(config: LaunchConfig, cmd: list[str]) -> int:
     """Run the job under supervision and a watchdog; return the launcher's exit status."""
-    import contextlib
-    import shutil
-    import tempfile
-    import time
-
-    from mgpu_lab.job import supervise
 
     with contextlib.ExitStack() as cleanup:
         supervise_dir = tempfile.mkdtemp(prefix="mgpu_lab_supervise_")
@@ -397,7 +384,6 @@ def _jax_failure(error_file: str) -> str | None:
             text = fh.read()
     except OSError:
         return None
-    import json
 
     try:
         message = json.loads(text)["message"]

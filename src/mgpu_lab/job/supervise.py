@@ -49,7 +49,7 @@ def _prctl():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        import ctypes
+        import ctypes  # Linux only, and only for the supervisor's two prctl calls
 
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -270,7 +270,7 @@ def _watch(
     parent_pid: int,
 ) -> None:
     """Until the job is gone: hand its stderr to the sink, tick, escalate, and notice a vanished parent."""
-    import select
+    import select  # only while a job runs
 
     err_fd = proc.stderr.fileno() if proc.stderr is not None and stderr_sink is not None else None
     next_tick = time.monotonic()
@@ -323,7 +323,7 @@ def run_supervised(
     it to the console). The status is the job's, 128 + N when it died of signal N, or 128 + N when the
     launcher got stop signal N; 2 when the command could not start.
     """
-    import subprocess
+    import subprocess  # only while a job runs: the janitor and the tests import this module without it
 
     prctl = _prctl()
     if prctl is not None:
