@@ -573,3 +573,58 @@ def test_faulthandler_text_is_located() -> None:
     collective, caller = locate(main_thread(threads))
     assert collective == "all_reduce"
     assert caller == Frame("/repo/src/mgpu_lab/train/adapters/rsl_rl.py", 120, "_reduce_grads")
+
+
+# ---------------------------------------------------------------------------------------------- whose processes
+
+
+def sleeper() -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "120"])
+
+
+def test_a_beat_naming_a_process_outside_the_job_leaves_it_running(tmp_path: Path) -> None:
+    """The watchdog's launcher is ``root``; a beat names a process that is not below it (a crafted or stale record):
+    it is never signalled (SIGUSR1's default action would end it) and the report says so."""
+    launcher, unrelated = sleeper(), sleeper()
+    try:
+        dog = Watchdog(tmp_path, 10, 600, root=launcher.pid)
+        beat_as(tmp_path, 0, "train", 3, pid=unrelated.pid)
+        assert not dog.check(0.0) and dog.check(10.0)
+        report = dog.diagnose(10.0, stack_wait_s=0.0)
+        assert unrelated.poll() is None  # still running: never signalled
+        assert report.ranks[0].place() == (
+            f"not signalled: pid {unrelated.pid}, named by its beat record, is no process of this job "
+            "(a stale or foreign record)"
+        )
+    finally:
+        for proc in (launcher, unrelated):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_beat_naming_a_reused_pid_leaves_that_process_running(tmp_path: Path, other_rank: int) -> None:
+    """The pid is this launcher's child, but not the process that wrote the beat (another start time)."""
+    reused = sleeper()
+    try:
+        started = procs.start_time(reused.pid)
+        assert started is not None
+        heartbeat.write_beat(tmp_path, Beat(0, 0, 2, "n", reused.pid, 3, "train", time.time(), None, started - 1))
+        beat_as(tmp_path, 1, "train", 3, pid=other_rank)
+        dog = Watchdog(tmp_path, 10, 600)
+        assert not dog.check(0.0)
+        assert not dog.check(1.0)  # not the process that beat: gone, as far as the clock goes (once)
+        assert dog.check(11.0)
+        report = dog.diagnose(11.0, stack_wait_s=0.0)
+        assert reused.poll() is None
+        assert "a reused pid: another process, started at another time" in report.ranks[0].place()
+        assert "(a stale or foreign record)" in report.ranks[0].place()
+    finally:
+        reused.kill()
+        reused.wait()
+
+
+def test_a_beat_carries_its_process_start_time(tmp_path: Path) -> None:
+    from mgpu_lab.health.rank_progress import Supervision
+
+    Supervision(str(tmp_path), 0, 0, 1).beat(2, heartbeat.Phase.TRAIN)
+    assert heartbeat.read_beats(tmp_path)[0].started == procs.start_time(os.getpid())

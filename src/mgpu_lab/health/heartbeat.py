@@ -112,6 +112,8 @@ class Beat:
     #: the collective this rank is inside, when its tracker saw it enter one and not leave (None: outside any, or
     #: not tracked); lets the watchdog see a wait that leaves no torch.distributed frame in the stack (DDP's)
     collective: str | None = None
+    #: the process's start time (:func:`mgpu_lab.core.procs.start_time`): a reused pid is never taken for the rank
+    started: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "phase", Phase(self.phase))
@@ -180,6 +182,10 @@ def _optional_str(value: object) -> str | None:
     return None if value is None else _str(value)
 
 
+def _optional_int(value: object) -> int | None:
+    return None if value is None else _int(value)
+
+
 def _number(value: object) -> float:
     if type(value) not in (int, float):
         raise Unreadable(f"{value!r} is not a number")
@@ -207,6 +213,7 @@ _SCHEMA: dict[type, dict[str, object]] = {
         "phase": _enum(Phase),
         "time": _number,
         "collective": _optional_str,
+        "started": _optional_int,
     },
     Failure: {
         "rank": _count,

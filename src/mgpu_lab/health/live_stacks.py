@@ -153,7 +153,7 @@ def launcher_of(run_dir: Path) -> int:
     """The pid of the launcher whose job writes ``run_dir`` on this host (RequestError otherwise)."""
     import socket
 
-    from mgpu_lab.core.procs import alive, process_table
+    from mgpu_lab.core.procs import alive, owner, process_table, start_time
     from mgpu_lab.runs import continue_run
 
     lock = continue_run.read_lock(run_dir)
@@ -167,12 +167,21 @@ def launcher_of(run_dir: Path) -> int:
             "collect stacks; use py-spy dump --pid PID on each rank instead"
         )
     table = process_table()  # the launcher must be an ancestor of rank 0: never signal a reused pid
-    pid, seen = lock.pid, set()
+    pid, seen = table.get(lock.pid), {lock.pid}  # rank 0 itself is no launcher
     while pid in table and pid not in seen and pid != lock.launcher_pid:
         seen.add(pid)
         pid = table[pid]
     if pid != lock.launcher_pid or not alive(pid):
-        raise RequestError(f"{run_dir}: its launcher (pid {lock.launcher_pid}) is gone; the job is ending")
+        raise RequestError(
+            f"{run_dir}: its lock names launcher pid {lock.launcher_pid}, which is no ancestor of its rank 0 (pid "
+            f"{lock.pid}): the job is ending, or the lock is stale or foreign; nothing signalled"
+        )
+    for who, named, started in (("rank 0", lock.pid, lock.started), ("launcher", pid, lock.launcher_started)):
+        if (started is not None and start_time(named) != started) or owner(named) != os.getuid():
+            raise RequestError(
+                f"{run_dir}: its lock's {who} (pid {named}) is another process now (a reused pid, or another "
+                "user's): the lock is stale or foreign; nothing signalled"
+            )
     return lock.launcher_pid
 
 

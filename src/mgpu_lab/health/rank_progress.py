@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from mgpu_lab.core import procs
 from mgpu_lab.health import heartbeat
 from mgpu_lab.runs.resume import restart_count
 
@@ -228,6 +229,7 @@ class Supervision:
         self.rank, self.local_rank, self.world_size = rank, local_rank, world_size
         self.node = socket.gethostname()
         self.pid = os.getpid()
+        self.started = procs.start_time(self.pid)  # with the pid in every beat: the launcher signals only this process
         self._stack_file: TextIO | None = None
 
     def beat(self, iteration: int, phase: heartbeat.Phase, collective: str | None = None) -> None:
@@ -243,6 +245,7 @@ class Supervision:
                 phase,
                 time.time(),
                 collective,
+                self.started,
             ),
         )
 

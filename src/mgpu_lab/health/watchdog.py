@@ -97,6 +97,7 @@ class RankState:
     beat: heartbeat.Beat | None
     unusable: heartbeat.Unusable | None = None
     gone: bool = False  # the pid its beat names is not running
+    foreign: str | None = None  # why the pid its beat names is not provably this job's (then it is never signalled)
     responding: bool = True
     stopped: bool = False  # stopped by a signal (SIGSTOP, or a debugger): it can answer nothing, not even SIGTERM
     stack: str = ""
@@ -125,6 +126,11 @@ class RankState:
             return f"unusable record ({self.unusable.reason}); counted as no progress"
         if self.gone and self.beat is not None:
             return f"not responding (pid {self.beat.pid}, named by its beat record, is not running)"
+        if self.foreign is not None and self.beat is not None:
+            return (
+                f"not signalled: pid {self.beat.pid}, named by its beat record, is {self.foreign} "
+                "(a stale or foreign record)"
+            )
         if self.stopped:
             return "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)"
         if not self.responding:
@@ -238,8 +244,11 @@ class Watchdog:
     """Tracks heartbeats in ``folder``; fires when none changed for the limit that applies (see :func:`limits`):
     the start-up limit while some rank has not begun training, else the training limit ``timeout_s``."""
 
-    def __init__(self, folder: str | os.PathLike, timeout_s: float, startup_s: float) -> None:
+    def __init__(
+        self, folder: str | os.PathLike, timeout_s: float, startup_s: float, *, root: int | None = None
+    ) -> None:
         self.folder = Path(folder)
+        self.root = os.getpid() if root is None else root  # the launcher: only its job's processes are signalled
         self.training, self.startup = limits(timeout_s, startup_s)
         self.seen: dict[int, object] = {}
         self.last_progress: float | None = None  # monotonic time of the last change; None before any beat
@@ -286,7 +295,9 @@ class Watchdog:
             return False
         if not state or self.last_progress is None or self.training is None:
             return False
-        newly_gone = {b.pid for b in beats.values() if b.pid not in self.gone and not procs.alive(b.pid)}
+        newly_gone = {
+            b.pid for b in beats.values() if b.pid not in self.gone and not procs.same_process(b.pid, b.started)
+        }
         if newly_gone:
             # a rank's process is gone: torchrun stops or restarts the group (a new attempt's ranks beat
             # afresh), so the clock starts again, once per process: a record naming a dead pid holds it no longer
@@ -309,8 +320,11 @@ class Watchdog:
         sizes = {r: _size(heartbeat.stack_path(self.folder, r)) for r in states}
         for r, st in states.items():
             pid = beats[r].pid
-            if not procs.alive(pid):  # a record naming a process that is gone: nothing to ask
+            why = procs.not_the_jobs(pid, beats[r].started, root=self.root)
+            if why == "not running":  # a record naming a process that is gone: nothing to ask
                 st.responding, st.gone = False, True
+            elif why is not None:  # never signal what is not provably the job's (a reused pid, a crafted record)
+                st.responding, st.foreign = False, why
             elif procs.stopped(pid):  # it cannot run its handler: waiting for its stack would gain nothing
                 st.responding, st.stopped = False, True
             else:
