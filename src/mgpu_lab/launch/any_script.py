@@ -22,6 +22,7 @@ import os
 import re
 
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.core.names import LATEST
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def check(script: Script, forwarded: list[str], checkpoint: str | None) -> None:
             f"--continue_run with {script.name}: the launcher knows where train.py keeps its runs, not "
             f"where this script does; {resume}"
         )
-    if checkpoint == "latest":
+    if checkpoint == LATEST:
         raise UsageError(
             f"--checkpoint latest with {script.name}: the launcher cannot know where this script keeps "
             f"its checkpoints; give the file, or {resume}"
