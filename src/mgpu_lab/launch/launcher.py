@@ -443,11 +443,12 @@ def make_config(
     if "--" in forwarded:  # the separator argparse stopped at; train.py must not see it
         forwarded.remove("--")
     passthrough = group_dests(parser, TORCHRUN_GROUP)
-    from mgpu_lab.launch import any_script
+    from mgpu_lab.launch import any_script, script_check
 
     foreign = any_script.from_args(args)  # --train_script / -m: forwarded arguments go to that script unchecked
     if foreign is not None:
         any_script.check(foreign, forwarded, forwarded_value(forwarded, "--checkpoint"))
+        script_check.preflight(foreign.target, foreign.module, args.train_script, environ)
     jax = args.rl_library == "skrl" and forwarded_value(forwarded, "--ml_framework") == "jax"
     device = forwarded_value(forwarded, "--device")
     on_cpu = device is not None and device.strip().lower() == "cpu"
