@@ -20,6 +20,7 @@ import stat
 import sys
 
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.core.safe_read import kind_of, read_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,31 +30,6 @@ if TYPE_CHECKING:
 MAX_COMPILE_BYTES = 32 * 1024 * 1024
 _ELF = b"\x7fELF"
 _ZIP = b"PK\x03\x04"  # python runs a zip archive's __main__.py
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def _read(path: str, limit: int) -> bytes:
-    """At most ``limit`` bytes of a regular file, opened without blocking."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise IsADirectoryError(path)  # replaced between the stat and the open
-        chunks, left = [], limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _compile(source: bytes, path: str, shown: str, flag: str) -> None:
@@ -79,15 +55,14 @@ def script_file(path: str, flag: str) -> None:
     except OSError as exc:
         raise UsageError(f"{flag}: cannot be read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
-        raise UsageError(f"{flag}: {kind}, not a Python script file")
+        raise UsageError(f"{flag}: {kind_of(st.st_mode)}, not a Python script file")
     try:
-        head = _read(path, 4)
+        head, _ = read_regular(path, 4)
         if head == _ELF:
             raise UsageError(f"{flag}: an executable binary (ELF), not a Python script; run it without the launcher")
         if head == _ZIP or head == importlib.util.MAGIC_NUMBER or st.st_size > MAX_COMPILE_BYTES:
             return  # a zip archive or compiled bytecode runs as is; a huge file is left to the ranks
-        source = _read(path, MAX_COMPILE_BYTES)
+        source, _ = read_regular(path, MAX_COMPILE_BYTES)
     except OSError as exc:
         raise UsageError(f"{flag}: cannot be read ({exc.strerror or exc})") from None
     if b"\0" in source:
@@ -127,7 +102,7 @@ def _extends_path(spec: importlib.machinery.ModuleSpec) -> bool:
     if not origin.endswith(".py") or not os.path.isfile(origin):
         return True  # compiled or generated: cannot tell without running it
     try:
-        return b"__path__" in _read(origin, MAX_COMPILE_BYTES)
+        return b"__path__" in read_regular(origin, MAX_COMPILE_BYTES)[0]
     except OSError:
         return True
 
