@@ -281,7 +281,7 @@ def run_job(config: LaunchConfig, cmd: list[str]) -> int:
     import tempfile
     import time
 
-    from mgpu_lab.job import supervise
+    from mgpu_lab.job import job_cgroup, supervise
 
     with contextlib.ExitStack() as cleanup:
         supervise_dir = tempfile.mkdtemp(prefix="mgpu_lab_supervise_")
@@ -293,6 +293,7 @@ def run_job(config: LaunchConfig, cmd: list[str]) -> int:
             )
         _say(f"[INFO] launcher: {shlex.join(cmd)}")
         cleanup.callback(supervise.dismiss_janitor, supervise.start_janitor(job.tag, config.grace_s))
+        cleanup.enter_context(job_cgroup.confined(job.tag))  # daemons with a cleared environment included
         monitor = JobMonitor(config, supervise_dir, start=time.monotonic(), error_file=job.error_file, trace=job.trace)
         monitor.live_stacks.install()
         cleanup.callback(monitor.live_stacks.restore)
