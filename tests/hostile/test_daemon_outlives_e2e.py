@@ -56,6 +56,8 @@ def test_a_daemon_with_a_cleared_environment_dies_with_a_killed_launcher(tmp_pat
         assert daemon in tree  # reparented to the launcher (a subreaper) ...
         assert os.getsid(daemon) != os.getsid(proc.pid)  # ... in a session of its own
         assert b"MGPU_LAB_JOB_TAG" not in Path(f"/proc/{daemon}/environ").read_bytes()  # without the job's tag
+        cgroup = next(line[3:] for line in Path(f"/proc/{daemon}/cgroup").read_text().splitlines() if line[:3] == "0::")
+        assert Path(cgroup).name.startswith(job_cgroup.PREFIX), cgroup  # born in the job's own cgroup
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)  # not communicate(): a surviving daemon would hold its pipes open
         deadline = time.monotonic() + 20
@@ -63,7 +65,10 @@ def test_a_daemon_with_a_cleared_environment_dies_with_a_killed_launcher(tmp_pat
             time.sleep(0.1)
         assert not alive(daemon), "the daemon outlived the launcher"
         assert not [p for p in tree if alive(p)]
-        assert not list(Path(job_cgroup._own_cgroup() or "/nonexistent").glob(f"{job_cgroup.PREFIX}*{proc.pid}*"))
+        gone = time.monotonic() + 10
+        while time.monotonic() < gone and (Path(job_cgroup._own_cgroup() or "/") / Path(cgroup).name).exists():
+            time.sleep(0.1)
+        assert not (Path(job_cgroup._own_cgroup() or "/") / Path(cgroup).name).exists()  # removed by its janitor
     finally:
         kill_group(proc)
         for pipe in (proc.stdout, proc.stderr):
