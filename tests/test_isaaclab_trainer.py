@@ -126,7 +126,19 @@ def test_gpu_ranks_without_distributed_are_refused(capsys) -> None:
         "train_multigpu adds it to every rank)"
     )
     cmd = command("--num_gpus", "2", "-m", MODULE, "--rl_library", "rsl_rl", *CARTPOLE, "--distributed")
-    assert tail(cmd)[-1] == "--distributed"
+    assert tail(cmd)[-2] == "--distributed"
+
+
+def test_several_ranks_share_one_run_folder_name() -> None:
+    """Isaac Lab's trainer names its run folder after the time, per rank: several ranks get one
+    ``--run_timestamp`` from the launcher (as from Isaac Lab's own), unless the command line gives one."""
+    import re
+
+    cmd = command("--num_gpus", "2", "-m", MODULE, *CARTPOLE, "--distributed")
+    assert tail(cmd)[:-1] == ["-m", MODULE, *CARTPOLE, "--distributed"]
+    assert re.fullmatch(r"--run_timestamp=\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", tail(cmd)[-1]), tail(cmd)
+    given = command("--num_gpus", "2", "-m", MODULE, *CARTPOLE, "--distributed", "--run_timestamp", "mine")
+    assert tail(given) == ["-m", MODULE, *CARTPOLE, "--distributed", "--run_timestamp", "mine"]
 
 
 def test_one_gpu_rank_needs_no_distributed() -> None:

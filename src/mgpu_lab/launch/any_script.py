@@ -22,6 +22,7 @@ import os
 import re
 
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.core.names import LATEST
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def check(script: Script, forwarded: list[str], checkpoint: str | None) -> None:
             f"--continue_run with {script.name}: the launcher knows where train.py keeps its runs, not "
             f"where this script does; {resume}"
         )
-    if checkpoint == "latest":
+    if checkpoint == LATEST:
         raise UsageError(
             f"--checkpoint latest with {script.name}: the launcher cannot know where this script keeps "
             f"its checkpoints; give the file, or {resume}"
@@ -130,12 +131,19 @@ def check_isaaclab(
         )
 
 
-def rank_command(script: Script, forwarded: list[str], *, jax: bool, rl_library: str | None = None) -> list[str]:
+def rank_command(
+    script: Script, forwarded: list[str], *, jax: bool, rl_library: str | None = None, run_timestamp: str | None = None
+) -> list[str]:
     """What torchrun starts on each rank: the rank entry around the script (skrl's JAX launcher: the script itself,
     since JAX ranks make no torch.distributed collectives to track). ``rl_library`` (the ``--rl_library`` the
-    command line gave) goes first to Isaac Lab's trainer, whose own option it is; never to another script."""
-    if rl_library is not None and is_isaaclab(script):
-        forwarded = ["--rl_library", rl_library, *forwarded]
+    command line gave) goes first to Isaac Lab's trainer, whose own option it is; never to another script.
+    ``run_timestamp`` (a job of several ranks) goes last to Isaac Lab's trainer unless the command line gave one,
+    as Isaac Lab's own launcher does: each rank names its run folder after it, so all of them share one."""
+    if is_isaaclab(script):
+        if rl_library is not None:
+            forwarded = ["--rl_library", rl_library, *forwarded]
+        if run_timestamp is not None and not _given(forwarded, "--run_timestamp"):
+            forwarded = [*forwarded, f"--run_timestamp={run_timestamp}"]
     if jax:
         if script.module:
             raise UsageError("-m with skrl's JAX launcher: give --train_script PATH")
