@@ -9,10 +9,9 @@ import os
 import shutil
 from pathlib import Path
 
-import cli
-import fix
 import pytest
 from mgpu_testing.checker import DEMO, MGPU, REF, check, edit, make_tree
+from skills_check import cli, fix
 
 SHM_ROW = (
     "   * - ``Error while creating shared memory segment`` in a container\n"

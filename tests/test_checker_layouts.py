@@ -16,12 +16,12 @@ import os
 import shutil
 from pathlib import Path
 
-import cli
 import pytest
-from loader import load_project
 from mgpu_testing import REPO
 from mgpu_testing.checker import check, edit
-from rules.registry import GENERIC, HOUSE
+from skills_check import cli
+from skills_check.loader import load_project
+from skills_check.rules.registry import GENERIC, HOUSE
 
 FIXTURES = REPO / "tests" / "fixtures" / "checker"
 LAYOUTS = FIXTURES / "layouts"
