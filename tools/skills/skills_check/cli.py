@@ -200,6 +200,7 @@ class _Scope(NamedTuple):
     select: list[str]
     ignore: list[str]
     use_cache: bool
+    why: str = "the defaults"  # why these profiles: --profile, [tool.skills-check] profiles, --select, the defaults
 
     def load(self) -> Any:
         """The project under the root; launchers and scripts are read only when a drift rule runs."""
@@ -226,7 +227,48 @@ class _Outcome(NamedTuple):
     summary: Any  # report.Summary
 
 
+class _Tee:
+    """stderr, remembering what was written (for the JSON of an outcome that has no report)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.text = stream, []  # type: ignore[var-annotated]
+
+    def write(self, text: str) -> int:
+        self.text.append(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def _check(args: argparse.Namespace) -> int:
+    """``check``; with ``--format json`` stdout holds one JSON object whatever the outcome: a check that
+    stops before its report (no skill found, a usage or setup error) writes one saying why, unchecked."""
+    if args.format != "json":
+        return _check_report(args)
+    tee, real = _Tee(sys.stderr), sys.stderr
+    sys.stderr = tee
+    try:
+        rc = _check_report(args)
+    finally:
+        sys.stderr = real
+    if not _REPORTED:
+        import json
+
+        why = " ".join("".join(tee.text).split()) or f"stopped with exit status {rc}"
+        summary = {"errors": 0, "warnings": 0, "skills": 0, "rst_files": 0, "text": why, "checked": False}
+        sys.stdout.write(
+            json.dumps({"findings": [], "summary": summary, "notes": [], "fixes": [], "exit": rc}, indent=2)
+        )
+        sys.stdout.write("\n")
+    return rc
+
+
+_REPORTED: list[bool] = []  # a report (or its warm replay) was written to stdout in this process
+
+
+def _check_report(args: argparse.Namespace) -> int:
+    _REPORTED.clear()
     if not args.root.strip():
         print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
         return 2
@@ -254,6 +296,7 @@ def _check(args: argparse.Namespace) -> int:
         )
         hit = results.lookup()
         if hit is not None:
+            _REPORTED.append(True)
             sys.stdout.write(hit["stdout"])
             sys.stderr.write(hit["stderr"])
             return hit["rc"]
@@ -280,7 +323,7 @@ def _check(args: argparse.Namespace) -> int:
         findings, notes = stage(outcome.project, outcome.findings, read, write_to, recorded)
         outcome.summary.notes += notes
         outcome = outcome._replace(findings=findings)
-    return _report(args, scope.rules, outcome, results)
+    return _report(args, scope, outcome, results)
 
 
 def _scope(
@@ -304,7 +347,36 @@ def _scope(
         chosen = in_profiles(rules, chosen_profiles(given, configured))
     except ProfileError as exc:
         raise SetupError(str(exc)) from exc
-    return _Scope(root, overrides, chosen, {r.code for r in rules}, select, ignore, use_cache=not args.no_cache)
+    why = (
+        "--profile"
+        if args.profile is not None
+        else "[tool.skills-check] profiles"
+        if configured is not None
+        else "--select"
+        if select
+        else "the defaults"
+    )
+    return _Scope(root, overrides, chosen, {r.code for r in rules}, select, ignore, not args.no_cache, why)
+
+
+def _rule_sets(scope: _Scope, project: Any) -> list[dict[str, object]]:
+    """Each profile: whether it ran and why (for drift, the inputs it found)."""
+    from .rules.registry import HOUSE, PROFILES
+
+    ran = {r.profile for r in scope.rules}
+    out: list[dict[str, object]] = []
+    for name in PROFILES:
+        if name not in ran:
+            why = "house conventions, not adopted" if name in HOUSE and scope.why == "the defaults" else scope.why
+            out.append({"name": name, "ran": False, "why": why})
+            continue
+        entry: dict[str, object] = {"name": name, "ran": True, "why": scope.why}
+        if name == "drift":
+            from .rules.found import drift_inputs
+
+            entry["found"] = drift_inputs(project)
+        out.append(entry)
+    return out
 
 
 def _run_check(args: argparse.Namespace, scope: _Scope) -> _Outcome | int:
@@ -349,16 +421,18 @@ def _fix(args: argparse.Namespace, scope: _Scope, ignores: Any, outcome: _Outcom
     return _Outcome(project, *scope.run(project, ignores), summary)
 
 
-def _report(args: argparse.Namespace, rules: list[Any], outcome: _Outcome, results: Any) -> int:
+def _report(args: argparse.Namespace, scope: _Scope, outcome: _Outcome, results: Any) -> int:
     """Write the report and the notes; store them for a warm replay when ``results`` (a ResultCache) is given."""
     from .output.report import exit_code, render
 
     project, summary = outcome.project, outcome.summary
     summary.skills, summary.rst = len(project.skills), len(project.rst)
+    summary.rule_sets = _rule_sets(scope, project)
     summary.notes = project.notes + project.drift_notes + summary.notes + [n for n in (outcome.hidden.note(),) if n]
-    out = render(args.format, outcome.findings, summary, rules)
+    out = render(args.format, outcome.findings, summary, scope.rules)
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""
     rc = exit_code(outcome.findings, args.strict)
+    _REPORTED.append(True)
     sys.stdout.write(out)
     sys.stderr.write(err)
     if results is not None:
@@ -394,7 +468,9 @@ def _route(args: argparse.Namespace) -> int:
     top = ranking[0]
     if top.score < limit:
         print(f"(the top score is under the routing threshold {limit:g}: a should-not case scoring this low passes)")
-    print("a lexical stand-in for an agent's choice (BM25 over name and description; see tools/skills/skills_check/routing.py)")
+    print(
+        "a lexical stand-in for an agent's choice (BM25 over name and description; see tools/skills/skills_check/routing.py)"
+    )
     return 0
 
 

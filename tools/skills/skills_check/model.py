@@ -247,6 +247,8 @@ class Project:
     trainer: ArgSpec | None = None
     torchrun: ArgSpec | None = None  # kept beside the checker (known_tools.json), never read from a .venv
     tools: dict[str, Tool] = field(default_factory=dict)  # configured command words -> tool (see loader)
+    # command words -> why the tool is checked (found by the tree's layout); configured tools are not listed
+    tool_sources: dict[str, str] = field(default_factory=dict)
     jax_launcher: ArgSpec | None = None  # skrl's JAX launcher (known_tools.json)
     aliases: dict[str, str] = field(default_factory=dict)  # .agents/skills/<name> -> link target
     # ("" when the entry is a real directory, not a link; a Windows checkout's one-line file gives its text)

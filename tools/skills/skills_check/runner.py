@@ -55,7 +55,7 @@ class ProfileError(ValueError):
 
 def chosen_profiles(given: list[str] | None, configured: object) -> list[str] | None:
     """The profiles to run: ``given`` (a flag) wins over ``configured`` (``[tool.skills-check] profiles``);
-    neither: the generic profiles (``rules.registry.GENERIC``: the spec, Claude's guidance, links), so a
+    neither: the generic profiles (``rules.registry.GENERIC``: the spec, Claude's guidance, links, drift), so a
     tree that never adopted this repository's conventions is not held to them. ProfileError for a
     malformed or unknown choice."""
     chosen = given
@@ -119,7 +119,11 @@ def run_rules(
             where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
             findings.append(
                 problem(
-                    "IN090", "tools/skills/skills_check/rules", 1, 1, f"rule {r.code} failed: {type(exc).__name__}: {exc}{where}"
+                    "IN090",
+                    "tools/skills/skills_check/rules",
+                    1,
+                    1,
+                    f"rule {r.code} failed: {type(exc).__name__}: {exc}{where}",
                 )
             )
     seen: set[tuple] = set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import posixpath
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,12 @@ def _module_path(root: Path, project: Project, module: str) -> str:
             if cand in project.files:
                 return cand
     return f"{rel_path}.py"
+
+
+def _find_module(root: Path, project: Project, module: str) -> str | None:
+    """``_module_path`` where the file is in the tree, else None."""
+    path = _module_path(root, project, module)
+    return path if path in project.files else None
 
 
 def _load_tools(root: Path, config: dict[str, Any], project: Project, cache: ParseCache) -> None:
@@ -85,7 +92,10 @@ def _argspec(relpath: str, text: str, helper_texts: list[str], cache: ParseCache
 
 
 def _load_launchers(root: Path, config: dict[str, Any], project: Project, cache: ParseCache) -> None:
-    """The launcher's and trainer's argparse, the configured tools' and the known tools' (torchrun, JAX)."""
+    """The launcher's and trainer's argparse, the configured tools' and the known tools' (torchrun, JAX);
+    without configured tools, the tools of Isaac Lab's layout where the tree has it."""
+    if not config.get("tools"):
+        _isaaclab_tools(root, project, cache)
     for key in ("launcher", "trainer"):
         if not _config_path_ok(root, config, key, project):
             setattr(project, key, ArgSpec(path=str(config[key])))
@@ -96,6 +106,8 @@ def _load_launchers(root: Path, config: dict[str, Any], project: Project, cache:
         )
         if default_absent:  # a layout without this script (e.g. upstream Isaac Lab has no launcher)
             setattr(project, key, ArgSpec(path=str(config[key])))
+            if project.tool_sources:  # its commands are found by its layout instead
+                continue
             project.drift_notes.append(
                 f"no {key} at {config[key]} (set [tool.skills-check] {key} to check one): flags "
                 "written for it are not judged"
@@ -119,3 +131,78 @@ def _load_launchers(root: Path, config: dict[str, Any], project: Project, cache:
             f"{known_tools.SPEC_FILE.name} is missing beside the checker: torchrun and skrl's "
             "JAX launcher options not checked"
         )
+
+
+# Isaac Lab's layout (its repository: source/<pkg>/<pkg>/...; an installed wheel: <pkg>/...), found without
+# configuration: `isaaclab train_multigpu` is a parser that ``isaaclab/cli/multigpu.py`` builds over the
+# ``MultiGpuLauncherCfg`` that ``isaaclab_rl/entrypoints/multigpu.py`` makes; the flags it does not know go
+# to the per-rank trainer, `isaaclab train`, whose options are those its entry points and the simulation
+# launcher add (each backend adds its own: the union is what a quoted flag may be).
+ISAACLAB_LAUNCHER = ("isaaclab.cli.multigpu", "isaaclab_rl.entrypoints.multigpu", "MultiGpuLauncherCfg")
+ISAACLAB_TRAINER = ("isaaclab_rl.entrypoints", "isaaclab_physx.app.kit_launcher", "isaaclab.app.app_launcher")
+
+
+def _isaaclab_tools(root: Path, project: Project, cache: ParseCache) -> None:
+    """`isaaclab train_multigpu` and `isaaclab train` where the tree is laid out like Isaac Lab's."""
+    builder_mod, entry_mod, cls = ISAACLAB_LAUNCHER
+    builder = _find_module(root, project, builder_mod)
+    entry = _find_module(root, project, entry_mod)
+    if not builder or not entry:
+        return
+    from ..parsers import configured
+
+    builder_text, entry_text = read_text(root, builder)[0], read_text(root, entry)[0]
+    if not isinstance(builder_text, str) or not isinstance(entry_text, str):
+        return
+    spec = load_argspec(root, builder, cache)
+
+    def resolve(name: str) -> Any:
+        value = configured.module_constant(entry_text, name)
+        source = configured.imported_from(entry_text, name)
+        if value is configured.UNKNOWN and source:
+            path = _find_module(root, project, source)
+            text = read_text(root, path)[0] if path else None
+            value = configured.module_constant(text, name) if isinstance(text, str) else configured.UNKNOWN
+        return value
+
+    defaults = configured.config_classes(builder_text).get(cls)
+    made = configured.instance_values(entry_text, cls, defaults or {}, resolve) if defaults is not None else []
+    if made:
+        spec = configured.apply_config(copy.deepcopy(spec), builder_text, cls, made[0][1])
+    project.tools["isaaclab train_multigpu"] = Tool(
+        ("isaaclab", "train_multigpu"), spec, "isaaclab train", (("python", "-m", "isaaclab", "train_multigpu"),)
+    )
+    project.tool_sources["isaaclab train_multigpu"] = f"Isaac Lab's layout: {builder} over {cls} in {entry}"
+    trainer = _union(root, project, cache, ISAACLAB_TRAINER)
+    if trainer is not None:
+        project.tools["isaaclab train"] = Tool(
+            ("isaaclab", "train"), trainer, None, (("python", "-m", "isaaclab", "train"),)
+        )
+        project.tool_sources["isaaclab train"] = (
+            f"Isaac Lab's layout: the options its entry points add ({trainer.path})"
+        )
+
+
+def _union(root: Path, project: Project, cache: ParseCache, modules: tuple[str, ...]) -> ArgSpec | None:
+    """One spec holding the options of every file of the modules (a package: every .py under it)."""
+    files: list[str] = []
+    for module in modules:
+        path = _find_module(root, project, module)
+        if not path:
+            continue
+        if path.endswith("/__init__.py"):
+            folder = path[: -len("__init__.py")]
+            files += sorted(p for p in project.files if p.startswith(folder) and p.endswith(".py"))
+        else:
+            files.append(path)
+    if not files:
+        return None
+    union = ArgSpec(path=posixpath.dirname(_find_module(root, project, modules[0]) or files[0]))
+    seen: set[str] = set()
+    for path in files:
+        spec = load_argspec(root, path, cache)
+        for opt in spec.options:
+            if not set(opt.flags) <= seen:
+                union.options.append(opt)
+                seen.update(opt.flags)
+    return union if union.options else None

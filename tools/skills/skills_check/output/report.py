@@ -19,6 +19,24 @@ class Summary:
     rst: int = 0
     notes: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
+    # the rule sets (profiles): each {"name", "ran", "why"}, so "nothing checked" never reads as "clean"
+    rule_sets: list[dict[str, object]] = field(default_factory=list)
+
+
+def rule_sets_line(summary: Summary) -> str:
+    """One line: the rule sets that ran and why, what drift found to compare, and those that did not run."""
+
+    def grouped(sets: list[dict[str, object]]) -> str:
+        by_why: dict[str, list[str]] = {}
+        for s in sets:
+            by_why.setdefault(str(s["why"]), []).append(str(s["name"]))
+        return "; ".join(f"{', '.join(names)} ({why})" for why, names in by_why.items())
+
+    ran = [s for s in summary.rule_sets if s["ran"]]
+    off = [s for s in summary.rule_sets if not s["ran"]]
+    line = f"rule sets run: {grouped(ran) or 'none'}"
+    line += "".join(f"; {s['name']} found {s['found']}" for s in ran if s.get("found"))
+    return line + (f"; not run: {grouped(off)}" if off else "")
 
 
 def _counts(findings: list[Finding]) -> tuple[int, int]:
@@ -50,6 +68,8 @@ def _message(f: Finding) -> str:
 def format_text(findings: list[Finding], summary: Summary) -> str:
     lines = [f"{f.loc}: {f.code} {_message(f)}" for f in findings]
     lines += [f"fixed: {fix}" for fix in summary.fixes]
+    if summary.rule_sets:
+        lines.append(rule_sets_line(summary))
     lines.append(summary_line(findings, summary))
     return "\n".join(lines) + "\n"
 
@@ -84,6 +104,7 @@ def format_json(findings: list[Finding], summary: Summary) -> str:
             "skills": summary.skills,
             "rst_files": summary.rst,
             "text": summary_line(findings, summary),
+            "rule_sets": summary.rule_sets,
         },
         "notes": summary.notes,
         "fixes": summary.fixes,

@@ -11,8 +11,11 @@ from ..model import Finding, Project
 RuleFunc = Callable[[Project], Iterable[Finding]]
 
 # Named rule sets. A repository picks some in [tool.skills-check] `profiles` or with --profile; without
-# either, the generic ones (GENERIC) run. The others encode this repository's house conventions and run
-# only where a tree adopts them. Input problems (IN0xx) belong to the checker core and are always on.
+# either, the generic ones (GENERIC) run: the spec, Claude's guidance, links, and drift, whose rules compare
+# what the tree itself holds (an RST NCCL list-table with a skill's table of the same settings, a quoted
+# command with the parser the tree defines for it) and so report only where both sides are found. The others
+# (HOUSE) encode this repository's conventions and run only where a tree adopts them. Input problems (IN0xx)
+# belong to the checker core and are always on.
 PROFILES: dict[str, str] = {
     "spec": "(generic, on by default) the Agent Skills specification (agentskills.io): frontmatter fields, the "
     "name is the folder's, size, references",
@@ -20,16 +23,17 @@ PROFILES: dict[str, str] = {
     "reserved words, no XML in descriptions, third-person descriptions, known allowed-tools, argument "
     "substitution in shell snippets, every bundled file referenced, contents in long references",
     "links": "(generic, on by default) links, #anchors and backticked repository paths in the skills and docs resolve in the checked tree",
+    "drift": "(generic, on by default, where its inputs are) the tree against itself: an RST NCCL list-table against a "
+    "skill's table of the same settings, every flag of a quoted command against the parser the tree defines for it "
+    "(its tool map, Isaac Lab's CLI modules, this project's scripts), the launcher options table against argparse",
     "isaaclab": '(house, where adopted) Isaac Lab\'s skill policy: audience/status/owners, "Use when", required '
     "sections, per-section token budgets, evaluations, discovery aliases, script phrasing",
     "routing": "(house, where adopted) every evals.json case ranks its expected skill first among the tree's skills (a lexical "
     "stand-in for an agent's choice: BM25 over each skill's name and description)",
-    "drift": "(house, where adopted) this repository's sources of truth: the NCCL list, the launcher options table and every flag "
-    "written in a command",
 }
 
-GENERIC = ("spec", "claude", "links")  # what runs on any tree without configuration
-HOUSE = ("isaaclab", "routing", "drift")  # this repository's conventions: run where adopted
+GENERIC = ("spec", "claude", "links", "drift")  # what runs on any tree without configuration
+HOUSE = ("isaaclab", "routing")  # this repository's conventions: run where adopted
 
 
 @dataclass(frozen=True)
