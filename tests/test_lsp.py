@@ -635,8 +635,11 @@ def test_lsp_without_pygls_says_what_to_run(
 ) -> None:
     for name in [m for m in sys.modules if m.split(".")[0] == "pygls"] + ["pygls"]:
         monkeypatch.setitem(sys.modules, name, None)  # an import of pygls now fails, as when absent
-    for name in ("skills_check.lsp.server", "skills_check.lsp.convert", "skills_check.lsp.complete"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    import skills_check.lsp
+
+    for name in ("server", "convert", "complete"):  # as if never imported: neither the module nor the attribute
+        monkeypatch.delitem(sys.modules, f"skills_check.lsp.{name}", raising=False)
+        monkeypatch.delattr(skills_check.lsp, name, raising=False)
     assert cli.main(["lsp"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs pygls" in err and "uv run python tools/skills/cli.py lsp" in err
