@@ -84,6 +84,7 @@ def test_the_config_decides_options_and_choices(tree: Path) -> None:
     entry module's MULTI_GPU_BACKENDS, read from the module it imports them from."""
     edit(tree, SKILL, "--rl_library rsl_rl", "--rl_library rl_games --coordinator_address 10.0.0.1:5000")
     rc, findings = check(tree, "--no-cache")
+    assert rc == 1
     line = line_of(tree, SKILL, "--coordinator_address")
     assert_finding(findings, "DR303", SKILL, line)
     assert_finding(findings, "DR301", SKILL, line)
