@@ -428,7 +428,10 @@ def _report(args: argparse.Namespace, scope: _Scope, outcome: _Outcome, results:
     project, summary = outcome.project, outcome.summary
     summary.skills, summary.rst = len(project.skills), len(project.rst)
     summary.rule_sets = _rule_sets(scope, project)
-    summary.notes = project.notes + project.drift_notes + summary.notes + [n for n in (outcome.hidden.note(),) if n]
+    drift_notes = project.drift_notes
+    if scope.why == "the defaults":  # the rule-set line says drift found no parser; no note per absent default
+        drift_notes = [n for n in drift_notes if not n.startswith(("no launcher at", "no trainer at"))]
+    summary.notes = project.notes + drift_notes + summary.notes + [n for n in (outcome.hidden.note(),) if n]
     out = render(args.format, outcome.findings, summary, scope.rules)
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""
     rc = exit_code(outcome.findings, args.strict)

@@ -223,6 +223,10 @@ class Skill:
     evals_json: str | None = None  # path of evals/evals.json when present
     evals: Any = None  # its parsed JSON (None when absent or unparsable; a problem then says why)
     evals_text: str = ""  # its text (for locations)
+    # files an agent reads by convention, not because the markdown names them, by skill-relative path -> text
+    # (Codex's agents/openai.yaml)
+    convention_files: dict[str, str] = field(default_factory=dict)
+    script_texts: dict[str, str] = field(default_factory=dict)  # its scripts' text, by path (never run)
     entry_scripts: list[str] = field(default_factory=list)  # scripts/ files with a shebang or __main__ guard
 
     def join(self, relpath: str) -> str:
@@ -264,6 +268,8 @@ class Project:
     # Files the RST pages show with ``literalinclude``, by path: an RstDoc holding the file's text and one
     # code block per shown run of lines, located in that file (rules read them like any RST page's code)
     included: dict[str, RstDoc] = field(default_factory=dict)
+    # Claude Code subagent files (.claude/agents/*.md, a plugin's agents/*.md), by path: their `tools:` lists
+    agent_files: dict[str, MarkdownDoc] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # informational lines for the summary
     # lines about the launcher and trainer whose flags the drift rules judge: shown only when those rules run
     drift_notes: list[str] = field(default_factory=list)

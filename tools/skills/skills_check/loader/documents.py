@@ -258,6 +258,19 @@ def _link_target(path: Path) -> str | None:
     return None
 
 
+CONVENTION_FILES = ("agents/openai.yaml",)
+SCRIPT_SUFFIXES = (
+    ".py",
+    ".sh",
+    ".bash",
+    ".ps1",
+    ".js",
+    ".ts",
+    ".rb",
+    ".pl",
+)  # a skill's scripts, read as text  # read by Codex: the skill's interface (display name, icons, prompt)
+
+
 def _load_skill(root: Path, skill_md: Path, project: Project, cache: ParseCache) -> Skill:
     sdir = skill_md.parent
     srel = "" if sdir == root else rel(root, sdir)
@@ -269,6 +282,16 @@ def _load_skill(root: Path, skill_md: Path, project: Project, cache: ParseCache)
             continue
         relpath = rel(root, md)
         skill.files[relpath] = load_markdown(root, relpath, cache)
+    prefix = f"{srel}/" if srel else ""
+    for path in sorted(p for p in project.files if p.startswith(prefix) and p.endswith(SCRIPT_SUFFIXES)):
+        text, _ = read_text(root, path)
+        if text is not None:
+            skill.script_texts[path] = text
+    for name in CONVENTION_FILES:
+        if (sdir / name).is_file():
+            text, problems = read_text(root, rel(root, sdir / name))
+            project.problems.extend(problems)
+            skill.convention_files[name] = text or ""
     evals = sdir / "evals" / "evals.json"
     if evals.exists() or evals.is_symlink():
         relpath = rel(root, evals)

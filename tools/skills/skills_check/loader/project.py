@@ -104,7 +104,13 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = T
     for skill in project.skills:
         _entry_scripts(root, skill, project, by_folder)
     _scripts_and_links(root, project, cache, drift)
+    for path in sorted(p for p in project.files if AGENT_FILE_RE.search(p)):
+        project.agent_files[path] = load_markdown(root, path, cache)
     return project
+
+
+# a Claude Code subagent: .claude/agents/<name>.md, or a plugin's agents/<name>.md
+AGENT_FILE_RE = re.compile(r"(?:^|/)(?:\.claude/)?agents/[^/]+\.md$")
 
 
 PY_TOKEN_RE = re.compile(r"(?<![\w./-])((?:\./)?[\w.-]+(?:/[\w.-]+)*\.py)\b")

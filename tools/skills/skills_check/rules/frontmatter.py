@@ -50,8 +50,8 @@ CLAUDE_CODE_KEYS = frozenset(
 )
 # First or second person anywhere: "I", "me", "my", "you", "your" ... as whole words ("I" only capital).
 FIRST_PERSON_RE = re.compile(
-    r"(?<![\w'])(I|I'm|I've|I'll|I'd|(?i:me|my|you|your|yours|yourself|you're|you'll|you've|you'd))"
-    r"(?![\w'])"
+    r"(?<![\w'/-])(I|I'm|I've|I'll|I'd|(?i:me|my|you|your|yours|yourself|you're|you'll|you've|you'd))"
+    r"(?![\w'/-])"  # "I/O", "A/B", "I-beam": not a pronoun
 )
 
 

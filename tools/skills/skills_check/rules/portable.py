@@ -229,6 +229,7 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
             continue
         text = _mentions(skill)
         prefix = f"{skill.dir}/" if skill.dir else ""
+        conventional = _read_by_convention(project, skill)
         for path in sorted(p for p in project.files if p.startswith(prefix)):
             inner = path[len(prefix) :]
             parts = inner.split("/")
@@ -240,7 +241,9 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
             ):
                 continue
             folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
-            if parts[-1] in text or inner in text or any(f"{f}/" in text or f"`{f}`" in text for f in folders):
+            if parts[-1] in text or inner in text or any(_folder_named(text, f) for f in folders):
+                continue
+            if inner in conventional:
                 continue
             if any(d.path == path for d in skill.files.values()) and _linked_from_skill(skill, path):
                 continue
@@ -251,6 +254,26 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
                 path,
                 1,
             )
+
+
+def _folder_named(text: str, folder: str) -> bool:
+    """``folder`` is named by itself (`scripts/`, `scripts`, ./scripts), not only as the start of a longer path
+    (`scripts/run.py` names that file, not every file beside it)."""
+    pattern = rf"(?<![\w.-]){re.escape(folder)}(?:/(?![\w.*<{{$-])|(?![\w/-]|\.\w))"
+    return re.search(pattern, text.replace("./", "")) is not None
+
+
+_YAML_PATH_RE = re.compile(r"""(?m)^\s*[\w-]+:\s*["']?(\./)?([\w./-]+\.(?:png|svg|jpe?g|gif|webp|ico))["']?\s*$""")
+
+
+def _read_by_convention(project: Project, skill: Skill) -> set[str]:
+    """Skill-relative paths of the files an agent reads by convention (the loader's ``convention_files``:
+    Codex's agents/openai.yaml) and of the images they name (its icons)."""
+    out: set[str] = set(skill.convention_files)
+    for text in skill.convention_files.values():
+        for m in _YAML_PATH_RE.finditer(text):
+            out.add(posixpath.normpath(m.group(2)))
+    return out
 
 
 def _linked_from_skill(skill: Skill, path: str) -> bool:
@@ -275,26 +298,103 @@ ARG_RE = re.compile(r"\$(?:ARGUMENTS(?:\[\d+\])?|\d+)(?![\w\[])")
     "$ARGUMENTS[N] and $N in a skill's content are replaced by the invocation's arguments",
 )
 def argument_placeholder(project: Project) -> Iterator[Finding]:
-    """A shell snippet in SKILL.md holds no `$1`, `$0` or `$ARGUMENTS`: Claude Code replaces them first.
+    """A code block in SKILL.md holds no `$1`, `$0` or `$ARGUMENTS`: Claude Code replaces them first.
 
     When a skill is invoked, Claude Code replaces `$ARGUMENTS`, `$ARGUMENTS[N]` and `$N` in SKILL.md with
     the invocation's arguments (or nothing) before the model reads the text, so a shell function's `$1`
-    arrives as something else. Use a named variable, or `${1}` where the substitution is not wanted.
+    arrives as something else. The substitution happens wherever the text is, so every fence is read,
+    whatever its language (or none). Use a named variable, or `${1}` where the substitution is not wanted.
     """
     for skill in project.skills:
         doc = skill.skill_md
         if not doc.readable:
             continue
         for code in doc.code:
-            if code.kind != "block" or (code.lang or "").lower() not in SHELL_LANGS:
+            if code.kind != "block":
                 continue
             for i, text in enumerate(code.text.split("\n")):
                 for m in ARG_RE.finditer(text):
                     yield finding(
                         "SK214",
-                        f"`{m.group(0)}` in a shell snippet is replaced by Claude Code with the "
+                        f"`{m.group(0)}` in a code block is replaced by Claude Code with the "
                         "skill's arguments before the model reads it: use a named variable or `${...}`",
                         doc.path,
                         code.line + i,
                         m.start() + 1,
                     )
+
+
+# A user's own folder written into a skill: C:\Users\<name>\..., /home/<name>/..., /Users/<name>/... (a
+# placeholder such as <name>, $USER, ~ or a generic name is not one).
+USER_PATH_RE = re.compile(
+    r"(?i)(?<![\w$])(?:[a-z]:\\{1,2}users\\{1,2}(?P<win>[^\\\s`'\"<>$%{}]+)\\|/home/(?P<home>[^/\s`'\"<>$%{}]+)/|"
+    r"/Users/(?P<mac>[^/\s`'\"<>$%{}]+)/)"
+)
+GENERIC_USERS = frozenset({"user", "username", "you", "me", "name", "runner", "ubuntu", "root", "public", "default"})
+
+
+def _user_paths(text: str) -> Iterator[tuple[int, int, str]]:
+    for i, line in enumerate(text.split("\n"), start=1):
+        for m in USER_PATH_RE.finditer(line):
+            name = m.group("win") or m.group("home") or m.group("mac") or ""
+            if name.lower() not in GENERIC_USERS and not name.startswith("..."):
+                yield i, m.start() + 1, m.group(0)
+
+
+@rule(
+    "SK216",
+    "user-path",
+    severity="warning",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification, file references): paths are relative "
+    "to the skill root, so a skill works wherever it is installed",
+)
+def user_path(project: Project) -> Iterator[Finding]:
+    """A skill and its scripts hold no path inside one person's home folder (`C:\\Users\\ana\\...`, `/home/ana/...`).
+
+    A skill is installed on other machines, by other users: a path inside the author's home folder exists
+    nowhere else. Write it relative to the skill (`scripts/run.py`), from an environment variable
+    (`$HOME`, `%USERPROFILE%`), or as a placeholder (`/home/<user>/...`).
+    """
+    for skill in project.skills:
+        docs = [d for d in skill_docs(skill) if d.readable]
+        for doc in docs:
+            for line, col, text in _user_paths(doc.text):
+                yield finding(
+                    "SK216", f"`{text}` is inside one user's home folder: {_USER_PATH_HINT}", doc.path, line, col
+                )
+        for path, text in sorted(skill.script_texts.items()):
+            for line, col, found in _user_paths(text):
+                yield finding(
+                    "SK216", f"`{found}` is inside one user's home folder: {_USER_PATH_HINT}", path, line, col
+                )
+
+
+_USER_PATH_HINT = "write it relative to the skill, from $HOME or %USERPROFILE%, or as a placeholder (<user>)"
+
+
+@rule(
+    "SK217",
+    "agent-tools",
+    severity="warning",
+    profile="claude",
+    cites="Claude Code subagents (code.claude.com/docs/en/sub-agents, tools) and tools reference "
+    "(code.claude.com/docs/en/tools-reference): a subagent's `tools` names Claude Code tools",
+)
+def agent_tools(project: Project) -> Iterator[Finding]:
+    """Each entry of a subagent file's `tools:` list names a Claude Code tool or an MCP tool.
+
+    A subagent (`.claude/agents/<name>.md`, a plugin's `agents/<name>.md`) gets only the tools its
+    `tools:` frontmatter lists; an entry that names no tool (`Shell`, `Browser`) grants nothing.
+    """
+    for path, doc in sorted(project.agent_files.items()):
+        fm = doc.frontmatter if isinstance(doc.frontmatter, dict) else {}
+        if "tools" not in fm:
+            continue
+        entries = tool_entries(fm["tools"]) or []
+        lines = doc.text.split("\n")
+        line = next((i for i, text in enumerate(lines, start=1) if text.startswith("tools:")), 1)
+        for entry in entries:
+            why = unknown_tool(entry)
+            if why is not None:
+                yield finding("SK217", f"`tools` entry {entry!r} {why}", path, line)

@@ -354,12 +354,15 @@ def reference_depth(project: Project) -> Iterator[Finding]:
             continue
         direct = _linked_files(project, skill.skill_md) | {skill.skill_md.path}
         prefix = skill.dir + "/" if skill.dir else ""
+        named = skill.skill_md.text
         for doc in skill.files.values():
             if not doc.readable:
                 continue
             for line, col, written, path, _ in _link_targets(project, doc):
                 if path == doc.path:
                     continue  # an in-page #anchor: the same file, not a reference
+                if path not in project.files or path[len(prefix) :] in named:
+                    continue  # a missing target is SK203's; a file SKILL.md names itself is one level deep
                 if path.startswith(prefix) and path.endswith(".md") and path not in direct:
                     yield finding(
                         "SK205",
@@ -392,6 +395,24 @@ def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, S
                 yield rst, None, code.line, code.col, code.text.strip()
 
 
+# Words before a path that make it an example, a pattern or a file still to be made, not one that exists.
+NOT_A_CLAIM_RE = re.compile(
+    r"(?i)(?<!\w)(e\.g\.|for example|for instance|such as|example|hypothetical|placeholder|create[sd]?|"
+    r"creating|will (?:be )?(?:write|writes|written|create|created|generate|generated|appear|exist)|"
+    r"generate[sd]?|writes?|saved? (?:to|as|in)|output (?:to|in)|new file|would)(?!\w)"
+)
+
+
+def _not_a_claim(doc: MarkdownDoc | RstDoc, line: int, col: int) -> bool:
+    """The words before the span on its line (its sentence) make the path an example or a file to be made."""
+    lines = doc.text.split("\n")
+    if not 0 < line <= len(lines):
+        return False
+    before = lines[line - 1][: max(col - 1, 0)]
+    sentence = re.split(r"(?<!e\.g)(?<!i\.e)[.!?]\s", before)[-1]
+    return bool(NOT_A_CLAIM_RE.search(sentence))
+
+
 @rule(
     "SK206",
     "repo-path",
@@ -416,6 +437,8 @@ def repo_path(project: Project) -> Iterator[Finding]:
         path, _, _ = text.partition("#")
         path = posixpath.normpath(path.removeprefix("./"))
         if is_placeholder(path) or not is_repo_path(project, path, skill):
+            continue
+        if _not_a_claim(doc, line, col):
             continue
         if exists(project, path):
             continue
