@@ -48,8 +48,8 @@ def test_unknown_tools_in_a_subagent_file(tmp_path: Path) -> None:
         "---\nname: reviewer\ndescription: Reviews logs.\ntools: Read, Grep, Terminal\n---\n\nReview.\n",
         encoding="utf-8",
     )
-    (root / "plugin" / "agents").mkdir(parents=True)
-    (root / "plugin" / "agents" / "fixer.md").write_text(
+    (root / "plugins" / "fix-kit" / "agents").mkdir(parents=True)
+    (root / "plugins" / "fix-kit" / "agents" / "fixer.md").write_text(
         "---\nname: fixer\ndescription: Fixes logs.\ntools: [Edit, Bash, mcp__github__create_issue]\n---\n\nFix.\n",
         encoding="utf-8",
     )

@@ -268,7 +268,7 @@ class Project:
     # Files the RST pages show with ``literalinclude``, by path: an RstDoc holding the file's text and one
     # code block per shown run of lines, located in that file (rules read them like any RST page's code)
     included: dict[str, RstDoc] = field(default_factory=dict)
-    # Claude Code subagent files (.claude/agents/*.md, a plugin's agents/*.md), by path: their `tools:` lists
+    # Claude Code subagent files (.claude/agents/*.md, plugins/<p>/agents/*.md), by path: their `tools:` lists
     agent_files: dict[str, MarkdownDoc] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # informational lines for the summary
     # lines about the launcher and trainer whose flags the drift rules judge: shown only when those rules run

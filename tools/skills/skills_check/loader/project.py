@@ -14,10 +14,12 @@ from .. import discover
 from ..caches.parse import ParseCache
 from ..inputs import (
     MAX_BYTES,
+    fresh_resolution,
     link_problem,
     overlaid,  # the language server's unsaved buffers (load_project(overlay=...))
     problem,
     read_bytes_bounded,
+    realpath,
     rel,
 )
 from ..model import Project, Skill
@@ -44,6 +46,7 @@ def load_project(
     of the tree from disk; ``cache`` is a ParseCache kept across loads (the caller saves it), used instead
     of reading and writing the cache file on each load.
     """
+    fresh_resolution()
     with overlaid(overlay or {}):
         return _load_project(root, overrides, use_cache, cache, drift)
 
@@ -109,8 +112,8 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = T
     return project
 
 
-# a Claude Code subagent: .claude/agents/<name>.md, or a plugin's agents/<name>.md
-AGENT_FILE_RE = re.compile(r"(?:^|/)(?:\.claude/)?agents/[^/]+\.md$")
+# a Claude Code subagent: .claude/agents/<name>.md at the root, or a plugin's (plugins/<p>/agents/<name>.md)
+AGENT_FILE_RE = re.compile(r"^(?:\.claude/agents|plugins/[^/]+/agents)/[^/]+\.md$")
 
 
 PY_TOKEN_RE = re.compile(r"(?<![\w./-])((?:\./)?[\w.-]+(?:/[\w.-]+)*\.py)\b")
@@ -150,7 +153,7 @@ def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[s
         name = path[len(prefix) :]
         if name.startswith((".", "_")):
             continue
-        data = read_bytes_bounded(os.path.join(os.path.realpath(root), path), MAX_BYTES)
+        data = read_bytes_bounded(os.path.join(realpath(str(root)), path), MAX_BYTES)
         if isinstance(data, bytes) and (data.startswith(b"#!") or b"__main__" in data):
             skill.entry_scripts.append(path)
 

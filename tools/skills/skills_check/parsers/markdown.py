@@ -348,6 +348,8 @@ def _inline_comments(doc: MarkdownDoc, lines: list[str], tok: Any) -> None:
 def _yaml_comments(doc: MarkdownDoc, content: str, first_line: int) -> None:
     """Whole-line ``#`` comments of frontmatter YAML, outside multi-line scalars (PyYAML's scanner tells
     where each scalar spans; it keeps no comments itself)."""
+    if not any(line.lstrip().startswith("#") for line in content.split("\n")):
+        return  # no line that could be a comment: nothing to scan for
     inside: set[int] = set()
     try:
         for token in yaml.scan(content, Loader=yaml.SafeLoader):
