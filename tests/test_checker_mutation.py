@@ -200,7 +200,8 @@ def misspell_example_flag(root: Path, project: Project) -> str:
         lines = _lines(root, rel)
         for i, line in enumerate(lines):
             m = re.search(r"mgpu-lab train_multigpu\b.*?(--[a-z][a-z_]{2,}[a-z])\b", line)
-            if m and not re.match(r"^\s*[-*]?\s*(known failure|invents)", line, re.I):
+            foreign = re.search(r"\s(-m|--train_script|--train_module)\s", line)  # unknown flags go to that script
+            if m and not foreign and not re.match(r"^\s*[-*]?\s*(known failure|invents)", line, re.I):
                 flag = m.group(1)
                 lines[i] = line[: m.start(1)] + flag[:-2] + flag[-1] + flag[-2] + line[m.end(1) :]
                 _write_lines(root, rel, lines)

@@ -138,6 +138,48 @@ def test_advantages_are_normalized_over_every_ranks_rollout_together(monkeypatch
     assert not torch.allclose(storage.advantages, alone, atol=1e-2)
 
 
+def test_advantage_norm_per_rank_keeps_the_library_s_own_normalization(monkeypatch):
+    """``--advantage_norm per_rank``: the adapter's PPO leaves rsl_rl's per-rank normalization, as Isaac Lab's
+    own trainer (rsl_rl as shipped) does, and asks no other rank for anything."""
+    from mgpu_lab.train.adapters import rsl_rl as adapter
+    from mgpu_lab.train.adapters import rsl_rl_runner
+    from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.train.dist import DistContext
+    from mgpu_lab.train.tasks import make_env
+
+    cfg = TrainConfig(rl_library="rsl_rl", task=TASK, num_envs=8, seed=1, device="cpu", advantage_norm="per_rank")
+    monkeypatch.setattr(rsl_rl_runner, "_ALL_RANKS_ADVANTAGES", True)  # restored after the test
+    rsl_rl_runner.use_context(DistContext(), all_ranks_advantages=cfg.advantage_norm == "all_ranks")
+    env = rsl_rl_runner.ToyRslRlEnv(make_env(TASK, 8, "cpu", 1), TASK)
+    alg = rsl_rl_runner.DistributedRunner(env, adapter.runner_cfg(TASK, cfg), None, "cpu", DistContext()).alg
+    generator = torch.Generator().manual_seed(0)
+    alg.storage.rewards.copy_(torch.rand(alg.storage.rewards.shape, generator=generator))
+    alg.storage.values.copy_(torch.rand(alg.storage.values.shape, generator=generator))
+    alg.is_multi_gpu = True
+
+    def no_collective(tensor, op=None):
+        raise AssertionError("per_rank normalization must not all_reduce")
+
+    monkeypatch.setattr(torch.distributed, "all_reduce", no_collective)
+    alg.compute_returns(env.get_observations())
+
+    raw = alg.storage.returns - alg.storage.values
+    assert torch.allclose(alg.storage.advantages, (raw - raw.mean()) / (raw.std() + 1e-8), atol=1e-5)
+
+
+def test_advantage_norm_is_refused_for_other_libraries():
+    """rl_games and skrl always normalize per rank: the option is rsl_rl's, refused in one line elsewhere."""
+    from mgpu_testing.docs import TRAINER, load_script
+
+    from mgpu_lab.core.errors import UsageError
+    from mgpu_lab.train.checks import check_args
+
+    parser = load_script(TRAINER, "_mgpu_test_rsl_rl_train_script").build_parser()
+    args = parser.parse_args(["--rl_library", "rl_games", "--advantage_norm", "per_rank"])
+    with pytest.raises(UsageError, match="--advantage_norm is for rsl_rl only"):
+        check_args(args, 1)
+
+
 def test_one_rank_normalizes_its_advantages_as_the_library_does(monkeypatch):
     """The all-ranks normalization over one rank is the library's own formula (mean and unbiased std)."""
     from mgpu_lab.train.dist import normalized_over_ranks

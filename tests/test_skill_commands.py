@@ -243,10 +243,20 @@ def test_launcher_example_dry_runs(
     from mgpu_lab.launch import launcher
     from mgpu_lab.launch.devices import Inventory, made_up_uuid
 
-    script = foreign_script(cmd)
+    script, module = foreign_script(cmd), foreign_module(cmd)
+    stand_in = "raise SystemExit('a stand-in: only --dry_run reads this path')\n"
     if script is not None:
         (tmp_path / script).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / script).write_text("raise SystemExit('a stand-in: only --dry_run reads this path')\n")
+        (tmp_path / script).write_text(stand_in)
+    environ = loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS)
+    if module is not None:  # another project's module (Isaac Lab's trainer): a stand-in package tree on the path
+        parts = module.split(".")
+        for depth in range(1, len(parts)):
+            (tmp_path / "modules" / Path(*parts[:depth])).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "modules" / Path(*parts[:depth]) / "__init__.py").write_text("")
+        (tmp_path / "modules" / Path(*parts[:-1]) / f"{parts[-1]}.py").write_text(stand_in)
+        monkeypatch.syspath_prepend(str(tmp_path / "modules"))
+        environ["PYTHONPATH"] = str(tmp_path / "modules")
     monkeypatch.chdir(tmp_path if script is not None else REPO)
     eight = Inventory([made_up_uuid(i) for i in range(8)], [], "eight made-up GPUs")
     try:
@@ -254,7 +264,7 @@ def test_launcher_example_dry_runs(
             load_script(LAUNCHER, "_mgpu_docs_launcher_script").build_parser(),
             ["--dry_run", *cmd.args],
             train_script=str(TRAINER),
-            environ=loopback_env(CUDA_VISIBLE_DEVICES=EIGHT_GPUS),
+            environ=environ,
             inventory=eight,
         )
     except SystemExit as exc:  # --help, or argparse's own refusal through the script's one-line hook
@@ -267,6 +277,12 @@ def test_launcher_example_dry_runs(
         printed = shlex.split(out)
         target = str((tmp_path / script).resolve())
         assert printed[printed.index(target) :] == [target, *forwarded], out
+        assert "rank_entry.py" in out
+        return
+    if module is not None:  # the rank entry runs the module with the example's own arguments, in order
+        _, forwarded = launcher_parser.parse_known_args(list(cmd.args))
+        printed = shlex.split(out)
+        assert printed[printed.index(module) - 1] == "-m" and printed[len(printed) - len(forwarded) :] == forwarded, out
         assert "rank_entry.py" in out
         return
     assert "train.py" in out, out
@@ -283,6 +299,13 @@ def test_launcher_example_dry_runs(
 def foreign_script(cmd: Command) -> str | None:
     """The ``--train_script`` of a launcher example (another project's script), or None."""
     return option(cmd.args, "--train_script") if cmd.sub == "train_multigpu" else None
+
+
+def foreign_module(cmd: Command) -> str | None:
+    """The ``-m``/``--train_module`` of a launcher example (another project's module), or None."""
+    if cmd.sub != "train_multigpu":
+        return None
+    return option(cmd.args, "-m") or option(cmd.args, "--train_module")
 
 
 @pytest.mark.parametrize("cmd", TRAINER_CMDS, ids=lambda c: c.id)
@@ -402,6 +425,8 @@ def shape_of(cmd: Command) -> Shape | None:
     if cmd.sub not in ("train", "train_multigpu") or {"--dry_run", "-h", "--help"} & set(cmd.args):
         return None
     if foreign_script(cmd) is not None:  # trained by its local equivalents: tests/test_any_script_e2e.py
+        return None
+    if foreign_module(cmd) is not None:  # Isaac Lab's trainer: tests/test_isaaclab_real_e2e.py trains it for real
         return None
     library = option(cmd.args, "--rl_library") or "rsl_rl"
     framework = option(cmd.args, "--ml_framework") or "torch"

@@ -91,6 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="skrl only: the framework skrl trains with (default: torch).",
     )
     parser.add_argument(
+        "--advantage_norm",
+        choices=["all_ranks", "per_rank"],
+        default=None,
+        help="rsl_rl only: normalize PPO's advantages over every rank's rollout together (all_ranks, the "
+        "default: N ranks run the algorithm one rank with N times the environments runs) or over each rank's "
+        "batch alone (per_rank: what rsl_rl as shipped, and so Isaac Lab's own trainer, does; use it to "
+        "reproduce Isaac Lab's numbers).",
+    )
+    parser.add_argument(
         "--checkpoint",
         default=None,
         metavar="PATH",

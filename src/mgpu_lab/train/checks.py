@@ -73,6 +73,10 @@ def check_args(args: Namespace, ranks: int) -> None:
             raise UsageError(f"--{flag} must be >= 1, got {value}")
     if args.ml_framework == "jax" and args.rl_library != "skrl":
         raise UsageError(f"--ml_framework jax is for skrl only, not {args.rl_library}")
+    if args.advantage_norm is not None and args.rl_library != "rsl_rl":
+        raise UsageError(
+            f"--advantage_norm is for rsl_rl only: {args.rl_library} always normalizes each rank's batch alone"
+        )
     rehearsed_faults(args)
     check_seed(args.seed, ranks)
     run_dir.check_run_name(args.run_name)

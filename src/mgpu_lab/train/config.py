@@ -26,6 +26,8 @@ class TrainConfig:
     device: str = "cpu"
     distributed: bool = False
     ml_framework: str = "torch"
+    # rsl_rl: normalize advantages over every rank together ("all_ranks") or each rank alone ("per_rank", as shipped)
+    advantage_norm: str = "all_ranks"
     checkpoint: str | None = None
     run_name: str | None = None
     save_interval: int | None = None  # checkpoint every N iterations; None: the adapter's default

@@ -147,6 +147,7 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
         device=ctx.device,
         distributed=ctx.distributed,
         ml_framework=args.ml_framework,
+        advantage_norm=args.advantage_norm or "all_ranks",
         run_name=args.run_name,
         save_interval=args.save_interval,
         log_root=args.log_root,

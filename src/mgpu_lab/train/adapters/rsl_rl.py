@@ -140,7 +140,7 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     from mgpu_lab.train.adapters.rsl_rl_runner import DistributedRunner, ToyRslRlEnv, use_context
     from mgpu_lab.train.tasks import make_env
 
-    use_context(ctx)
+    use_context(ctx, all_ranks_advantages=cfg.advantage_norm == "all_ranks")
     if cfg.checkpoint:
         check_checkpoint(cfg.checkpoint)
 

@@ -90,7 +90,7 @@ class ToyRslRlEnv(VecEnv):
 
 class SyncReportingPPO(PPO):
     """rsl_rl's PPO, printing the contract line once its initial broadcast is done, with advantages normalized
-    over all ranks."""
+    over all ranks (unless ``--advantage_norm per_rank`` keeps the library's per-rank normalization)."""
 
     def broadcast_parameters(self) -> None:
         super().broadcast_parameters()
@@ -98,19 +98,22 @@ class SyncReportingPPO(PPO):
 
     def compute_returns(self, obs: TensorDict) -> None:
         super().compute_returns(obs)
-        if self.is_multi_gpu and not self.normalize_advantage_per_mini_batch:
+        if self.is_multi_gpu and _ALL_RANKS_ADVANTAGES and not self.normalize_advantage_per_mini_batch:
             # the library left (A - mean_r) / std_r of this rank's batch; A itself is returns - values
             storage = self.storage
             storage.advantages = normalized_over_ranks(storage.returns - storage.values)
 
 
 _CURRENT_CTX: DistContext | None = None
+_ALL_RANKS_ADVANTAGES = True
 
 
-def use_context(ctx: DistContext) -> None:
-    """The rank's context, for :class:`SyncReportingPPO`'s contract line (rsl_rl builds the algorithm itself)."""
-    global _CURRENT_CTX
+def use_context(ctx: DistContext, all_ranks_advantages: bool = True) -> None:
+    """The rank's context and advantage normalization, for :class:`SyncReportingPPO` (rsl_rl builds the
+    algorithm itself, so they cannot be passed to it)."""
+    global _CURRENT_CTX, _ALL_RANKS_ADVANTAGES
     _CURRENT_CTX = ctx
+    _ALL_RANKS_ADVANTAGES = all_ranks_advantages
 
 
 class DistributedRunner(OnPolicyRunner):
