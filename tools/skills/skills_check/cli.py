@@ -303,12 +303,14 @@ def _check_report(args: argparse.Namespace) -> int:
     from .loader import SetupError
     from .runner import load_rules, unknown_patterns
 
-    rules = load_rules()
     select, ignore = _split(args.select), _split(args.ignore)
-    bad = unknown_patterns(select + ignore, rules)
-    if bad:
-        print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
-        return 2
+    rules = None  # loaded for the chosen profiles only (_scope), unless codes are named
+    if select or ignore:
+        rules = load_rules()
+        bad = unknown_patterns(select + ignore, rules)
+        if bad:
+            print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
+            return 2
     try:
         scope = _scope(args, root, overrides, rules, select, ignore)
         outcome = _run_check(args, scope)
@@ -330,21 +332,23 @@ def _scope(
     args: argparse.Namespace,
     root: Path,
     overrides: dict[str, Any],
-    rules: list[Any],
+    rules: list[Any] | None,
     select: list[str],
     ignore: list[str],
 ) -> _Scope:
     """The profiles to run: --profile, else the tree's configured ones, else the defaults (every profile when
     codes are named by hand). Raises SetupError."""
     from .loader import SetupError, load_config
-    from .runner import ProfileError, chosen_profiles, in_profiles, profile_names
+    from .runner import Codes, ProfileError, chosen_profiles, in_profiles, load_rules, profile_names
 
     given = _split(args.profile) if args.profile is not None else None
     configured = load_config(root.resolve(), overrides).get("profiles") if given is None and root.is_dir() else None
     try:
         if select and given is None and configured is None:  # codes named by hand run, whatever their profile
             given = profile_names()
-        chosen = in_profiles(rules, chosen_profiles(given, configured))
+        names = chosen_profiles(given, configured)
+        rules = rules if rules is not None else load_rules(names)
+        chosen = in_profiles(rules, names)
     except ProfileError as exc:
         raise SetupError(str(exc)) from exc
     why = (
@@ -356,7 +360,7 @@ def _scope(
         if select
         else "the defaults"
     )
-    return _Scope(root, overrides, chosen, {r.code for r in rules}, select, ignore, not args.no_cache, why)
+    return _Scope(root, overrides, chosen, Codes(r.code for r in rules), select, ignore, not args.no_cache, why)
 
 
 def _rule_sets(scope: _Scope, project: Any) -> list[dict[str, object]]:

@@ -67,7 +67,9 @@ def _one_line(text: str) -> str:
 
 
 def render() -> str:
-    from . import rules  # noqa: F401  (registers every rule)
+    from . import rules
+
+    rules.load()  # every rule, the house profiles' too
     from .inputs import INPUT_CODES
     from .rules.registry import PROFILES, RULES
 

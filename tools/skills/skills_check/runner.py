@@ -8,6 +8,7 @@ yields only findings of its own registered code: one coded otherwise is a rule b
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from .adoption.suppress import SUPPRESSION_CODES
@@ -23,17 +24,43 @@ class RulesError(Exception):
     """The rules package cannot be imported (exit 2)."""
 
 
-def load_rules() -> list[Rule]:
-    """The rules package's registry, plus the core's input-problem codes (rules without a function)."""
+def load_rules(profiles: list[str] | None = None) -> list[Rule]:
+    """The rules of ``profiles`` (every rule when None; the house profiles' modules are imported only when
+    named), plus the core's input-problem codes (rules without a function)."""
     try:
-        from . import rules  # noqa: F401  (importing registers every rule)
-        from .rules.registry import RULES, Rule
+        from . import rules
+        from .rules.registry import Rule
+
+        out: list[Rule] = rules.load(profiles)
     except Exception as exc:  # a broken rules package must not look like a clean check
         raise RulesError(f"the rules package failed to load: {type(exc).__name__}: {exc}") from exc
-    out: list[Rule] = list(RULES)
     for code, (summary, text) in {**INPUT_CODES, **SUPPRESSION_CODES}.items():
         out.append(Rule(code, summary.replace(" ", "-"), None, "error", "core", text=f"{summary}\n\n{text}"))
     return out
+
+
+class Codes(set):
+    """Every rule code a suppression or setting may name: the loaded rules' codes, and the rest (the house
+    modules not loaded for this check) loaded on the first lookup that misses, or on iteration."""
+
+    def __init__(self, codes: Iterable[str]) -> None:
+        super().__init__(codes)
+        self._complete = False
+
+    def _fill(self) -> None:
+        if not self._complete:
+            self._complete = True
+            self.update(r.code for r in load_rules())
+
+    def __contains__(self, code: object) -> bool:
+        if super().__contains__(code):
+            return True
+        self._fill()
+        return super().__contains__(code)
+
+    def __iter__(self) -> Iterator[str]:
+        self._fill()
+        return super().__iter__()
 
 
 def profile_names() -> list[str]:
