@@ -334,6 +334,9 @@ GENERIC_USERS = frozenset({"user", "username", "you", "me", "name", "runner", "u
 
 
 def _user_paths(text: str) -> Iterator[tuple[int, int, str]]:
+    low = text.lower()
+    if "/home/" not in low and "users" not in low:  # the pattern's fixed words absent: no line to search
+        return
     for i, line in enumerate(text.split("\n"), start=1):
         for m in USER_PATH_RE.finditer(line):
             name = m.group("win") or m.group("home") or m.group("mac") or ""

@@ -438,11 +438,11 @@ def repo_path(project: Project) -> Iterator[Finding]:
         path = posixpath.normpath(path.removeprefix("./"))
         if is_placeholder(path) or not is_repo_path(project, path, skill):
             continue
-        if _not_a_claim(doc, line, col):
-            continue
         if exists(project, path):
             continue
         if skill is not None and exists(project, skill.join(path)):
+            continue
+        if _not_a_claim(doc, line, col):  # read only for a path that would be reported
             continue
         yield finding("SK206", f"`{text}` names a path that does not exist", doc.path, line, col)
 
