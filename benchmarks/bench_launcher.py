@@ -1,6 +1,6 @@
 """Launcher overhead, printed as ratios (never asserted in tests).
 
-1. ``--dry_run`` wall time vs a bare ``python -c pass`` (target <= 3x).
+1. ``--dry_run`` wall time vs a bare ``python -c pass`` (target <= 2.5x), bytecode cached as on a user's machine.
 2. A 2-rank CPU job through the launcher vs the same torchrun command run directly (target <= 1.05x).
    The command is the one ``--dry_run`` prints; runs alternate and each uses a fresh free port.
 
@@ -17,6 +17,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from _bench import LAUNCHER, REPO, free_port
@@ -45,6 +46,10 @@ def main() -> int:
     env = dict(
         os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1"
     )
+    # bytecode cached, as on a user's machine (a CI or sandbox environment may forbid writing it): without it every
+    # run compiles the package from source and the ratio measures the compiler
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench_launcher_pyc_")
     py = sys.executable
     job_args = ["--num_gpus", "2", "--device", "cpu"]
     if args.trainer:
@@ -56,7 +61,7 @@ def main() -> int:
     # (always against the real train.py: the launcher then checks the training arguments with train.py's
     # parser and the task catalog, which --dry_run pays for too)
     bare, dry = [], []
-    for _ in range(args.repeat):
+    for _ in range(args.repeat + 1):  # the first round writes the bytecode: not counted
         bare.append(timed([py, "-c", "pass"], env, 60))
         dry.append(
             timed(
@@ -65,10 +70,10 @@ def main() -> int:
                 60,
             )
         )
-    b, d = statistics.median(bare), statistics.median(dry)
-    print(f"python -c pass      median {b * 1000:7.1f} ms  ({args.repeat} runs)")
-    print(f"launcher --dry_run  median {d * 1000:7.1f} ms  ({args.repeat} runs)")
-    print(f"dry_run ratio: {d / b:.2f}x (target <= 3x)")
+    b, d = statistics.median(bare[1:]), statistics.median(dry[1:])
+    print(f"python -c pass      median {b * 1000:7.1f} ms  ({args.repeat} runs, bytecode cached)")
+    print(f"launcher --dry_run  median {d * 1000:7.1f} ms  ({args.repeat} runs, bytecode cached)")
+    print(f"dry_run ratio: {d / b:.2f}x (target <= 2.5x)")
 
     if args.job_repeat < 1:
         return 0

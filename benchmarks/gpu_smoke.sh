@@ -9,7 +9,8 @@
 #    between a GPU cluster and a laptop); skrl's JAX trains on the GPU through its own launcher;
 # 2. runs the NCCL probe with --backend nccl on every visible GPU;
 # 3. triggers the hang watchdog once on a CUDA rank (--rehearse_fault hang) and checks exit 3 and the stacks;
-# 4. prints throughput GPU vs CPU (the same run with --device cpu), as a ratio.
+# 4. times the rank-side supervision on CUDA (benchmarks/bench_collectives.py --device cuda: the ratios);
+# 5. prints throughput GPU vs CPU (the same run with --device cpu), as a ratio.
 # Every step has a deadline (timeout); the script goes on after a failed step and exits 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -67,6 +68,11 @@ if [ "$rc" -eq 3 ] && ls "$LOGS"/hang/*/*/*/watchdog/stack_rank0.txt >/dev/null 
 else
   echo "   watchdog: expected exit 3 and <run>/watchdog/stack_rank0.txt, got exit $rc"; failed=1
 fi
+
+# the rank-side supervision's cost on CUDA (issue 36: DDP step of a small network at most 1.03x the bare one, a
+# small all_reduce at most 5 us over it), world size 1 and every visible GPU; printed, never a failure by itself
+step supervision_cost $RUN python benchmarks/bench_collectives.py --device cuda --calls 1000 --rounds 6 || failed=1
+grep -E '^cuda world' "$LOGS/supervision_cost.log" | sed 's/^/   | /'
 
 step cpu_rsl_rl $RUN mgpu-lab train_multigpu --num_gpus 1 --device cpu --rl_library rsl_rl --task Toy-Cartpole-v0 \
     --num_envs "$ENVS" --max_iterations "$ITERS" --log_root "$LOGS/cpu" || failed=1

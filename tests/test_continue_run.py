@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mgpu_lab.core import procs
 from mgpu_lab.core.errors import UsageError
 from mgpu_lab.health import heartbeat, live_stacks
 from mgpu_lab.runs import continue_run
@@ -182,8 +183,11 @@ def test_train_checks_refuse_with_checkpoint(tmp_path: Path) -> None:
         check_continue_run(args, folder=False)
 
 
-def test_live_stacks_collects_a_responding_and_a_dead_rank(tmp_path: Path, capsys) -> None:
-    """Rank 0 is this process (faulthandler answers the stack signal), rank 1's pid is gone."""
+def test_live_stacks_collects_a_responding_and_a_dead_rank(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Rank 0 is this process (faulthandler answers the stack signal), rank 1's pid is gone. (A launcher never
+    signals itself as a rank: this process stands for a rank of its job here.)"""
+    real = procs.not_the_jobs
+    monkeypatch.setattr(procs, "not_the_jobs", lambda pid, *a, **k: None if pid == os.getpid() else real(pid, *a, **k))
     sup = tmp_path / "supervise"
     sup.mkdir()
     run = make_run(tmp_path / "logs")
@@ -219,7 +223,40 @@ def test_stacks_request_refusals(tmp_path: Path, capsys) -> None:
     body["launcher_pid"] = dead_pid()  # a pid that is no ancestor of rank 0 is never signalled
     (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
     assert live_stacks.request("latest", str(tmp_path), 1) == 2
-    assert "is gone" in capsys.readouterr().err
+    assert "no ancestor of its rank 0" in capsys.readouterr().err
+
+
+def test_stacks_never_signals_a_process_a_lock_names_that_is_not_the_jobs(tmp_path: Path, capsys) -> None:
+    """Issue 40: a lock naming an unrelated process as rank 0 and launcher (a crafted file, or a stale one whose pid
+    was reused) leaves it running; so does one naming a real launcher whose start time is another's."""
+    sleep = subprocess.Popen(["sleep", "120"])
+    try:
+        run = make_run(tmp_path)
+        write_lock(run, pid=sleep.pid)
+        body = json.loads((run / continue_run.LOCK_FILE).read_text())
+        body["launcher_pid"] = sleep.pid
+        (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
+        assert live_stacks.request(str(run), str(tmp_path), 1) == 2
+        assert "stale or foreign; nothing signalled" in capsys.readouterr().err
+        assert sleep.poll() is None  # SIGUSR2's default action would have ended it
+        # rank 0 a child of the "launcher" (this process), with the start times they recorded: only a match counts
+        child = subprocess.Popen(["sleep", "120"])
+        try:
+            started = procs.start_time(os.getpid())
+            assert started is not None
+            body.update(pid=child.pid, launcher_pid=os.getpid(), launcher_started=started - 1)
+            (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
+            assert live_stacks.request(str(run), str(tmp_path), 1) == 2
+            assert "a reused pid" in capsys.readouterr().err
+            body.update(launcher_started=started, started=procs.start_time(child.pid))
+            (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
+            assert live_stacks.launcher_of(run) == os.getpid()  # the same processes: this one may be asked
+        finally:
+            child.kill()
+            child.wait()
+    finally:
+        sleep.kill()
+        sleep.wait()
 
 
 # --- the launcher, in-process (made-up GPUs, as in test_launcher_commands) ------------------------------

@@ -238,8 +238,8 @@ def test_a_failed_exit_barrier_becomes_one_warning_line() -> None:
     shown, kept = whole
     assert kept == b""  # not torchrun's failure text: the job did not fail
     lines = shown.decode().splitlines()
-    assert lines[0] == before.decode().strip() and lines[-1] == after.decode().strip()
-    (note,) = lines[1:-1]
+    assert lines[0] == before.decode().strip()  # torchrun's own log line after it is kept, not shown
+    (note,) = lines[1:]
     assert note.startswith("[WARN] launcher: every rank on this node finished; then torchrun's exit barrier")
     assert "(DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed.)" in note
     assert "pytorch/pytorch#69520" in note and "Traceback" not in shown.decode()

@@ -15,7 +15,7 @@ import pytest
 from mgpu_testing import PYTHON, REPO, loopback_env, run
 from mgpu_testing.docs import load_script
 
-from mgpu_lab.job.config import LaunchConfig
+from mgpu_lab.job.config import LaunchConfig, SchedulerEnv, read_scheduler_env
 from mgpu_lab.launch import launcher
 from mgpu_lab.launch.devices import Inventory, made_up_uuid
 
@@ -555,6 +555,24 @@ def test_no_torchrun_option_the_user_did_not_give() -> None:
     )
     cmd = launcher.build_command(cfg)
     assert cmd[: cmd.index(TRAIN)] == [*TORCHRUN, "--local_ranks_filter", "0"]
+    # read once, at parse time, into typed fields: the job layer never reads PET_* again
+    assert cfg.scheduler == SchedulerEnv(
+        nproc_per_node="2", nnodes="2", rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:29400"
+    )
+    assert (cfg.scheduler.nodes, cfg.scheduler.backend, cfg.scheduler.port) == ("2", "c10d", "29500")
+
+
+def test_the_scheduler_environment_has_one_default_each() -> None:
+    """Nothing set (or blank): torchrun's own defaults, each from one place."""
+    env = read_scheduler_env({"PET_NNODES": " ", "SLURM_JOBID": "42", "MGPU_LAB_JOB_KEY": "k"})
+    assert env == SchedulerEnv(slurm_job_id="42", job_key="k")
+    assert (env.ranks_per_node, env.nodes, env.backend, env.address, env.port) == (
+        "1",
+        "1",
+        "static",
+        "127.0.0.1",
+        "29500",
+    )
 
 
 def test_virtual_local_rank_maps_onto_torchruns_own_option() -> None:

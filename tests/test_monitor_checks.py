@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_lab.core.errors import EXIT_HANG, EXIT_RDZV
 from mgpu_lab.health import heartbeat
 from mgpu_lab.health.heartbeat import Beat
 from mgpu_lab.health.watchdog import Watchdog
 from mgpu_lab.job import checks
-from mgpu_lab.job.config import LaunchConfig
-from mgpu_lab.job.monitor import JobEnvironment, JobMonitor, State
+from mgpu_lab.job.config import LaunchConfig, read_scheduler_env
+from mgpu_lab.job.monitor import RESTARTED, JobEnvironment, JobMonitor, State
 from mgpu_lab.job.nccl_trace import DUMP_ENV, PIPE_ENV, NcclTrace
 
 
@@ -55,6 +54,7 @@ def launch_config(**given: object) -> LaunchConfig:
         "environ": {},
     }
     values.update(given)
+    values.setdefault("scheduler", read_scheduler_env(values["environ"]))  # type: ignore[arg-type]
     return LaunchConfig(**values)  # type: ignore[arg-type]
 
 
@@ -137,9 +137,13 @@ class Recorder:
 
     def __init__(self) -> None:
         self.stops: list[tuple[int, float | None]] = []
+        self.killed: list[int] = []
 
     def stop(self, signum: int, grace_s: float | None = None) -> None:
         self.stops.append((signum, grace_s))
+
+    def kill_ranks(self, pids: list[int]) -> None:
+        self.killed += pids
 
 
 def test_monitor_moves_from_rendezvous_to_running_on_the_first_beat(
@@ -162,7 +166,7 @@ def test_monitor_stops_the_job_at_the_rendezvous_deadline(tmp_path: Path, capsys
     monitor.tick(supervisor, 1.0)
     assert "waiting for the rendezvous at static 127.0.0.1:29500" in capsys.readouterr().err
     monitor.tick(supervisor, 10.0)
-    assert monitor.state is State.STOPPING and monitor.outcome == EXIT_RDZV
+    assert monitor.state is State.STOPPING and monitor.stopping_for is State.RDZV_TIMEOUT
     assert supervisor.stops == [(signal.SIGTERM, 1.0)]  # the config's grace, under the monitor's cap
     assert monitor.verdict is not None and "rendezvous deadline passed after 10 s" in monitor.verdict
     monitor.tick(supervisor, 11.0)  # stopping: nothing more is checked, nothing stopped twice
@@ -178,7 +182,7 @@ def test_monitor_stops_the_job_on_a_jax_error_file(tmp_path: Path, capsys: pytes
     assert supervisor.stops == []
     error.write_text("{}")
     monitor.tick(supervisor, 2.0)
-    assert supervisor.stops == [(signal.SIGTERM, None)] and monitor.outcome is None  # the ranks' report decides
+    assert supervisor.stops == [(signal.SIGTERM, None)] and monitor.stopping_for is None  # the ranks' report decides
     assert "a JAX rank failed" in capsys.readouterr().err
 
 
@@ -196,9 +200,9 @@ def test_monitor_reports_a_hang_and_stops_with_exit_3(tmp_path: Path, capsys: py
         monitor.tick(supervisor, 1.0)
         assert monitor.state is State.RUNNING and supervisor.stops == []
         monitor.tick(supervisor, 7.0)
-        assert monitor.state is State.STOPPING and monitor.outcome == EXIT_HANG
+        assert monitor.state is State.STOPPING and monitor.stopping_for is State.HUNG
         assert supervisor.stops == [(signal.SIGTERM, 1.0)]
-        assert rank.wait(timeout=60) == -signal.SIGKILL
+        assert supervisor.killed == [rank.pid]  # the supervisor, the one component that signals ranks, kills it
     finally:
         rank.kill()
         rank.wait()
@@ -297,3 +301,74 @@ def test_only_a_process_running_the_script_counts_as_a_started_worker(tmp_path: 
     finally:
         os.killpg(torchrun.pid, signal.SIGKILL)
         torchrun.wait()
+
+
+# ---------------------------------------------------------------------------------------------- terminal states
+
+
+TORCHRUN_LOG = (
+    b"W1204 12:00:00.000000 4959 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 5001 "
+    b"closing signal SIGTERM\n"
+    b"E1204 12:00:00.100000 4959 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1) "
+    b"local_rank: 1 (pid: 5002) of binary: /usr/bin/python\n"
+    b"I1204 12:00:00.200000 4959 torch/distributed/elastic/agent/server/api.py:700] [default] Worker group FAILED. "
+    b"2/3 attempts left; will restart worker group\n"
+)
+
+
+def test_torchruns_log_lines_are_kept_not_shown(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    monitor = JobMonitor(launch_config(), str(tmp_path), start=0.0, error_file=None, trace=None)
+    shown: list[bytes] = []
+    monitor.router.write = shown.append
+    monitor.stderr(b"[rank0]: step 1\n" + TORCHRUN_LOG[:50])
+    monitor.stderr(TORCHRUN_LOG[50:] + b"[rank0]: step 2\n")
+    assert b"".join(shown) == b"[rank0]: step 1\n[rank0]: step 2\n"
+    assert monitor.router.kept() == TORCHRUN_LOG
+
+
+def test_a_restart_is_said_once_in_the_launchers_words(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """torchrun says it restarted the group only at its INFO level (kept out): the beats' new pids say it."""
+    monitor = JobMonitor(launch_config(), str(tmp_path), start=0.0, error_file=None, trace=None)
+    supervisor = Recorder()
+    for generation, pids in enumerate([(101, 102), (201, 102), (201, 202), (301, 302)]):
+        for rank, pid in enumerate(pids):
+            heartbeat.write_beat(tmp_path, beat(rank, generation, pid=pid))
+        monitor.tick(supervisor, float(generation))
+    assert capsys.readouterr().err.count(RESTARTED) == 2  # two restarts, however their ranks beat
+
+
+class Job:
+    """What finish() needs of a JobEnvironment."""
+
+    key = "k"
+    error_file = None
+
+
+@pytest.mark.parametrize(
+    ("stopping_for", "interrupted", "rc", "state", "status"),
+    [
+        (None, None, 0, State.SUCCEEDED, 0),
+        (State.HUNG, None, 143, State.HUNG, 3),
+        (State.RDZV_TIMEOUT, None, 143, State.RDZV_TIMEOUT, 4),
+        (None, signal.SIGINT, 130, State.INTERRUPTED, 130),
+        (State.HUNG, signal.SIGTERM, 143, State.INTERRUPTED, 143),  # the user's interrupt wins over the hang
+        (None, None, 1, State.FAILED, 1),
+    ],
+)
+def test_the_outcome_is_a_terminal_state_with_its_exit_status(
+    tmp_path: Path, stopping_for: State | None, interrupted: int | None, rc: int, state: State, status: int
+) -> None:
+    monitor = JobMonitor(launch_config(log_dir=str(tmp_path)), str(tmp_path), start=0.0, error_file=None, trace=None)
+    monitor.stopping_for = stopping_for
+    monitor.verdict = "mgpu-lab train_multigpu: error: rendezvous deadline" if stopping_for else None
+    monitor.router.feed(TORCHRUN_LOG)
+    outcome = monitor.finish(rc, interrupted, Job())  # type: ignore[arg-type]
+    assert outcome.state is state and outcome.exit_status == status and monitor.state is state
+    if state is State.SUCCEEDED:
+        assert outcome.lines == ()
+        return
+    kept = [line for line in outcome.lines if "torchrun's own" in line]
+    assert len(kept) == 1, outcome.lines  # every other path names the file that keeps torchrun's lines
+    assert Path(kept[0].rsplit(" ", 1)[1]).read_bytes().startswith(TORCHRUN_LOG)
+    if state is State.RDZV_TIMEOUT:
+        assert outcome.lines[-1] == monitor.verdict  # the verdict stays the last line

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +35,7 @@ from mgpu_testing.launcher import (
     process_tree,
     start,
     supervise_dirs,
+    torchrun_log_lines,
     wait_until,
 )
 
@@ -130,7 +131,28 @@ def test_rank_hanging_outside_a_collective_is_named(tmp_path: Path) -> None:
     summary = (folder / "summary.txt").read_text().splitlines()
     assert summary and all(line in err for line in summary)
     assert "likely culprit: rank 1" in summary[-1]
-    assert err.rstrip().endswith("[ERROR] watchdog: stopping the job (exit 3)")  # torchrun's shutdown noise stays out
+    # torchrun's shutdown noise stays out, kept in the file the launcher names; only the launcher's lines follow
+    after = err[err.index("[ERROR] watchdog: stopping the job (exit 3)\n") :].splitlines()[1:]
+    assert all(line.startswith(("[WARN] launcher: ", "[INFO] launcher: ")) for line in after), after
+    assert after[-1].startswith("[INFO] launcher: torchrun's own log lines: "), after
+    assert torchrun_log_lines(err) == [] and "closing signal" in Path(after[-1].rsplit(" ", 1)[1]).read_text()
+
+
+@e2e
+@linux_only
+def test_a_rank_whose_beat_record_is_unusable_is_named_and_the_watchdog_fires(tmp_path: Path) -> None:
+    """Rank 1 replaces its beat with one whose pid is a string (the launcher once crashed on it), then hangs: the
+    watchdog names the record in one line, counts it as no progress and fires within its training limit."""
+    rc, _, err, _ = run_fault(tmp_path, "badbeat:1:2", "--hang_timeout", "3")
+    assert rc == 3, err[-3000:]
+    notice = re.findall(
+        r"^\[WARN\] watchdog: rank 1: unusable record (\S+/beat\.1) \((.*)\); counted as no progress$", err, re.M
+    )
+    assert len(notice) == 1 and notice[0][1].startswith("field 'pid': '"), err[-3000:]
+    where = watchdog_lines(err)
+    assert where[1].startswith("unusable record (field 'pid'"), where
+    assert where[0].startswith("waiting in all_reduce"), where
+    assert "in training (training limit 3 s, --hang_timeout)" in err and "Traceback" not in err
 
 
 @e2e
@@ -185,6 +207,8 @@ def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
     )
     assert rc == 0, err[-3000:]
     assert "[ERROR] watchdog" not in err, err[-3000:]  # (the bare word can be in a path: a checkout named so)
+    assert torchrun_log_lines(err) == [], err[-3000:]  # the restart is said in the launcher's words instead
+    assert err.count("[WARN] launcher: a rank's process was replaced: torchrun restarted the worker group") == 1, err
     # the restarted group ran to the end, on both ranks
     assert sorted(re.findall(r"\[fixture\] rank (\d)/2 attempt 1 done", out)) == ["0", "1"], out[-3000:]
 
@@ -247,6 +271,7 @@ def test_first_failing_rank_is_named_even_when_torchrun_blames_another(tmp_path:
     kept = kept_torchrun_text(err)
     root = kept[kept.index("Root Cause") :]
     assert re.search(r"rank\s*:\s*0 \(local_rank: 0\)", root), root  # torchrun blames rank 0 ...
+    assert torchrun_log_lines(err) == [], err[-3000:]  # its "failed (exitcode ...)" and SIGTERM lines stay out
     last = err.rstrip().splitlines()[-2:]
     assert re.fullmatch(
         r"\[ERROR\] launcher: first failure: rank 1/2 on node \S+ \(pid \d+\): "
@@ -308,19 +333,138 @@ def test_training_limit_applies_once_every_rank_trains(tmp_path: Path) -> None:
 
 
 def test_a_restarted_group_is_in_start_up_again(tmp_path: Path) -> None:
-    """The dead attempt's beats never fire; the new attempt's ranks start up under the start-up limit."""
+    """A rank's process gone resets the clock once; while no live rank trains, torchrun restarts the group, which
+    is start-up: only the start-up limit fires, and the new attempt's ranks start up under it too."""
     dog = Watchdog(tmp_path, 10, 600)
     dead = gone_pid()
     beat_as(tmp_path, 0, "train", 3, pid=dead)
     beat_as(tmp_path, 1, "train", 2, pid=dead)
     assert not dog.check(0.0)
-    assert not any(dog.check(t) for t in (10.0, 100.0, 1000.0))  # torchrun restarts the group: no hang
+    assert not any(dog.check(t) for t in (10.0, 100.0, 609.0))  # torchrun restarts the group: start-up
     beat_as(tmp_path, 0, "start")
-    assert not dog.check(1001.0)
-    assert not dog.check(2000.0)  # rank 1's beat is still the dead worker's
+    assert not dog.check(1001.0)  # the new attempt's first beat: progress
+    assert not dog.check(1500.0)  # rank 1's beat is still the dead worker's: start-up
     beat_as(tmp_path, 1, "start")
     assert not dog.check(2001.0) and not dog.check(2011.0)  # both live and starting: --hang_timeout is not it
     assert dog.check(2601.0) and dog.fired is not None and dog.fired.stage == "start-up"
+
+
+def test_a_record_naming_a_dead_pid_cannot_hold_the_clock(tmp_path: Path, other_rank: int) -> None:
+    """A beat naming a process that is gone, beside a live rank that trains: the clock restarts once, then the
+    training limit fires, and the report says the pid is not running."""
+    dog = Watchdog(tmp_path, 10, 600)
+    dead = gone_pid()
+    beat_as(tmp_path, 0, "train", 3, pid=other_rank)
+    beat_as(tmp_path, 1, "train", 3, pid=dead)
+    assert not dog.check(0.0)
+    assert not dog.check(1.0)  # the dead pid, first seen: the clock starts again (torchrun may be restarting)
+    assert not dog.check(10.0)
+    assert dog.check(11.0) and dog.fired == Limit("training", 10, "--hang_timeout")
+    report = dog.diagnose(11.0, stack_wait_s=0.0)
+    place = {st.rank: st.place() for st in report.ranks}
+    assert place[1] == f"not responding (pid {dead}, named by its beat record, is not running)"
+    assert 1 in report.culprits
+
+
+@pytest.fixture
+def other_rank() -> Iterator[int]:
+    """A live process standing in for a healthy rank (it ignores the stack signal: the test process must not get it)."""
+    code = "import signal, time; signal.signal(signal.SIGUSR1, signal.SIG_IGN); print(flush=True); time.sleep(120)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline()  # the handler is in place
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+HEALTHY = {"rank": 1, "local_rank": 1, "world_size": 2, "node": "n", "iteration": 3, "phase": "train", "time": 1.0}
+
+
+def _json(**fields: object) -> bytes:
+    import json
+
+    return json.dumps(fields).encode()
+
+
+#: (what a rank's beat file holds, the reason the watchdog names) -- issue 38's cases
+UNUSABLE = {
+    "garbage": (b"\x00\xffnot json at all", "not JSON: truncated or garbage"),
+    "truncated": (_json(v=1, **HEALTHY, pid=1)[:40], "not JSON: truncated or garbage"),
+    "empty": (b"", "empty"),
+    "not an object": (b"[1, 2, 3]", "a JSON list, not an object"),
+    "unknown version": (_json(v=99, **HEALTHY, pid=1), "version 99; this launcher reads version 1 (field 'v')"),
+    "no version": (_json(**HEALTHY, pid=1), "no version; this launcher reads version 1 (field 'v')"),
+    "missing field": (_json(v=1, **{k: v for k, v in HEALTHY.items() if k != "phase"}, pid=1), "field 'phase' missing"),
+    "pid 0": (_json(v=1, **HEALTHY, pid=0), "field 'pid': 0 is not a process id"),
+    "string pid": (_json(v=1, **HEALTHY, pid="123"), "field 'pid': '123' is not an integer"),
+    "unknown phase": (_json(v=1, **{**HEALTHY, "phase": "warp"}, pid=1), "field 'phase': 'warp' is not one of"),
+    "another rank's": (_json(v=1, **{**HEALTHY, "rank": 0}, pid=1), "it names rank 0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNUSABLE))
+def test_an_unusable_record_is_named_and_counts_as_no_progress(tmp_path: Path, case: str, other_rank: int) -> None:
+    """Beside a healthy rank: the watchdog names the bad record once (rank and file), still sees both ranks,
+    and fires within its training limit: the bad record never holds the clock back."""
+    data, reason = UNUSABLE[case]
+    dog = Watchdog(tmp_path, 10, 600)
+    beat_as(tmp_path, 0, "train", 3, pid=other_rank)
+    heartbeat.beat_path(tmp_path, 1).write_bytes(data)
+    assert not dog.check(0.0)
+    [notice] = dog.notices()
+    assert notice.startswith(f"[WARN] watchdog: rank 1: unusable record {heartbeat.beat_path(tmp_path, 1)} (")
+    assert reason in notice and notice.endswith("; counted as no progress")
+    heartbeat.beat_path(tmp_path, 1).write_bytes(data + b" ")  # it changes: still no progress
+    assert not dog.check(9.0) and dog.notices() == []  # named once
+    assert dog.check(10.0) and dog.fired == Limit("training", 10, "--hang_timeout")
+    report = dog.diagnose(10.0, stack_wait_s=0.0)
+    assert [st.rank for st in report.ranks] == [0, 1]  # the watchdog still sees every rank
+    lines = report.summary_lines()
+    [bad] = [line for line in lines if "rank 1/2" in line]
+    assert bad.startswith(
+        f"[ERROR] watchdog:   rank 1/2 (record {heartbeat.beat_path(tmp_path, 1)}): unusable record ("
+    )
+    assert 1 in report.culprits
+
+
+def test_every_record_garbage_still_fires(tmp_path: Path) -> None:
+    dog = Watchdog(tmp_path, 10, 600)
+    for rank in (0, 1):
+        heartbeat.beat_path(tmp_path, rank).write_bytes(b"garbage")
+    assert not dog.check(0.0)
+    assert len(dog.notices()) == 2
+    assert dog.check(10.0)
+    report = dog.diagnose(10.0, stack_wait_s=0.0)
+    assert [st.rank for st in report.ranks] == [0, 1] and report.culprits == [0, 1]
+    assert all("/?" in line for line in report.summary_lines()[1:3])  # no usable beat says the world size
+
+
+def test_a_newer_writers_extra_field_is_tolerated(tmp_path: Path) -> None:
+    dog = Watchdog(tmp_path, 10, 600)
+    beat_as(tmp_path, 0, "train", 3)
+    heartbeat.beat_path(tmp_path, 1).write_bytes(_json(v=1, **HEALTHY, pid=os.getpid(), gpu_temp_c=71))
+    assert sorted(dog.beats()) == [0, 1] and dog.notices() == []
+    assert dog.beats()[1].phase is heartbeat.Phase.TRAIN
+
+
+def test_every_record_kind_round_trips_through_the_one_definition(tmp_path: Path) -> None:
+    """Beat, failure and run folder: built and read through heartbeat's encode/decode, each with the version."""
+    import json
+
+    beat = Beat(0, 0, 2, "n", os.getpid(), 3, heartbeat.Phase.TRAIN, 1.0, "all_reduce")
+    failure = heartbeat.Failure(0, 0, "n", os.getpid(), heartbeat.FailureKind.REFUSED, "bad --seed", 2.0)
+    heartbeat.write_beat(tmp_path, beat)
+    heartbeat.write_failure(tmp_path, failure)
+    heartbeat.write_run_dir(tmp_path, tmp_path)
+    for name in ("beat.0", "failure.0", heartbeat.RUN_DIR_FILE):
+        assert json.loads((tmp_path / name).read_text())[heartbeat.VERSION_FIELD] == heartbeat.VERSION
+    assert heartbeat.read_beats(tmp_path) == {0: beat}
+    assert heartbeat.read_failures(tmp_path) == {0: failure}
+    assert heartbeat.read_run_dir(tmp_path) == tmp_path.resolve()
+    (tmp_path / "failure.1").write_text("{}")
+    assert heartbeat.scan_failures(tmp_path)[1][1].reason.startswith("no version")
+    (tmp_path / heartbeat.RUN_DIR_FILE).write_text(str(tmp_path))  # the unversioned form: not read
+    assert heartbeat.read_run_dir(tmp_path) is None
 
 
 @pytest.mark.parametrize(
@@ -429,3 +573,58 @@ def test_faulthandler_text_is_located() -> None:
     collective, caller = locate(main_thread(threads))
     assert collective == "all_reduce"
     assert caller == Frame("/repo/src/mgpu_lab/train/adapters/rsl_rl.py", 120, "_reduce_grads")
+
+
+# ---------------------------------------------------------------------------------------------- whose processes
+
+
+def sleeper() -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "120"])
+
+
+def test_a_beat_naming_a_process_outside_the_job_leaves_it_running(tmp_path: Path) -> None:
+    """The watchdog's launcher is ``root``; a beat names a process that is not below it (a crafted or stale record):
+    it is never signalled (SIGUSR1's default action would end it) and the report says so."""
+    launcher, unrelated = sleeper(), sleeper()
+    try:
+        dog = Watchdog(tmp_path, 10, 600, root=launcher.pid)
+        beat_as(tmp_path, 0, "train", 3, pid=unrelated.pid)
+        assert not dog.check(0.0) and dog.check(10.0)
+        report = dog.diagnose(10.0, stack_wait_s=0.0)
+        assert unrelated.poll() is None  # still running: never signalled
+        assert report.ranks[0].place() == (
+            f"not signalled: pid {unrelated.pid}, named by its beat record, is no process of this job "
+            "(a stale or foreign record)"
+        )
+    finally:
+        for proc in (launcher, unrelated):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_beat_naming_a_reused_pid_leaves_that_process_running(tmp_path: Path, other_rank: int) -> None:
+    """The pid is this launcher's child, but not the process that wrote the beat (another start time)."""
+    reused = sleeper()
+    try:
+        started = procs.start_time(reused.pid)
+        assert started is not None
+        heartbeat.write_beat(tmp_path, Beat(0, 0, 2, "n", reused.pid, 3, "train", time.time(), None, started - 1))
+        beat_as(tmp_path, 1, "train", 3, pid=other_rank)
+        dog = Watchdog(tmp_path, 10, 600)
+        assert not dog.check(0.0)
+        assert not dog.check(1.0)  # not the process that beat: gone, as far as the clock goes (once)
+        assert dog.check(11.0)
+        report = dog.diagnose(11.0, stack_wait_s=0.0)
+        assert reused.poll() is None
+        assert "a reused pid: another process, started at another time" in report.ranks[0].place()
+        assert "(a stale or foreign record)" in report.ranks[0].place()
+    finally:
+        reused.kill()
+        reused.wait()
+
+
+def test_a_beat_carries_its_process_start_time(tmp_path: Path) -> None:
+    from mgpu_lab.health.rank_progress import Supervision
+
+    Supervision(str(tmp_path), 0, 0, 1).beat(2, heartbeat.Phase.TRAIN)
+    assert heartbeat.read_beats(tmp_path)[0].started == procs.start_time(os.getpid())

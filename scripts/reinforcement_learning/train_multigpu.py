@@ -133,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     job = parser.add_argument_group("job")
     job.add_argument(
         "--rl_library", choices=["rsl_rl", "rl_games", "skrl"], default="rsl_rl",
-        help="RL library that train.py trains with; not passed to a --train_script (default: rsl_rl).",
+        help="RL library that train.py trains with; not passed to a --train_script, except to Isaac Lab's "
+             "trainer, whose own option it is, when given (default: rsl_rl).",
     )
     job.add_argument(
         "--train_script", default=None, metavar="PATH",

@@ -23,6 +23,7 @@ from mgpu_testing.launcher import (
     launcher_cmd,
     process_tree,
     start,
+    torchrun_log_lines,
     wait_for_pids,
     wait_until,
 )
@@ -57,6 +58,7 @@ def test_interrupt_exits_128_plus_the_signal(tmp_path: Path, sig: signal.Signals
         kill_group(proc)
     assert proc.returncode == 128 + sig, (proc.returncode, err[-2000:])
     assert f"{sig.name} received, stopping the job" in err
+    assert torchrun_log_lines(err) == [], err[-2000:]  # its "Received ... death signal" lines are kept in a file
     assert not [pid for pid in tree if alive(pid)]
 
 

@@ -110,6 +110,13 @@ def beats(folder: Path) -> dict[int, dict]:
     return out
 
 
+def torchrun_log_lines(err: str) -> list[str]:
+    """The console lines that are torchrun's own log lines (``W1204 12:00:00.000 ...``): none may reach it."""
+    from mgpu_lab.job.stderr_route import TORCHRUN_LOG
+
+    return [line for line in err.splitlines() if TORCHRUN_LOG.match(line.encode())]
+
+
 def kept_torchrun_text(err: str) -> str:
     """torchrun's own failure text, read from the file the launcher's report names (never on the terminal)."""
     from mgpu_lab.job.monitor import TORCHRUN_KEPT

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from mgpu_lab.core.names import LATEST
+
 #: subcommand -> (script path relative to the repository root, one-line help)
 ENTRY_SCRIPTS: dict[str, tuple[str, str]] = {
     "train": (
@@ -95,7 +97,7 @@ for _name in ENTRY_SCRIPTS:
 
 
 @main.command(name="stacks")
-@click.argument("run", default="latest")
+@click.argument("run", default=LATEST)
 @click.option("--log_root", default="logs", show_default=True, help="Where `latest` looks for a live job's run folder.")
 @click.option(
     "--timeout",
@@ -118,7 +120,7 @@ def stacks(run: str, log_root: str, timeout_s: float) -> None:
 
 
 @main.command(name="timing")
-@click.argument("run", default="latest")
+@click.argument("run", default=LATEST)
 @click.option(
     "--log_root", default="logs", show_default=True, help="Where `latest` looks for the newest run folder with timing."
 )
@@ -134,7 +136,7 @@ def timing(run: str, log_root: str) -> None:
     folder = rank_timing.find_run(run, log_root)
     lines = rank_timing.report_lines(folder) if folder is not None else []
     if folder is None or not lines:
-        where = f"under {Path(log_root).resolve()}" if run == "latest" else f"in {run}"
+        where = f"under {Path(log_root).resolve()}" if run == LATEST else f"in {run}"
         click.echo(
             f"mgpu-lab timing: error: no per-rank timing {where} (ranks record it when started by "
             "mgpu-lab train_multigpu)",

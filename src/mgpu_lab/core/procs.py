@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from mgpu_lab.core.names import JOB_KEY_ENV
+
 
 def _stat(pid: int) -> bytes | None:
     try:
@@ -39,6 +41,45 @@ def alive(pid: int) -> bool:
     except PermissionError:
         pass
     return state(pid) not in ("Z", "X")
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks after boot, ``/proc/PID/stat``'s field 22), or None when there is no such
+    process: with the pid, it names one process for good (a pid is reused, a start time with it is not)."""
+    data = _stat(pid)
+    if data is None:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def owner(pid: int) -> int | None:
+    """The user id a process runs as, or None."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def same_process(pid: int, started: int | None) -> bool:
+    """``pid`` is alive and, where its start time was recorded, still the process that recorded it."""
+    return alive(pid) and (started is None or start_time(pid) == started)
+
+
+def not_the_jobs(pid: int, started: int | None, *, root: int, job_key: str | None = None) -> str | None:
+    """Why ``pid`` is not provably a process of the job below ``root`` (None: it is, and may be signalled).
+
+    It must be alive, be the process its record names (same start time, where one was recorded), run as this
+    user, and be a descendant of ``root`` or carry the job's key in its environment; ``root`` itself is not one."""
+    if not alive(pid):
+        return "not running"
+    if started is not None and start_time(pid) != started:
+        return "a reused pid: another process, started at another time"
+    if owner(pid) != os.getuid():
+        return "a process of another user"
+    if pid == root or pid not in descendants(root) and (job_key is None or env_value(pid, JOB_KEY_ENV) != job_key):
+        return "no process of this job"
+    return None
 
 
 def stopped(pid: int) -> bool:

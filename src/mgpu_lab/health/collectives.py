@@ -7,18 +7,22 @@ collectives a training script makes, without the script knowing:
   :data:`mgpu_lab.health.heartbeat.COLLECTIVES`; rsl_rl, rl_games and skrl call these): each is replaced by a
   wrapper that notes the call and its completion. A call with ``async_op=True`` completes when its work's
   future does;
-- DDP's gradient all-reduce, which runs from C++ and never passes through those functions: every
-  ``DistributedDataParallel`` gets, at its first forward, the stock all-reduce communication hook
+- DDP's gradient all-reduce, which runs from C++ and never passes through those functions. On the CPU (gloo)
+  every ``DistributedDataParallel`` gets, at its first forward, the stock all-reduce communication hook
   (``default_hooks.allreduce_hook``, the same reduction DDP does by default), wrapped so that each bucket's
-  all-reduce is tracked as an ``async_op`` call. A script that registers its own hook keeps it, tracked the
-  same way. This works on gloo and on NCCL alike (the hook and work futures are backend-neutral).
+  all-reduce is tracked as an ``async_op`` call. On CUDA a Python hook would cost a small policy network a
+  measurable share of its step, so DDP keeps its stock C++ reduction there and its buckets are seen through the
+  process group's own counter (:meth:`CollectiveTracker.progress`: the default group's sequence number, which
+  every collective of the group advances, C++ ones included). A script that registers its own hook keeps it,
+  tracked like ours.
 
-Progress is :attr:`completed` (collectives completed) and :attr:`inside` (the one the rank is in now, or None):
-plain attributes the heartbeat writer reads from another thread. Wait time: on CPU (gloo) the wall time a
-collective takes is the time the rank waits for its peers; overlapping asynchronous ones count once. On
-CUDA the call returns once NCCL has queued its kernel, so the time comes from CUDA events recorded around
-it on the current stream and read only once the GPU passed them (``Event.query``): no synchronisation is
-added. :meth:`wait_seconds` returns what is known so far.
+Progress is :meth:`progress` (collectives completed, or the default group's sequence number where that is
+further) and :attr:`inside` (the one the rank is in now, or None): read by the heartbeat writer from another
+thread. Wait time: on CPU (gloo) the wall time a collective takes is the time the rank waits for its peers;
+overlapping asynchronous ones count once. On CUDA the call returns once NCCL has queued its kernel, so the time
+comes from CUDA events recorded around one call in :data:`CUDA_SAMPLE_EVERY` (weighted by that many) on the
+current stream and read only once the GPU passed them (``Event.query``): no synchronisation is added, and the
+per-call cost is a counter. :meth:`wait_seconds` returns what is known so far.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Any
 from mgpu_lab.health import heartbeat
 
 _ORIGINAL = "__mgpu_lab_original__"
+#: On CUDA, one collective in this many gets a pair of timing events (its span counts for all of them).
+CUDA_SAMPLE_EVERY = 8
 
 
 def _first_tensor(args: tuple, kwargs: dict) -> Any:
@@ -47,34 +53,34 @@ class _CudaSpans:
     """CUDA event pairs around collectives, turned into seconds once the GPU has passed both events."""
 
     def __init__(self) -> None:
-        self.pending: list[tuple[Any, Any]] = []
+        self.pending: list[tuple[Any, Any, int]] = []
         self.lock = threading.Lock()
 
     def start(self) -> Any:
-        import torch
+        import torch  # torch: this module loads without it (the launcher side reads its path)
 
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         return event
 
-    def end(self, start: Any) -> None:
-        import torch
+    def end(self, start: Any, weight: int = 1) -> None:
+        import torch  # torch: as above
 
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         with self.lock:
-            self.pending.append((start, event))
+            self.pending.append((start, event, weight))
 
     def harvest(self) -> float:
         """Seconds of every span the GPU has finished (the others stay pending); never blocks."""
         with self.lock:
             pending, self.pending = self.pending, []
         done, seconds = [], 0.0
-        for start, end in pending:
+        for start, end, weight in pending:
             if end.query():
-                seconds += start.elapsed_time(end) / 1000.0
+                seconds += weight * start.elapsed_time(end) / 1000.0
             else:
-                done.append((start, end))
+                done.append((start, end, weight))
         with self.lock:
             self.pending[:0] = done
         return seconds
@@ -95,14 +101,19 @@ class CollectiveTracker:
         self._lock = threading.Lock()  # async completions arrive on the backend's threads
         self._cuda = _CudaSpans()
         self._cuda_wait = 0.0
+        self._cuda_possible = False  # set at install: without CUDA no call looks for a CUDA tensor
+        self._cuda_calls = 0  # CUDA collectives seen (one in CUDA_SAMPLE_EVERY is timed)
+        self._group: Any = None  # the default process group, once one exists (its sequence number is progress)
         self._restore: list[tuple[Any, str, Any]] = []
 
     # --- installing ----------------------------------------------------------------------------------
     def install(self) -> CollectiveTracker:
         """Wrap every collective of ``torch.distributed`` and hook DDP (imports torch)."""
+        import torch  # torch: only when a rank installs the tracker
         import torch.distributed as tdist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
+        self._cuda_possible = torch.cuda.is_available()
         for name in heartbeat.COLLECTIVES:
             original = getattr(tdist, name, None)
             if original is not None and not hasattr(original, _ORIGINAL):
@@ -126,19 +137,18 @@ class CollectiveTracker:
         tracker = self
 
         def collective(*args: Any, **kwargs: Any) -> Any:
-            tensor = _first_tensor(args, kwargs)
-            cuda = tensor is not None and tensor.is_cuda
-            if kwargs.get("async_op"):
+            cuda = tracker._cuda_possible and tracker._on_cuda(args, kwargs)
+            if kwargs and kwargs.get("async_op"):
                 return tracker._call_async(tracker._label or name, original, args, kwargs, cuda)
             tracker.inside = name
-            start = tracker._cuda.start() if cuda else None
+            start = tracker._cuda_sample() if cuda else None
             began = tracker.clock()
             try:
                 return original(*args, **kwargs)
             finally:
-                if cuda:
-                    tracker._cuda.end(start)
-                else:
+                if start is not None:
+                    tracker._cuda.end(start, CUDA_SAMPLE_EVERY)
+                elif not cuda:
                     tracker._sync_wait += tracker.clock() - began
                 tracker.completed += 1
                 tracker.inside = None
@@ -148,8 +158,32 @@ class CollectiveTracker:
         setattr(collective, _ORIGINAL, original)
         return collective
 
+    def _on_cuda(self, args: tuple, kwargs: dict) -> bool:
+        tensor = _first_tensor(args, kwargs)
+        return tensor is not None and tensor.is_cuda
+
+    def _cuda_sample(self) -> Any:
+        """A start event for one CUDA call in CUDA_SAMPLE_EVERY, else None (the others cost a counter)."""
+        self._cuda_calls += 1
+        return self._cuda.start() if self._cuda_calls % CUDA_SAMPLE_EVERY == 1 else None
+
+    def progress(self) -> int:
+        """Collectives this rank took part in so far: those completed through the wrapped functions, or the default
+        group's sequence number where that is further (DDP's C++ reduction on CUDA advances only that)."""
+        group = self._group
+        if group is None:
+            import torch.distributed as tdist  # torch: as above
+
+            if not tdist.is_initialized():
+                return self.completed
+            group = self._group = tdist.distributed_c10d._get_default_group()
+        try:
+            return max(self.completed, int(group._get_sequence_number_for_group()))
+        except (RuntimeError, AttributeError):  # destroyed, or a backend without the counter
+            return self.completed
+
     def _call_async(self, name: str, original: Callable[..., Any], args: tuple, kwargs: dict, cuda: bool) -> Any:
-        start = self._cuda.start() if cuda else None
+        start = self._cuda_sample() if cuda else None
         with self._lock:
             if self._in_flight == 0:
                 self._in_flight_since = self.clock()
@@ -165,8 +199,8 @@ class CollectiveTracker:
     def _finish_async(self, start: Any, cuda: bool) -> None:
         """A future's callback (any thread): never raises, whatever the future holds."""
         try:
-            if cuda and start is not None:
-                self._cuda.end(start)  # the callback's stream waits for the collective: the event marks its end
+            if start is not None:  # the callback's stream waits for the collective: the event marks its end
+                self._cuda.end(start, CUDA_SAMPLE_EVERY)
             with self._lock:
                 self._in_flight -= 1
                 self.completed += 1
@@ -181,10 +215,13 @@ class CollectiveTracker:
     def _ddp_forward(self, forward: Callable[..., Any]) -> Callable[..., Any]:
         def tracked_forward(module: Any, *args: Any, **kwargs: Any) -> Any:
             if not getattr(module, "_mgpu_lab_hooked", False):
-                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
                 module._mgpu_lab_hooked = True
-                module.register_comm_hook(module.process_group, default_hooks.allreduce_hook)
+                if (
+                    getattr(module, "device_type", "cpu") != "cuda"
+                ):  # on CUDA the stock C++ reduction stays: progress() sees it
+                    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # torch: as above
+
+                    module.register_comm_hook(module.process_group, default_hooks.allreduce_hook)
             return forward(module, *args, **kwargs)
 
         tracked_forward.__wrapped__ = forward  # type: ignore[attr-defined]

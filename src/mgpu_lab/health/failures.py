@@ -13,10 +13,11 @@ torchrun often blames a rank that was a victim. Here:
   when no rank failed on its own.
 
 :func:`report` turns that into the launcher's own report: every failed rank with its node and its own last
-error line, which came first, and whether the failures were only refusals of bad input (every rank
-refusing the same input is said once: "all N ranks refused: ...", or "K of N ranks refused: ..." when torchrun
-stopped the others before they reached the same check). A rank is called a consequence only when
-its failure is a broken collective or a lost peer, or torchrun stopped it after another rank failed.
+error line, which came first (one line when only one rank failed), and whether the failures were only refusals
+of bad input (every rank refusing the same input is said once: "all N ranks refused: ...", or "K of N ranks
+refused: ..." when torchrun stopped the others before they reached the same check). A rank is called a
+consequence only when its failure is a broken collective or a lost peer, or torchrun stopped it after another rank
+failed.
 """
 
 from __future__ import annotations
@@ -190,6 +191,8 @@ def report(
     if event is None:
         return None
     failed = sorted(set(records) | set(exits) | (vanished if not exits else set()))
+    if failed == [event.rank]:  # one rank failed (a job of one rank): its line says it all, once
+        return Report(report_lines(event, world, torchrun_root, records), 1, False)
     lines = [f"[ERROR] launcher: {len(failed)} rank(s) failed" + (f" of {world}" if world else "") + ":"]
     for r in failed:
         f, e, b = records.get(r), exits.get(r), beats.get(r)

@@ -14,16 +14,25 @@ The launcher creates one *supervision folder* per job on each node and passes it
 enter: the rank-side tracker (:mod:`mgpu_lab.health.collectives`) and the fault switch wrap them, the
 watchdog recognises them in a stack.
 
-The launcher reads them (:func:`read_beats`, :func:`read_failures`, :func:`read_run_dir`). Both sides
-use only the names defined here.
+The launcher reads them (:func:`scan_beats`, :func:`read_beats`, :func:`read_failures`, :func:`read_run_dir`).
+Both sides use only the names defined here.
+
+The protocol is versioned (:data:`VERSION`): every record is one JSON object with the field
+:data:`VERSION_FIELD`, built by :func:`encode` and read back by :func:`decode` against the one schema of its
+record type (:class:`Beat`, :class:`Failure`, :class:`RunDir`); phases and failure kinds are enumerations
+(:class:`Phase`, :class:`FailureKind`). A record the reader cannot use (empty, garbage, truncated, not an
+object, another version, a field missing or of the wrong type, a pid that cannot be a rank's) is returned as
+an :class:`Unusable` naming the rank, the file and why, never dropped; fields a newer writer added are ignored.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import signal
-from dataclasses import asdict, dataclass
+import stat
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from mgpu_lab.core.atomic import atomic_write_bytes
@@ -34,6 +43,11 @@ SUPERVISE_DIR_ENV = "MGPU_LAB_SUPERVISE_DIR"
 STACK_SIGNAL = signal.SIGUSR1
 
 RUN_DIR_FILE = "run_dir"
+#: The protocol's version, written into every record; a reader uses only records of its own version.
+VERSION = 1
+VERSION_FIELD = "v"
+#: The most a reader reads of one record (a beat is about 250 bytes; anything larger is not ours).
+MAX_RECORD_BYTES = 65536
 
 #: torch.distributed functions that block until every rank of the group (or the peer) takes part. The one list:
 #: the rank-side tracker (:mod:`mgpu_lab.health.collectives`) and the ``skip`` fault wrap these, and the watchdog
@@ -64,6 +78,25 @@ COLLECTIVES = (
 DDP_ALLREDUCE = "all_reduce (DDP gradient bucket)"
 
 
+class Phase(enum.StrEnum):
+    """Where a rank is: importing and setting up, training, finished."""
+
+    START = "start"
+    TRAIN = "train"
+    DONE = "done"
+
+
+class FailureKind(enum.StrEnum):
+    """How a rank failed: an exception (or a non-zero exit), or bad input it refused (exit 2)."""
+
+    EXCEPTION = "exception"
+    REFUSED = "refused"
+
+
+#: Failure kinds under their short names.
+EXCEPTION, REFUSED = FailureKind.EXCEPTION, FailureKind.REFUSED
+
+
 @dataclass(frozen=True)
 class Beat:
     """One heartbeat: where a rank is and when it got there (``time`` is ``time.time()``)."""
@@ -74,29 +107,170 @@ class Beat:
     node: str
     pid: int
     iteration: int  # -1 before the first training iteration
-    phase: str  # "start", "train", "done"
+    phase: Phase
     time: float
     #: the collective this rank is inside, when its tracker saw it enter one and not leave (None: outside any, or
     #: not tracked); lets the watchdog see a wait that leaves no torch.distributed frame in the stack (DDP's)
     collective: str | None = None
+    #: the process's start time (:func:`mgpu_lab.core.procs.start_time`): a reused pid is never taken for the rank
+    started: int | None = None
 
-
-#: Failure kinds: an exception (or a non-zero exit), and bad input the rank refused (exit 2).
-EXCEPTION, REFUSED = "exception", "refused"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "phase", Phase(self.phase))
 
 
 @dataclass(frozen=True)
 class Failure:
-    """The first failure a rank saw: an exception (``kind`` "exception") or a refusal of its input (``kind``
-    "refused"), with a one-line summary."""
+    """The first failure a rank saw: an exception (:data:`EXCEPTION`) or a refusal of its input
+    (:data:`REFUSED`), with a one-line summary."""
 
     rank: int
     local_rank: int
     node: str
     pid: int
-    kind: str
+    kind: FailureKind
     detail: str
     time: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", FailureKind(self.kind))
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Rank 0's record of the run's log folder (an absolute path)."""
+
+    path: str
+
+
+# --- the one schema: field -> what a reader accepts ----------------------------------------------------------
+
+
+class Unreadable(ValueError):
+    """A record the reader cannot use; the message says why, in a few words."""
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:  # bool is no count
+        raise Unreadable(f"{value!r} is not an integer")
+    return value
+
+
+def _count(value: object) -> int:
+    if _int(value) < 0:
+        raise Unreadable(f"{value!r} is negative")
+    return int(value)  # type: ignore[call-overload]
+
+
+#: Linux's largest process id (``/proc/sys/kernel/pid_max`` is at most this).
+PID_MAX = 1 << 22
+
+
+def _pid(value: object) -> int:
+    if not 0 < _int(value) <= PID_MAX:  # 0 and negative pids signal process groups: never a rank's
+        raise Unreadable(f"{value!r} is not a process id")
+    return int(value)  # type: ignore[call-overload]
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise Unreadable(f"{value!r} is not a string")
+    return value
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else _str(value)
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else _int(value)
+
+
+def _number(value: object) -> float:
+    if type(value) not in (int, float):
+        raise Unreadable(f"{value!r} is not a number")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _enum(kind: type[enum.StrEnum]):
+    def check(value: object) -> object:
+        try:
+            return kind(value) if isinstance(value, str) else kind("\0")
+        except ValueError:
+            raise Unreadable(f"{value!r} is not one of {', '.join(k.value for k in kind)}") from None
+
+    return check
+
+
+_SCHEMA: dict[type, dict[str, object]] = {
+    Beat: {
+        "rank": _count,
+        "local_rank": _count,
+        "world_size": _count,
+        "node": _str,
+        "pid": _pid,
+        "iteration": _int,
+        "phase": _enum(Phase),
+        "time": _number,
+        "collective": _optional_str,
+        "started": _optional_int,
+    },
+    Failure: {
+        "rank": _count,
+        "local_rank": _count,
+        "node": _str,
+        "pid": _pid,
+        "kind": _enum(FailureKind),
+        "detail": _str,
+        "time": _number,
+    },
+    RunDir: {"path": _str},
+}
+
+
+def encode(record: Beat | Failure | RunDir) -> bytes:
+    """A record as the bytes a rank writes: one JSON object with the protocol's version."""
+    return json.dumps({VERSION_FIELD: VERSION, **asdict(record)}).encode("utf-8")
+
+
+def decode(kind: type, data: bytes):
+    """The record of type ``kind`` in ``data``; :class:`Unreadable` saying why when it cannot be used. Fields this
+    version does not know (a newer writer's) are ignored; a field with a default may be missing."""
+    if not data.strip():
+        raise Unreadable("empty")
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        raise Unreadable("not JSON: truncated or garbage") from None
+    if not isinstance(obj, dict):
+        raise Unreadable(f"a JSON {type(obj).__name__}, not an object")
+    version = obj.get(VERSION_FIELD)
+    if version != VERSION:
+        said = "no version" if version is None else f"version {version!r}"
+        raise Unreadable(f"{said}; this launcher reads version {VERSION} (field {VERSION_FIELD!r})")
+    values: dict[str, object] = {}
+    for f in fields(kind):
+        if f.name not in obj:
+            if f.default is f.default_factory:  # both MISSING: required
+                raise Unreadable(f"field {f.name!r} missing")
+            continue
+        try:
+            values[f.name] = _SCHEMA[kind][f.name](obj[f.name])  # type: ignore[operator]
+        except Unreadable as exc:
+            raise Unreadable(f"field {f.name!r}: {exc}") from None
+    return kind(**values)
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """A rank's record the reader could not use: which rank, which file, why."""
+
+    rank: int
+    path: Path
+    reason: str
+
+    def line(self, who: str = "watchdog") -> str:
+        return f"[WARN] {who}: rank {self.rank}: unusable record {self.path} ({self.reason}); counted as no progress"
 
 
 def beat_path(folder: str | os.PathLike, rank: int) -> Path:
@@ -111,58 +285,90 @@ def failure_path(folder: str | os.PathLike, rank: int) -> Path:
     return Path(folder) / f"failure.{rank}"
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (readers never see half a record; no fsync: records are transient)."""
-    atomic_write_bytes(path, text.encode("utf-8"), durable=False)
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (readers never see half a record; no fsync: records are transient)."""
+    atomic_write_bytes(path, data, durable=False)
 
 
 def write_beat(folder: str | os.PathLike, beat: Beat) -> None:
-    _replace(beat_path(folder, beat.rank), json.dumps(asdict(beat)))
+    _replace(beat_path(folder, beat.rank), encode(beat))
 
 
 def write_failure(folder: str | os.PathLike, failure: Failure) -> None:
     """Record a rank's failure unless it already recorded one (the first failure is the one that counts)."""
     path = failure_path(folder, failure.rank)
     if not path.exists():
-        _replace(path, json.dumps(asdict(failure)))
+        _replace(path, encode(failure))
 
 
 def write_run_dir(folder: str | os.PathLike, run_dir: str | os.PathLike) -> None:
-    _replace(Path(folder) / RUN_DIR_FILE, str(Path(run_dir).resolve()))
+    _replace(Path(folder) / RUN_DIR_FILE, encode(RunDir(str(Path(run_dir).resolve()))))
 
 
-def _read_records(folder: str | os.PathLike, prefix: str, kind: type) -> dict[int, object]:
+def read_record(path: Path) -> bytes:
+    """A record file's bytes: regular files only, never more than :data:`MAX_RECORD_BYTES` (OSError otherwise)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        data = os.read(fd, MAX_RECORD_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_RECORD_BYTES:
+        raise Unreadable(f"larger than {MAX_RECORD_BYTES} bytes")
+    return data
+
+
+def _scan(folder: str | os.PathLike, prefix: str, kind: type) -> tuple[dict[int, object], dict[int, Unusable]]:
     found: dict[int, object] = {}
+    bad: dict[int, Unusable] = {}
     try:
         entries = os.listdir(folder)
     except OSError:
-        return found
+        return found, bad
     for name in entries:
         head, _, tail = name.partition(".")
         if head != prefix or not tail.isdigit():
-            continue
+            continue  # atomic writes' temp files, and whatever else is not a record
+        rank, path = int(tail), Path(folder) / name
         try:
-            data = json.loads((Path(folder) / name).read_text(encoding="utf-8"))
-            record = kind(**data)
-        except (OSError, ValueError, TypeError):
-            continue  # a record being replaced right now, or not ours: skip it this time
-        found[int(tail)] = record
-    return found
+            record = decode(kind, read_record(path))
+            if getattr(record, "rank", rank) != rank:
+                raise Unreadable(f"it names rank {record.rank}")
+            found[rank] = record
+        except FileNotFoundError:
+            continue  # removed since the listing
+        except Unreadable as exc:
+            bad[rank] = Unusable(rank, path, str(exc))
+        except OSError as exc:
+            bad[rank] = Unusable(rank, path, f"unreadable: {exc.strerror or exc}")
+    return found, bad
+
+
+def scan_beats(folder: str | os.PathLike) -> tuple[dict[int, Beat], dict[int, Unusable]]:
+    """Every rank's latest heartbeat by global rank, and the beat records that could not be used."""
+    return _scan(folder, "beat", Beat)  # type: ignore[return-value]
 
 
 def read_beats(folder: str | os.PathLike) -> dict[int, Beat]:
-    """Every rank's latest heartbeat, by global rank."""
-    return _read_records(folder, "beat", Beat)  # type: ignore[return-value]
+    """Every rank's latest usable heartbeat, by global rank (:func:`scan_beats` says which were not usable)."""
+    return scan_beats(folder)[0]
+
+
+def scan_failures(folder: str | os.PathLike) -> tuple[dict[int, Failure], dict[int, Unusable]]:
+    """Every recorded rank failure by global rank, and the failure records that could not be used."""
+    return _scan(folder, "failure", Failure)  # type: ignore[return-value]
 
 
 def read_failures(folder: str | os.PathLike) -> dict[int, Failure]:
-    """Every recorded rank failure, by global rank."""
-    return _read_records(folder, "failure", Failure)  # type: ignore[return-value]
+    """Every usable rank failure record, by global rank."""
+    return scan_failures(folder)[0]
 
 
 def read_run_dir(folder: str | os.PathLike) -> Path | None:
+    """The run folder rank 0 recorded, or None (none yet, or an unusable record)."""
     try:
-        text = (Path(folder) / RUN_DIR_FILE).read_text(encoding="utf-8").strip()
-    except OSError:
+        record = decode(RunDir, read_record(Path(folder) / RUN_DIR_FILE))
+    except (OSError, ValueError):
         return None
-    return Path(text) if text else None
+    return Path(record.path) if record.path else None

@@ -87,11 +87,9 @@ def summary_lines(ranks) -> list[str]:
     """One line per rank: where it is (the watchdog's classification)."""
     if not ranks:
         return [f"{PREFIX} no rank of this node is training yet (no heartbeat); ask again once training runs"]
-    return [
-        f"{PREFIX} rank {st.rank}/{st.beat.world_size} (node {st.beat.node}, pid {st.beat.pid}, iteration "
-        f"{st.beat.iteration}): {st.place()}"
-        for st in ranks
-    ]
+    from mgpu_lab.health.watchdog import world_of
+
+    return [f"{PREFIX} {st.heading(world_of(ranks), phase=False)}: {st.place()}" for st in ranks]
 
 
 def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None, out=None) -> Path:
@@ -106,8 +104,7 @@ def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None
     )
     folder = _new_folder(heartbeat.read_run_dir(supervise_dir))
     for st in report.ranks:
-        text = st.stack if st.responding else f"rank {st.rank} (pid {st.beat.pid}) did not answer the stack request\n"
-        atomic_write_bytes(folder / f"stack_rank{st.rank}.txt", text.encode("utf-8"), durable=False)
+        atomic_write_bytes(folder / f"stack_rank{st.rank}.txt", st.stack_text().encode("utf-8"), durable=False)
     lines = summary_lines(report.ranks)
     atomic_write_bytes(folder / SUMMARY, ("\n".join(lines) + "\n").encode("utf-8"), durable=False)  # last: "done"
     for line in lines:
@@ -136,7 +133,9 @@ def live_runs(log_root: str) -> list[Path]:
 
 
 def find_run(target: str, log_root: str) -> Path:
-    if target == "latest":
+    from mgpu_lab.runs.resume import LATEST
+
+    if target == LATEST:
         runs = live_runs(log_root)
         if not runs:
             raise RequestError(
@@ -154,7 +153,7 @@ def launcher_of(run_dir: Path) -> int:
     """The pid of the launcher whose job writes ``run_dir`` on this host (RequestError otherwise)."""
     import socket
 
-    from mgpu_lab.core.procs import alive, process_table
+    from mgpu_lab.core.procs import alive, owner, process_table, start_time
     from mgpu_lab.runs import continue_run
 
     lock = continue_run.read_lock(run_dir)
@@ -168,12 +167,21 @@ def launcher_of(run_dir: Path) -> int:
             "collect stacks; use py-spy dump --pid PID on each rank instead"
         )
     table = process_table()  # the launcher must be an ancestor of rank 0: never signal a reused pid
-    pid, seen = lock.pid, set()
+    pid, seen = table.get(lock.pid), {lock.pid}  # rank 0 itself is no launcher
     while pid in table and pid not in seen and pid != lock.launcher_pid:
         seen.add(pid)
         pid = table[pid]
     if pid != lock.launcher_pid or not alive(pid):
-        raise RequestError(f"{run_dir}: its launcher (pid {lock.launcher_pid}) is gone; the job is ending")
+        raise RequestError(
+            f"{run_dir}: its lock names launcher pid {lock.launcher_pid}, which is no ancestor of its rank 0 (pid "
+            f"{lock.pid}): the job is ending, or the lock is stale or foreign; nothing signalled"
+        )
+    for who, named, started in (("rank 0", lock.pid, lock.started), ("launcher", pid, lock.launcher_started)):
+        if (started is not None and start_time(named) != started) or owner(named) != os.getuid():
+            raise RequestError(
+                f"{run_dir}: its lock's {who} (pid {named}) is another process now (a reused pid, or another "
+                "user's): the lock is stale or foreign; nothing signalled"
+            )
     return lock.launcher_pid
 
 

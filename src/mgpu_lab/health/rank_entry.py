@@ -10,8 +10,8 @@ runs, this rank
 - registers the stack dump on the launcher's signal and beats ``start`` (:class:`~mgpu_lab.health.rank_progress.
   Supervision`, the built-in trainer's own);
 - installs the :class:`~mgpu_lab.health.collectives.CollectiveTracker`: a daemon thread beats each time the
-  count of completed collectives or the collective the rank is in changes (phase ``train`` from the first
-  completed collective; the beat's iteration counts completed collectives), and closes a timing window
+  count of collectives (:meth:`~mgpu_lab.health.collectives.CollectiveTracker.progress`) or the collective the rank
+  is in changes (phase ``train`` from the first collective; the beat's iteration counts them), and closes a timing window
   every :data:`mgpu_lab.health.timing.WINDOW_S` seconds;
 - rank 0 with ``--job_root``: creates the job's records folder ``<DIR>/train_multigpu/<script>/<time>/``
   (the watchdog's and ``mgpu-lab stacks``' files, timing, torchrun's failure text) and holds its lock, so
@@ -30,11 +30,17 @@ import sys
 if __name__ == "__main__":  # run by path: this folder must not shadow anything; the package's root replaces it
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from mgpu_lab.health.collectives import CollectiveTracker
-    from mgpu_lab.health.rank_progress import Supervision
-    from mgpu_lab.health.timing import TimingLog
+import runpy
+import socket
+import threading
+import time
+
+# no torch at module level in any of these (torch comes with the collective tracker's install); after the path fix
+from mgpu_lab.health import heartbeat
+from mgpu_lab.health.collectives import CollectiveTracker
+from mgpu_lab.health.rank_progress import Supervision
+from mgpu_lab.health.timing import WINDOW_S, TimingLog
+from mgpu_lab.runs import continue_run, resume, run_dir
 
 JOB_DIR_KIND = "train_multigpu"  # <job_root>/train_multigpu/<script>/<time>: the layout mgpu-lab stacks searches
 USAGE = "usage: rank_entry.py [--job_root DIR] (SCRIPT | -m MODULE) [ARGS...]"
@@ -70,7 +76,6 @@ class Beater:
     def __init__(
         self, supervision: Supervision | None, tracker: CollectiveTracker, log: TimingLog, poll_s: float = 0.1
     ) -> None:
-        import threading
 
         self.supervision, self.tracker, self.log, self.poll_s = supervision, tracker, log, poll_s
         self.stop = threading.Event()
@@ -78,9 +83,6 @@ class Beater:
         self.thread = threading.Thread(target=self._run, name="mgpu_lab-collective-beats", daemon=True)
 
     def _run(self) -> None:
-        import time
-
-        from mgpu_lab.health.timing import WINDOW_S
 
         next_window = time.monotonic() + WINDOW_S
         while not self.stop.wait(self.poll_s):
@@ -90,13 +92,13 @@ class Beater:
                 self.log.close_window()
 
     def beat_if_changed(self) -> None:
-        state = (self.tracker.completed, self.tracker.inside)
+        state = (self.tracker.progress(), self.tracker.inside)
         if state == self.last or state[0] == 0 and state[1] is None:
             return
         self.last = state
         if self.supervision is not None:
             try:
-                self.supervision.beat(state[0], "train", collective=state[1])
+                self.supervision.beat(state[0], heartbeat.Phase.TRAIN, collective=state[1])
             except OSError:
                 pass  # the launcher removed its folder: the job is ending
 
@@ -105,13 +107,11 @@ class Beater:
         self.thread.join(timeout=2.0)
         self.log.close_window()
         if ok and self.supervision is not None:
-            self.supervision.beat(self.tracker.completed, "done")
+            self.supervision.beat(self.tracker.progress(), heartbeat.Phase.DONE)
 
 
 def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
     """Rank 0: the job's records folder (a restarted group keeps the first one) and its lock, or None."""
-    from mgpu_lab.health import heartbeat
-    from mgpu_lab.runs import continue_run, run_dir
 
     if supervise_dir is None or job_root is None:
         return None
@@ -123,7 +123,7 @@ def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
             print(
                 f"[INFO] rank 0: this job's records (watchdog, stacks, timing): {folder}", file=sys.stderr, flush=True
             )
-        return continue_run.hold(folder, os.environ.get("MGPU_LAB_JOB_KEY"))
+        return continue_run.hold(folder, os.environ.get(resume.JOB_KEY_ENV))
     except OSError as exc:  # the script still runs: only mgpu-lab stacks/timing will not find this job
         print(
             f"[WARN] rank 0: no records folder under {job_root} ({exc.strerror or exc}); mgpu-lab stacks and "
@@ -136,7 +136,6 @@ def records_folder(supervise_dir: str | None, job_root: str | None, name: str):
 
 def run_target(target: str, module: bool, args: list[str]) -> int:
     """Run the script as ``python target args`` (or ``python -m target args``) would; return its exit status."""
-    import runpy
 
     if module:
         sys.argv = [target, *args]  # run_module puts the module's file in argv[0]
@@ -151,12 +150,6 @@ def run_target(target: str, module: bool, args: list[str]) -> int:
 
 def supervised(job_root: str | None, target: str, module: bool, args: list[str]) -> int:
     """Install supervision, run the script, record how it ended."""
-    import socket
-
-    from mgpu_lab.health import heartbeat
-    from mgpu_lab.health.collectives import CollectiveTracker
-    from mgpu_lab.health.rank_progress import Supervision
-    from mgpu_lab.health.timing import TimingLog
 
     env = os.environ
     rank, local, world = int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0")), int(env.get("WORLD_SIZE", "1"))
@@ -164,7 +157,7 @@ def supervised(job_root: str | None, target: str, module: bool, args: list[str])
     supervision = Supervision(folder, rank, local, world) if folder and os.path.isdir(folder) else None
     if supervision is not None:
         supervision.register_stack_dump()
-        supervision.beat(-1, "start")
+        supervision.beat(-1, heartbeat.Phase.START)
     lock = records_folder(folder, job_root, script_name(target, module)) if rank == 0 else None
     tracker = CollectiveTracker().install()
     beater = Beater(supervision, tracker, TimingLog(tracker, rank, socket.gethostname(), folder))
@@ -194,7 +187,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
-    from torch.distributed.elastic.multiprocessing.errors import record
+    from torch.distributed.elastic.multiprocessing.errors import record  # torch: only once the arguments parse
 
     status = record(supervised)(job_root, target, module, args)
     return status if status is not None else 0

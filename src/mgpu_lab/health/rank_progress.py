@@ -42,7 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from mgpu_lab.core import procs
 from mgpu_lab.health import heartbeat
+from mgpu_lab.runs.resume import restart_count
 
 FAULT_KINDS = ("hang", "skip", "raise", "signal", "slow")
 SLOW_DEFAULT_S = 0.5
@@ -124,8 +126,6 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
 
 def first_attempt(environ: Mapping[str, str] = os.environ) -> bool:
     """True unless torchrun says this is a restarted worker group (an unreadable count is no first attempt)."""
-    from mgpu_lab.runs.resume import restart_count
-
     try:
         return restart_count(environ) == 0
     except ValueError:
@@ -164,7 +164,7 @@ class SkipCollective:
     originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
     def install(self) -> None:
-        import torch.distributed as tdist
+        import torch.distributed as tdist  # torch: only for the skip fault
 
         for name in heartbeat.COLLECTIVES:
             original = getattr(tdist, name, None)
@@ -229,9 +229,10 @@ class Supervision:
         self.rank, self.local_rank, self.world_size = rank, local_rank, world_size
         self.node = socket.gethostname()
         self.pid = os.getpid()
+        self.started = procs.start_time(self.pid)  # with the pid in every beat: the launcher signals only this process
         self._stack_file: TextIO | None = None
 
-    def beat(self, iteration: int, phase: str, collective: str | None = None) -> None:
+    def beat(self, iteration: int, phase: heartbeat.Phase, collective: str | None = None) -> None:
         heartbeat.write_beat(
             self.folder,
             heartbeat.Beat(
@@ -244,6 +245,7 @@ class Supervision:
                 phase,
                 time.time(),
                 collective,
+                self.started,
             ),
         )
 
@@ -260,7 +262,9 @@ class Supervision:
             detail = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")[:400]
         heartbeat.write_failure(
             self.folder,
-            heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid, "exception", detail, time.time()),
+            heartbeat.Failure(
+                self.rank, self.local_rank, self.node, self.pid, heartbeat.EXCEPTION, detail, time.time()
+            ),
         )
 
     def record_refusal(self, message: str) -> None:
@@ -294,8 +298,8 @@ class RankProgress:
         """Beat "start", register the stack dump and track collectives for timing (before any process group)."""
         if self.supervision is not None:
             self.supervision.register_stack_dump()
-            self.supervision.beat(-1, "start")
-            from mgpu_lab.health.collectives import CollectiveTracker
+            self.supervision.beat(-1, heartbeat.Phase.START)
+            from mgpu_lab.health.collectives import CollectiveTracker  # only under the launcher's supervision
             from mgpu_lab.health.timing import TimingLog
 
             self.timing = TimingLog(CollectiveTracker().install(), self.rank, self.node, self.supervision.folder)
@@ -311,14 +315,14 @@ class RankProgress:
             self.faults.at_iteration(iteration)  # before the beat: a faulty rank stays behind on iterations
         self.iteration = iteration
         if self.supervision is not None:
-            self.supervision.beat(iteration, "train")
+            self.supervision.beat(iteration, heartbeat.Phase.TRAIN)
 
     def done(self) -> None:
         if self.timing is not None and self.iteration >= 0:
             self.timing.close_window(self.iteration)
             self.timing = None
         if self.supervision is not None:
-            self.supervision.beat(self.iteration, "done")
+            self.supervision.beat(self.iteration, heartbeat.Phase.DONE)
 
     def failed(self, exc: BaseException) -> None:
         if self.supervision is not None:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mgpu_lab.health import heartbeat
+from mgpu_lab.runs.resume import LATEST
 
 TIMING_DIR = "timing"
 #: Window length for scripts without iterations the launcher knows of (seconds of wall time).
@@ -204,7 +205,7 @@ def report_lines(run_dir: str | os.PathLike) -> list[str]:
 
 def find_run(target: str, log_root: str) -> Path | None:
     """A run folder: ``target`` itself, or for ``latest`` the newest under ``log_root`` that holds timing."""
-    if target != "latest":
+    if target != LATEST:
         return Path(target) if Path(target).is_dir() else None
     runs = [p.parent for p in Path(log_root).glob(f"*/*/*/{TIMING_DIR}") if p.is_dir()]
     return max(runs, key=lambda p: (p / TIMING_DIR).stat().st_mtime) if runs else None

@@ -9,7 +9,13 @@ Progress means that some rank's heartbeat changed (a new iteration or phase). Th
 heartbeat, so rendezvous time never counts. Two limits apply to a stall (:class:`Limit`): while some rank has
 not begun training (its beat is still phase ``start``: importing a library, compiling, starting a simulator)
 the start-up limit, which is long; once every rank trains, the training limit (``--hang_timeout``). A
-restarted group beats ``start`` afresh, so it is in start-up again.
+restarted group beats ``start`` afresh, so it is in start-up again; while a rank's beat names a process that is
+gone and no live rank trains, torchrun is restarting the group: start-up too.
+
+A record the watchdog cannot use (:class:`mgpu_lab.health.heartbeat.Unusable`: garbage, truncated, another version,
+a missing field, a pid that is no process id) counts as no progress for its rank: it cannot hold the clock back,
+and it is named in one line when first seen (:meth:`Watchdog.notices`) and in the report. A beat naming a process
+that is gone resets the clock once (a rank died: torchrun stops or restarts the group), never again.
 """
 
 from __future__ import annotations
@@ -85,17 +91,46 @@ class Frame:
 
 @dataclass
 class RankState:
-    """What the watchdog found out about one rank."""
+    """What the watchdog found out about one rank (``beat`` None: its record was unusable, see ``unusable``)."""
 
     rank: int
-    beat: heartbeat.Beat
+    beat: heartbeat.Beat | None
+    unusable: heartbeat.Unusable | None = None
+    gone: bool = False  # the pid its beat names is not running
+    foreign: str | None = None  # why the pid its beat names is not provably this job's (then it is never signalled)
     responding: bool = True
     stopped: bool = False  # stopped by a signal (SIGSTOP, or a debugger): it can answer nothing, not even SIGTERM
     stack: str = ""
     collective: str | None = None  # the collective the rank waits in
     where: Frame | None = None  # the caller of that collective, or the rank's innermost frame of interest
 
+    def heading(self, world: object = "?", *, phase: bool = True) -> str:
+        """``rank R/W (node N, pid P, iteration I[, phase X])``, or ``rank R/W (record PATH)`` for an unusable one."""
+        b = self.beat
+        if b is None:
+            where = f"record {self.unusable.path}" if self.unusable is not None else "no record"
+            return f"rank {self.rank}/{world} ({where})"
+        tail = f", phase {b.phase}" if phase else ""
+        return f"rank {self.rank}/{b.world_size} (node {b.node}, pid {b.pid}, iteration {b.iteration}{tail})"
+
+    def stack_text(self) -> str:
+        """What goes into the rank's stack file: its stack, or why there is none."""
+        if self.responding:
+            return self.stack
+        if self.beat is None:
+            return f"rank {self.rank}: {self.place()}\n"
+        return f"rank {self.rank} (pid {self.beat.pid}) did not answer the stack request: {self.place()}\n"
+
     def place(self) -> str:
+        if self.unusable is not None:
+            return f"unusable record ({self.unusable.reason}); counted as no progress"
+        if self.gone and self.beat is not None:
+            return f"not responding (pid {self.beat.pid}, named by its beat record, is not running)"
+        if self.foreign is not None and self.beat is not None:
+            return (
+                f"not signalled: pid {self.beat.pid}, named by its beat record, is {self.foreign} "
+                "(a stale or foreign record)"
+            )
         if self.stopped:
             return "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)"
         if not self.responding:
@@ -104,6 +139,11 @@ class RankState:
             caller = f", called from {self.where.where()}" if self.where else ""
             return f"waiting in {self.collective}{caller}"
         return f"outside any collective, at {self.where.where()}" if self.where else "outside any collective"
+
+
+def world_of(ranks: list[RankState]) -> object:
+    """The world size the usable beats give ("?" when none is usable)."""
+    return next((st.beat.world_size for st in ranks if st.beat is not None), "?")
 
 
 @dataclass
@@ -124,12 +164,8 @@ class Report:
             f"[ERROR] watchdog: no rank made progress for {self.stalled_s:.0f} s"
             f"{stall_words(self.limit, self.starting)}; where each rank is:"
         ]
-        for st in self.ranks:
-            b = st.beat
-            lines.append(
-                f"[ERROR] watchdog:   rank {st.rank}/{b.world_size} (node {b.node}, pid {b.pid}, "
-                f"iteration {b.iteration}, phase {b.phase}): {st.place()}"
-            )
+        world = world_of(self.ranks)
+        lines += [f"[ERROR] watchdog:   {st.heading(world)}: {st.place()}" for st in self.ranks]
         if self.culprits:
             names = ", ".join(str(r) for r in self.culprits)
             lines.append(f"[ERROR] watchdog: likely culprit: rank {names} ({self.reason})")
@@ -208,59 +244,104 @@ class Watchdog:
     """Tracks heartbeats in ``folder``; fires when none changed for the limit that applies (see :func:`limits`):
     the start-up limit while some rank has not begun training, else the training limit ``timeout_s``."""
 
-    def __init__(self, folder: str | os.PathLike, timeout_s: float, startup_s: float) -> None:
+    def __init__(
+        self, folder: str | os.PathLike, timeout_s: float, startup_s: float, *, root: int | None = None
+    ) -> None:
         self.folder = Path(folder)
+        self.root = os.getpid() if root is None else root  # the launcher: only its job's processes are signalled
         self.training, self.startup = limits(timeout_s, startup_s)
-        self.seen: dict[int, tuple[int, str, float]] = {}
+        self.seen: dict[int, object] = {}
         self.last_progress: float | None = None  # monotonic time of the last change; None before any beat
         self.fired: Limit | None = None  # the limit that fired, once check() returned True
         self.starting: list[int] = []  # the ranks that had not begun training then
+        self.unusable: dict[int, heartbeat.Unusable] = {}  # the records it could not use at the last check
+        self.gone: set[int] = set()  # pids named by beats, found not running (each resets the clock once)
+        self._named: set[tuple[int, str]] = set()  # unusable records already named in a notice
+        self._notices: list[str] = []
 
     def beats(self) -> dict[int, heartbeat.Beat]:
-        return heartbeat.read_beats(self.folder)
+        beats, self.unusable = heartbeat.scan_beats(self.folder)
+        for rank, bad in self.unusable.items():
+            if (rank, bad.reason) not in self._named:
+                self._named.add((rank, bad.reason))
+                self._notices.append(bad.line())
+        return beats
+
+    def notices(self) -> list[str]:
+        """The one-line notices of unusable records first seen since the last call."""
+        notices, self._notices = self._notices, []
+        return notices
 
     def limit(self, beats: dict[int, heartbeat.Beat]) -> Limit | None:
-        """The limit that applies to these beats: start-up while some rank has not begun training."""
-        return self.startup if any(b.phase == "start" for b in beats.values()) else self.training
+        """The limit that applies to these beats: start-up while some rank has not begun training, or while
+        torchrun restarts the group (a rank's process is gone and no live rank trains)."""
+        if any(b.phase == heartbeat.Phase.START for b in beats.values()):
+            return self.startup
+        if any(b.pid in self.gone for b in beats.values()) and not any(
+            b.pid not in self.gone and b.phase == heartbeat.Phase.TRAIN for b in beats.values()
+        ):
+            return self.startup
+        return self.training
 
     def check(self, now: float) -> bool:
         """Note progress; True when the job has stalled for the limit that applies (some rank beat, none
         changed since). Then :attr:`fired` says which limit it was."""
         beats = self.beats()
-        state = {r: (b.iteration, b.phase, b.time) for r, b in beats.items()}
+        state: dict[int, object] = {r: (b.iteration, b.phase, b.time) for r, b in beats.items()}
+        state.update({r: "unusable" for r in self.unusable})  # whatever it holds: no progress
         if state != self.seen:
             self.seen = state
             self.last_progress = now
             return False
-        if not beats or self.last_progress is None or self.training is None:
+        if not state or self.last_progress is None or self.training is None:
             return False
-        if not all(procs.alive(b.pid) for b in beats.values()):
+        newly_gone = {
+            b.pid for b in beats.values() if b.pid not in self.gone and not procs.same_process(b.pid, b.started)
+        }
+        if newly_gone:
             # a rank's process is gone: torchrun stops or restarts the group (a new attempt's ranks beat
-            # afresh), so this is no hang; the clock starts again once every rank beats from a live process
+            # afresh), so the clock starts again, once per process: a record naming a dead pid holds it no longer
+            self.gone |= newly_gone
             self.last_progress = now
             return False
-        if all(b.phase == "done" for b in beats.values()):
+        if not self.unusable and all(b.phase == heartbeat.Phase.DONE for b in beats.values()):
             return False
         limit = self.limit(beats)
         if limit is None or now - self.last_progress < limit.seconds:
             return False
         self.fired = limit
-        self.starting = sorted(r for r, b in beats.items() if b.phase == "start")
+        self.starting = sorted(r for r, b in beats.items() if b.phase == heartbeat.Phase.START)
         return True
 
     def diagnose(self, now: float, *, stack_wait_s: float = STACK_WAIT_S) -> Report:
         """Ask every rank for its stack, locate each one, and name the likely culprit."""
         beats = self.beats()
-        states = {r: RankState(r, b) for r, b in sorted(beats.items()) if b.phase != "done"}
+        states = {r: RankState(r, b) for r, b in sorted(beats.items()) if b.phase != heartbeat.Phase.DONE}
         sizes = {r: _size(heartbeat.stack_path(self.folder, r)) for r in states}
         for r, st in states.items():
-            if procs.stopped(st.beat.pid):  # it cannot run its handler: waiting for its stack would gain nothing
+            pid = beats[r].pid
+            why = procs.not_the_jobs(pid, beats[r].started, root=self.root)
+            if why == "not running":  # a record naming a process that is gone: nothing to ask
+                st.responding, st.gone = False, True
+            elif why is not None:  # never signal what is not provably the job's (a reused pid, a crafted record)
+                st.responding, st.foreign = False, why
+            elif procs.stopped(pid):  # it cannot run its handler: waiting for its stack would gain nothing
                 st.responding, st.stopped = False, True
-                continue
-            try:
-                os.kill(st.beat.pid, heartbeat.STACK_SIGNAL)
-            except (ProcessLookupError, PermissionError):
-                st.responding = False
+            else:
+                try:
+                    os.kill(pid, heartbeat.STACK_SIGNAL)
+                except (ProcessLookupError, PermissionError):
+                    st.responding = False
+        self._collect_stacks(states, sizes, stack_wait_s)
+        for r, bad in self.unusable.items():
+            states[r] = RankState(r, None, unusable=bad, responding=False)
+        ranks = [states[r] for r in sorted(states)]
+        culprits, reason = blame(ranks)
+        stalled = now - self.last_progress if self.last_progress is not None else 0.0
+        return Report(stalled, ranks, culprits, reason, self.fired, list(self.starting))
+
+    def _collect_stacks(self, states: dict[int, RankState], sizes: dict[int, int], stack_wait_s: float) -> None:
+        """Wait (up to ``stack_wait_s``) for each signalled rank's stack to be written, then locate it."""
         pending = {r for r, st in states.items() if st.responding}
         deadline = time.monotonic() + stack_wait_s
         grown: dict[int, int] = {}
@@ -277,11 +358,9 @@ class Watchdog:
                 continue
             st.stack = _read_from(heartbeat.stack_path(self.folder, r), sizes[r])
             st.collective, st.where = locate(main_thread(parse_threads(st.stack)))
-            if st.collective is None and st.beat.collective is not None:  # a wait no Python frame shows (DDP's
-                st.collective = st.beat.collective  # gradient all-reduce, from C++): the rank's tracker saw it
-        culprits, reason = blame(list(states.values()))
-        stalled = now - self.last_progress if self.last_progress is not None else 0.0
-        return Report(stalled, list(states.values()), culprits, reason, self.fired, list(self.starting))
+            beat = st.beat
+            if st.collective is None and beat is not None and beat.collective is not None:  # a wait no Python
+                st.collective = beat.collective  # frame shows (DDP's gradient all-reduce, from C++): the tracker saw it
 
 
 def blame(states: list[RankState]) -> tuple[list[int], str]:
@@ -296,12 +375,17 @@ def blame(states: list[RankState]) -> tuple[list[int], str]:
         ops = collections.Counter(s.collective for s in waiting).most_common(1)[0][0]
         return sorted(elsewhere + silent), f"the other rank(s) wait in {ops} for it"
     if silent:
+        unusable = [s.rank for s in states if s.unusable is not None]
+        if unusable and len(unusable) == len(silent):
+            return silent, "its record could not be used: no progress known"
         return silent, "it did not answer the stack request"
-    iterations = collections.Counter(s.beat.iteration for s in states)
+    iterations = collections.Counter(s.beat.iteration for s in states if s.beat is not None)
     if len(iterations) > 1:
         low = min(iterations)
-        return [s.rank for s in states if s.beat.iteration == low], f"behind the others at iteration {low}"
-    if len(states) == 1 and states[0].beat.world_size == 1:  # no other rank to compare with: the job's own rank
+        behind = [s.rank for s in states if s.beat is not None and s.beat.iteration == low]
+        return behind, f"behind the others at iteration {low}"
+    only = states[0].beat if len(states) == 1 else None
+    if only is not None and only.world_size == 1:  # no other rank to compare with: the job's own rank
         return [states[0].rank], "the job's only rank; " + (
             f"it waits in {states[0].collective}, which never completes"
             if states[0].collective
@@ -335,8 +419,7 @@ def write_report(report: Report, run_dir: Path | None) -> Path:
         folder = Path(tempfile.mkdtemp(prefix="mgpu_lab_watchdog_"))
     for st in report.ranks:
         path = folder / f"stack_rank{st.rank}.txt"
-        text = st.stack if st.responding else f"rank {st.rank} (pid {st.beat.pid}) did not answer the stack request\n"
-        path.write_text(text, encoding="utf-8")
+        path.write_text(st.stack_text(), encoding="utf-8")
         report.files.append(path)
     summary = folder / "summary.txt"
     summary.write_text("\n".join(report.summary_lines()) + "\n", encoding="utf-8")

@@ -8,46 +8,84 @@ refused its input, 3 hang, 4 rendezvous deadline, 128+N after the launcher got s
 
 The monitor is a small state machine (:class:`State`): it waits for the rendezvous, watches the running
 job, and once it stopped the job itself (hang, rendezvous deadline, a JAX rank's error file) it only waits
-for the job to go. Its checks are separate objects (:mod:`mgpu_lab.job.checks`), each answering "what
-happened by now"; the monitor turns their answers into lines, signals and the exit status.
+for the job to go. When the job is gone, :meth:`JobMonitor.finish` moves it into its terminal state (succeeded,
+failed, hung, interrupted, rendezvous timed out), whose :class:`Outcome` carries the exit status and the report's
+lines. Its checks are separate objects (:mod:`mgpu_lab.job.checks`), each answering "what happened by now"; the
+monitor turns their answers into lines and states. It sends no signal itself: the
+:class:`~mgpu_lab.job.supervise.Supervisor` does (stop, kill the ranks that cannot stop).
 
-torchrun's own failure text (its ``ChildFailedError`` traceback and summary) never reaches the terminal:
-:class:`~mgpu_lab.job.stderr_route.StderrRouter` diverts it, and the launcher keeps it in a file its report
-names (the run folder when the run made one) and reports in its own words.
+torchrun's own failure text (its ``ChildFailedError`` traceback and summary) and its log lines never reach the
+terminal: :class:`~mgpu_lab.job.stderr_route.StderrRouter` diverts them, and the launcher keeps them in a file
+its report names (the run folder when the run made one) and reports in its own words, on every path (failure,
+hang, interrupt, restart).
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import json
 import os
 import shlex
+import shutil
 import signal
 import sys
+import tempfile
+import time
+from dataclasses import dataclass
 
+from mgpu_lab.core import procs
+from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.errors import EXIT_FAILED, EXIT_HANG, EXIT_RDZV, EXIT_USAGE
-from mgpu_lab.job import checks
+from mgpu_lab.core.names import JOB_KEY_ENV
+from mgpu_lab.health import failures, heartbeat
+from mgpu_lab.health.live_stacks import LiveStacks
+from mgpu_lab.health.watchdog import Watchdog, stall_words, write_report
+from mgpu_lab.job import checks, rendezvous, supervise
+from mgpu_lab.job.nccl_trace import NcclTrace
 from mgpu_lab.job.stderr_route import StderrRouter
+from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from mgpu_lab.health import failures
     from mgpu_lab.job.config import LaunchConfig
-    from mgpu_lab.job.nccl_trace import NcclTrace
     from mgpu_lab.job.supervise import Supervisor
 
 #: File name of torchrun's own failure text in the run folder, and the report line that says where it is.
 TORCHRUN_TEXT = "torchrun_failure.txt"
 TORCHRUN_KEPT = "[ERROR] launcher: torchrun's own report, with each failed rank's traceback:"
+#: The line that names the file on the other paths (hang, interrupt, rendezvous deadline), when torchrun logged.
+TORCHRUN_LOG_KEPT = "[INFO] launcher: torchrun's own log lines:"
+#: The launcher's line when torchrun restarted the worker group (torchrun says it only at its INFO level, kept out).
+RESTARTED = "[WARN] launcher: a rank's process was replaced: torchrun restarted the worker group (--max_restarts)"
 #: The longest grace the monitor gives the job when it stops it itself (hang, rendezvous deadline).
 STOP_GRACE_S = 3.0
 
 
 class State(enum.Enum):
-    """Where the job is, as the monitor sees it."""
+    """Where the job is, as the monitor sees it; the last five are terminal (:meth:`JobMonitor.finish`)."""
 
     RENDEZVOUS = "waiting for the ranks to join"
     RUNNING = "running"
     STOPPING = "stopped by the monitor; waiting for the job to go"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    HUNG = "hung"
+    INTERRUPTED = "interrupted"
+    RDZV_TIMEOUT = "rendezvous timed out"
+
+
+#: The exit status of the terminal states the monitor decides alone (the others take the job's or the report's).
+_STATUS = {State.HUNG: EXIT_HANG, State.RDZV_TIMEOUT: EXIT_RDZV}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A terminal state, with the launcher's exit status and the lines that explain it (printed last)."""
+
+    state: State
+    exit_status: int
+    lines: tuple[str, ...] = ()
 
 
 def _say(line: str) -> None:
@@ -60,8 +98,6 @@ class JobMonitor:
     def __init__(
         self, config: LaunchConfig, supervise_dir: str, *, start: float, error_file: str | None, trace: NcclTrace | None
     ) -> None:
-        from mgpu_lab.health.live_stacks import LiveStacks
-        from mgpu_lab.health.watchdog import Watchdog
 
         self.config = config
         self.dir = supervise_dir
@@ -73,14 +109,30 @@ class JobMonitor:
         self.failure_file = checks.FailureFile(error_file)
         # skrl's JAX launcher has no rendezvous of its own
         self.state = State.RUNNING if config.jax else State.RENDEZVOUS
-        self.outcome: int | None = None  # EXIT_HANG or EXIT_RDZV once the monitor stopped the job for that
+        self.stopping_for: State | None = None  # HUNG or RDZV_TIMEOUT once the monitor stopped the job for that
         self.verdict: str | None = None  # the one-line error printed once the stopped job is gone (its last line)
+        self.outcome: Outcome | None = None  # the terminal state, once the job is gone
         self.tail = bytearray()
         self.router = StderrRouter(self._show)
+        self._pids: dict[int, int] = {}  # each rank's process, as its beats name it
+        self._replaced: set[int] = set()  # ranks whose process was replaced since the group last restarted
         self.live_stacks = LiveStacks()  # SIGUSR2: every rank's stack now, the job goes on (mgpu-lab stacks)
 
+    def _note_restart(self, beats: dict[int, heartbeat.Beat]) -> None:
+        """Say once per restart, in the launcher's words, that torchrun restarted the worker group: a rank's beat
+        names a new process."""
+        for rank, beat in beats.items():
+            old = self._pids.get(rank)
+            self._pids[rank] = beat.pid
+            if old is not None and old != beat.pid and rank not in self._replaced:
+                if not self._replaced:
+                    _say(RESTARTED)
+                self._replaced.add(rank)
+        if self._replaced and self._replaced >= set(beats):  # every rank runs in the new group now
+            self._replaced.clear()
+
     def _show(self, data: bytes) -> None:
-        if self.outcome is None:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
+        if self.state is not State.STOPPING:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
             out = sys.stderr.buffer
             out.write(data)
             out.flush()
@@ -93,9 +145,6 @@ class JobMonitor:
         del self.tail[:-262144]
 
     def tick(self, supervisor: Supervisor, now: float) -> None:
-        import time
-
-        from mgpu_lab.health import heartbeat
 
         self.router.release_stale()
 
@@ -103,27 +152,29 @@ class JobMonitor:
             _say(f"[INFO] stacks: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>")
         if self.state is State.STOPPING:
             return
-        beats = heartbeat.read_beats(self.dir)
+        beats, unusable = heartbeat.scan_beats(self.dir)
         if self.state is State.RENDEZVOUS and not self._rendezvous(
-            supervisor, now, joined=bool(beats) or self._workers_started(supervisor.pid)
+            supervisor, now, joined=bool(beats or unusable) or self._workers_started(supervisor.pid)
         ):
             return
         self.liveness.poll(beats, time.time())
+        self._note_restart(beats)
         if self.failure_file.poll():
             _say("[ERROR] launcher: a JAX rank failed; stopping the other ranks")
             self._stop(supervisor, None, None, grace_s=None)
         elif self.hang.poll(now):
             self._on_hang(supervisor, now)
+        for line in self.watchdog.notices():  # records the watchdog could not use: named once each
+            _say(line)
 
     def _stop(
-        self, supervisor: Supervisor, outcome: int | None, verdict: str | None, *, grace_s: float | None = STOP_GRACE_S
+        self, supervisor: Supervisor, why: State | None, verdict: str | None, *, grace_s: float | None = STOP_GRACE_S
     ) -> None:
-        self.state, self.outcome, self.verdict = State.STOPPING, outcome, verdict
+        self.state, self.stopping_for, self.verdict = State.STOPPING, why, verdict
         supervisor.stop(signal.SIGTERM, grace_s=None if grace_s is None else min(self.config.grace_s, grace_s))
 
     def _rendezvous(self, supervisor: Supervisor, now: float, *, joined: bool) -> bool:
         """Poll the deadline; True once the ranks joined (the state is RUNNING)."""
-        from mgpu_lab.job import rendezvous
 
         event = self.rendezvous.poll(now, joined)
         if event == checks.JOINED:
@@ -131,7 +182,9 @@ class JobMonitor:
             if self.rendezvous.waited(now) >= self.rendezvous.report_every:
                 _say(f"[INFO] launcher: rendezvous complete after {self.rendezvous.waited(now):.0f} s")
         elif event == checks.EXPIRED:
-            self._stop(supervisor, EXIT_RDZV, f"mgpu-lab train_multigpu: error: {rendezvous.missing(self.config)}")
+            self._stop(
+                supervisor, State.RDZV_TIMEOUT, f"mgpu-lab train_multigpu: error: {rendezvous.missing(self.config)}"
+            )
         elif event == checks.WAITING:
             _say(rendezvous.waiting(self.config, self.rendezvous.left(now)))
         return self.state is State.RUNNING
@@ -142,7 +195,6 @@ class JobMonitor:
         A worker is a descendant whose command line names the script and is not torchrun's own: torchrun's command
         line names the script too, and so does a child it forks before that child runs a program (torch forks
         helpers on its own, during its rendezvous as well), until the child runs one."""
-        from mgpu_lab.core import procs
 
         if pid is None:
             return False
@@ -151,8 +203,6 @@ class JobMonitor:
         return any(needle in words and words != own for words in map(procs.cmdline, procs.descendants(pid)))
 
     def _on_hang(self, supervisor: Supervisor, now: float) -> None:
-        from mgpu_lab.health import heartbeat
-        from mgpu_lab.health.watchdog import stall_words, write_report
 
         fired = self.watchdog.fired
         seconds = fired.seconds if fired is not None else self.config.hang_timeout
@@ -171,26 +221,21 @@ class JobMonitor:
                 f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>",
                 file=sys.stderr,
             )
-        stopped = [st for st in report.ranks if st.stopped]
-        for st in stopped:
+        stopped = {st.rank: st.beat.pid for st in report.ranks if st.stopped and st.beat is not None}
+        for rank, pid in stopped.items():
             print(
-                f"[ERROR] watchdog: rank {st.rank} (pid {st.beat.pid}) is stopped and cannot take SIGTERM: killing it",
+                f"[ERROR] watchdog: rank {rank} (pid {pid}) is stopped and cannot take SIGTERM: killing it",
                 file=sys.stderr,
             )
         _say("[ERROR] watchdog: stopping the job (exit 3)")
-        self._stop(supervisor, EXIT_HANG, None)
-        for st in stopped:  # waiting out the grace for a rank that cannot end on SIGTERM serves nobody
-            try:
-                os.kill(st.beat.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        self._stop(supervisor, State.HUNG, None)
+        supervisor.kill_ranks(list(stopped.values()))  # waiting out the grace for them serves nobody
 
     def _request_nccl_dumps(self) -> None:
         if self.trace is not None:
             self.trace.request_dumps()
 
     def failure_report(self) -> failures.Report | None:
-        from mgpu_lab.health import failures, heartbeat
 
         exits, root = failures.parse_torchrun_summary(self.tail.decode("utf-8", errors="replace"))
         beats = heartbeat.read_beats(self.dir)
@@ -205,15 +250,50 @@ class JobMonitor:
             root,
         )
 
+    def finish(self, rc: int, interrupted: int | None, job: JobEnvironment) -> Outcome:
+        """The job is gone (``rc``: its status; ``interrupted``: the signal the launcher got, if any): move into the
+        terminal state and return it."""
+        if interrupted is not None:
+            self.outcome = Outcome(State.INTERRUPTED, rc, self._log_kept(job))
+        elif self.stopping_for is not None:
+            verdict = (self.verdict,) if self.verdict is not None else ()  # the verdict is the last line
+            self.outcome = Outcome(self.stopping_for, _STATUS[self.stopping_for], self._log_kept(job) + verdict)
+        elif rc == 0:
+            self.outcome = Outcome(State.SUCCEEDED, 0)
+        else:
+            self.outcome = self._failed(rc, job)
+        self.state = self.outcome.state
+        return self.outcome
+
+    def _log_kept(self, job: JobEnvironment) -> tuple[str, ...]:
+        kept = self.keep_launcher_text(job.key)
+        return (f"{TORCHRUN_LOG_KEPT} {kept}",) if kept is not None else ()
+
+    def _failed(self, rc: int, job: JobEnvironment) -> Outcome:
+        """The failure report: which ranks failed, which first, where torchrun's own text went."""
+
+        report = self.failure_report()
+        lines = report.lines if report is not None else []
+        if report is None or not report.refused:
+            kept = self.keep_launcher_text(job.key)
+            if kept is not None:  # just before the "first failure" line, which stays among the last
+                at = next((i for i, line in enumerate(lines) if line.startswith(failures.FIRST_FAILURE)), len(lines))
+                lines.insert(at, f"{TORCHRUN_KEPT} {kept}")
+        if job.error_file is not None:
+            failure = _jax_failure(job.error_file)
+            if failure is not None:
+                lines.insert(0, f"[ERROR] launcher: a JAX rank failed:\n{failure}")
+        if report is not None:
+            status = report.exit_status
+        else:
+            status = EXIT_FAILED if rc != EXIT_USAGE else rc
+        return Outcome(State.FAILED, status, tuple(lines))
+
     def keep_launcher_text(self, key: str) -> str | None:
         """Write torchrun's diverted failure text to the run folder (else --log_dir, else the temp folder);
         return where, or None when there was none."""
-        import tempfile
 
-        from mgpu_lab.core.atomic import atomic_write_bytes
-        from mgpu_lab.health import heartbeat
-
-        text = bytes(self.router.diverted)
+        text = self.router.kept()
         if not text:
             return None
         run_dir = heartbeat.read_run_dir(self.dir)
@@ -233,14 +313,12 @@ class JobMonitor:
 
 def job_key(config: LaunchConfig) -> str:
     """A string naming the job across restarts and nodes: the given key, SLURM's job id, the rdzv id, or fresh."""
-    from mgpu_lab.runs.resume import JOB_KEY_ENV
-
-    environ = config.environ
-    if environ.get(JOB_KEY_ENV):
-        return environ[JOB_KEY_ENV]
-    if environ.get("SLURM_JOB_ID"):
-        return f"slurm-{environ['SLURM_JOB_ID']}"
-    rdzv_id = config.rdzv_id or environ.get("PET_RDZV_ID")
+    env = config.scheduler
+    if env.job_key:
+        return env.job_key
+    if env.slurm_job_id:
+        return f"slurm-{env.slurm_job_id}"
+    rdzv_id = config.rdzv_id or env.rdzv_id
     if rdzv_id:
         return f"rdzv-{rdzv_id}"
     return f"job-{os.urandom(6).hex()}"
@@ -250,13 +328,6 @@ class JobEnvironment:
     """The ranks' environment for one job, and what the monitor needs to know about it."""
 
     def __init__(self, config: LaunchConfig, supervise_dir: str) -> None:
-        import tempfile
-
-        from mgpu_lab.health import heartbeat
-        from mgpu_lab.job import supervise
-        from mgpu_lab.job.nccl_trace import NcclTrace
-        from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
-        from mgpu_lab.runs.resume import JOB_KEY_ENV
 
         self.key = job_key(config)
         self.tag = os.path.basename(supervise_dir)
@@ -276,12 +347,6 @@ class JobEnvironment:
 
 def run_job(config: LaunchConfig, cmd: list[str]) -> int:
     """Run the job under supervision and a watchdog; return the launcher's exit status."""
-    import contextlib
-    import shutil
-    import tempfile
-    import time
-
-    from mgpu_lab.job import supervise
 
     with contextlib.ExitStack() as cleanup:
         supervise_dir = tempfile.mkdtemp(prefix="mgpu_lab_supervise_")
@@ -306,30 +371,10 @@ def run_job(config: LaunchConfig, cmd: list[str]) -> int:
 
 def exit_status(monitor: JobMonitor, supervisor: Supervisor, rc: int, job: JobEnvironment) -> int:
     """The launcher's exit status once the job is gone, after the last lines that explain it."""
-    if monitor.outcome is not None and supervisor.interrupted is None:
-        if monitor.verdict is not None:  # after any message about stopping the job: the verdict is the last line
-            _say(monitor.verdict)
-        return monitor.outcome
-    if supervisor.interrupted is not None or rc == 0:
-        return rc
-    from mgpu_lab.health import failures
-
-    report = monitor.failure_report()
-    lines = report.lines if report is not None else []
-    if report is None or not report.refused:
-        kept = monitor.keep_launcher_text(job.key)
-        if kept is not None:  # just before the "first failure" line, which stays among the last
-            at = next((i for i, line in enumerate(lines) if line.startswith(failures.FIRST_FAILURE)), len(lines))
-            lines.insert(at, f"{TORCHRUN_KEPT} {kept}")
-    if job.error_file is not None:
-        failure = _jax_failure(job.error_file)
-        if failure is not None:
-            lines.insert(0, f"[ERROR] launcher: a JAX rank failed:\n{failure}")
-    for line in lines:
+    outcome = monitor.finish(rc, supervisor.interrupted, job)
+    for line in outcome.lines:
         _say(line)
-    if report is not None:
-        return report.exit_status
-    return EXIT_FAILED if rc != EXIT_USAGE else rc
+    return outcome.exit_status
 
 
 def _jax_failure(error_file: str) -> str | None:
@@ -339,7 +384,6 @@ def _jax_failure(error_file: str) -> str | None:
             text = fh.read()
     except OSError:
         return None
-    import json
 
     try:
         message = json.loads(text)["message"]

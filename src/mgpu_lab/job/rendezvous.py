@@ -1,7 +1,7 @@
 """The monitor's words about the rendezvous: where it is, which node this is, who never came. Stdlib only.
 
 The deadline itself is :class:`mgpu_lab.job.checks.RendezvousDeadline`; these functions only describe the
-job from its :class:`~mgpu_lab.job.config.LaunchConfig` (and torchrun's ``PET_*`` environment in it).
+job from its :class:`~mgpu_lab.job.config.LaunchConfig` (and torchrun's ``PET_*`` environment, folded into it).
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ if TYPE_CHECKING:
 
 def endpoint(config: LaunchConfig) -> str:
     """``BACKEND HOST:PORT`` of the rendezvous."""
-    environ = config.environ
+    env = config.scheduler
     if config.rdzv_endpoint:
         return f"{config.rdzv_backend or 'static'} {config.rdzv_endpoint}"
-    if environ.get("PET_RDZV_ENDPOINT") and config.master_addr is None:
-        return f"{environ.get('PET_RDZV_BACKEND', 'static')} {environ['PET_RDZV_ENDPOINT']}"
-    host = config.master_addr or environ.get("PET_MASTER_ADDR", "127.0.0.1")
-    port = config.master_port or environ.get("PET_MASTER_PORT", "29500")
+    if env.rdzv_endpoint and config.master_addr is None:
+        return f"{env.backend} {env.rdzv_endpoint}"
+    host = config.master_addr or env.address
+    port = config.master_port or env.port
     return f"static {host}:{port}"
 
 
 def nodes(config: LaunchConfig) -> str:
-    return config.nnodes or config.environ.get("PET_NNODES", "1")
+    return config.nnodes or config.scheduler.nodes
 
 
 def node(config: LaunchConfig) -> str:

@@ -10,7 +10,11 @@ close the store while another node's torchrun still asks it (pytorch/pytorch#695
 store's C++ warning with its native frames and a Python traceback, and exits 0 all the same. The store's
 warning is held until the next line says whether that record follows, or until :data:`WARNING_HOLD_S` passed
 (:meth:`StderrRouter.release_stale`, on the monitor's clock): a warning of anything else is shown, late by that
-much at most. Stdlib only.
+much at most.
+
+torchrun's own log lines (its logger's ``W1204 12:00:00.000000 4959 .../api.py:123] ...`` format: workers sent
+SIGTERM, a worker failed, the group restarted, a death signal received) never reach the terminal either: they are
+kept in :attr:`StderrRouter.logged`, which the launcher writes into the same file as the traceback. Stdlib only.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ _BARRIER = re.compile(rb"^(E\d{4} [\d:.]+ +\d+ [^\]\n]+:\d+\] )Error waiting on 
 #: the TCPStore client's C++ warning that comes first: ``[W1204 14:04:48.090825663 TCPStore.cpp:138] [c10d] ...``,
 #: then its native frames, then an empty line
 _STORE_WARNING = re.compile(rb"^\[W\d{4} [\d:.]+ TCPStore\.cpp:\d+\] \[c10d\] ")
+#: torchrun's logger (``W``/``E``/``I`` and the date, time, pid, ``file:line]``): its own lines, never a rank's
+TORCHRUN_LOG = re.compile(rb"^[WEIDC]\d{4} [\d:.]+ +\d+ [^\]\n]+:\d+\] ")
 #: a held block longer than this is not the one above: it goes out as it came
 _HOLD_LIMIT = 65536
 #: how long a complete store warning waits for torchrun's exit-barrier record (logged right after it)
@@ -63,6 +69,7 @@ class StderrRouter:
         self.write = write
         self.clock = clock
         self.diverted = bytearray()
+        self.logged = bytearray()  # torchrun's own log lines, kept out of the terminal
         self._pending = b""  # the start of a line that may begin a traceback
         self._held: bytes | None = None  # a traceback's first line, until its next line says whose it is
         self._mid_line = False  # part of the current line went out already
@@ -123,6 +130,10 @@ class StderrRouter:
         if _STORE_WARNING.match(line) is not None:
             self._store_warning, self._warning_ended = bytearray(line), None
             return
+        if self._held is None and TORCHRUN_LOG.match(line) is not None:
+            self.logged += line
+            del self.logged[: -(1 << 20)]  # the last MiB: a long job's log stays bounded
+            return
         if self._held is not None:
             held, self._held = self._held, None
             if b"_run_module_as_main" in line:
@@ -143,6 +154,10 @@ class StderrRouter:
         if not self.diverted:
             self.write(warning)
 
+    def kept(self) -> bytes:
+        """What the terminal did not show: torchrun's log lines, then its (or skrl's) traceback and final text."""
+        return bytes(self.logged) + bytes(self.diverted)
+
     def close(self) -> None:
         """At the job's end: what is still held back was not the launcher's traceback, and an exit-barrier
         record is complete."""
@@ -157,9 +172,9 @@ class StderrRouter:
 
 def _may_begin_a_held_line(data: bytes) -> bool:
     """Whether text without a line end yet may begin a line the router holds back (torchrun's traceback, the
-    store's warning or torchrun's exit-barrier record)."""
+    store's warning, torchrun's exit-barrier record or another of its log lines)."""
     return (
         _TRACEBACK.startswith(data[: len(_TRACEBACK)])
         or b"[W".startswith(data[:2])
-        or re.match(rb"^E\d*$|^E\d{4} ", data) is not None
+        or re.match(rb"^[WEIDC]\d*$|^[WEIDC]\d{4} ", data) is not None
     ) and len(data) < _HOLD_LIMIT

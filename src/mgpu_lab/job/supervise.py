@@ -49,7 +49,7 @@ def _prctl():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        import ctypes
+        import ctypes  # Linux only, and only for the supervisor's two prctl calls
 
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -191,6 +191,12 @@ class Supervisor:
                 break
             signal_pids(pids, signal.SIGKILL)
 
+    def kill_ranks(self, pids: Sequence[int]) -> None:
+        """SIGKILL these ranks of the job at once (a rank stopped by SIGSTOP cannot take SIGTERM); a pid that is no
+        process of this job below the launcher is left alone."""
+        own = set(descendants(os.getpid()))
+        signal_pids([p for p in pids if p in own], signal.SIGKILL)
+
     def stop(self, signum: int, grace_s: float | None = None) -> None:
         """Ask the job to stop with ``signum``; SIGKILL everything after the grace period."""
         if grace_s is not None and self.kill_at is None:
@@ -264,7 +270,7 @@ def _watch(
     parent_pid: int,
 ) -> None:
     """Until the job is gone: hand its stderr to the sink, tick, escalate, and notice a vanished parent."""
-    import select
+    import select  # only while a job runs
 
     err_fd = proc.stderr.fileno() if proc.stderr is not None and stderr_sink is not None else None
     next_tick = time.monotonic()
@@ -317,7 +323,7 @@ def run_supervised(
     it to the console). The status is the job's, 128 + N when it died of signal N, or 128 + N when the
     launcher got stop signal N; 2 when the command could not start.
     """
-    import subprocess
+    import subprocess  # only while a job runs: the janitor and the tests import this module without it
 
     prctl = _prctl()
     if prctl is not None:

@@ -21,6 +21,7 @@ import math
 import os
 import re
 import sys
+import time
 
 from mgpu_lab.core.errors import EXIT_OK, EXIT_USAGE, UsageError
 
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping, Sequence
 
-    from mgpu_lab.job.config import LaunchConfig
+    from mgpu_lab.job.config import LaunchConfig, SchedulerEnv
+    from mgpu_lab.launch.any_script import Script
     from mgpu_lab.launch.devices import Inventory
 
 PROG = "mgpu-lab train_multigpu"
@@ -162,14 +164,14 @@ def _check_log_dir(path: str) -> None:
         raise UsageError(f"--log_dir {path}: {where} ({exc.strerror})") from None
 
 
-def hosts_store(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+def hosts_store(args: argparse.Namespace, env: SchedulerEnv) -> bool:
     """True when this node hosts torchrun's static rendezvous store (node 0 on a local master address)."""
     if args.rdzv_backend not in (None, "static") or args.rdzv_endpoint is not None:
         return False
     if (args.node_rank or 0) != 0:
         return False
     if args.master_addr is None:
-        return "PET_MASTER_ADDR" not in environ or environ["PET_MASTER_ADDR"] in ("127.0.0.1", "localhost")
+        return env.master_addr is None or env.master_addr in ("127.0.0.1", "localhost")
     return args.master_addr in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 
 
@@ -216,7 +218,7 @@ def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = F
         train_checks.check_continue_run(targs, folder=False)
         targs = type(targs)(**{**vars(targs), "continue_run": None})
     train_checks.check_args(targs, ranks)
-    from mgpu_lab.runs.resume import LATEST
+    from mgpu_lab.core.names import LATEST
 
     if targs.checkpoint is not None and targs.checkpoint != LATEST:
         # torch, no RL library: only when a checkpoint is given
@@ -297,18 +299,16 @@ def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices
     return str(n)
 
 
-def world_size(
-    args: argparse.Namespace, nproc: str | None, on_cpu: bool, devices: Devices, environ: Mapping[str, str]
-) -> int:
+def world_size(args: argparse.Namespace, nproc: str | None, on_cpu: bool, devices: Devices, env: SchedulerEnv) -> int:
     """The job's largest world size, as far as this node can tell (for the seed's rank offset)."""
-    nproc = nproc if nproc is not None else environ.get("PET_NPROC_PER_NODE", "1")
+    nproc = nproc if nproc is not None else env.ranks_per_node
     if nproc == "cpu" or (nproc == "auto" and on_cpu):
         per_node = os.cpu_count() or 1
     elif nproc in ("gpu", "auto"):
         per_node = max(devices.visible()[0], 1) if not on_cpu else 1
     else:
         per_node = int(nproc) if nproc.isdigit() else 1
-    nnodes = args.nnodes or environ.get("PET_NNODES", "1")
+    nnodes = args.nnodes or env.nodes
     top = nnodes.split(":")[-1]
     return per_node * (int(top) if top.isdigit() else 1)
 
@@ -317,7 +317,9 @@ def apply_cluster(args: argparse.Namespace, environ: Mapping[str, str], jax: boo
     """Fill the node options the user did not give from the scheduler's environment (SLURM, via
     :func:`mgpu_lab.launch.cluster.infer_nodes`; explicit flags always win, --no_slurm turns it off). Returns the
     lines that say what was inferred from which variables (printed on stderr, --dry_run included)."""
-    if not any(name.startswith(("SLURM_", "PET_")) for name in environ):
+    from mgpu_lab.job.config import scheduler_around
+
+    if not scheduler_around(environ):
         return []  # no scheduler around: nothing to infer (and no import to pay for in --dry_run)
     from mgpu_lab.launch.cluster import ClusterError, infer_nodes
 
@@ -333,14 +335,16 @@ def apply_cluster(args: argparse.Namespace, environ: Mapping[str, str], jax: boo
     return plan.lines()
 
 
-def shm_lines(nproc: str | None, on_cpu: bool, devices: Devices, environ: Mapping[str, str]) -> list[str]:
+def shm_lines(
+    nproc: str | None, on_cpu: bool, devices: Devices, environ: Mapping[str, str], env: SchedulerEnv
+) -> list[str]:
     """The /dev/shm warning before a CUDA launch (gloo CPU ranks do not use /dev/shm)."""
     if on_cpu:
         return []
     from mgpu_lab.launch import cluster
     from mgpu_lab.launch.shm_ranks import ranks_on_node  # PET_NPROC_PER_NODE and SLURM when --num_gpus is not given
 
-    ranks = ranks_on_node(nproc, environ, lambda: devices.visible()[0])
+    ranks = ranks_on_node(nproc if nproc is not None else env.nproc_per_node, environ, lambda: devices.visible()[0])
     if ranks < 1:
         return []
     line = cluster.shm_warning(ranks)
@@ -406,6 +410,31 @@ def _check_library_choice(args: argparse.Namespace, jax: bool, torchrun_only: li
         )
 
 
+def _library_given(argv: Sequence[str], value: str) -> str | None:
+    """The launcher's --rl_library when the command line gave it (before any '--'), else None (the default)."""
+    head = list(argv)[: list(argv).index("--")] if "--" in argv else list(argv)
+    return value if any(a == "--rl_library" or a.startswith("--rl_library=") for a in head) else None
+
+
+def _foreign_argv(
+    foreign: Script | None, argv: Sequence[str], args: argparse.Namespace, forwarded: list[str], ranks: int, jax: bool
+) -> tuple[str, ...] | None:
+    """What each rank of a foreign script runs (None for train.py). Isaac Lab's trainer is refused what it would
+    refuse (:func:`~mgpu_lab.launch.any_script.check_isaaclab`) and gets the command line's --rl_library."""
+    from mgpu_lab.launch import any_script
+
+    if foreign is None:
+        return None
+    library = _library_given(argv, args.rl_library)
+    if any_script.is_isaaclab(foreign):
+        on_cpu = (forwarded_value(forwarded, "--device") or "").strip().lower() == "cpu"
+        any_script.check_isaaclab(
+            foreign, forwarded, ranks=ranks, cpu_ranks=on_cpu or args.num_gpus == "cpu", rl_library=library
+        )
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S") if ranks > 1 else None  # Isaac Lab's run-folder name, one per job
+    return tuple(any_script.rank_command(foreign, forwarded, jax=jax, rl_library=library, run_timestamp=stamp))
+
+
 def _kill_grace(environ: Mapping[str, str]) -> float:
     from mgpu_lab.job.kill_grace import SuperviseError, grace_from_env
 
@@ -413,6 +442,18 @@ def _kill_grace(environ: Mapping[str, str]) -> float:
         return grace_from_env(environ)
     except SuperviseError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _check_outputs(args: argparse.Namespace, scheduler: SchedulerEnv, jax: bool) -> bool:
+    """Check where the job will write (torchrun's --log_dir, the store's port); return whether this node hosts the
+    rendezvous store."""
+    if args.log_dir is not None:
+        _check_log_dir(args.log_dir)
+    store = hosts_store(args, scheduler)
+    if not args.dry_run and not jax and store:
+        port = args.master_port if args.master_port is not None else int(scheduler.port)
+        _check_port_free(port)
+    return store
 
 
 def make_config(
@@ -426,10 +467,9 @@ def make_config(
     """Parse argv once and validate everything that can be validated before anything starts (UsageError);
     return the one :class:`~mgpu_lab.job.config.LaunchConfig` of this launch.
 
-    ``environ`` defaults to this process's environment; ``inventory`` (the machine's GPUs) is read from the
-    driver when a check needs it, unless given.
-    """
-    from mgpu_lab.job.config import LaunchConfig
+    ``environ`` defaults to this process's environment (read here, once); ``inventory`` (the machine's GPUs) is read
+    from the driver when a check needs it, unless given."""
+    from mgpu_lab.job.config import LaunchConfig, read_scheduler_env
 
     environ = os.environ if environ is None else environ
     args, forwarded = parser.parse_known_args(list(argv))
@@ -445,25 +485,22 @@ def make_config(
     device = forwarded_value(forwarded, "--device")
     on_cpu = device is not None and device.strip().lower() == "cpu"
     devices = Devices(environ, inventory)
+    scheduler = read_scheduler_env(environ)  # the one read of PET_*, SLURM's job id and the job key
 
     _check_library_choice(args, jax, passthrough + group_dests(parser, LAUNCHER_TORCHRUN_GROUP))
     inferred = apply_cluster(args, environ, jax)
     _check_launcher_options(args, jax)
     grace_s = _kill_grace(environ)
-    if args.num_gpus == "gpu" and "PET_NPROC_PER_NODE" in environ and not jax:
+    if args.num_gpus == "gpu" and scheduler.nproc_per_node is not None and not jax:
         nproc = None  # the PyTorchJob's own setting applies
     else:
         nproc = resolve_ranks(args.num_gpus, device, on_cpu, devices, jax=jax)
     script = foreign.target if foreign is not None else os.path.realpath(train_script)
+    ranks = world_size(args, nproc, on_cpu, devices, scheduler)
+    foreign_argv = _foreign_argv(foreign, argv, args, forwarded, ranks, jax)
     if foreign is None:
-        targs = parse_training_args(script, args.rl_library, forwarded)
-        check_training_args(targs, world_size(args, nproc, on_cpu, devices, environ), dry_run=args.dry_run)
-    if args.log_dir is not None:
-        _check_log_dir(args.log_dir)
-    store = hosts_store(args, environ)
-    if not args.dry_run and not jax and store:
-        port = args.master_port if args.master_port is not None else int(environ.get("PET_MASTER_PORT", "29500"))
-        _check_port_free(port)
+        check_training_args(parse_training_args(script, args.rl_library, forwarded), ranks, dry_run=args.dry_run)
+    store = _check_outputs(args, scheduler, jax)
     return LaunchConfig(
         rl_library=args.rl_library,
         forwarded=tuple(forwarded),
@@ -491,8 +528,9 @@ def make_config(
         grace_s=grace_s,
         dry_run=args.dry_run,
         environ=environ,
-        inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices, environ)),
-        foreign_argv=None if foreign is None else tuple(any_script.rank_command(foreign, forwarded, jax=jax)),
+        scheduler=scheduler,
+        inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices, environ, scheduler)),
+        foreign_argv=foreign_argv,
     )
 
 
@@ -535,7 +573,7 @@ def build_command(config: LaunchConfig) -> list[str]:
             [f"--{name}"] if value is True else [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
         )
     if config.rdzv_timeout_given is not None:
-        backend = config.rdzv_backend or config.environ.get("PET_RDZV_BACKEND", "static")
+        backend = config.rdzv_backend or config.scheduler.backend
         key = "timeout" if backend == "static" else "join_timeout"
         cmd += ["--rdzv_conf", f"{key}={math.ceil(config.rdzv_timeout_given) + RDZV_BACKSTOP_S}"]
     if config.local_ranks_filter is None and not config.log_all_ranks:

@@ -26,9 +26,10 @@ def slurm_per_node(environ: Mapping[str, str]) -> int:
 
 
 def ranks_on_node(nproc: str | None, environ: Mapping[str, str], visible: Callable[[], int]) -> int:
-    """The ranks NCCL will start on this node: ``nproc`` is the resolved --num_gpus (None: torchrun reads
-    PET_NPROC_PER_NODE), ``visible()`` counts the visible GPUs (``gpu`` and ``auto`` mean one rank each)."""
-    value = nproc if nproc is not None else environ.get("PET_NPROC_PER_NODE", "gpu").strip()
+    """The ranks NCCL will start on this node: ``nproc`` is the resolved --num_gpus, else the PyTorchJob's
+    PET_NPROC_PER_NODE as the launch configuration read it (None: neither, one rank per visible GPU), ``visible()``
+    counts the visible GPUs (``gpu`` and ``auto`` mean one rank each)."""
+    value = nproc if nproc is not None else "gpu"
     if value.isdigit():
         return int(value)
     if value == "cpu":

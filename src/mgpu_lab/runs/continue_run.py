@@ -136,6 +136,10 @@ class Lock:
     launcher_pid: int | None
     lease_s: float
     renewed: float  # time.time() of the last renewal
+    #: start times (:func:`mgpu_lab.core.procs.start_time`) of ``pid`` and ``launcher_pid``: ``mgpu-lab stacks``
+    #: signals a launcher only while both are still the processes that wrote the lock (a pid is reused)
+    started: int | None = None
+    launcher_started: int | None = None
 
     def age(self, now: float | None = None) -> float:
         return (time.time() if now is None else now) - self.renewed
@@ -152,9 +156,19 @@ def read_lock(run_dir: str | os.PathLike) -> Lock | None:
             int(data["launcher_pid"]) if data.get("launcher_pid") is not None else None,
             float(data["lease_s"]),
             float(data["renewed"]),
+            _optional_int(data.get("started")),
+            _optional_int(data.get("launcher_started")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _optional_int(value: object) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int:
+        raise TypeError(f"{value!r} is not an integer")
+    return value
 
 
 def is_live(lock: Lock, now: float | None = None) -> bool:
@@ -270,7 +284,17 @@ def hold(
     key = job_key or f"pid-{os.getpid()}"
     check_unlocked(folder, value or str(folder), key)
     raw = environ.get(LAUNCHER_PID_ENV, "")
-    lock = Lock(socket.gethostname(), os.getpid(), key, int(raw) if raw.isdigit() else None, lease_s, time.time())
+    launcher = int(raw) if raw.isdigit() else None
+    lock = Lock(
+        socket.gethostname(),
+        os.getpid(),
+        key,
+        launcher,
+        lease_s,
+        time.time(),
+        procs.start_time(os.getpid()),
+        procs.start_time(launcher) if launcher is not None else None,
+    )
     held = Holder(folder, lock, renew_s)
     held._write()
     current = read_lock(folder)  # two jobs that both found the lock stale: the last write wins, the other refuses

@@ -21,12 +21,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from mgpu_lab.core.atomic import atomic_write
+from mgpu_lab.core.names import JOB_KEY_ENV, LATEST  # noqa: F401 - LATEST re-exported; both spelled in core.names
 
 RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
-JOB_KEY_ENV = "MGPU_LAB_JOB_KEY"
 JOB_KEY_FILE = "job_key"
-#: the value of --checkpoint and --continue_run that means "the newest": the one definition
-LATEST = "latest"
 
 ListCheckpoints = Callable[[Path], list[tuple[int, Path]]]
 

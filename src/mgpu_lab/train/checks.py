@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from mgpu_lab.core.errors import UsageError
 
@@ -36,7 +35,7 @@ def check_seed(seed: int, ranks: int) -> None:
 
 def check_checkpoint_path(checkpoint: str | None) -> None:
     """--checkpoint names an existing regular file (or is ``latest``)."""
-    from mgpu_lab.runs.resume import LATEST
+    from mgpu_lab.core.names import LATEST
 
     if checkpoint is None or checkpoint == LATEST:
         return
@@ -133,7 +132,7 @@ def check_resume(targs: Namespace, *, dry_run: bool = False) -> str | None:
     folder); a given path's iteration is read either way. Imports torch and the RL library's adapter, which
     knows its checkpoint files; only when a checkpoint is given.
     """
-    from mgpu_lab.runs.resume import LATEST
+    from mgpu_lab.core.names import LATEST
 
     if targs.checkpoint is None or targs.continue_run is not None or (dry_run and targs.checkpoint == LATEST):
         return None
@@ -160,7 +159,7 @@ def check_resume(targs: Namespace, *, dry_run: bool = False) -> str | None:
         path = str(found[1])
         check_checkpoint(path, targs.rl_library, targs.ml_framework, targs.task)
     else:
-        path = str(Path(targs.checkpoint).resolve())
+        path = os.path.realpath(targs.checkpoint)  # (no pathlib: the launcher's --dry_run imports this module)
     start = adapter.checkpoint_iteration(path, cfg)
     if start >= cfg.max_iterations:
         raise nothing_left(f"--checkpoint {path}:", start, cfg.max_iterations)

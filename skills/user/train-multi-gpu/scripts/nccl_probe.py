@@ -973,8 +973,20 @@ class Probe:
         )
 
     def run(self) -> int:
-        torch, dist = self.torch, self.dist
         threading.Thread(target=self._watchdog, name="nccl_probe_watchdog", daemon=True).start()
+        self._init_group()
+        self._start_side_channel()
+        self._check_memory()
+        if self.rank == 0:
+            self._header()
+        my_wrong, wrong_by_rank, busbws = self._sweep()
+        code = self._report(my_wrong, wrong_by_rank, busbws)
+        self._finish(code)
+        return code
+
+    def _init_group(self) -> None:
+        """init_process_group under the probe's own deadline (a hang there is reported, not waited out)."""
+        torch, dist = self.torch, self.dist
         self.arm(
             f"init_process_group did not finish within {self.timeout + INIT_EXTRA_S:g} s", self.timeout + INIT_EXTRA_S
         )
@@ -990,6 +1002,9 @@ class Probe:
         except Exception as exc:  # noqa: BLE001
             self.fail(EXIT_ERROR, f"init_process_group failed: {' '.join(str(exc).split())[:300]}")
         self.disarm()
+
+    def _start_side_channel(self) -> None:
+        """The store clients that let a hang report name ranks (none: the report cannot)."""
         try:
             self.store = self._client(self.timeout)
             if self.store is not None:
@@ -998,13 +1013,10 @@ class Probe:
         except Exception as exc:  # noqa: BLE001
             _say(f"{PREFIX} rank {self.rank}: no side channel ({exc}); a hang report cannot name ranks", sys.stderr)
             self.store = None
-        self._check_memory()
-        if self.rank == 0:
-            self._header()
 
-        src, expected, buf = sweep_buffers(torch, self.rank, self.world, self.sizes[-1], self.device)
-
-        a = self.args
+    def _sweep(self) -> tuple[int, list[int], list[float]]:
+        """Every size of the sweep: (this rank's wrong elements, rank 0's count per rank, rank 0's busbw per size)."""
+        src, expected, buf = sweep_buffers(self.torch, self.rank, self.world, self.sizes[-1], self.device)
         factor = 2.0 * (self.world - 1) / self.world
         k = 0
         my_wrong = 0
@@ -1012,19 +1024,7 @@ class Probe:
         busbws: list[float] = []
         for step, nbytes in enumerate(self.sizes):
             n = nbytes // 4
-            b, s, e = buf[:n], src[:n], expected[:n]
-            times: list[float] = []
-            wrong = 0
-            for i in range(a.warmup + a.iters):
-                b.copy_(s)
-                if self.fault is not None and self.fault.kind == "corrupt" and self.fault.at == k:
-                    b[::97] += 1.0
-                phase = f"warm-up {i + 1}/{a.warmup}" if i < a.warmup else f"iteration {i - a.warmup + 1}/{a.iters}"
-                dt = self.all_reduce(k, b, f"{_fmt_bytes(nbytes)}, {phase}")
-                wrong += int((b != e).sum().item())
-                if i >= a.warmup:
-                    times.append(dt)
-                k += 1
+            wrong, times, k = self._one_size(buf[:n], src[:n], expected[:n], nbytes, k)
             my_wrong += wrong
             counts = self._exchange(step, nbytes, wrong)
             if self.rank == 0:
@@ -1041,7 +1041,27 @@ class Probe:
                     f"{sum(counts):>8}",
                     flush=True,
                 )
+        return my_wrong, wrong_by_rank, busbws
 
+    def _one_size(self, b: Any, s: Any, e: Any, nbytes: int, k: int) -> tuple[int, list[float], int]:
+        """Warm-up and timed all_reduces of one size: (wrong elements, the timed durations, the next call's index)."""
+        a = self.args
+        times: list[float] = []
+        wrong = 0
+        for i in range(a.warmup + a.iters):
+            b.copy_(s)
+            if self.fault is not None and self.fault.kind == "corrupt" and self.fault.at == k:
+                b[::97] += 1.0
+            phase = f"warm-up {i + 1}/{a.warmup}" if i < a.warmup else f"iteration {i - a.warmup + 1}/{a.iters}"
+            dt = self.all_reduce(k, b, f"{_fmt_bytes(nbytes)}, {phase}")
+            wrong += int((b != e).sum().item())
+            if i >= a.warmup:
+                times.append(dt)
+            k += 1
+        return wrong, times, k
+
+    def _report(self, my_wrong: int, wrong_by_rank: list[int], busbws: list[float]) -> int:
+        """Rank 0's summary lines, every rank's own line and status file; the exit code."""
         code = EXIT_WRONG if my_wrong else EXIT_OK
         summary = f"rank {self.rank}: {my_wrong} wrong element(s)"
         if self.rank == 0:
@@ -1061,8 +1081,12 @@ class Probe:
         _say(f"rank {self.rank} ok" if my_wrong == 0 else f"rank {self.rank} FAILED: {my_wrong} wrong element(s)")
         if self.status.claim("result"):
             self.status.write(code, summary)
+        return code
+
+    def _finish(self, code: int) -> None:
+        """Let rank 0 finish its table before torchrun stops a failing job; tear the group down under a deadline."""
         self.in_collective = False
-        if self.store is not None:  # let rank 0 finish its table before torchrun stops a failing job
+        if self.store is not None:
             try:
                 if self.rank == 0:
                     self.store.set("finished", "1")
@@ -1072,11 +1096,10 @@ class Probe:
                 pass
         self.arm(f"destroy_process_group did not finish within {self.timeout:g} s", self.timeout)
         try:
-            dist.destroy_process_group()
+            self.dist.destroy_process_group()
         except Exception:  # noqa: BLE001 - results are in; a failing teardown does not change them
             pass
         self.disarm()
-        return code
 
 
 def _fault_armed(args: argparse.Namespace) -> bool:
@@ -1349,31 +1372,8 @@ def launch(
 ) -> RunResult:
     """Run the probe under torchrun on 127.0.0.1 with a hard wall-clock limit; clean up every process."""
     status_dir = tempfile.mkdtemp(prefix="nccl_probe_run_")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes",
-        "1",
-        "--nproc_per_node",
-        str(world),
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(_free_port()),
-        "--max_restarts",
-        "0",
-        str(Path(__file__).resolve()),
-        *_worker_argv(args, backend),
-    ]
-    env = dict(os.environ)
-    for var in env_unset:
-        env.pop(var, None)
-    env.update(env_set or {})
-    env[STATUS_ENV] = status_dir
-    env["PYTHONUNBUFFERED"] = "1"
-    if backend == "gloo" and sys.platform.startswith("linux"):
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    cmd = _torchrun_cmd(args, world, backend)
+    env = _run_env(backend, status_dir, env_set or {}, env_unset)
     shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted((env_set or {}).items()))
     line = f"{PREFIX} running: {shown + ' ' if shown else ''}{shlex.join(cmd)}"
     out = open(log_path, "w", encoding="utf-8") if log_path is not None else None  # noqa: SIM115
@@ -1412,6 +1412,52 @@ def launch(
         if out is not None:
             out.close()
     seconds = time.monotonic() - start
+    returncode = proc.returncode if proc is not None else None
+    return _run_result(args, world, statuses, seconds, end_wall, timed_out, returncode)
+
+
+def _torchrun_cmd(args: argparse.Namespace, world: int, backend: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        str(world),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        "--max_restarts",
+        "0",
+        str(Path(__file__).resolve()),
+        *_worker_argv(args, backend),
+    ]
+
+
+def _run_env(backend: str, status_dir: str, env_set: dict[str, str], env_unset: tuple[str, ...]) -> dict[str, str]:
+    env = dict(os.environ)
+    for var in env_unset:
+        env.pop(var, None)
+    env.update(env_set)
+    env[STATUS_ENV] = status_dir
+    env["PYTHONUNBUFFERED"] = "1"
+    if backend == "gloo" and sys.platform.startswith("linux"):
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    return env
+
+
+def _run_result(
+    args: argparse.Namespace,
+    world: int,
+    statuses: list[dict],
+    seconds: float,
+    end_wall: float,
+    timed_out: bool,
+    returncode: int | None,
+) -> RunResult:
+    """What one run's status files (and torchrun's exit) say, as a RunResult."""
     stopped = {int(s["rank"]): str(s["stopped"]) for s in statuses if s.get("stopped")}
     results = [s for s in statuses if not s.get("stopped")]
     codes = {int(s["rank"]): int(s["code"]) for s in results}
@@ -1447,13 +1493,13 @@ def launch(
             picked = [s for s in results if int(s["code"]) == code]
             picked.sort(key=lambda s: (not s.get("reporter"), int(s["rank"])))
             return RunResult(code, seconds, str(picked[0]["summary"]), after, ranks)
-    if proc.returncode == 0 and len(codes) == world:
+    if returncode == 0 and len(codes) == world:
         rank0 = [s for s in results if int(s["rank"]) == 0]
         return RunResult(EXIT_OK, seconds, str(rank0[0]["summary"]) if rank0 else "ok", None, ranks)
     return RunResult(
         EXIT_ERROR,
         seconds,
-        f"torchrun exited {proc.returncode}; rank(s) {_ranks(sorted(stopped))} were stopped before a result",
+        f"torchrun exited {returncode}; rank(s) {_ranks(sorted(stopped))} were stopped before a result",
         after,
         ranks,
     )

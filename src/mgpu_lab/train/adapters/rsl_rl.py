@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_lab.health.rank_progress import StepClock
-from mgpu_lab.runs.checkpoint import LIBRARY_KEYS
 from mgpu_lab.runs.resume import numbered, resume_line
+from mgpu_lab.train.adapters.rsl_rl_checkpoint import check_checkpoint
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
-from mgpu_lab.train.dist import DistContext, atomic_write, is_rank0, load_torch_checkpoint, log_line, rank_seed
+from mgpu_lab.train.dist import DistContext, atomic_write, is_rank0, log_line, rank_seed
 from mgpu_lab.train.returns import episodes_hook
 
 # --- hyperparameters -----------------------------------------------------------------------------
@@ -103,11 +103,6 @@ def runner_cfg(task: str, cfg: TrainConfig) -> dict[str, Any]:
 
 
 # --- entry ---------------------------------------------------------------------------------------
-
-
-def check_checkpoint(path: str) -> dict:
-    """An rsl_rl checkpoint's contents, read without running code from it (UsageError when it is not one)."""
-    return load_torch_checkpoint(path, *LIBRARY_KEYS["rsl_rl"], "rsl_rl")
 
 
 def checkpoints(run_dir: Path, cfg: TrainConfig) -> list[tuple[int, Path]]:

@@ -22,7 +22,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installe
         raise missing_library("rsl_rl", exc.name) from None
     raise
 
-from mgpu_lab.train.adapters.rsl_rl import check_checkpoint
+from mgpu_lab.train.adapters.rsl_rl_checkpoint import check_checkpoint
 from mgpu_lab.train.tasks import ToyVecEnv
 
 # --- environment ---------------------------------------------------------------------------------

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-
 #: task id -> one-line description (for listings and error messages)
 TASKS: dict[str, str] = {
     "Toy-Cartpole-v0": "cart-pole balancing with a continuous push force (pure PyTorch, batched)",
@@ -19,6 +17,8 @@ TASK_DEFAULTS: dict[str, dict[str, int]] = {
 
 def unknown_task_message(task_id: str) -> str:
     """One line naming the known tasks (and the closest one, if any)."""
+    import difflib  # only for an unknown task: the launcher's --dry_run reads this module and must start fast
+
     close = difflib.get_close_matches(task_id, list(TASKS), n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return f"unknown task {task_id!r}{hint}; known tasks: {', '.join(TASKS)}"

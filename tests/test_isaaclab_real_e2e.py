@@ -1,0 +1,242 @@
+"""The launcher supervising the REAL Isaac Lab 3.0 trainer on the CPU: one rank (Isaac Lab refuses distributed CPU
+training), its per-rank worker ``-m isaaclab_rl.entrypoints.multigpu``, the real Isaac-Cartpole-Direct on Warp's CPU
+backend (Newton's MuJoCo-Warp), the robot and ground loaded from an offline asset root built from the wheel's own
+test stages (tests/isaaclab_real/build_assets.py).
+
+Needs the Isaac Lab venv (``bash tests/isaaclab_real/setup_env.sh``): skipped without it, a failure under CI=true.
+Three real jobs, each shared by the tests that read it:
+
+- trained: 3 iterations to the end, exit 0, the run folder where Isaac Lab puts it (``logs/rsl_rl/<experiment>/
+  <time>`` under the working directory);
+- broken: the robot's USD removed from the asset root; the launcher's one-line report names the file, quickly;
+- live: a long run; ``python -m mgpu_lab.cli stacks`` while it trains shows Isaac Lab's frames, then SIGINT (Ctrl-C):
+  exit 130 and no process of the job left.
+
+And side by side in the one venv: Isaac Lab's ``isaaclab`` command (``--help``, ``train_multigpu --help``, a short
+training) and this project's (``mgpu-lab --help`` and ``python -m mgpu_lab.cli --help``, a short training of its own
+trainer).
+Every wait is for an event (a log line, an exit) with a deadline, never a sleep tuned to this machine.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from mgpu_testing import kill_group, run
+from mgpu_testing.isaaclab_real import (
+    CARTPOLE,
+    ROBOT,
+    TRAINER,
+    build_assets,
+    interrupt,
+    isaaclab_env,
+    python_or_skip,
+    start,
+)
+from mgpu_testing.launcher import alive, process_tree, processes_with_env
+from mgpu_testing.once import shared_root
+
+from mgpu_lab.core import procs
+from mgpu_lab.job.supervise import JOB_TAG_ENV
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.isaaclab,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table"),
+]
+
+#: a job's deadline: the first job here compiles Warp's CPU kernels (about a minute on 2 busy cores)
+DEADLINE_S = 420
+
+
+@dataclass
+class Real:
+    python: Path
+    assets: Path
+    warp_cache: Path
+    base: Path
+
+    def env(self, assets: Path | None = None) -> dict[str, str]:
+        return isaaclab_env(assets or self.assets, self.warp_cache)
+
+
+@dataclass
+class Job:
+    rc: int
+    out: str
+    err: str
+    cwd: Path
+    seconds: float
+    tree: list[int] = field(default_factory=list)
+    tagged: list[int] = field(default_factory=list)
+    stacks: str = ""
+    stack_files: str = ""
+
+
+def launch(python: Path, *args: str) -> list[str]:
+    """``mgpu-lab train_multigpu`` (as ``python -m mgpu_lab.cli``: the same command, whatever its console script is named) on
+    Isaac Lab's per-rank trainer, one CPU rank, every Isaac Lab option after ``-m`` unchanged."""
+    head = [str(python), "-m", "mgpu_lab.cli", "train_multigpu", "--num_gpus", "1", "--device", "cpu", "-m", TRAINER]
+    return [*head, "--rl_library", "rsl_rl", *CARTPOLE, *args, "agent.device=cpu"]
+
+
+def job(real: Real, name: str, cmd: list[str], assets: Path | None = None) -> Job:
+    cwd = real.base / name
+    cwd.mkdir()
+    began = time.monotonic()
+    proc = run(cmd, timeout=DEADLINE_S, env=real.env(assets), cwd=cwd)
+    return Job(proc.returncode, proc.stdout, proc.stderr, cwd, time.monotonic() - began)
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> Real:
+    python = python_or_skip()
+    base = tmp_path_factory.mktemp("isaaclab_real")
+    # Warp's kernel cache: this session's, shared by its workers (never ~/.cache/warp)
+    warp_cache = shared_root(tmp_path_factory) / "warp-cache"
+    warp_cache.mkdir(exist_ok=True)
+    return Real(python, build_assets(python, base / "assets"), warp_cache, base)
+
+
+@pytest.fixture(scope="module")
+def trained(real: Real) -> Job:
+    return job(real, "trained", launch(real.python, "--max_iterations", "3"))
+
+
+@pytest.fixture(scope="module")
+def broken(real: Real, trained: Job) -> Job:  # after `trained`: Warp's kernels are compiled
+    assets = real.base / "broken-assets"
+    shutil.copytree(real.assets, assets)
+    (assets / ROBOT).unlink()
+    return job(real, "broken", launch(real.python, "--max_iterations", "3"), assets)
+
+
+@pytest.fixture(scope="module")
+def live(real: Real, trained: Job) -> Job:
+    """A long run: stacks once it trains (rsl_rl printed its second iteration), then Ctrl-C."""
+    cwd = real.base / "live"
+    cwd.mkdir()
+    out_file = real.base / "live.out"
+    began = time.monotonic()
+    proc = start(launch(real.python, "--max_iterations", "100000"), cwd, real.env(), out_file)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not re.search(r"Learning iteration [1-9]\d*/100000", out_file.read_text(errors="replace")):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                kill_group(proc)
+                pytest.fail(f"no second iteration (exit {proc.returncode})\n{proc.stderr.read()[-3000:]}")
+            time.sleep(0.1)
+        stacks = run(
+            [str(real.python), "-m", "mgpu_lab.cli", "stacks", "latest", "--log_root", "logs", "--timeout", "60"],
+            timeout=120,
+            env=real.env(),
+            cwd=cwd,
+        )
+        folder = re.search(r"stacks and summary in (\S+)", stacks.stdout)
+        files = "".join(p.read_text() for p in sorted(Path(folder[1]).glob("stack_rank*.txt"))) if folder else ""
+        tree = process_tree(proc.pid)
+        tags = {procs.env_value(pid, JOB_TAG_ENV) for pid in tree} - {None, ""}
+        interrupt(proc)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except Exception:
+            kill_group(proc)
+            raise
+        tagged = [pid for tag in tags for pid in processes_with_env(JOB_TAG_ENV, str(tag))]
+        return Job(
+            proc.returncode,
+            out_file.read_text(errors="replace"),
+            err,
+            cwd,
+            time.monotonic() - began,
+            tree,
+            tagged,
+            stacks.stdout + stacks.stderr,
+            files,
+        )
+    finally:
+        kill_group(proc)
+
+
+def test_real_cartpole_trains_to_its_last_iteration_under_the_launcher(trained: Job) -> None:
+    assert trained.rc == 0, trained.err[-3000:]
+    assert re.search(r"Learning iteration 2/3\b", trained.out), trained.out[-3000:]
+    assert f"-m {TRAINER} --rl_library rsl_rl --device cpu --task Isaac-Cartpole-Direct" in trained.err
+    (folder,) = (trained.cwd / "logs" / "rsl_rl" / "cartpole_direct").iterdir()  # Isaac Lab's run folder
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", folder.name), folder
+    assert (folder / "model_2.pt").is_file() and (folder / "params" / "agent.yaml").is_file()
+    assert (trained.cwd / "logs" / "train_multigpu" / "multigpu").is_dir()  # the launcher's records beside it
+
+
+def test_a_missing_asset_ends_in_one_line_naming_the_file_quickly(broken: Job, trained: Job) -> None:
+    assert broken.rc == 1, broken.err[-3000:]
+    missing = f"broken-assets/{ROBOT}"
+    reports = [line for line in broken.err.splitlines() if line.startswith("[ERROR] launcher:")]
+    (first,) = [line for line in reports if "first failure" in line]
+    assert re.fullmatch(
+        rf"\[ERROR\] launcher: first failure: rank 0/1 on node \S+ \(pid \d+\): FileNotFoundError: "
+        rf"Unable to resolve the file: \S+/{re.escape(missing)}",
+        first,
+    ), reports
+    assert not [line for line in reports if "rank(s) failed" in line], reports  # one rank: one line, not a list
+    assert broken.err.rstrip().splitlines()[-1] == first  # the last word on the terminal
+    # torchrun's own traceback stays off the terminal (the rank's own is the rank's output)
+    assert "ChildFailedError" not in broken.err and "torch/distributed/run.py" not in broken.err
+    # the local asset root: no wait for a remote server (offline, Isaac Lab waits about 50 s before failing)
+    assert broken.seconds < trained.seconds, (broken.seconds, trained.seconds)
+
+
+def test_stacks_of_the_live_real_rank_show_isaac_labs_frames(live: Job) -> None:
+    assert re.search(r"\[INFO\] stacks: rank 0/1 \(", live.stacks), live.stacks
+    assert re.search(r"site-packages/isaaclab\w*/", live.stack_files), live.stack_files[-3000:]
+    assert "isaaclab_rl/entrypoints/multigpu.py" in live.stack_files
+
+
+def test_ctrl_c_stops_the_real_job_and_leaves_nothing_running(live: Job) -> None:
+    assert live.rc == 130, live.err[-3000:]
+    assert live.tree, "the job's processes were seen"
+    assert not [pid for pid in live.tree if alive(pid)], live.err[-3000:]
+    assert not [pid for pid in live.tagged if alive(pid)], live.err[-3000:]
+    assert "ChildFailedError" not in live.err
+
+
+# --- side by side in one venv ---------------------------------------------------------------------------------
+
+
+def test_both_commands_answer_help_in_one_venv(real: Real) -> None:
+    isaaclab = str(real.python.parent / "isaaclab")
+    theirs = run([isaaclab, "--help"], timeout=120, env=real.env(), cwd=real.base)
+    assert theirs.returncode == 0 and "train_multigpu" in theirs.stdout, theirs.stderr[-2000:]
+    multigpu = run([isaaclab, "train_multigpu", "--help"], timeout=120, env=real.env(), cwd=real.base)
+    assert multigpu.returncode == 0 and "--nproc_per_node" in multigpu.stdout, multigpu.stderr[-2000:]
+    assert "stacks" not in theirs.stdout  # Isaac Lab's own command, not ours
+    for ours_cmd in ([str(real.python.parent / "mgpu-lab")], [str(real.python), "-m", "mgpu_lab.cli"]):
+        ours = run([*ours_cmd, "--help"], timeout=120, env=real.env(), cwd=real.base)
+        assert ours.returncode == 0, ours.stderr[-2000:]
+        assert all(word in ours.stdout for word in ("train_multigpu", "stacks", "timing")), ours.stdout
+
+
+def test_both_commands_train_in_one_venv(real: Real, trained: Job) -> None:  # after `trained`: kernels compiled
+    isaaclab = str(real.python.parent / "isaaclab")
+    theirs = job(
+        real,
+        "theirs",
+        [isaaclab, "train", "--rl_library", "rsl_rl", *CARTPOLE, "--max_iterations", "1", "--device", "cpu"]
+        + ["agent.device=cpu"],
+    )
+    assert theirs.rc == 0, theirs.err[-3000:]
+    assert re.search(r"Learning iteration 0/1\b", theirs.out), theirs.out[-3000:]
+    assert list((theirs.cwd / "logs" / "rsl_rl" / "cartpole_direct").iterdir())
+    ours = job(
+        real,
+        "ours",
+        [str(real.python), "-m", "mgpu_lab.cli", "train", "--task", "Toy-Cartpole-v0", "--device", "cpu"]
+        + ["--num_envs", "16", "--max_iterations", "2"],
+    )
+    assert ours.rc == 0, ours.err[-3000:]
