@@ -68,7 +68,11 @@ def test_a_script_gets_every_unknown_argument_unchanged_through_the_rank_entry(t
     assert Path(any_script.ENTRY).is_file()
 
 
-def test_a_module_runs_as_with_python_m() -> None:
+def test_a_module_runs_as_with_python_m(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "my_project").mkdir()
+    (tmp_path / "my_project" / "__init__.py").write_text("")
+    (tmp_path / "my_project" / "train.py").write_text("")
+    monkeypatch.chdir(tmp_path)  # found as the ranks' python -m finds it: the working folder first
     cmd = command("-m", "my_project.train", "--num_gpus", "2", "--device", "cpu", "--lr", "3e-4")
     assert cmd[cmd.index(any_script.ENTRY) + 3 :] == ["-m", "my_project.train", "--device", "cpu", "--lr", "3e-4"]
 

@@ -7,6 +7,7 @@ import argparse
 import faulthandler
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -239,21 +240,27 @@ def test_stacks_never_signals_a_process_a_lock_names_that_is_not_the_jobs(tmp_pa
         assert live_stacks.request(str(run), str(tmp_path), 1) == 2
         assert "stale or foreign; nothing signalled" in capsys.readouterr().err
         assert sleep.poll() is None  # SIGUSR2's default action would have ended it
-        # rank 0 a child of the "launcher" (this process), with the start times they recorded: only a match counts
-        child = subprocess.Popen(["sleep", "120"])
+        # rank 0 a child of a "launcher" (a shell whose command line names train_multigpu), with the start times
+        # they recorded: only a match counts
+        launcher = subprocess.Popen(["sh", "-c", "sleep 120 & wait", "train_multigpu"], start_new_session=True)
         try:
-            started = procs.start_time(os.getpid())
+            deadline = time.monotonic() + 30
+            while not (children := [p for p, parent in procs.process_table().items() if parent == launcher.pid]):
+                assert time.monotonic() < deadline, "the shell started no child"
+                time.sleep(0.01)
+            rank0 = children[0]
+            started = procs.start_time(launcher.pid)
             assert started is not None
-            body.update(pid=child.pid, launcher_pid=os.getpid(), launcher_started=started - 1)
+            body.update(pid=rank0, launcher_pid=launcher.pid, launcher_started=started - 1)
             (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
             assert live_stacks.request(str(run), str(tmp_path), 1) == 2
             assert "a reused pid" in capsys.readouterr().err
-            body.update(launcher_started=started, started=procs.start_time(child.pid))
+            body.update(launcher_started=started, started=procs.start_time(rank0))
             (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
-            assert live_stacks.launcher_of(run) == os.getpid()  # the same processes: this one may be asked
+            assert live_stacks.launcher_of(run) == launcher.pid  # the same processes: this one may be asked
         finally:
-            child.kill()
-            child.wait()
+            os.killpg(launcher.pid, signal.SIGKILL)  # the shell and its sleep
+            launcher.wait()
     finally:
         sleep.kill()
         sleep.wait()

@@ -24,8 +24,25 @@ CARTPOLE = ["--task", "Isaac-Cartpole-Direct", "--num_envs", "16", "presets=newt
 TWO_GPUS = Inventory([made_up_uuid(0), made_up_uuid(1)], [], "a made-up inventory")
 
 
+#: a stand-in of Isaac Lab's trainer module on the ranks' path (the launcher finds -m modules before any rank starts;
+#: this environment has no Isaac Lab): set by :func:`stand_in_trainer`
+STAND_IN: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def stand_in_trainer(tmp_path_factory: pytest.TempPathFactory) -> None:
+    if not STAND_IN:
+        root = tmp_path_factory.mktemp("stand_in")
+        folder = root / "isaaclab_rl" / "entrypoints"
+        folder.mkdir(parents=True)
+        for init in (folder.parent / "__init__.py", folder / "__init__.py"):
+            init.write_text("")
+        (folder / "multigpu.py").write_text("raise SystemExit('a stand-in: only the launcher reads this path')\n")
+        STAND_IN.append(str(root))
+
+
 def env(**extra: str) -> dict[str, str]:
-    out = loopback_env(**extra)
+    out = loopback_env(PYTHONPATH=STAND_IN[0], **extra)
     if "CUDA_VISIBLE_DEVICES" not in extra:
         out.pop("CUDA_VISIBLE_DEVICES")  # the made-up inventory decides
     return out

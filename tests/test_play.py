@@ -189,3 +189,28 @@ def test_skrl_jax_plays_through_the_cli_twice_alike(logs: Path, healthy_run) -> 
     assert [p.returncode for p in outs] == [0, 0], outs[0].stderr[-3000:]
     assert summary_lines(outs[0].stdout) == summary_lines(outs[1].stdout) != []
     assert ".msgpack" in header_lines(outs[0].stdout)[0][1]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(WITH_HEALTHY_RUN)
+@pytest.mark.parametrize("library", ["rsl_rl", "rl_games", "skrl"])
+def test_a_checkpoint_of_another_task_is_one_line(library: str, logs: Path, healthy_run, capfd) -> None:
+    """Issue 38: the libraries' warnings and log lines while it loads stay off the terminal."""
+    run_dir = copy_run(healthy_run(library), logs)
+    code = play.main(
+        PARSER().parse_args(
+            [
+                "--rl_library",
+                library,
+                "--task",
+                "Toy-Pendulum-SwingUp-v0",
+                "--device",
+                "cpu",
+                "--checkpoint",
+                str(run_dir),
+            ]
+        )
+    )
+    out, err = capfd.readouterr()
+    assert code == 2 and out == "", (code, out, err)
+    assert len(err.splitlines()) == 1 and "does not fit these models" in err, err

@@ -136,10 +136,11 @@ def test_slurms_tasks_per_node_count_when_num_gpus_is_not_given(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("nproc", "environ", "visible", "ranks"),
     [
-        ("3", {"PET_NPROC_PER_NODE": "8"}, 8, 3),  # --num_gpus wins
-        (None, {"PET_NPROC_PER_NODE": "4"}, 8, 4),
-        (None, {"PET_NPROC_PER_NODE": "gpu"}, 2, 2),
-        (None, {"PET_NPROC_PER_NODE": "cpu"}, 2, 0),
+        ("3", {}, 8, 3),  # --num_gpus, or the PyTorchJob's PET_NPROC_PER_NODE as the launch configuration read it
+        ("4", {}, 8, 4),
+        ("gpu", {}, 2, 2),
+        ("cpu", {}, 2, 0),
+        (None, {}, 2, 2),  # neither: one rank per visible GPU
         ("gpu", {"SLURM_TASKS_PER_NODE": "4(x2)"}, 2, 4),
         ("gpu", {"SLURM_GPUS_ON_NODE": "8"}, 0, 8),
         ("auto", {}, 2, 2),

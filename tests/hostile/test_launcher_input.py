@@ -283,3 +283,37 @@ def test_a_checkpoint_of_another_task_is_refused(
         environ={"CUDA_VISIBLE_DEVICES": ""},
     )
     assert cfg.dry_run
+
+
+# ---------------------------------------------------------------------------------------------- issue 38
+# A node rank at or past the node count: --nnodes given, torchrun's PET_NNODES, or one node implied.
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "names"),
+    [
+        (["--node_rank", "1"], {}, "--node_rank 1: out of range for one node (no --nnodes given); give --nnodes N"),
+        (["--node_rank", "5", "--dry_run"], {}, "--node_rank 5: out of range for one node"),
+        (["--node_rank", "1", "--nnodes", "1"], {}, "--node_rank 1: out of range for --nnodes 1; use 0 to 0"),
+        (["--node_rank", "2", "--nnodes", "2"], {}, "--node_rank 2: out of range for --nnodes 2; use 0 to 1"),
+        (["--node_rank", "4", "--nnodes", "1:4"], {}, "--node_rank 4: out of range for --nnodes 1:4; use 0 to 3"),
+        (["--node_rank", "2"], {"PET_NNODES": "2"}, "--node_rank 2: out of range for PET_NNODES=2; use 0 to 1"),
+        (["--node_rank", "-1"], {}, "--node_rank -1: give a node rank from 0 to nnodes-1"),
+    ],
+)
+def test_node_rank_past_the_node_count_is_refused(
+    tmp_path: Path, args: list[str], env: dict[str, str], names: str, monkeypatch, capsys
+) -> None:
+    line = reject([*CPU2, *args], tmp_path, monkeypatch, capsys, **env)
+    assert names in line, line
+
+
+def test_node_rank_within_the_node_count_is_accepted(tmp_path: Path) -> None:
+    for args, env in ((["--node_rank", "0"], {}), (["--node_rank", "1"], {"PET_NNODES": "2"})):
+        cfg = launcher.make_config(
+            SCRIPT.build_parser(),
+            [*CPU2, "--dry_run", "--master_addr", "127.0.0.1", *args],
+            train_script=TRAIN,
+            environ={"CUDA_VISIBLE_DEVICES": "", **env},
+        )
+        assert cfg.node_rank == int(args[1])

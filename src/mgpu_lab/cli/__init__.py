@@ -134,7 +134,11 @@ def timing(run: str, log_root: str) -> None:
     from mgpu_lab.health import timing as rank_timing
 
     folder = rank_timing.find_run(run, log_root)
-    lines = rank_timing.report_lines(folder) if folder is not None else []
+    try:
+        lines = rank_timing.report_lines(folder) if folder is not None else []
+    except rank_timing.Unusable as exc:
+        click.echo(f"mgpu-lab timing: error: {exc}", err=True)
+        sys.exit(2)
     if folder is None or not lines:
         where = f"under {Path(log_root).resolve()}" if run == LATEST else f"in {run}"
         click.echo(

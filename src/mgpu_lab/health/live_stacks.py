@@ -153,7 +153,7 @@ def launcher_of(run_dir: Path) -> int:
     """The pid of the launcher whose job writes ``run_dir`` on this host (RequestError otherwise)."""
     import socket
 
-    from mgpu_lab.core.procs import alive, owner, process_table, start_time
+    from mgpu_lab.core.procs import alive, cmdline, owner, process_table, start_time
     from mgpu_lab.runs import continue_run
 
     lock = continue_run.read_lock(run_dir)
@@ -165,6 +165,11 @@ def launcher_of(run_dir: Path) -> int:
         raise RequestError(
             f"{run_dir}: its job was not started by mgpu-lab train_multigpu, so no launcher can "
             "collect stacks; use py-spy dump --pid PID on each rank instead"
+        )
+    if lock.launcher_pid in (lock.pid, os.getpid()):
+        raise RequestError(
+            f"{run_dir}: its lock names no launcher apart from rank 0: the lock is damaged, stale or foreign; "
+            "nothing signalled"
         )
     table = process_table()  # the launcher must be an ancestor of rank 0: never signal a reused pid
     pid, seen = table.get(lock.pid), {lock.pid}  # rank 0 itself is no launcher
@@ -182,6 +187,8 @@ def launcher_of(run_dir: Path) -> int:
                 f"{run_dir}: its lock's {who} (pid {named}) is another process now (a reused pid, or another "
                 "user's): the lock is stale or foreign; nothing signalled"
             )
+    if not any(b"train_multigpu" in arg for arg in cmdline(pid)):  # a damaged lock must not aim the signal
+        raise RequestError(f"{run_dir}: pid {pid}, named as its launcher, is not mgpu-lab train_multigpu; nothing sent")
     return lock.launcher_pid
 
 
@@ -196,20 +203,23 @@ def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
         print(f"mgpu-lab stacks: error: {exc}", file=sys.stderr)
         return 2
     base = run_dir / STACKS_DIR
-    before = set(os.listdir(base)) if base.is_dir() else set()
+    before = _entries(base)
     print(
         f"{PREFIX} asked the launcher (pid {pid}) of {run_dir}; waiting up to {timeout_s:g} s (--timeout)",
         file=out,
         flush=True,
     )
-    os.kill(pid, REQUEST_SIGNAL)
+    try:
+        os.kill(pid, REQUEST_SIGNAL)
+    except OSError as exc:
+        print(f"mgpu-lab stacks: error: {run_dir}: its launcher (pid {pid}) is gone ({exc.strerror})", file=sys.stderr)
+        return 2
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        fresh = sorted(set(os.listdir(base)) - before) if base.is_dir() else []
-        done = [base / name for name in fresh if (base / name / SUMMARY).is_file()]
-        if done:
-            print((done[0] / SUMMARY).read_text(encoding="utf-8"), end="", file=out)
-            print(f"{PREFIX} stacks and summary in {done[0]}", file=out, flush=True)
+        summary = _new_summary(base, before)
+        if summary is not None:
+            print(summary[1], end="" if summary[1].endswith("\n") else "\n", file=out)
+            print(f"{PREFIX} stacks and summary in {summary[0]}", file=out, flush=True)
             return 0
         time.sleep(0.1)
     print(
@@ -218,3 +228,28 @@ def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+def _entries(base: Path) -> set[str]:
+    try:
+        return set(os.listdir(base)) if base.is_dir() else set()
+    except OSError:
+        return set()
+
+
+#: the most of a summary ``mgpu-lab stacks`` prints (one line per rank: far less than this)
+MAX_SUMMARY_BYTES = 1024 * 1024
+
+
+def _new_summary(base: Path, before: set[str]) -> tuple[Path, str] | None:
+    """The first request folder that appeared since ``before`` and holds a readable summary: (folder, its text)."""
+    from mgpu_lab.core.safe_read import read_regular
+
+    for name in sorted(_entries(base) - before):
+        try:
+            data, more = read_regular(base / name / SUMMARY, MAX_SUMMARY_BYTES)
+        except OSError:  # not written yet, or not a regular file: not an answer
+            continue
+        text = data.decode("utf-8", "replace").replace("\0", "")
+        return base / name, text + (f"{PREFIX} (summary cut at {MAX_SUMMARY_BYTES} bytes)\n" if more else "")
+    return None

@@ -139,6 +139,7 @@ def run_target(target: str, module: bool, args: list[str]) -> int:
 
     if module:
         sys.argv = [target, *args]  # run_module puts the module's file in argv[0]
+        sys.path.insert(0, os.getcwd())  # python -m searches the working folder first
         runpy.run_module(target, run_name="__main__", alter_sys=True)
     else:
         path = os.path.abspath(target)
@@ -189,8 +190,30 @@ def main(argv: list[str]) -> int:
         return 2
     from torch.distributed.elastic.multiprocessing.errors import record  # torch: only once the arguments parse
 
-    status = record(supervised)(job_root, target, module, args)
+    try:
+        status = record(supervised)(job_root, target, module, args)
+    except Exception as exc:
+        if not _kept(exc):
+            raise
+        return 1
     return status if status is not None else 0
+
+
+def _kept(exc: BaseException) -> bool:
+    """Under torchrun, whose error file keeps this rank's traceback (the launcher's report names where): say the
+    error in one line instead of the traceback. Elsewhere (no error file) the traceback is all there is."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path or not os.path.isfile(path):
+        return False
+    lines = str(exc).strip().splitlines()
+    what = f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__
+    print(
+        f"[ERROR] rank {os.environ.get('RANK', '0')}: {what} (its traceback is in torchrun's report, which the "
+        "launcher names)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ windows; ``mgpu-lab timing`` prints the table and the verdict (:func:`report_lin
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -114,17 +115,102 @@ class TimingLog:
 # --- reading and the verdict --------------------------------------------------------------------------
 
 
-def read(run_dir: str | os.PathLike) -> dict[int, list[Window]]:
-    """Every rank's windows under ``run_dir/timing`` (unreadable lines skipped)."""
+#: what ``mgpu-lab timing`` reads of one rank's file at most (the newest windows are at the end: a longer file
+#: is read from its last ``MAX_FILE_BYTES``), and the longest line it parses
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_LINE_BYTES = 64 * 1024
+_NUMBERS = ("start", "wall_s", "wait_s", "compute_s")
+_COUNTS = ("rank", "window", "collectives")
+
+
+@dataclass(frozen=True)
+class FileNote:
+    """What reading one file under ``timing/`` left out: lines it could not use, or the whole file."""
+
+    path: Path
+    usable: int
+    skipped: int
+    problem: str | None = None  # the whole file unusable: "a FIFO, not a regular file", "empty" ...
+
+    def line(self) -> str:
+        if self.problem is not None:
+            return f"[WARN] timing: {self.path}: {self.problem}; skipped"
+        return f"[WARN] timing: {self.path}: {self.skipped} unusable line(s) skipped, {self.usable} used"
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_seconds(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def parse_window(line: str) -> Window | None:
+    """One line's window, or None when the line is not one (wrong types, truncated, too deep, not JSON).
+    Fields a newer writer added are ignored."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if not all(_is_count(data.get(k)) for k in _COUNTS) or not all(_is_seconds(data.get(k)) for k in _NUMBERS):
+        return None
+    node, iteration = data.get("node"), data.get("iteration")
+    if not isinstance(node, str) or not (iteration is None or _is_count(iteration)):
+        return None
+    wall, wait, compute = float(data["wall_s"]), float(data["wait_s"]), float(data["compute_s"])
+    return Window(
+        data["rank"], node, data["window"], iteration, float(data["start"]), wall, wait, compute, data["collectives"]
+    )
+
+
+def read_file(path: Path) -> tuple[list[Window], FileNote]:
+    """One rank file's windows and what was left out (a regular file only, at most :data:`MAX_FILE_BYTES`)."""
+    from mgpu_lab.core.safe_read import read_regular
+
+    try:
+        data, more = read_regular(path, MAX_FILE_BYTES, tail=True)  # the newest windows: the file's end
+    except OSError as exc:
+        return [], FileNote(path, 0, 0, exc.strerror or str(exc))
+    if more:  # the first line read may be the end of one
+        data = data.split(b"\n", 1)[-1]
+    if not data.strip():
+        return [], FileNote(path, 0, 0, "empty")
+    windows, skipped = [], 0
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        w = parse_window(raw.decode("utf-8", "replace")) if len(raw) <= MAX_LINE_BYTES and b"\0" not in raw else None
+        if w is None:
+            skipped += 1
+        else:
+            windows.append(w)
+    return windows, FileNote(path, len(windows), skipped)
+
+
+def scan(run_dir: str | os.PathLike) -> tuple[dict[int, list[Window]], list[FileNote]]:
+    """Every rank's windows under ``run_dir/timing``, and a note for each file that had something unusable."""
     found: dict[int, list[Window]] = {}
-    for path in sorted((Path(run_dir) / TIMING_DIR).glob("rank*.jsonl")):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                w = Window(**json.loads(line))
-            except (ValueError, TypeError):
-                continue
+    notes: list[FileNote] = []
+    folder = Path(run_dir) / TIMING_DIR
+    try:
+        paths = sorted(folder.glob("rank*.jsonl")) if folder.is_dir() else []
+    except OSError:
+        paths = []
+    for path in paths:
+        windows, note = read_file(path)
+        for w in windows:
             found.setdefault(w.rank, []).append(w)
-    return found
+        if note.problem is not None or note.skipped:
+            notes.append(note)
+    return found, notes
+
+
+def read(run_dir: str | os.PathLike) -> dict[int, list[Window]]:
+    """Every rank's windows under ``run_dir/timing`` (unusable lines and files left out: :func:`scan` says which)."""
+    return scan(run_dir)[0]
 
 
 @dataclass(frozen=True)
@@ -178,12 +264,22 @@ def table_lines(windows: dict[int, list[Window]]) -> list[str]:
     return lines
 
 
+class Unusable(Exception):
+    """Timing files were there, but not one window could be used (one line, exit 2)."""
+
+
 def report_lines(run_dir: str | os.PathLike) -> list[str]:
-    """The per-rank table and the verdict for one run folder (empty when it holds no timing)."""
-    windows = read(run_dir)
+    """The per-rank table and the verdict for one run folder, after a line per file with something unusable
+    (empty when it holds no timing file; :class:`Unusable` when it holds only unusable ones)."""
+    windows, notes = scan(run_dir)
     if not windows:
+        if notes:
+            said = "; ".join(f"{n.path.name}: {n.problem or f'{n.skipped} unusable line(s)'}" for n in notes[:4]) + (
+                f"; and {len(notes) - 4} more file(s)" if len(notes) > 4 else ""
+            )
+            raise Unusable(f"no usable timing in {Path(run_dir) / TIMING_DIR} ({said})")
         return []
-    lines = table_lines(windows)
+    lines = [note.line() for note in notes] + table_lines(windows)
     v = verdict(windows)
     if v.slow is None and not v.share:
         lines.append(f"{PREFIX} no verdict: {v.reason}")
@@ -207,5 +303,11 @@ def find_run(target: str, log_root: str) -> Path | None:
     """A run folder: ``target`` itself, or for ``latest`` the newest under ``log_root`` that holds timing."""
     if target != LATEST:
         return Path(target) if Path(target).is_dir() else None
-    runs = [p.parent for p in Path(log_root).glob(f"*/*/*/{TIMING_DIR}") if p.is_dir()]
-    return max(runs, key=lambda p: (p / TIMING_DIR).stat().st_mtime) if runs else None
+    runs = []
+    for p in Path(log_root).glob(f"*/*/*/{TIMING_DIR}"):
+        try:
+            if p.is_dir():
+                runs.append((p.stat().st_mtime, p.parent))
+        except OSError:  # gone since the glob, or not ours to read
+            continue
+    return max(runs)[1] if runs else None

@@ -103,6 +103,11 @@ _VARIABLES = {
 }
 
 
+def variable_of(field: str) -> str:
+    """The environment variable a :class:`SchedulerEnv` field comes from (for messages that name it)."""
+    return _VARIABLES[field][0]
+
+
 def scheduler_around(environ: Mapping[str, str]) -> bool:
     """Does a scheduler's environment (SLURM's, or torchrun's own PET_*) say anything to infer from?"""
     return any(name.startswith(("SLURM_", "PET_")) for name in environ)

@@ -41,7 +41,7 @@ from mgpu_lab.core.names import JOB_KEY_ENV
 from mgpu_lab.health import failures, heartbeat
 from mgpu_lab.health.live_stacks import LiveStacks
 from mgpu_lab.health.watchdog import Watchdog, stall_words, write_report
-from mgpu_lab.job import checks, rendezvous, supervise
+from mgpu_lab.job import checks, job_cgroup, rendezvous, supervise
 from mgpu_lab.job.nccl_trace import NcclTrace
 from mgpu_lab.job.stderr_route import StderrRouter
 from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
@@ -358,6 +358,7 @@ def run_job(config: LaunchConfig, cmd: list[str]) -> int:
             )
         _say(f"[INFO] launcher: {shlex.join(cmd)}")
         cleanup.callback(supervise.dismiss_janitor, supervise.start_janitor(job.tag, config.grace_s))
+        cleanup.enter_context(job_cgroup.confined(job.tag))  # daemons with a cleared environment included
         monitor = JobMonitor(config, supervise_dir, start=time.monotonic(), error_file=job.error_file, trace=job.trace)
         monitor.live_stacks.install()
         cleanup.callback(monitor.live_stacks.restore)

@@ -56,7 +56,7 @@ def from_args(args: argparse.Namespace) -> Script | None:
     if args.train_script is None:
         return None
     path = os.path.realpath(args.train_script)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):  # what else keeps it from starting: mgpu_lab.launch.script_check
         raise UsageError(f"--train_script {args.train_script}: no such file")
     return Script(path, False, args.job_log_root)
 

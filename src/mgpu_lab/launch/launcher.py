@@ -351,18 +351,31 @@ def shm_lines(
     return [line] if line else []
 
 
-def _check_launcher_options(args: argparse.Namespace, jax: bool) -> None:
-    """The launcher's own options, each on its own (no environment, no devices)."""
+def _check_node_rank(node_rank: int, nnodes: str | None, implied: str | None) -> None:
+    """A node rank from 0 to the node count less one; the count is --nnodes, else torchrun's own (the launch
+    configuration's fold of its environment), else 1."""
+    from mgpu_lab.job.config import variable_of  # as the other uses here: the job layer loads when it is needed
+
+    if node_rank < 0:
+        raise UsageError(f"--node_rank {node_rank}: give a node rank from 0 to nnodes-1")
+    count, said = (
+        (nnodes, f"--nnodes {nnodes}") if nnodes is not None else (implied, f"{variable_of('nnodes')}={implied}")
+    )
+    if count is None:
+        count, said = "1", "one node (no --nnodes given)"
+    top = count.split(":")[-1]
+    if top.isdigit() and node_rank >= int(top):
+        hint = "give --nnodes N with N above it" if nnodes is None and implied is None else f"use 0 to {int(top) - 1}"
+        raise UsageError(f"--node_rank {node_rank}: out of range for {said}; {hint}")
+
+
+def _check_launcher_options(args: argparse.Namespace, jax: bool, implied_nnodes: str | None = None) -> None:
+    """The launcher's own options, each on its own (no devices; ``implied_nnodes``: torchrun's node count from its
+    environment, as the launch configuration read it)."""
     if args.nnodes is not None:
         _check_nnodes(args.nnodes, jax=jax)
     if args.node_rank is not None:
-        max_nodes = int(args.nnodes.split(":")[-1]) if args.nnodes is not None else None
-        if args.node_rank < 0:
-            raise UsageError(f"--node_rank {args.node_rank}: give a node rank from 0 to nnodes-1")
-        if max_nodes is not None and args.node_rank >= max_nodes:
-            raise UsageError(
-                f"--node_rank {args.node_rank}: out of range for --nnodes {args.nnodes}; use 0 to {max_nodes - 1}"
-            )
+        _check_node_rank(args.node_rank, args.nnodes, implied_nnodes)
     if args.master_port is not None and not 0 < args.master_port < 65536:
         raise UsageError(f"--master_port {args.master_port}: give a TCP port from 1 to 65535")
     if args.rdzv_endpoint is not None:
@@ -476,11 +489,12 @@ def make_config(
     if "--" in forwarded:  # the separator argparse stopped at; train.py must not see it
         forwarded.remove("--")
     passthrough = group_dests(parser, TORCHRUN_GROUP)
-    from mgpu_lab.launch import any_script
+    from mgpu_lab.launch import any_script, script_check
 
     foreign = any_script.from_args(args)  # --train_script / -m: forwarded arguments go to that script unchecked
     if foreign is not None:
         any_script.check(foreign, forwarded, forwarded_value(forwarded, "--checkpoint"))
+        script_check.preflight(foreign.target, foreign.module, args.train_script, environ)
     jax = args.rl_library == "skrl" and forwarded_value(forwarded, "--ml_framework") == "jax"
     device = forwarded_value(forwarded, "--device")
     on_cpu = device is not None and device.strip().lower() == "cpu"
@@ -489,7 +503,7 @@ def make_config(
 
     _check_library_choice(args, jax, passthrough + group_dests(parser, LAUNCHER_TORCHRUN_GROUP))
     inferred = apply_cluster(args, environ, jax)
-    _check_launcher_options(args, jax)
+    _check_launcher_options(args, jax, None if jax else scheduler.nnodes)
     grace_s = _kill_grace(environ)
     if args.num_gpus == "gpu" and scheduler.nproc_per_node is not None and not jax:
         nproc = None  # the PyTorchJob's own setting applies

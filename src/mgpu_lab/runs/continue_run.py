@@ -18,6 +18,7 @@ callers (:func:`no_checkpoint` words the refusal).
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import threading
@@ -147,20 +148,32 @@ class Lock:
 
 def read_lock(run_dir: str | os.PathLike) -> Lock | None:
     """The folder's lock, or None when there is none (an unreadable lock counts as none: it cannot be honoured)."""
-    try:
-        data = json.loads((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8"))
-        return Lock(
+    from mgpu_lab.core.safe_read import read_regular
+
+    try:  # a regular file only (a FIFO there must not block), bounded; then every field of its type
+        raw, more = read_regular(Path(run_dir) / LOCK_FILE, 64 * 1024)
+        data = json.loads(raw.decode("utf-8"))
+        launcher = data.get("launcher_pid")
+        lock = Lock(
             str(data["host"]),
-            int(data["pid"]),
+            _pid(data["pid"]),
             str(data["job_key"]),
-            int(data["launcher_pid"]) if data.get("launcher_pid") is not None else None,
+            _pid(launcher) if launcher is not None else None,
             float(data["lease_s"]),
             float(data["renewed"]),
             _optional_int(data.get("started")),
             _optional_int(data.get("launcher_started")),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
+    return lock if not more and math.isfinite(lock.lease_s) and math.isfinite(lock.renewed) else None
+
+
+def _pid(value: object) -> int:
+    """A process id as a lock holds it: an integer above 1 (0, 1 and negative ids name groups or init)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 1:
+        raise ValueError(f"not a process id: {value!r}")
+    return value
 
 
 def _optional_int(value: object) -> int | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from mgpu_lab.core.errors import UsageError
 from mgpu_lab.train.dist import log_line
+from mgpu_lab.train.play_input import available_memory, check_device_text, check_memory, quiet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -99,15 +100,38 @@ def play(args: Namespace) -> PlayResult:
     """Load the policy, play the episodes, return what happened (UsageError for refused input)."""
     import torch
 
+    from mgpu_lab.train.dist import check_device
+
+    device = (
+        check_device(args.device) if args.device is not None else ("cuda:0" if torch.cuda.is_available() else "cpu")
+    )
+    device = "cuda:0" if device == "cuda" else device
+    check_memory(args.task, args.num_envs, args.num_episodes, device, available_memory(device))
+    path = str(resolve_checkpoint(args.checkpoint, args.log_root, args.rl_library, args.task, args.ml_framework))
+    try:
+        with quiet():  # the libraries' warnings and log lines while the checkpoint and its models load
+            env, act, iteration = _load(args, path, device)
+        log_line(
+            f"[INFO] play: {args.rl_library} policy from {path} (iteration {iteration}) on {args.task}: "
+            f"{args.num_envs} envs, device {device}, seed {args.seed}"
+        )
+        return PlayResult(tuple(play_episodes(env, act, args.num_episodes)), iteration)
+    except (MemoryError, torch.OutOfMemoryError) as exc:  # more than the lower bound check_memory knows of
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise UsageError(
+            f"--num_envs {args.num_envs}: out of memory on {device} ({first}); give fewer --num_envs"
+        ) from None
+
+
+def _load(args: Namespace, path: str, device: str) -> tuple[Any, Any, int]:
+    """(the task's env, the policy, the checkpoint's iteration); UsageError when the checkpoint does not fit."""
+    import torch
+
     from mgpu_lab.runs.checkpoint import check_library
     from mgpu_lab.train import adapters, policies
     from mgpu_lab.train.config import TrainConfig
-    from mgpu_lab.train.dist import check_device
     from mgpu_lab.train.tasks import make_env
 
-    device = check_device(args.device) if args.device else ("cuda:0" if torch.cuda.is_available() else "cpu")
-    device = "cuda:0" if device == "cuda" else device
-    path = str(resolve_checkpoint(args.checkpoint, args.log_root, args.rl_library, args.task, args.ml_framework))
     check_library(path, args.rl_library, args.ml_framework, args.task)
     cfg = TrainConfig(
         rl_library=args.rl_library,
@@ -121,12 +145,7 @@ def play(args: Namespace) -> PlayResult:
     iteration = adapters.load(args.rl_library).checkpoint_iteration(path, cfg)
     torch.manual_seed(args.seed)
     env = make_env(args.task, args.num_envs, device, args.seed)
-    act = policies.load(cfg, env, path)
-    log_line(
-        f"[INFO] play: {args.rl_library} policy from {path} (iteration {iteration}) on {args.task}: "
-        f"{args.num_envs} envs, device {device}, seed {args.seed}"
-    )
-    return PlayResult(tuple(play_episodes(env, act, args.num_episodes)), iteration)
+    return env, policies.load(cfg, env, path), iteration
 
 
 def check_args(args: Namespace) -> None:
@@ -142,6 +161,7 @@ def check_args(args: Namespace) -> None:
     if args.ml_framework == "jax" and args.rl_library != "skrl":
         raise UsageError(f"--ml_framework jax is for skrl only, not {args.rl_library}")
     check_seed(args.seed, 1)
+    check_device_text(args.device)
 
 
 def main(args: Namespace) -> int:
