@@ -274,6 +274,8 @@ def _check_report(args: argparse.Namespace) -> int:
         return 2
     overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
     root = Path(args.root)
+    if _refused(root):
+        return 2
     results = None
     try:
         recorded, read, write_to = _baseline_args(args, root)
@@ -311,10 +313,13 @@ def _check_report(args: argparse.Namespace) -> int:
         if bad:
             print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
             return 2
+    lock, lock_errors = _fix_guard(args, root)
+    errors: tuple[type[Exception], ...] = (SetupError, OSError, *lock_errors)
     try:
         scope = _scope(args, root, overrides, rules, select, ignore)
-        outcome = _run_check(args, scope)
-    except (SetupError, OSError) as exc:
+        with lock:  # --fix: one fixer per tree, for the whole read-fix-write cycle
+            outcome = _run_check(args, scope)
+    except errors as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if isinstance(outcome, int):
@@ -326,6 +331,27 @@ def _check_report(args: argparse.Namespace) -> int:
         outcome.summary.notes += notes
         outcome = outcome._replace(findings=findings)
     return _report(args, scope, outcome, results)
+
+
+def _refused(root: Path) -> bool:
+    """True (after one line on stderr) when ``root`` is ``/`` or on a pseudo filesystem (/proc, /sys)."""
+    from .inputs import refused_root
+
+    why = refused_root(root)
+    if why:
+        print(f"error: --root {root} {why}: give a checkout's folder", file=sys.stderr)
+    return why is not None
+
+
+def _fix_guard(args: argparse.Namespace, root: Path) -> tuple[Any, tuple[type[Exception], ...]]:
+    """With --fix: this tree's fix lock (a context manager) and the error it raises; else a no-op and none."""
+    if not args.fix:
+        import contextlib
+
+        return contextlib.nullcontext(), ()
+    from .fix import FixError, fix_lock
+
+    return fix_lock(root), (FixError,)
 
 
 def _scope(
@@ -455,6 +481,8 @@ def _route(args: argparse.Namespace) -> int:
 
     if not args.prompt.strip():
         print("error: the prompt is empty: give the text a user might ask (see --help)", file=sys.stderr)
+        return 2
+    if _refused(Path(args.root)):
         return 2
     try:
         project = load_project(Path(args.root), {"skills": args.skills}, use_cache=not args.no_cache)

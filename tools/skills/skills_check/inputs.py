@@ -348,3 +348,30 @@ def read_installed(path: Path) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+PSEUDO_FS = frozenset(
+    "proc sysfs devtmpfs devpts cgroup cgroup2 debugfs tracefs securityfs pstore bpf configfs fusectl mqueue "
+    "hugetlbfs binfmt_misc autofs efivarfs rpc_pipefs nsfs".split()
+)
+
+
+def refused_root(root: Path, mounts: str = "/proc/self/mounts") -> str | None:
+    """Why ``root`` cannot be a checked root (a filesystem's root ``/``, or inside a pseudo filesystem such as
+    /proc or /sys: walking it reads the whole machine or files that never end), else None."""
+    real = os.path.realpath(root)
+    if real == os.path.realpath("/"):
+        return "is the filesystem root"
+    fstype, point = "", ""
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as fh:
+            table = [line.split()[1:3] for line in fh if len(line.split()) >= 3]
+    except OSError:  # no mount table: the usual places
+        table = [["/proc", "proc"], ["/sys", "sysfs"], ["/dev", "devtmpfs"]]
+    for where, kind in table:
+        where = where.replace("\\040", " ")
+        if (real == where or real.startswith(where.rstrip("/") + "/")) and len(where) >= len(point):
+            fstype, point = kind, where
+    if fstype in PSEUDO_FS:
+        return f"is on a pseudo filesystem ({fstype} at {point})"
+    return None

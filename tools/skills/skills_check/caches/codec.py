@@ -136,3 +136,43 @@ def _list(v: Any) -> list:
     if not isinstance(v, list):
         raise CodecError("expected a list")
     return v
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def conforms(value: Any, hint: Any) -> bool:
+    """Whether a decoded ``value`` has the shape the type ``hint`` says (a model dataclass, checked field by
+    field, or plain data in lists, tuples, dicts and sets); ``Any`` takes anything. A cache entry that does not
+    conform is one of another shape (planted, damaged or from another version): the caller re-parses."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(conforms(value, a) for a in args)
+    if origin in (list, set, frozenset):
+        return isinstance(value, origin) and all(conforms(v, args[0] if args else Any) for v in value)
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(conforms(v, args[0]) for v in value)
+        return not args or (len(args) == len(value) and all(conforms(v, a) for v, a in zip(value, args)))
+    if origin is dict:
+        return isinstance(value, dict) and all(conforms(k, args[0]) and conforms(v, args[1]) for k, v in value.items())
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if type(value) is not hint:
+            return False
+        if hint not in _HINTS:
+            _HINTS[hint] = typing.get_type_hints(hint)
+        return all(conforms(getattr(value, name), h) for name, h in _HINTS[hint].items() if not name.startswith("_"))
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True  # a hint this check does not know (a TypeVar, a Literal): not refused here

@@ -116,17 +116,23 @@ class ParseCache:
 
         return cache_dir() / f"{hashlib.sha256(str(self.root).encode()).hexdigest()[:24]}.json"
 
-    def get(self, kind: str, path: str, text: str) -> Any | None:
+    def get(self, kind: str, path: str, text: str, expect: Any = Any) -> Any | None:
+        """The cached parse of ``text`` at ``path``, or None: not cached, another text, or an entry that is not
+        of the ``expect``ed shape (a type hint, e.g. the model's MarkdownDoc), which is dropped."""
         if not self.enabled:
             return None
         key = (kind, path)
         hit = self.entries.get(key)
         if hit is not None and hit[0] == digest(text):
-            from .codec import CodecError, decode
+            from .codec import CodecError, conforms, decode
 
             try:
                 value = decode(hit[1])
-            except (CodecError, RecursionError, TypeError, ValueError, KeyError):
+                if not conforms(value, expect):
+                    raise CodecError(f"a cached {kind} entry of another shape")
+            except (CodecError, RecursionError, TypeError, ValueError, KeyError, NameError, AttributeError):
+                del self.entries[key]
+                self.dirty = True
                 return None
             self.used.add(key)
             return value

@@ -110,7 +110,7 @@ def load_markdown(root: Path, relpath: str, cache: ParseCache | None = None) -> 
     if text is None:
         return MarkdownDoc(path=relpath, text="", n_lines=0, problems=problems, readable=False)
     cache = cache or _no_cache()
-    doc = cache.get("md", relpath, text)
+    doc = cache.get("md", relpath, text, MarkdownDoc)
     if doc is None:
         from ..parsers.markdown import parse_markdown
 
@@ -125,7 +125,7 @@ def load_rst(root: Path, relpath: str, cache: ParseCache | None = None) -> RstDo
     if text is None:
         return RstDoc(path=relpath, text="", n_lines=0, problems=problems, readable=False)
     cache = cache or _no_cache()
-    doc = cache.get("rst", relpath, text)
+    doc = cache.get("rst", relpath, text, RstDoc)
     if doc is None:
         doc = import_parse_rst().parse_rst(relpath, text)
         cache.put("rst", relpath, text, doc)

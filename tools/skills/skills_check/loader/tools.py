@@ -84,7 +84,7 @@ def load_argspec(root: Path, relpath: str, cache: ParseCache | None = None) -> A
 def _argspec(relpath: str, text: str, helper_texts: list[str], cache: ParseCache | None) -> ArgSpec:
     cache = cache or _no_cache()
     key_text = "\0".join([text, *helper_texts])
-    spec = cache.get("py", relpath, key_text)
+    spec = cache.get("py", relpath, key_text, ArgSpec)
     if spec is None:
         spec = parse_argparse(relpath, text, helper_texts)
         cache.put("py", relpath, key_text, spec)
