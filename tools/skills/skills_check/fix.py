@@ -110,9 +110,11 @@ def write_all(root: Path, planned: list[tuple[str, bytes, bytes]]) -> None:
             if why:
                 raise OSError(why)
             temps.append(write_temp(root / path, data))
-    except OSError as exc:
+    except BaseException as exc:  # an interrupt too: no temp file is left behind
         for tmp in temps:
             remove_quietly(tmp)
+        if not isinstance(exc, OSError):
+            raise
         raise FixError(
             f"--fix could not write {path} ({getattr(exc, 'strerror', None) or exc}); no file was rewritten"
         ) from exc
