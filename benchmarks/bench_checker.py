@@ -71,7 +71,7 @@ for path in files:
 def checked_files() -> list[str]:
     """The markdown and RST files a check of this repository parses (the loader's own list)."""
     sys.path.insert(0, str(CLI.parent))
-    from loader import load_project
+    from skills_check.loader import load_project
 
     project = load_project(REPO)
     docs = [d.path for s in project.skills for d in (s.skill_md, *s.files.values())]

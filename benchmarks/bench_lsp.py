@@ -170,9 +170,9 @@ def in_process(repeat: int) -> dict[str, list[float]]:
     """The check alone, in this process, as the server runs it (overlay, a kept parse cache): the floor
     under the server's latency; the rest is the protocol, the scheduling and the conversion."""
     sys.path.insert(0, str(CLI.parent))
-    from cache import ParseCache
-    from loader import load_project
-    from runner import load_rules, run_rules
+    from skills_check.caches.parse import ParseCache
+    from skills_check.loader import load_project
+    from skills_check.runner import load_rules, run_rules
 
     rules = load_rules()
     cache = ParseCache(REPO)

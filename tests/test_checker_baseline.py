@@ -8,10 +8,10 @@ import json
 import os
 from pathlib import Path
 
-import cli
 import pytest
-from baseline import message_key
 from mgpu_testing.checker import SKILL, TROUBLE, edit, make_tree
+from skills_check import cli
+from skills_check.adoption.baseline import message_key
 
 
 def run(root: Path, *extra: str) -> tuple[int, list[dict], list[str], str]:

@@ -18,17 +18,17 @@ from mgpu_testing import PYTHON, REPO, run
 SKILLS_DIR = REPO / "tools" / "skills"
 CLI = SKILLS_DIR / "cli.py"
 
-from loader import load_project
-from model import MISSING, Finding, Loc
-from parse_argparse import find_installed, parse_argparse
-from parse_markdown import parse_markdown, split_row
-from parse_rst import parse_rst
-from report import Summary, escape_data, escape_property, exit_code, format_github
+from skills_check.loader import load_project
+from skills_check.model import MISSING, Finding, Loc
+from skills_check.output.report import Summary, escape_data, escape_property, exit_code, format_github
+from skills_check.parsers.argspec import find_installed, parse_argparse
+from skills_check.parsers.markdown import parse_markdown, split_row
+from skills_check.parsers.rst import parse_rst
 
 
 def check(root: Path, *args: str) -> SimpleNamespace:
     """The real CLI, in-process (``cli.main``): exit status, stdout and stderr, as a process would give them."""
-    import cli
+    from skills_check import cli
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -41,7 +41,7 @@ def check(root: Path, *args: str) -> SimpleNamespace:
 
 def check_with_cache(root: Path, *args: str) -> SimpleNamespace:
     """``check`` with the caches on (as a user runs it)."""
-    import cli
+    from skills_check import cli
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -317,7 +317,7 @@ def test_torchrun_and_skrl_options_found_without_importing_them() -> None:
     code = (  # noqa: UP031 - a Python source template, %r quotes its paths
         "import sys; sys.path.insert(0, %r)\n"
         "from pathlib import Path\n"
-        "from parse_argparse import find_installed, parse_argparse\n"
+        "from skills_check.parsers.argspec import find_installed, parse_argparse\n"
         "p = find_installed(Path(%r), 'torch', 'distributed/run.py')\n"
         "h = [(p.parent / 'argparse_util.py').read_text()]\n"
         "spec = parse_argparse(str(p), p.read_text(), h)\n"
@@ -419,7 +419,7 @@ def test_github_escaping() -> None:
 
 
 def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
-    import cli
+    from skills_check import cli
 
     assert cli.main(["--explain", "IN005"]) == 0 and "symlink" in capsys.readouterr().out
     assert cli.main(["check", "--explain", "NOPE1"]) == 2
@@ -592,8 +592,9 @@ def test_repository_passes_its_own_checker(repo_check) -> None:
 def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
     """The code of a finding is the one its rule was registered under: a rule that yields another code is a
     rule bug (IN090 naming both), never a finding that borrows another rule's code, severity or docs."""
-    from rules.common import finding
-    from runner import RuleInfo, run_rules
+    from skills_check.rules.common import finding
+    from skills_check.rules.registry import Rule
+    from skills_check.runner import run_rules
 
     root = tiny_tree(tmp_path)
     project = load_project(root)
@@ -605,8 +606,8 @@ def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
         yield finding("SK204", "the anchor rule's own finding", "skills/x.md")
 
     rules_ = [
-        RuleInfo("SK999", "borrower", borrows, "error", "", ""),
-        RuleInfo("SK204", "anchor", own, "error", "", ""),
+        Rule("SK999", "borrower", borrows, "error", "core"),
+        Rule("SK204", "anchor", own, "error", "core"),
     ]
     found = run_rules(project, rules_)
     assert [(f.code, f.message) for f in found if f.loc.path == "skills/x.md"] == [

@@ -83,7 +83,7 @@ def fix(root: Path) -> SimpleNamespace:
     import contextlib
     import io
 
-    import cli
+    from skills_check import cli
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -10,13 +10,13 @@ from mgpu_testing import REPO
 
 SKILLS_DIR = REPO / "tools" / "skills"
 
-from inputs import read_text
-from loader import load_project
-from parse_argparse import parse_argparse
-from parse_markdown import parse_markdown, split_row
-from parse_rst import parse_rst
-from report import Summary, render
-from runner import load_rules, run_rules
+from skills_check.inputs import read_text
+from skills_check.loader import load_project
+from skills_check.output.report import Summary, render
+from skills_check.parsers.argspec import parse_argparse
+from skills_check.parsers.markdown import parse_markdown, split_row
+from skills_check.parsers.rst import parse_rst
+from skills_check.runner import load_rules, run_rules
 
 FUZZ = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]

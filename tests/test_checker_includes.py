@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from loader import load_rst_documents
 from mgpu_testing.checker import LAUNCHER, MGPU, assert_finding, check, make_tree
+from skills_check.loader import load_rst_documents
 
 PAGE = "docs/source/features/clusters.rst"
 JOB = "docs/source/features/examples/job.sbatch"

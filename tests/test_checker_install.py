@@ -13,10 +13,10 @@ import shutil
 import tomllib
 from pathlib import Path
 
-import cli
 import pytest
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.checker import CLI, SKILL, TOOLS, check, edit, make_tree
+from skills_check import cli
 
 # PEP 723's reference regular expression for a script's metadata block
 PEP723 = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
@@ -104,8 +104,38 @@ def test_uv_tool_install_gives_the_skills_check_command(drifted: Path, tmp_path:
     )
     assert sarif.returncode == 1 and json.loads(sarif.stdout)["version"] == "2.1.0"
     env_python = next((tmp_path / "tools" / "skills-check").glob("lib/python*/site-packages"))
-    assert (env_python / "skills_check" / "cli.py").read_bytes() == CLI.read_bytes()  # the script, installed
+    # the package the script runs, installed
+    assert (env_python / "skills_check" / "cli.py").read_bytes() == (TOOLS / "skills_check" / "cli.py").read_bytes()
     assert not (env_python / "torch").exists()
+    python = next((tmp_path / "tools" / "skills-check" / "bin").glob("python*"))
+    loaded = run([str(python), "-c", ONLY_ITS_OWN], timeout=120, env=env, cwd=tmp_path)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert json.loads(loaded.stdout) == {"plain": [], "everything": []}
+
+
+# Imports the installed package, then every module of it but the language server (pygls is an extra), and prints
+# the top-level modules each step added that come from site-packages other than skills_check and its parsers.
+ONLY_ITS_OWN = """
+import json, pkgutil, sys, sysconfig
+site = sysconfig.get_paths()["purelib"]
+deps = {"skills_check", "docutils", "markdown_it", "mdurl", "mdit_py_plugins", "yaml", "_yaml", "pathspec"}
+def added(before):
+    out = []
+    for name in sorted(set(sys.modules) - before):
+        top = name.split(".")[0]
+        where = getattr(sys.modules[name], "__file__", None) or ""
+        if "." not in name and top not in deps and where and (where.startswith(site) or not where.startswith(sys.base_prefix)):
+            out.append(name)
+    return out
+before = set(sys.modules)
+import skills_check
+plain = added(before)
+import skills_check.cli
+for m in pkgutil.walk_packages(skills_check.__path__, "skills_check."):
+    if not m.name.startswith(("skills_check.lsp", "skills_check.__main__")):
+        __import__(m.name)
+print(json.dumps({"plain": plain, "everything": added(before)}))
+"""
 
 
 def test_the_script_path_keeps_working(drifted: Path) -> None:

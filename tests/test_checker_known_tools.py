@@ -1,15 +1,15 @@
 """torchrun's and skrl's JAX launcher options are kept beside the checker (tools/skills/known_tools.json),
 so a check never reads an installed environment. This compares the kept spec with the torch and skrl
-installed here; when they are upgraded, refresh it with `python tools/skills/known_tools.py --write`."""
+installed here; when they are upgraded, refresh it with `python -m skills_check.known_tools --write`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import known_tools
-from loader import load_project
 from mgpu_testing import REPO
 from mgpu_testing.checker import make_tree
+from skills_check import known_tools
+from skills_check.loader import load_project
 
 
 def _shape(spec):
@@ -24,7 +24,7 @@ def test_kept_spec_matches_the_installed_torch_and_skrl() -> None:
     for tool, (version, spec) in installed.items():
         assert _shape(kept[tool]) == _shape(spec), (
             f"{tool}: known_tools.json differs from the installed {known_tools.SOURCES[tool][0]} {version}: "
-            "run `uv run --frozen python tools/skills/known_tools.py --write`"
+            "run `uv run --frozen python -m skills_check.known_tools --write`"
         )
     assert known_tools.render(installed) == known_tools.SPEC_FILE.read_text(encoding="utf-8")
 

@@ -18,9 +18,9 @@ from mgpu_testing import REPO, checker
 
 TOOLS = REPO / "tools" / "skills"
 
-from loader import load_project
-from model import MISSING, Project
-from rules import nccl
+from skills_check.loader import load_project
+from skills_check.model import MISSING, Project
+from skills_check.rules import nccl
 
 COPIED = (
     "skills",
@@ -260,7 +260,7 @@ MUTATIONS = {
 def test_unmutated_copy_reads_what_the_self_check_reads(pristine: Path, repo_check) -> None:
     """The baseline of every mutation: the repository passes its checker (the shared self-check), and the
     copy holds every file that check read, byte for byte, so the copy is clean too."""
-    from result_cache import read_files
+    from skills_check.caches.results import read_files
 
     project, findings = repo_check
     assert findings == []

@@ -6,8 +6,8 @@ import contextlib
 import io
 from pathlib import Path
 
-import cli
 from mgpu_testing.checker import SKILL, check, edit, make_tree
+from skills_check import cli
 
 
 def test_profiles_choose_the_rule_sets(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The result cache (tools/skills/result_cache.py): a warm check replays its last report only while
+"""The result cache (tools/skills/skills_check/caches/results.py): a warm check replays its last report only while
 nothing it read changed. Trees are settled by dating their files back (never by sleeping)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from mgpu_testing.checker import SKILL, check, edit, make_tree
-from result_cache import ResultCache
+from skills_check.caches.results import ResultCache
 
 ARGS = {
     "format": "json",

@@ -7,9 +7,9 @@ import contextlib
 import io
 from pathlib import Path
 
-import cli
 from mgpu_testing.checker import SKILL, check, edit, make_tree
-from routing import Index, stem, terms, without_exclusions
+from skills_check import cli
+from skills_check.routing import Index, stem, terms, without_exclusions
 
 
 def route(*argv: str) -> tuple[int, str, str]:

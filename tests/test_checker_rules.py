@@ -16,7 +16,6 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-import cli
 import pytest
 from mgpu_testing import PYTHON, run
 from mgpu_testing.checker import (
@@ -34,7 +33,8 @@ from mgpu_testing.checker import (
     line_of,
     make_tree,
 )
-from rules.shell import command_lines, words
+from skills_check import cli
+from skills_check.rules.shell import command_lines, words
 
 
 @pytest.fixture()

@@ -10,11 +10,11 @@ import shlex
 import tempfile
 from pathlib import Path
 
-import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mgpu_testing.checker import MGPU, SKILL, make_tree
-from rules.shell import command_lines, words
+from skills_check import cli
+from skills_check.rules.shell import command_lines, words
 
 FRAGMENTS = [
     "`--num_gpus`",

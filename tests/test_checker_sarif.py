@@ -12,10 +12,10 @@ import json
 from importlib import resources
 from pathlib import Path
 
-import cli
 import jsonschema
 import pytest
 from mgpu_testing.checker import LAUNCHER, MGPU, REF, RULE_FIXTURES, SKILL, edit, make_tree
+from skills_check import cli
 from test_checker_snapshots import CASES, build
 
 

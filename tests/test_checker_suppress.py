@@ -8,10 +8,10 @@ import io
 import json
 from pathlib import Path
 
-import cli
 import pytest
 from mgpu_testing.checker import MGPU, SKILL, TROUBLE, assert_finding, check, edit, line_of, make_tree
-from suppress import glob_match
+from skills_check import cli
+from skills_check.adoption.suppress import glob_match
 
 BROKEN = "See [gone](missing.md).\n"
 
@@ -198,8 +198,8 @@ def test_json_output_has_no_hidden_finding(tree: Path) -> None:
 
 
 def test_parsers_record_comments_with_their_lines_and_never_code() -> None:
-    from parse_markdown import parse_markdown
-    from parse_rst import parse_rst
+    from skills_check.parsers.markdown import parse_markdown
+    from skills_check.parsers.rst import parse_rst
 
     md = parse_markdown(
         "a.md",

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from mgpu_testing import REPO
 from mgpu_testing.docs import TRAINER, load_script, rel
-from parse_markdown import parse_markdown
-from parse_rst import parse_rst
+from skills_check.parsers.markdown import parse_markdown
+from skills_check.parsers.rst import parse_rst
 
 MULTI_GPU_RST = REPO / "docs" / "source" / "features" / "multi_gpu.rst"
 REFERENCE_MD = REPO / "skills" / "user" / "train-multi-gpu" / "reference.md"

@@ -22,14 +22,14 @@ def table_rows(doc, where: str) -> list[tuple[str, str]]:
 
 def rst_table() -> list[tuple[str, str]]:
     """(status, meaning) rows of the list-table titled "Exit status" (the checker's docutils adapter)."""
-    from parse_rst import parse_rst
+    from skills_check.parsers.rst import parse_rst
 
     return table_rows(parse_rst(str(RST), RST.read_text(encoding="utf-8")), RST.name)
 
 
 def markdown_table() -> list[tuple[str, str]]:
     """(status, meaning) rows of the table under the reference's "Exit status" heading (markdown-it-py)."""
-    from parse_markdown import parse_markdown
+    from skills_check.parsers.markdown import parse_markdown
 
     return table_rows(parse_markdown(str(REFERENCE), REFERENCE.read_text(encoding="utf-8")), REFERENCE.name)
 

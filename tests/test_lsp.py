@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cli
 import pytest
 import pytest_lsp
 from lsprotocol import types
@@ -31,6 +30,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from skills_check import cli
 
 DEMO_MD = REPO / "tools" / "skills" / "LSP_DEMO.md"
 WRITE_DEMO = "LSP_DEMO_WRITE"  # set to 1 to rewrite LSP_DEMO.md from this run
@@ -533,9 +533,9 @@ async def test_the_documented_command_serves_check_s_findings_on_this_repository
 
 
 def test_the_overlay_is_read_in_place_of_the_disk_under_the_same_guards(tmp_path: Path) -> None:
-    import inputs
-    from loader import all_problems, load_project
-    from runner import load_rules, run_rules
+    from skills_check import inputs
+    from skills_check.loader import all_problems, load_project
+    from skills_check.runner import load_rules, run_rules
 
     root = make_tree(tmp_path / "repo")
     outside = tmp_path / "outside.md"
@@ -560,10 +560,10 @@ def test_the_overlay_is_read_in_place_of_the_disk_under_the_same_guards(tmp_path
 
 
 def test_conversions_of_ranges_and_edits() -> None:
-    import fix
-    import lsp_convert as conv
-    from model import Fix, Loc, TextEdit
     from pygls.workspace import PositionCodec
+    from skills_check import fix
+    from skills_check.lsp import convert as conv
+    from skills_check.model import Fix, Loc, TextEdit
 
     assert conv.token_span("run `--num_gpu 2`", 6) == (5, 14)  # the flag, without the closing backtick
     assert conv.token_span("     - ``2``", 8) == (7, 12)  # a quoted span whole
@@ -598,9 +598,9 @@ def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) ->
     """On each rule's fixture tree, the server's check (in process, no editor text) gives one diagnostic
     per finding of ``check --format json``, at its line and column (code points here), with its code,
     message and severity: on files, folders and missing paths alike."""
-    import lsp
     from mgpu_testing.checker import RULE_FIXTURES
     from pygls.workspace import PositionCodec
+    from skills_check.lsp import server as lsp
     from test_checker_snapshots import CASES, build
 
     server = lsp.CheckerServer()
@@ -635,8 +635,11 @@ def test_lsp_without_pygls_says_what_to_run(
 ) -> None:
     for name in [m for m in sys.modules if m.split(".")[0] == "pygls"] + ["pygls"]:
         monkeypatch.setitem(sys.modules, name, None)  # an import of pygls now fails, as when absent
-    for name in ("lsp", "lsp_convert"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    import skills_check.lsp
+
+    for name in ("server", "convert", "complete"):  # as if never imported: neither the module nor the attribute
+        monkeypatch.delitem(sys.modules, f"skills_check.lsp.{name}", raising=False)
+        monkeypatch.delattr(skills_check.lsp, name, raising=False)
     assert cli.main(["lsp"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs pygls" in err and "uv run python tools/skills/cli.py lsp" in err
@@ -799,8 +802,8 @@ async def _complete(client: LanguageClient, ed: Editor, text: str, needle: str) 
 async def test_completion_offers_the_missing_frontmatter_keys_with_their_documentation(
     client: LanguageClient, tree: Path
 ) -> None:
-    from lsp_complete import KEY_DOCS
-    from rules.frontmatter import KNOWN_KEYS
+    from skills_check.lsp.complete import KEY_DOCS
+    from skills_check.rules.frontmatter import KNOWN_KEYS
 
     assert set(KEY_DOCS) == set(KNOWN_KEYS)  # every key the rules know is documented, and no other
     skill = Editor(client, tree, SKILL, "markdown")

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from loader import load_rst_documents
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.docs import PROBE, load_script
 from mgpu_testing.in_process import run_in_process
 from mgpu_testing.quoted import PATH_WORD, Quote, collect, mismatch, placeholders
 from mgpu_testing.training import OpensMarker, single_env
-from parse_markdown import parse_markdown
+from skills_check.loader import load_rst_documents
+from skills_check.parsers.markdown import parse_markdown
 
 LIBRARIES = ("rsl_rl", "rl_games", "skrl")
 

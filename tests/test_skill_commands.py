@@ -62,8 +62,8 @@ def doc_rst_files() -> list[Path]:
 
 # The checker's own parsers (markdown-it-py; docutils with Sphinx stand-ins; tools/skills is on pytest's
 # pythonpath) find the code: one reading of the documents for the checker and for these tests.
-from loader import load_rst_documents
-from parse_markdown import parse_markdown
+from skills_check.loader import load_rst_documents
+from skills_check.parsers.markdown import parse_markdown
 
 
 def _snippets(doc) -> list[Snippet]:

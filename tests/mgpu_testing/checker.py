@@ -47,7 +47,7 @@ def make_tree(dest: Path, base: Path = BASE) -> Path:
 
 def check(root: Path, *extra: str) -> tuple[int, list[dict]]:
     """Run the real CLI in-process; (exit status, findings)."""
-    import cli  # tools/skills is on pytest's pythonpath
+    from skills_check import cli  # tools/skills is on pytest's pythonpath
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
@@ -81,7 +81,7 @@ def assert_finding(findings: list[dict], code: str, path: str, line: int | None 
     return hits[0]
 
 
-# The child sets its own limits before it runs the checker: address space and CPU seconds are
+# The child sets its own limits before it runs the checker script: address space and CPU seconds are
 # enforced by the kernel (RLIMIT_AS, RLIMIT_CPU), wall time by ``run``'s timeout.
 _BOUNDED = (
     "import resource, runpy, sys\n"
@@ -89,6 +89,7 @@ _BOUNDED = (
     "resource.setrlimit(resource.RLIMIT_AS, (mem, mem))\n"
     "resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))\n"
     "sys.argv = sys.argv[3:]\n"
+    "sys.path.insert(0, sys.argv[0].rpartition('/')[0])\n"  # as `python SCRIPT` does: its folder first
     "runpy.run_path(sys.argv[0], run_name='__main__')\n"
 )
 
@@ -124,8 +125,8 @@ def self_check():
     """(project, findings) of the checker on this repository, in-process and without caches, with the
     profiles its pyproject chooses (what ``cli.py check`` runs). Tests share one run through the
     session-scoped ``repo_check`` fixture (tests/conftest.py)."""
-    from loader import load_config, load_project
-    from runner import in_profiles, load_rules, run_rules
+    from skills_check.loader import load_config, load_project
+    from skills_check.runner import in_profiles, load_rules, run_rules
 
     profiles = load_config(REPO).get("profiles")
     project = load_project(REPO, use_cache=False)

@@ -1,0 +1,72 @@
+"""Defects peers catch, each on a small tree of its own (firing), and false alarms an earlier version raised
+that need a finding beside them to show (the quiet ones are tests/fixtures/checker/quiet/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mgpu_testing.checker import assert_finding, check
+
+
+def _skill(root: Path, body: str, name: str = "probe-gpus", files: dict[str, str] | None = None) -> Path:
+    folder = root / "skills" / name
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: Probes the GPUs of a node. Use when ranks disagree on devices.\n---\n\n"
+        f"# Probe\n\n{body}",
+        encoding="utf-8",
+    )
+    for rel, text in (files or {}).items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_arguments_in_a_fence_without_a_language_or_in_another_language(tmp_path: Path) -> None:
+    body = "```\nprobe $1\n```\n\n```python\nprint('$ARGUMENTS')\n```\n\n```bash\necho ${1}\n```\n"
+    rc, findings = check(_skill(tmp_path, body), "--no-cache")
+    got = sorted((f["code"], f["line"]) for f in findings)
+    assert got == [("SK214", 9), ("SK214", 13)] and rc == 0  # `${1}` is how to keep a shell $1: not reported
+
+
+def test_a_user_home_path_in_a_skill_and_in_its_scripts(tmp_path: Path) -> None:
+    body = "Logs go to `/home/ana/runs/` (or `/home/<user>/runs/` on your machine).\n\nRun `scripts/copy.py`.\n"
+    root = _skill(
+        tmp_path, body, files={"scripts/copy.py": 'DEST = "C:\\\\Users\\\\ana\\\\runs"\nSRC = "C:\\Users\\ana\\runs"\n'}
+    )
+    _, findings = check(root, "--no-cache")
+    assert_finding(findings, "SK216", "skills/probe-gpus/SKILL.md", 8)
+    assert_finding(findings, "SK216", "skills/probe-gpus/scripts/copy.py", 1)  # escaped as Python writes it
+    assert_finding(findings, "SK216", "skills/probe-gpus/scripts/copy.py", 2)
+    assert [f["code"] for f in findings].count("SK216") == 3  # the placeholder is not one
+
+
+def test_unknown_tools_in_a_subagent_file(tmp_path: Path) -> None:
+    root = _skill(tmp_path, "Ask the reviewer subagent.\n")
+    (root / ".claude" / "agents").mkdir(parents=True)
+    (root / ".claude" / "agents" / "reviewer.md").write_text(
+        "---\nname: reviewer\ndescription: Reviews logs.\ntools: Read, Grep, Terminal\n---\n\nReview.\n",
+        encoding="utf-8",
+    )
+    (root / "plugins" / "fix-kit" / "agents").mkdir(parents=True)
+    (root / "plugins" / "fix-kit" / "agents" / "fixer.md").write_text(
+        "---\nname: fixer\ndescription: Fixes logs.\ntools: [Edit, Bash, mcp__github__create_issue]\n---\n\nFix.\n",
+        encoding="utf-8",
+    )
+    _, findings = check(root, "--no-cache")
+    hits = [(f["path"], f["line"], f["message"]) for f in findings if f["code"] == "SK217"]
+    assert hits == [(".claude/agents/reviewer.md", 4, "`tools` entry 'Terminal' is not a Claude Code tool")]
+
+
+def test_a_file_beside_a_named_one_is_not_named_by_it(tmp_path: Path) -> None:
+    """`scripts/probe.py` names that file, not every file in scripts/: the one beside it is unreferenced."""
+    root = _skill(tmp_path, "Run `scripts/probe.py`.\n", files={"scripts/probe.py": "", "scripts/old_probe.py": ""})
+    _, findings = check(root, "--no-cache")
+    hits = [f["path"] for f in findings if f["code"] == "SK213"]
+    assert hits == ["skills/probe-gpus/scripts/old_probe.py"]
+
+
+def test_a_missing_link_target_is_a_broken_link_not_a_second_level_reference(tmp_path: Path) -> None:
+    root = _skill(tmp_path, "See [the guide](guide.md).\n", files={"guide.md": "# Guide\n\nSee [gone](gone.md).\n"})
+    _, findings = check(root, "--no-cache")
+    assert [f["code"] for f in findings] == ["SK203"]

@@ -1,0 +1,5 @@
+"""``python -m skills_check``: the command line."""
+
+from .cli import entry
+
+entry()

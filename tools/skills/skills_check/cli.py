@@ -1,0 +1,582 @@
+"""Skill/doc/launcher drift checker: the command line (the script ``tools/skills/cli.py`` and the installed
+``skills-check`` both call ``entry``).
+
+    uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github|sarif]
+        [--select CODES] [--ignore CODES] [--fix] [--strict] [--no-cache] [--explain CODE]
+        [--baseline FILE] [--write-baseline FILE]
+    uv run --no-project python tools/skills/cli.py explain [CODE]
+    uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
+
+Without [tool.skills-check] it finds every skill (a folder holding SKILL.md) under the root and runs the
+generic profiles (spec, claude, links); the house profiles run where the tree lists them.
+Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup;
+3: no skill found (a folder holding SKILL.md), so nothing was checked: never reported as clean.
+Parsed files are cached by content digest (see caches/parse.py); ``--no-cache`` parses everything afresh.
+When the parsers are not importable, it re-runs itself once through ``uv run --no-project --script``
+(the script's PEP 723 header), or says in one line what to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+HERE = Path(__file__).resolve().parent
+# the PEP 723 script beside the package in a checkout (tools/skills/cli.py): what a re-run under uv runs
+SCRIPT = HERE.parent / "cli.py"
+PARSERS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml", "pathspec")
+REEXEC_GUARD = "SKILLS_CHECK_REEXEC"  # set in the re-run child: never re-run twice
+
+
+def _missing_parsers() -> list[str]:
+    missing = []
+    for name in PARSERS:
+        try:
+            if importlib.util.find_spec(name) is None:
+                missing.append(name)
+        except (ImportError, ValueError):
+            missing.append(name)
+    return missing
+
+
+def _bootstrap(argv: list[str], missing: list[str] | None = None) -> int | None:
+    """Re-run under uv when parsers are missing; an exit status, or None to go on here."""
+    missing = missing or _missing_parsers()
+    if not missing:
+        return None
+    import shutil
+    import subprocess
+
+    script = str(SCRIPT)
+    hint = f"uv run --no-project --script {script} {' '.join(argv)}".rstrip()
+    uv = shutil.which("uv")
+    if os.environ.get(REEXEC_GUARD) or uv is None or not SCRIPT.is_file():
+        why = (
+            "uv is not on PATH"
+            if uv is None
+            else "the uv environment lacks them too"
+            if SCRIPT.is_file()
+            else "an installed skills-check lacks its dependencies"
+        )
+        print(
+            f"error: parsers missing ({', '.join(missing)}; {why}): run `{hint}` "
+            f"or install docutils markdown-it-py mdit-py-plugins PyYAML pathspec",
+            file=sys.stderr,
+        )
+        return 2
+    env = dict(os.environ, **{REEXEC_GUARD: "1"})
+    try:
+        return subprocess.call([uv, "run", "--no-project", "--script", script, *argv], env=env)
+    except OSError as exc:
+        print(f"error: could not run uv ({exc}): run `{hint}`", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+# The literal argparse table stays compact (a few lines an option), as readers and the checker read it.
+# fmt: off
+def build_parser() -> argparse.ArgumentParser:
+    installed = Path(sys.argv[0]).stem == "skills-check"  # the distribution's command, not the script path
+    parser = _Parser(prog="skills-check" if installed else "tools/skills/cli.py",
+                     description="Check skills, RST docs and launcher for drift.", allow_abbrev=False)
+    parser.add_argument("--explain", metavar="CODE", help="print what a rule checks and exit")
+    sub = parser.add_subparsers(dest="command")
+    check = sub.add_parser("check", help="check the tree", allow_abbrev=False)
+    check.error = parser.error  # type: ignore[method-assign]
+    check.add_argument("--root", default=".", help="checkout to check (default: current directory)")
+    check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text",
+                       help="report format (default text; sarif: SARIF 2.1.0 for code scanning)")
+    check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
+    check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
+    check.add_argument("--fix", action="store_true",
+                       help="apply the fixes the selected rules' findings carry (the NCCL mirror table from the RST "
+                            "list, the launcher options table from argparse), then check again")
+    check.add_argument("--only-safe", action="store_true",
+                       help="with --fix: apply only the fixes marked safe to apply unattended (they copy a source "
+                            "of truth and drop nothing a person wrote)")
+    check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    check.add_argument("--baseline", metavar="FILE", default=None,
+                       help="leave out the findings recorded in FILE (see --write-baseline) and say how many matched "
+                            "and how many of its entries are gone")
+    check.add_argument("--write-baseline", metavar="FILE", default=None,
+                       help="record every finding in FILE and report none (with --baseline FILE too: keep only the "
+                            "entries that still match, to shrink it as findings are fixed)")
+    check.add_argument("--no-cache", action="store_true",
+                       help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
+    check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
+    check.add_argument("--skills", default=None, help="skill folder or glob (overrides [tool.skills-check] skills; "
+                       "default: every folder holding SKILL.md under the root)")
+    for key in ("docs", "launcher", "trainer"):
+        check.add_argument(f"--{key}", default=None, help=f"path of the {key} (overrides [tool.skills-check])")
+    check.add_argument("--profile", default=None, metavar="NAMES",
+                       help="comma-separated rule profiles to run (spec, claude, links, isaaclab, routing, drift; default: "
+                            "[tool.skills-check] profiles, else spec,claude,links; codes given to --select run "
+                            "whatever their profile)")
+    explain = sub.add_parser("explain", help="print what a rule checks (all rules without CODE)")
+    explain.add_argument("code", nargs="?")
+    route = sub.add_parser("route", help="rank the skills for a prompt (the routing profile's lexical model) and "
+                           "show the words that decided it", allow_abbrev=False)
+    route.error = parser.error  # type: ignore[method-assign]
+    route.add_argument("prompt", help="what a user might ask")
+    route.add_argument("--root", default=".", help="checkout whose skills are ranked (default: current directory)")
+    route.add_argument("--skills", default=None, help="skills folder (overrides [tool.skills-check])")
+    route.add_argument("--no-cache", action="store_true", help="parse every file afresh")
+    rules_cmd = sub.add_parser("rules", help="print RULES.md as generated from the rule registry")
+    rules_cmd.add_argument("--write", action="store_true", help="rewrite tools/skills/RULES.md when it differs")
+    lsp = sub.add_parser("lsp", help="serve the checker's findings, fixes and rule docs to an editor (LSP on stdio)",
+                         allow_abbrev=False)
+    lsp.error = parser.error  # type: ignore[method-assign]
+    lsp.add_argument("--root", default=None, help="tree to check (default: the editor's workspace folder)")
+    lsp.add_argument("--debounce", type=float, default=0.1, metavar="SECONDS",
+                     help="quiet time after an edit before checking (default 0.1; open and save check at once)")
+    return parser
+# fmt: on
+
+
+def _split(codes: str) -> list[str]:
+    return [c.strip() for c in codes.replace(" ", ",").split(",") if c.strip()]
+
+
+def _explain(code: str | None) -> int:
+    from .runner import load_rules, matches
+
+    rules = load_rules()
+    if not code:
+        for r in rules:
+            print(f"{r.code}  [{r.profile}] {r.name}: {r.summary}")
+        return 0
+    hits = [r for r in rules if r.code.upper() == code.strip().upper()] or [r for r in rules if matches(r.code, [code])]
+    if not hits:
+        print(f"error: unknown rule code {code!r} (`cli.py explain` lists them)", file=sys.stderr)
+        return 2
+    for r in hits:
+        print(f"{r.code} ({r.name}, {r.severity})\n\n{r.explanation.strip()}\n")
+    return 0
+
+
+def _rules_md(write: bool) -> int:
+    from . import rules_md
+
+    if write:
+        changed = rules_md.write()
+        print(f"{rules_md.RULES_MD}: {'rewritten' if changed else 'up to date'}")
+    else:
+        sys.stdout.write(rules_md.render())
+    return 0
+
+
+def _baseline_args(args: argparse.Namespace, root: Path) -> tuple[Any, Path | None, Path | None]:
+    """(recorded fingerprints, --baseline path, --write-baseline path), checked before anything runs."""
+    if not (args.baseline or args.write_baseline):
+        return None, None, None
+    from .adoption.baseline import inside_root, load
+
+    if args.fix and args.write_baseline:
+        raise ValueError("--write-baseline records findings and --fix removes them: run one, then the other")
+    read = inside_root(root, args.baseline, "--baseline") if args.baseline else None
+    write_to = inside_root(root, args.write_baseline, "--write-baseline") if args.write_baseline else None
+    return (load(read) if read is not None else None), read, write_to
+
+
+class _Scope(NamedTuple):
+    """One check's choices, fixed before anything is loaded: where, which rules, which codes."""
+
+    root: Path
+    overrides: dict[str, Any]  # --skills/--docs/--launcher/--trainer as given
+    rules: list[Any]  # the rules of the chosen profiles
+    known: set[str]  # every rule's code, whatever its profile
+    select: list[str]
+    ignore: list[str]
+    use_cache: bool
+    why: str = "the defaults"  # why these profiles: --profile, [tool.skills-check] profiles, --select, the defaults
+
+    def load(self) -> Any:
+        """The project under the root; launchers and scripts are read only when a drift rule runs."""
+        from .loader import load_project
+
+        drift = any(r.profile == "drift" for r in self.rules)
+        return load_project(self.root, self.overrides, use_cache=self.use_cache, drift=drift)
+
+    def run(self, project: Any, ignores: Any) -> tuple[list[Any], Any]:
+        """(findings, hidden): the rules, then the suppression stage."""
+        from .adoption.suppress import apply as suppress
+        from .runner import active_codes, run_rules
+
+        findings = run_rules(project, self.rules, self.select, self.ignore)
+        return suppress(project, findings, active_codes(self.rules, self.select, self.ignore), self.known, ignores)
+
+
+class _Outcome(NamedTuple):
+    """A finished check before it is reported: the project it read, what it found, what it hid, the notes."""
+
+    project: Any
+    findings: list[Any]
+    hidden: Any
+    summary: Any  # report.Summary
+
+
+class _Tee:
+    """stderr, remembering what was written (for the JSON of an outcome that has no report)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.text = stream, []  # type: ignore[var-annotated]
+
+    def write(self, text: str) -> int:
+        self.text.append(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _check(args: argparse.Namespace) -> int:
+    """``check``; with ``--format json`` stdout holds one JSON object whatever the outcome: a check that
+    stops before its report (no skill found, a usage or setup error) writes one saying why, unchecked."""
+    if args.format != "json":
+        return _check_report(args)
+    tee, real = _Tee(sys.stderr), sys.stderr
+    sys.stderr = tee
+    try:
+        rc = _check_report(args)
+    finally:
+        sys.stderr = real
+    if not _REPORTED:
+        import json
+
+        why = " ".join("".join(tee.text).split()) or f"stopped with exit status {rc}"
+        summary = {"errors": 0, "warnings": 0, "skills": 0, "rst_files": 0, "text": why, "checked": False}
+        sys.stdout.write(
+            json.dumps({"findings": [], "summary": summary, "notes": [], "fixes": [], "exit": rc}, indent=2)
+        )
+        sys.stdout.write("\n")
+    return rc
+
+
+_REPORTED: list[bool] = []  # a report (or its warm replay) was written to stdout in this process
+
+
+def _check_report(args: argparse.Namespace) -> int:
+    _REPORTED.clear()
+    if not args.root.strip():
+        print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
+        return 2
+    overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
+    root = Path(args.root)
+    if _refused(root):
+        return 2
+    results = None
+    try:
+        recorded, read, write_to = _baseline_args(args, root)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.fix and not args.no_cache and root.is_dir() and read is None and write_to is None:
+        from .caches.results import ResultCache  # a warm check: replay the last report when nothing changed
+
+        results = ResultCache(
+            root,
+            {
+                "format": args.format,
+                "select": args.select,
+                "ignore": args.ignore,
+                "profile": args.profile,
+                "strict": args.strict,
+                **overrides,
+            },
+        )
+        hit = results.lookup()
+        if hit is not None:
+            _REPORTED.append(True)
+            sys.stdout.write(hit["stdout"])
+            sys.stderr.write(hit["stderr"])
+            return hit["rc"]
+    from .loader import SetupError
+    from .runner import load_rules, unknown_patterns
+
+    select, ignore = _split(args.select), _split(args.ignore)
+    rules = None  # loaded for the chosen profiles only (_scope), unless codes are named
+    if select or ignore:
+        rules = load_rules()
+        bad = unknown_patterns(select + ignore, rules)
+        if bad:
+            print(f"error: unknown rule code(s) {', '.join(bad)} (`cli.py explain` lists them)", file=sys.stderr)
+            return 2
+    lock, lock_errors = _fix_guard(args, root)
+    errors: tuple[type[Exception], ...] = (SetupError, OSError, *lock_errors)
+    try:
+        scope = _scope(args, root, overrides, rules, select, ignore)
+        with lock:  # --fix: one fixer per tree, for the whole read-fix-write cycle
+            outcome = _run_check(args, scope)
+    except errors as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(outcome, int):
+        return outcome
+    if read is not None or write_to is not None:
+        from .adoption.baseline import stage
+
+        findings, notes = stage(outcome.project, outcome.findings, read, write_to, recorded)
+        outcome.summary.notes += notes
+        outcome = outcome._replace(findings=findings)
+    return _report(args, scope, outcome, results)
+
+
+def _refused(root: Path) -> bool:
+    """True (after one line on stderr) when ``root`` is ``/`` or on a pseudo filesystem (/proc, /sys)."""
+    from .inputs import refused_root
+
+    why = refused_root(root)
+    if why:
+        print(f"error: --root {root} {why}: give a checkout's folder", file=sys.stderr)
+    return why is not None
+
+
+def _fix_guard(args: argparse.Namespace, root: Path) -> tuple[Any, tuple[type[Exception], ...]]:
+    """With --fix: this tree's fix lock (a context manager) and the error it raises; else a no-op and none."""
+    if not args.fix:
+        import contextlib
+
+        return contextlib.nullcontext(), ()
+    from .fix import FixError, fix_lock
+
+    return fix_lock(root), (FixError,)
+
+
+def _scope(
+    args: argparse.Namespace,
+    root: Path,
+    overrides: dict[str, Any],
+    rules: list[Any] | None,
+    select: list[str],
+    ignore: list[str],
+) -> _Scope:
+    """The profiles to run: --profile, else the tree's configured ones, else the defaults (every profile when
+    codes are named by hand). Raises SetupError."""
+    from .loader import SetupError, load_config
+    from .runner import Codes, ProfileError, chosen_profiles, in_profiles, load_rules, profile_names
+
+    given = _split(args.profile) if args.profile is not None else None
+    configured = load_config(root.resolve(), overrides).get("profiles") if given is None and root.is_dir() else None
+    try:
+        if select and given is None and configured is None:  # codes named by hand run, whatever their profile
+            given = profile_names()
+        names = chosen_profiles(given, configured)
+        rules = rules if rules is not None else load_rules(names)
+        chosen = in_profiles(rules, names)
+    except ProfileError as exc:
+        raise SetupError(str(exc)) from exc
+    why = (
+        "--profile"
+        if args.profile is not None
+        else "[tool.skills-check] profiles"
+        if configured is not None
+        else "--select"
+        if select
+        else "the defaults"
+    )
+    return _Scope(root, overrides, chosen, Codes(r.code for r in rules), select, ignore, not args.no_cache, why)
+
+
+def _rule_sets(scope: _Scope, project: Any) -> list[dict[str, object]]:
+    """Each profile: whether it ran and why (for drift, the inputs it found)."""
+    from .rules.registry import HOUSE, PROFILES
+
+    ran = {r.profile for r in scope.rules}
+    out: list[dict[str, object]] = []
+    for name in PROFILES:
+        if name not in ran:
+            why = "house conventions, not adopted" if name in HOUSE and scope.why == "the defaults" else scope.why
+            out.append({"name": name, "ran": False, "why": why})
+            continue
+        entry: dict[str, object] = {"name": name, "ran": True, "why": scope.why}
+        if name == "drift":
+            from .rules.found import drift_inputs
+
+            entry["found"] = drift_inputs(project)
+        out.append(entry)
+    return out
+
+
+def _run_check(args: argparse.Namespace, scope: _Scope) -> _Outcome | int:
+    """Load, check and (with --fix) fix; an exit status when it stops early. Raises SetupError or OSError."""
+    from .adoption.suppress import ConfigError, per_file_ignores
+    from .loader import SetupError
+    from .output.report import Summary
+
+    project = scope.load()
+    if not project.skills:
+        from .discover import NO_SKILLS, no_skill_line
+
+        print(no_skill_line(project), file=sys.stderr)
+        return NO_SKILLS
+    try:
+        ignores = per_file_ignores(project.config, scope.known)
+    except ConfigError as exc:
+        raise SetupError(str(exc)) from exc
+    outcome = _Outcome(project, *scope.run(project, ignores), Summary())
+    return _fix(args, scope, ignores, outcome) if args.fix else outcome
+
+
+def _fix(args: argparse.Namespace, scope: _Scope, ignores: Any, outcome: _Outcome) -> _Outcome | int:
+    """Apply the chosen fixes, then check again (what is left); 2 when a fix is refused."""
+    from .fix import FixError, apply_fixes
+
+    summary, findings = outcome.summary, outcome.findings
+    try:
+        chosen_fixes = [f for f in findings if f.fix is not None and (f.fix.safe or not args.only_safe)]
+        summary.fixes, notes = apply_fixes(outcome.project, chosen_fixes)
+    except FixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary.notes += notes
+    if args.only_safe and len(chosen_fixes) < sum(1 for f in findings if f.fix is not None):
+        summary.notes.append("--only-safe: fixes that need review were left (see the findings)")
+    if not summary.fixes and not notes:
+        summary.notes.append("--fix: nothing to fix")
+    if not summary.fixes:
+        return outcome
+    project = scope.load()
+    return _Outcome(project, *scope.run(project, ignores), summary)
+
+
+def _report(args: argparse.Namespace, scope: _Scope, outcome: _Outcome, results: Any) -> int:
+    """Write the report and the notes; store them for a warm replay when ``results`` (a ResultCache) is given."""
+    from .output.report import exit_code, render
+
+    project, summary = outcome.project, outcome.summary
+    summary.skills, summary.rst = len(project.skills), len(project.rst)
+    summary.rule_sets = _rule_sets(scope, project)
+    drift_notes = project.drift_notes
+    if scope.why == "the defaults":  # the rule-set line says drift found no parser; no note per absent default
+        drift_notes = [n for n in drift_notes if not n.startswith(("no launcher at", "no trainer at"))]
+    summary.notes = project.notes + drift_notes + summary.notes + [n for n in (outcome.hidden.note(),) if n]
+    out = render(args.format, outcome.findings, summary, scope.rules)
+    err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""
+    rc = exit_code(outcome.findings, args.strict)
+    _REPORTED.append(True)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    if results is not None:
+        results.store(project, out, err, rc)
+    return rc
+
+
+def _route(args: argparse.Namespace) -> int:
+    """Print every skill's score for the prompt, best first, with the terms that decided it."""
+    from .loader import SetupError, load_project
+    from .routing import THRESHOLD, terms
+    from .rules.routing import index_of, threshold
+
+    if not args.prompt.strip():
+        print("error: the prompt is empty: give the text a user might ask (see --help)", file=sys.stderr)
+        return 2
+    if _refused(Path(args.root)):
+        return 2
+    try:
+        project = load_project(Path(args.root), {"skills": args.skills}, use_cache=not args.no_cache)
+    except (SetupError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    index = index_of(project)
+    if not index.docs:
+        print(f"error: no skill with a name and a description under {project.root}", file=sys.stderr)
+        return 2
+    limit = threshold(project) if project else THRESHOLD
+    print(f"prompt terms: {' '.join(terms(args.prompt)) or '(none)'}")
+    ranking = index.rank(args.prompt)
+    width = max(len(s.name) for s in ranking)
+    for i, s in enumerate(ranking, start=1):
+        why = ", ".join(f"{t} {v:.2f}" for t, v in s.deciding(6)) or "no shared term"
+        print(f"{i:2d}. {s.name:<{width}}  {s.score:6.2f}  {why}")
+    top = ranking[0]
+    if top.score < limit:
+        print(f"(the top score is under the routing threshold {limit:g}: a should-not case scoring this low passes)")
+    print(
+        "a lexical stand-in for an agent's choice (BM25 over name and description; see tools/skills/skills_check/routing.py)"
+    )
+    return 0
+
+
+def _lsp(args: argparse.Namespace) -> int:
+    """The language server (lsp.py); pygls is imported here only, so ``check`` never pays for it."""
+    if not 0 <= args.debounce <= 10:
+        print(f"error: --debounce {args.debounce} is out of range: give 0 to 10 seconds", file=sys.stderr)
+        return 2
+    if args.root is not None and not Path(args.root).is_dir():
+        print(f"error: --root {args.root}: not a directory", file=sys.stderr)
+        return 2
+    try:
+        from .lsp import server as lsp
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        print(
+            f"error: the language server needs pygls ({exc.name} is not importable): run it in the project "
+            "environment, `uv run python tools/skills/cli.py lsp` (the `lsp` extra), or `pip install 'pygls>=2'`",
+            file=sys.stderr,
+        )
+        return 2
+    return lsp.main(args.root, args.debounce)
+
+
+def _guarded(argv: list[str], func, *args) -> int:
+    """Run a command; a broken rules package is exit 2, an unusable parser library re-runs under uv."""
+    try:
+        return func(*args)
+    except ImportError as exc:  # a parser present but unusable (e.g. too old): re-run under uv once
+        return _bootstrap(argv, [f"import failed: {exc}"]) or 2
+    except Exception as exc:
+        runner = sys.modules.get(f"{__package__}.runner")  # imported only when rules ran: a warm check never imports it
+        if runner is not None and isinstance(exc, runner.RulesError):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    status = _bootstrap(argv)
+    if status is not None:
+        return status
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code = args.explain or getattr(args, "explain_check", None)
+    if code or args.command == "explain":
+        return _guarded(argv, _explain, code or getattr(args, "code", None))
+    if args.command == "rules":
+        return _guarded(argv, _rules_md, args.write)
+    if args.command == "route":
+        return _guarded(argv, _route, args)
+    if args.command == "lsp":
+        return _lsp(args)
+    if args.command != "check":
+        parser.print_usage(sys.stderr)
+        print("error: give a command: check, route, explain, rules or lsp", file=sys.stderr)
+        return 2
+    return _guarded(argv, _check, args)
+
+
+def entry() -> None:
+    """The process: the script's ``__main__`` and the installed ``skills-check`` command."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    entry()

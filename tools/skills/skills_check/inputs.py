@@ -1,0 +1,377 @@
+"""Reading input files safely, and the codes for input problems (unreadable, binary, too large, ...).
+
+Every problem here becomes a ``Finding`` with a location; nothing raises. These codes belong to the
+checker core (the rules package owns every other code).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import stat
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from types import MappingProxyType
+
+from .model import Finding, Loc
+
+# Size caps (bytes) per kind of file: each parser's worst case stays within seconds and a few hundred MB
+# at its cap (markdown-it's link/emphasis scanning is superlinear on hostile input; docutils is not).
+MAX_BYTES = 1024 * 1024  # RST, Python, JSON, anything else
+MAX_MARKDOWN_BYTES = 256 * 1024  # markdown (a SKILL.md of 500 lines is about 40 KB)
+
+# code -> (one-line summary, longer explanation); printed by ``--explain``.
+INPUT_CODES: dict[str, tuple[str, str]] = {
+    "IN001": (
+        "file missing or unreadable",
+        "A file the checker needs (a configured launcher/trainer, a skill file) does not exist or "
+        "cannot be opened. Fix the path in pyproject.toml [tool.skills-check] or restore the file.",
+    ),
+    "IN002": ("binary file", "A file expected to be text holds NUL bytes. It is not parsed."),
+    "IN003": ("not UTF-8", "A text file is not valid UTF-8; the location is the first bad byte. Re-save it as UTF-8."),
+    "IN004": (
+        "file too large",
+        f"A text file is larger than the checker parses ({MAX_MARKDOWN_BYTES // 1024} KB for markdown, "
+        f"{MAX_BYTES // 1024} KB for other files) and is not parsed. The caps bound each parser's time "
+        "and memory on hostile input.",
+    ),
+    "IN005": (
+        "symlink loop or dangling link",
+        "A path inside the checked tree is a symbolic link that loops or points nowhere.",
+    ),
+    "IN006": (
+        "path leaves the checked root",
+        "A file or folder the checker would read (a skill, a page, a configured path) is a symbolic link "
+        "to a place outside the checked root, or a `../` or absolute path. The checker never reads "
+        "outside its root: the file is not opened.",
+    ),
+    "IN007": (
+        "not a regular file",
+        "A path the checker would read is a FIFO, a device, a socket or another special file. Only "
+        "regular files are read (a FIFO would block the check; /dev/zero never ends).",
+    ),
+    "IN008": (
+        "byte-order mark",
+        "(warning) A text file starts with a UTF-8 byte-order mark. The checker strips it, but some skill "
+        "loaders then do not see the `---` line and miss the frontmatter, and in a file without frontmatter "
+        "tools that compare bytes or read the first line see it. Save the file without a BOM.",
+    ),
+    "IN010": (
+        "frontmatter YAML does not parse",
+        "The YAML between the --- lines does not parse; the location is where the YAML parser stopped.",
+    ),
+    "IN011": (
+        "frontmatter block not closed",
+        "The file starts with --- but has no closing --- line, so markdown parsers read the frontmatter as body text.",
+    ),
+    "IN012": ("frontmatter is not a mapping", "The frontmatter parses as YAML but is not a key: value mapping."),
+    "IN013": (
+        "frontmatter uses YAML anchors or aliases",
+        "Skill frontmatter is plain key: value pairs. Anchors (&name) and aliases (*name) are refused before "
+        "anything is built, so an alias bomb or a self-referencing map cannot exhaust memory.",
+    ),
+    "IN014": (
+        "duplicate frontmatter key",
+        "A key appears twice in one frontmatter mapping. PyYAML keeps the last value silently; the Isaac "
+        "Lab reference validator and strict YAML loaders reject the file.",
+    ),
+    "IN015": (
+        "markdown code fence unclosed or malformed",
+        "A fenced code block in markdown is never closed (the rest of the file becomes code), or a line inside "
+        "it looks like its closing fence but has text after it (```` ``` more text ````): a closing fence takes "
+        "no text, so the block runs on and swallows the sections after it. The location is the fence's line.",
+    ),
+    "IN020": (
+        "RST markup problem",
+        "docutils reported a problem (error level: an error; warning level: a warning) while "
+        "parsing the RST file. Sphinx-only directives and roles are understood by stand-ins.",
+    ),
+    "IN021": (
+        "RST nested too deeply",
+        "A line of an RST file is nested (indented, or list markers in a row) more than 128 columns deep. "
+        "docutils keeps a copy of its state per level, so such a file could take gigabytes; it is not "
+        "parsed.",
+    ),
+    "IN022": (
+        "literalinclude cannot be shown",
+        "A `literalinclude` option selects no lines of the file (a `:start-after:`/`:end-before:` text that "
+        "is not there, a `:lines:` list outside the file); Sphinx fails on it too, and nothing of the file "
+        "is checked. A page with more than 100 literalinclude directives, or whose included code passes "
+        f"{MAX_BYTES // 1024} KB in all, gets one finding; the rest is not read or checked (a bound on the "
+        "check's work). A missing included file is IN001, one leaving the root IN006, a FIFO or device IN007, "
+        "one past the size cap IN004: each reported at the directive, the file never opened.",
+    ),
+    "IN030": (
+        "Python source does not parse",
+        "A launcher/trainer/tool script read for its argparse options has a syntax error. The "
+        "checker reads it with ast; it never imports or runs it.",
+    ),
+    "IN031": (
+        "no argparse options found",
+        "A script read for its argparse options has no add_argument calls the checker can read "
+        "(flags must be string literals).",
+    ),
+    "IN040": (
+        "evals.json does not parse",
+        "evals/evals.json is not valid JSON; the location is where the JSON parser stopped.",
+    ),
+    "IN041": (
+        "evals.json has too many entries",
+        "evals/evals.json holds more than 1,000 entries; only the first 1,000 are checked (one finding says "
+        "so), which bounds the check's time and output. An integer literal longer than 100 digits makes "
+        "the file unreadable (IN040).",
+    ),
+    "IN090": (
+        "checker rule failed",
+        "A rule raised an exception. This is a bug in the checker, not in the checked files; the "
+        "other rules still ran.",
+    ),
+}
+
+
+def problem(code: str, path: str, line: int, col: int, message: str, severity: str = "error") -> Finding:
+    """A finding for an input problem."""
+    return Finding(code=code, message=message, loc=Loc(path, max(1, line), max(1, col)), severity=severity)
+
+
+def rel(root: Path, path: Path) -> str:
+    """``path`` relative to ``root`` as a POSIX string (the path itself when outside root)."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def link_problem(path: Path) -> str | None:
+    """A message when ``path`` is a symlink that loops or dangles, else None."""
+    try:
+        if not path.is_symlink():
+            return None
+    except OSError:
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink loop"
+        try:
+            return f"dangling symlink -> {os.readlink(path)}"
+        except OSError:
+            return "dangling symlink"
+    return None
+
+
+# Resolved folders, by path: one check reads hundreds of files in a few dozen folders, and resolving each
+# file's whole path again (an lstat per component) was a tenth of a cold check. Cleared by each load
+# (``fresh_resolution``), so a long-running caller (the language server) never keeps a stale one.
+_REAL_DIRS: dict[str, str] = {}
+
+
+def fresh_resolution() -> None:
+    """Forget the folders resolved so far (a new check starts)."""
+    _REAL_DIRS.clear()
+
+
+def realpath(path: str) -> str:
+    """``os.path.realpath(path)``, its folder resolved once per check: the last component is resolved here
+    each time (a link there is followed as realpath would)."""
+    head, tail = os.path.split(os.path.normpath(path))
+    if not tail or tail in (".", ".."):
+        return os.path.realpath(path)
+    real_head = _REAL_DIRS.get(head)
+    if real_head is None:
+        real_head = _REAL_DIRS[head] = os.path.realpath(head)
+    joined = os.path.join(real_head, tail)
+    return os.path.realpath(joined) if os.path.islink(joined) else joined
+
+
+def inside(root: Path, relpath: str) -> str | None:
+    """None when ``root/relpath`` resolves inside ``root``; else why not (one phrase)."""
+    if not relpath or os.path.isabs(relpath) or relpath.replace("\\", "/").split("/")[0] == "..":
+        return "is outside the checked root (absolute or ../ path)"
+    norm = os.path.normpath(relpath)
+    if norm == ".." or norm.startswith("../"):
+        return "is outside the checked root (../ path)"
+    real_root = realpath(str(root))
+    try:
+        real = realpath(os.path.join(real_root, norm))
+    except (OSError, ValueError, RuntimeError):
+        return "cannot be resolved"
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        return "is a symlink leaving the checked root"
+    return None
+
+
+def cap_for(relpath: str) -> int:
+    return MAX_MARKDOWN_BYTES if relpath.lower().endswith(".md") else MAX_BYTES
+
+
+def read_bytes_bounded(path: str, max_bytes: int) -> bytes | str:
+    """The bytes of a regular file at most ``max_bytes`` long, or a phrase saying why not.
+
+    Opens without blocking (a FIFO swapped in after the check never blocks) and checks the opened file
+    again, so a device or FIFO is never read.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "file not found"
+    except OSError as exc:
+        return "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, expected a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_size > max_bytes:
+        return f"too large: {st.st_size} bytes"
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        return "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                return f"too large: more than {max_bytes} bytes"
+        return b"".join(chunks)
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+
+
+def _why(relpath: str, why: str, max_bytes: int) -> Finding:
+    if why == "file not found" or why.startswith(("cannot read", "is a directory")):
+        return problem("IN001", relpath, 1, 1, why if why != "file not found" else "file not found")
+    if why == "symlink loop":
+        return problem("IN005", relpath, 1, 1, "symlink loop; not read")
+    if why == "not a regular file":
+        return problem("IN007", relpath, 1, 1, "not a regular file (a FIFO, device or socket); not read")
+    size = why.split(": ", 1)[1]
+    return problem("IN004", relpath, 1, 1, f"file is {size} (limit {max_bytes // 1024} KB); not parsed")
+
+
+def decode(relpath: str, data: bytes) -> tuple[str | None, list[Finding]]:
+    """UTF-8 text with newlines normalized, or (None, [finding]); a BOM is stripped and reported."""
+    found: list[Finding] = []
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        return None, [problem("IN002", relpath, line, 1, "binary file (NUL bytes); not parsed")]
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+        why = (
+            "some skill loaders then miss the frontmatter"
+            if data.startswith(b"---")
+            else "tools that compare bytes or read the first line see it (a shebang, a heading, a table)"
+        )
+        found.append(
+            problem(
+                "IN008",
+                relpath,
+                1,
+                1,
+                f"file starts with a UTF-8 byte-order mark; {why}: save it without the BOM",
+                "warning",
+            )
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return None, [
+            problem("IN003", relpath, line, col, f"not valid UTF-8 (byte 0x{data[exc.start]:02x}); not parsed")
+        ]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text, found
+
+
+# Unsaved editor text (the language server's open buffers): repository-relative POSIX path -> text.
+# Set only for the duration of one ``load_project(..., overlay=...)`` call, in that call's context.
+_OVERLAY: ContextVar[Mapping[str, str]] = ContextVar("skills_check_overlay", default=MappingProxyType({}))
+
+
+@contextmanager
+def overlaid(texts: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, ``read_text`` takes a file's text from ``texts`` (path -> text) instead of the disk;
+    the other guards (inside the root, not a link loop, the size cap, decoding) apply to it as to a file."""
+    token = _OVERLAY.set(MappingProxyType(dict(texts)))
+    try:
+        yield
+    finally:
+        _OVERLAY.reset(token)
+
+
+def read_text(root: Path, relpath: str, *, max_bytes: int | None = None) -> tuple[str | None, list[Finding]]:
+    """Read ``root/relpath`` as UTF-8 text, never outside ``root`` and only a regular file within the cap;
+    on failure (None, [finding]). Within ``overlaid(...)``, an overlaid path's text replaces the file's."""
+    cap = cap_for(relpath) if max_bytes is None else max_bytes
+    shown = relpath or "."
+    loop = link_problem(root / relpath) if relpath else None
+    if loop:
+        return None, [problem("IN005", shown, 1, 1, f"{loop}; not read")]
+    leaves = inside(root, relpath)
+    if leaves:
+        return None, [problem("IN006", shown, 1, 1, f"{leaves}; not read")]
+    unsaved = _OVERLAY.get().get(posixpath.normpath(relpath)) if relpath else None
+    if unsaved is not None:
+        data = unsaved.encode("utf-8", "surrogatepass")
+        if len(data) > cap:
+            return None, [_why(shown, f"too large: {len(data)} bytes", cap)]
+        return decode(shown, data)
+    found = read_bytes_bounded(realpath(os.path.join(realpath(str(root)), relpath)), cap)
+    if isinstance(found, str):
+        return None, [_why(shown, found, cap)]
+    data = found
+    return decode(shown, data)
+
+
+def read_installed(path: Path) -> str | None:
+    """Text of an installed package's source (torch's run.py): a regular file under the cap, else None."""
+    data = read_bytes_bounded(str(path), MAX_BYTES)
+    if isinstance(data, str):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+PSEUDO_FS = frozenset(
+    "proc sysfs devtmpfs devpts cgroup cgroup2 debugfs tracefs securityfs pstore bpf configfs fusectl mqueue "
+    "hugetlbfs binfmt_misc autofs efivarfs rpc_pipefs nsfs".split()
+)
+
+
+def refused_root(root: Path, mounts: str = "/proc/self/mounts") -> str | None:
+    """Why ``root`` cannot be a checked root (a filesystem's root ``/``, or inside a pseudo filesystem such as
+    /proc or /sys: walking it reads the whole machine or files that never end), else None."""
+    real = os.path.realpath(root)
+    if real == os.path.realpath("/"):
+        return "is the filesystem root"
+    fstype, point = "", ""
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as fh:
+            table = [line.split()[1:3] for line in fh if len(line.split()) >= 3]
+    except OSError:  # no mount table: the usual places
+        table = [["/proc", "proc"], ["/sys", "sysfs"], ["/dev", "devtmpfs"]]
+    for where, kind in table:
+        where = where.replace("\\040", " ")
+        if (real == where or real.startswith(where.rstrip("/") + "/")) and len(where) >= len(point):
+            fstype, point = kind, where
+    if fstype in PSEUDO_FS:
+        return f"is on a pseudo filesystem ({fstype} at {point})"
+    return None

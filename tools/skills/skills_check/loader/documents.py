@@ -1,0 +1,359 @@
+"""Markdown and RST documents, skills and evals.json read from the tree (each through the parse cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from pathlib import Path
+from typing import Any
+
+from .. import discover
+from ..caches.parse import ParseCache
+from ..inputs import (
+    MAX_BYTES,
+    inside,
+    link_problem,
+    problem,
+    read_text,
+    rel,
+)
+from ..model import Code, MarkdownDoc, Project, RstDoc, Skill
+
+
+def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Path]:
+    """Files under ``top`` ending in ``suffix`` (sorted), not following directory links; loops reported."""
+    out: list[Path] = []
+    if not top.is_dir():
+        return out
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False, onerror=lambda e: None):
+        dirnames[:] = sorted(d for d in dirnames if d not in discover.SKIP_DIRS)
+        for d in list(dirnames):
+            full = Path(dirpath) / d
+            msg = link_problem(full)
+            if msg:
+                project.problems.append(problem("IN005", rel(root, full), 1, 1, f"{msg}; skipped"))
+            elif full.is_symlink() and inside(root, rel(root, full)):
+                project.problems.append(
+                    problem(
+                        "IN006", rel(root, full), 1, 1, "folder is a symlink leaving the checked root; not followed"
+                    )
+                )
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            if name.endswith(suffix):
+                out.append(full)
+            elif full.is_symlink() and link_problem(full):
+                project.problems.append(problem("IN005", rel(root, full), 1, 1, f"{link_problem(full)}; skipped"))
+    return sorted(out)
+
+
+def import_parse_rst():
+    """Import the RST parser module without what it never uses.
+
+    docutils imports ``urllib.request`` and ``urllib.error`` at module level (for ``include``/``csv-table``
+    URLs, disabled here) and ``pygments`` (highlighting, off here): about a quarter of a second. While
+    docutils loads, ``pygments`` is hidden, ``urllib.request`` is a stand-in whose ``urlopen`` imports the
+    real module on first call and ``urllib.error`` one whose errors are ``OSError`` (the real ones derive
+    from it, so docutils' ``except URLError`` still catches them); all are restored afterwards, so later
+    imports see the real modules.
+    """
+    import sys
+    import types
+
+    if f"{__package__}.parsers.rst" in sys.modules:
+        return sys.modules[f"{__package__}.parsers.rst"]
+    saved = {name: sys.modules.get(name) for name in ("pygments", "urllib.request", "urllib.error")}
+    stub = types.ModuleType("urllib.request")
+    errors = types.ModuleType("urllib.error")
+    errors.URLError = errors.HTTPError = errors.ContentTooShortError = OSError  # type: ignore[attr-defined]
+
+    def urlopen(*args, **kwargs):
+        if sys.modules.get("urllib.request") is stub:
+            del sys.modules["urllib.request"]
+        import urllib.request as real
+
+        return real.urlopen(*args, **kwargs)
+
+    stub.urlopen = urlopen  # type: ignore[attr-defined]
+    try:
+        if saved["pygments"] is None:
+            sys.modules["pygments"] = None  # type: ignore[assignment]
+        if saved["urllib.request"] is None:
+            sys.modules["urllib.request"] = stub
+        if saved["urllib.error"] is None:
+            sys.modules["urllib.error"] = errors
+        try:
+            import docutils.parsers.rst.directives.misc
+            import docutils.parsers.rst.directives.tables
+            import docutils.utils.code_analyzer  # noqa: F401
+        except Exception:
+            pass
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                if name in sys.modules and sys.modules[name] in (None, stub, errors):
+                    del sys.modules[name]
+            else:
+                sys.modules[name] = module
+    from ..parsers import rst as parse_rst
+
+    return parse_rst
+
+
+def _no_cache() -> ParseCache:
+    return ParseCache(Path("."), enabled=False)
+
+
+def load_markdown(root: Path, relpath: str, cache: ParseCache | None = None) -> MarkdownDoc:
+    text, problems = read_text(root, relpath)
+    if text is None:
+        return MarkdownDoc(path=relpath, text="", n_lines=0, problems=problems, readable=False)
+    cache = cache or _no_cache()
+    doc = cache.get("md", relpath, text, MarkdownDoc)
+    if doc is None:
+        from ..parsers.markdown import parse_markdown
+
+        doc = parse_markdown(relpath, text)
+        cache.put("md", relpath, text, doc)
+    doc.problems = problems + doc.problems
+    return doc
+
+
+def load_rst(root: Path, relpath: str, cache: ParseCache | None = None) -> RstDoc:
+    text, problems = read_text(root, relpath)
+    if text is None:
+        return RstDoc(path=relpath, text="", n_lines=0, problems=problems, readable=False)
+    cache = cache or _no_cache()
+    doc = cache.get("rst", relpath, text, RstDoc)
+    if doc is None:
+        doc = import_parse_rst().parse_rst(relpath, text)
+        cache.put("rst", relpath, text, doc)
+    doc.problems = problems + doc.problems
+    return doc
+
+
+MAX_INCLUDES = 100  # literalinclude directives read per page (each may read a file up to the size cap)
+
+
+MAX_SHOWN = MAX_BYTES  # characters of included code per page: the rules' work stays that of a page at its cap
+
+
+def _source_dir(root: Path, page: str) -> str:
+    """The Sphinx source folder of ``page``: its nearest folder holding conf.py (the root when none)."""
+    folder = posixpath.dirname(page)
+    while folder:
+        if (root / folder / "conf.py").is_file():
+            return folder
+        folder = posixpath.dirname(folder)
+    return ""
+
+
+def resolve_includes(
+    root: Path, page: RstDoc, included: dict[str, RstDoc], skip: frozenset[str] | set[str] = frozenset()
+) -> None:
+    """Read the files ``page``'s literalinclude directives show (through ``read_text``'s guards: inside
+    the root, regular files, size caps) into ``included``: per file an RstDoc with the file's text and
+    one code block per shown run of lines, located in that file. A file that cannot be shown becomes a
+    finding at the directive, and is never opened when it leaves the root or is not a regular file.
+    Files in ``skip`` (pages and skill files checked as documents themselves) are not added again.
+    """
+    from ..parsers.includes import IncludeError, runs, shown_lines
+
+    if len(page.includes) > MAX_INCLUDES:
+        extra = page.includes[MAX_INCLUDES]
+        page.problems.append(
+            problem(
+                "IN022",
+                page.path,
+                extra.line,
+                extra.col,
+                f"more than {MAX_INCLUDES} literalinclude directives in one page; the rest are not read",
+            )
+        )
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    shown_chars = 0
+    for inc in page.includes[:MAX_INCLUDES]:
+        if "pyobject" in inc.options:
+            continue  # a Python object's lines: not selected here, and no commands to check
+        target = inc.target.replace("\\", "/")
+        base = _source_dir(root, page.path) if target.startswith("/") else posixpath.dirname(page.path)
+        path = posixpath.normpath(posixpath.join(base, target.lstrip("/"))) if target else ""
+        key = (path, tuple(sorted(inc.options.items())))
+        if path in skip or key in seen:
+            continue  # a document checked itself, or the same lines shown again
+        seen.add(key)
+        doc = included.get(path)
+        if doc is None:
+            text, problems = read_text(root, path)
+            if text is None:
+                page.problems.extend(
+                    problem(p.code, page.path, inc.line, inc.col, f"literalinclude {inc.target}: {p.message}")
+                    for p in problems
+                )
+                continue
+            doc = RstDoc(
+                path=path,
+                text=text,
+                n_lines=len(text.split("\n")) - (1 if text.endswith("\n") else 0),
+                problems=problems,
+            )
+        try:
+            shown = shown_lines(doc.text, inc.options)
+        except IncludeError as exc:
+            page.problems.append(
+                problem("IN022", page.path, inc.line, inc.col, f"literalinclude {inc.target}: {exc}; nothing checked")
+            )
+            continue
+        shown_chars += sum(len(t) + 1 for _, t in shown)
+        if shown_chars > MAX_SHOWN:
+            page.problems.append(
+                problem(
+                    "IN022",
+                    page.path,
+                    inc.line,
+                    inc.col,
+                    f"literalinclude {inc.target}: the "
+                    f"page's included code passes {MAX_SHOWN // 1024} KB; this and the rest "
+                    "are not checked",
+                )
+            )
+            break
+        included[path] = doc
+        for first, text in runs(shown):
+            code = Code(text=text, line=first, col=1, kind="block", lang=inc.options.get("language") or None)
+            if code not in doc.code:
+                doc.code.append(code)
+
+
+def load_rst_documents(
+    root: Path, relpath: str, cache: ParseCache | None = None, skip: set[str] | frozenset[str] = frozenset()
+) -> list[RstDoc]:
+    """The RST page at ``relpath`` and, after it, one document per file it shows with literalinclude
+    (files in ``skip``, e.g. the other pages a caller reads itself, are left out, as in ``load_project``)."""
+    page = load_rst(root, relpath, cache)
+    included: dict[str, RstDoc] = {}
+    if page.readable:
+        resolve_includes(Path(root).resolve(), page, included, {relpath, *skip})
+    return [page, *included.values()]
+
+
+def _link_target(path: Path) -> str | None:
+    """Target of a link: readlink, or the text of a one-line file (a Windows checkout); '' for a real dir."""
+    if path.is_symlink():
+        try:
+            return os.readlink(path)
+        except OSError:
+            return None
+    if path.is_dir():
+        return ""
+    if path.is_file():
+        try:
+            if path.stat().st_size > 1024:
+                return None
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text if text and "\n" not in text else None
+    return None
+
+
+CONVENTION_FILES = ("agents/openai.yaml",)
+SCRIPT_SUFFIXES = (
+    ".py",
+    ".sh",
+    ".bash",
+    ".ps1",
+    ".js",
+    ".ts",
+    ".rb",
+    ".pl",
+)  # a skill's scripts, read as text  # read by Codex: the skill's interface (display name, icons, prompt)
+
+
+def _load_skill(root: Path, skill_md: Path, project: Project, cache: ParseCache) -> Skill:
+    sdir = skill_md.parent
+    srel = "" if sdir == root else rel(root, sdir)
+    skill = Skill(
+        dir=srel, audience=sdir.parent.name if srel else "", skill_md=load_markdown(root, rel(root, skill_md), cache)
+    )
+    for md in _walk_files(root, sdir, ".md", project):
+        if md == skill_md:
+            continue
+        relpath = rel(root, md)
+        skill.files[relpath] = load_markdown(root, relpath, cache)
+    prefix = f"{srel}/" if srel else ""
+    for path in sorted(p for p in project.files if p.startswith(prefix) and p.endswith(SCRIPT_SUFFIXES)):
+        text, _ = read_text(root, path)
+        if text is not None:
+            skill.script_texts[path] = text
+    for name in CONVENTION_FILES:
+        if (sdir / name).is_file():
+            text, problems = read_text(root, rel(root, sdir / name))
+            project.problems.extend(problems)
+            skill.convention_files[name] = text or ""
+    evals = sdir / "evals" / "evals.json"
+    if evals.exists() or evals.is_symlink():
+        relpath = rel(root, evals)
+        skill.evals_json = relpath
+        text, problems = read_text(root, relpath)
+        project.problems.extend(problems)
+        if text is not None:
+            skill.evals_text = text
+            skill.evals, problems = load_evals(relpath, text)
+            project.problems.extend(problems)
+    return skill
+
+
+MAX_EVAL_ENTRIES = 1000  # evals.json entries checked; past it, one finding
+
+
+MAX_INT_DIGITS = 100  # an integer literal longer than this in evals.json is a finding, not parsed
+
+
+class _BigInt(Exception):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _BigInt(text)
+    return int(text)
+
+
+def load_evals(relpath: str, text: str) -> tuple[Any, list]:
+    """evals.json -> (data, problems): bounded (integer length, entry count, nesting)."""
+    try:
+        data = json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        return None, [problem("IN040", relpath, exc.lineno, exc.colno, f"evals.json does not parse: {exc.msg}")]
+    except _BigInt as exc:
+        offset = text.find(str(exc.args[0]))
+        line = text.count("\n", 0, max(offset, 0)) + 1
+        return None, [
+            problem(
+                "IN040",
+                relpath,
+                line,
+                1,
+                f"evals.json holds an integer of {len(exc.args[0])} digits (limit {MAX_INT_DIGITS}); not read",
+            )
+        ]
+    except (RecursionError, ValueError, MemoryError) as exc:
+        return None, [problem("IN040", relpath, 1, 1, f"evals.json cannot be read: {type(exc).__name__}")]
+    problems = []
+    entries = data
+    if isinstance(data, dict):
+        entries = next((data[k] for k in ("evals", "evaluations", "cases") if isinstance(data.get(k), list)), None)
+    if isinstance(entries, list) and len(entries) > MAX_EVAL_ENTRIES:
+        problems.append(
+            problem(
+                "IN041",
+                relpath,
+                1,
+                1,
+                f"evals.json has {len(entries)} entries; only the first {MAX_EVAL_ENTRIES} are checked",
+            )
+        )
+        del entries[MAX_EVAL_ENTRIES:]
+    return data, problems

@@ -1,0 +1,226 @@
+"""The checked tree -> ``Project``: discovery, documents, tools, aliases; what the running rules need only."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from .. import discover
+from ..caches.parse import ParseCache
+from ..inputs import (
+    MAX_BYTES,
+    fresh_resolution,
+    link_problem,
+    overlaid,  # the language server's unsaved buffers (load_project(overlay=...))
+    problem,
+    read_bytes_bounded,
+    realpath,
+    rel,
+)
+from ..model import Project, Skill
+from .config import SetupError, _config_path_ok, load_config
+from .documents import _link_target, _load_skill, _walk_files, load_markdown, load_rst, resolve_includes
+from .tools import _load_launchers, load_argspec
+
+
+def load_project(
+    root: Path,
+    overrides: dict[str, str | None] | None = None,
+    use_cache: bool = False,
+    overlay: Mapping[str, str] | None = None,
+    cache: ParseCache | None = None,
+    drift: bool = True,
+) -> Project:
+    """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
+
+    ``drift=False`` (no drift rule will run): the launcher, the trainer, the configured tools and the
+    scripts named in code are not read, since only the drift rules judge flags against their argparse.
+
+    For a long-running caller (the language server): ``overlay`` (repository-relative path -> text, e.g.
+    an editor's unsaved buffers) is read in place of those files on disk, under the same guards, the rest
+    of the tree from disk; ``cache`` is a ParseCache kept across loads (the caller saves it), used instead
+    of reading and writing the cache file on each load.
+    """
+    fresh_resolution()
+    with overlaid(overlay or {}):
+        return _load_project(root, overrides, use_cache, cache, drift)
+
+
+def _load_project(
+    root: Path, overrides: dict[str, str | None] | None, use_cache: bool, kept: ParseCache | None, drift: bool = True
+) -> Project:
+    if not str(root).strip():
+        raise SetupError("--root is empty: give the folder to check")
+    root = Path(root)
+    if not root.is_dir():
+        raise SetupError(f"{root}: not a directory")
+    root = root.resolve()
+    config = load_config(root, overrides)
+    cache = kept or ParseCache(root, enabled=use_cache)
+    try:
+        return _load(root, config, cache, drift)
+    finally:
+        if kept is None:
+            cache.save()
+
+
+def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = True) -> Project:
+    project = Project(root=root, config=config)
+    for folder in _discover(root, config, project):
+        project.skills.append(_load_skill(root, root / folder / discover.SKILL_FILE, project, cache))
+    docs = root / config["docs"]
+    if not _config_path_ok(root, config, "docs", project):
+        pass
+    elif docs.is_dir():
+        for rst in _walk_files(root, docs, ".rst", project):
+            relpath = rel(root, rst)
+            project.rst[relpath] = load_rst(root, relpath, cache)
+    else:
+        if "docs" in config.get("_given", ()):  # a default folder that is absent is no news
+            project.notes.append(f"no docs folder at {config['docs']}")
+    shown_elsewhere = set(project.rst) | {d.path for s in project.skills for d in (s.skill_md, *s.files.values())}
+    for page in list(project.rst.values()):
+        if page.readable:
+            resolve_includes(root, page, project.included, shown_elsewhere)
+    if drift:
+        _load_launchers(root, config, project, cache)
+    agents = root / ".agents" / "skills"
+    if agents.is_dir():
+        for entry in sorted(agents.iterdir(), key=lambda p: p.name):
+            msg = link_problem(entry)
+            if msg and "loop" in msg:
+                project.problems.append(problem("IN005", rel(root, entry), 1, 1, msg))
+            target = _link_target(entry)
+            if target is not None:
+                project.aliases[entry.name] = target
+    claude = root / ".claude" / "skills"
+    if claude.exists() or claude.is_symlink():
+        project.claude_skills = _link_target(claude)
+    by_folder: dict[str, list[str]] = {}
+    for path in project.files:
+        by_folder.setdefault(posixpath.dirname(path), []).append(path)
+    for skill in project.skills:
+        _entry_scripts(root, skill, project, by_folder)
+    _scripts_and_links(root, project, cache, drift)
+    for path in sorted(p for p in project.files if AGENT_FILE_RE.search(p)):
+        project.agent_files[path] = load_markdown(root, path, cache)
+    return project
+
+
+# a Claude Code subagent: .claude/agents/<name>.md at the root, or a plugin's (plugins/<p>/agents/<name>.md)
+AGENT_FILE_RE = re.compile(r"^(?:\.claude/agents|plugins/[^/]+/agents)/[^/]+\.md$")
+
+
+PY_TOKEN_RE = re.compile(r"(?<![\w./-])((?:\./)?[\w.-]+(?:/[\w.-]+)*\.py)\b")
+
+
+def _discover(root: Path, config: dict[str, Any], project: Project) -> list[str]:
+    """Index the tree (``project.paths``/``files``/``dir_links``) and return its skill folders (discover.py);
+    a configured ``skills`` folder or glob that names nothing is a finding where it was set."""
+    patterns = discover.configured(config.get("skills"))
+    found = discover.walk(root, gitignore=patterns is None)
+    project.paths, project.files, project.dir_links = found.paths, found.files, found.dir_links
+    project.problems += found.problems
+    if patterns is None:
+        project.orphan_dirs = found.orphans
+        return found.skills
+    skills, project.orphan_dirs, missing = discover.select(root, found, patterns)
+    line = config.get("_lines", {}).get("skills")
+    for pattern in missing:
+        where = ("pyproject.toml", line) if line else (pattern, 1)
+        project.problems.append(
+            problem(
+                "IN001",
+                where[0],
+                where[1],
+                1,
+                f"skills folder {pattern!r} not found (set by [tool.skills-check] skills or --skills)",
+            )
+        )
+    return skills
+
+
+def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[str, list[str]]) -> None:
+    """The skill's scripts/ files that are entry points (a shebang or a ``__main__`` guard)."""
+    folder = skill.join("scripts")
+    prefix = f"{folder}/"
+    for path in sorted(by_folder.get(folder, [])):
+        name = path[len(prefix) :]
+        if name.startswith((".", "_")):
+            continue
+        data = read_bytes_bounded(os.path.join(realpath(str(root)), path), MAX_BYTES)
+        if isinstance(data, bytes) and (data.startswith(b"#!") or b"__main__" in data):
+            skill.entry_scripts.append(path)
+
+
+def _documents(project: Project) -> list[Any]:
+    docs: list[Any] = [d for s in project.skills for d in (s.skill_md, *s.files.values())]
+    return [d for d in [*docs, *project.rst.values(), *project.included.values()] if d.readable]
+
+
+def _scripts_and_links(root: Path, project: Project, cache: ParseCache, drift: bool = True) -> None:
+    """Parse what the rules will ask about: every .py a skill or doc names in code (its argparse, read
+    statically) and every other .md/.rst file they link to. Nothing outside the root is read."""
+    docs = _documents(project)
+    doc_paths = {d.path for d in docs}
+    tool_paths = {project.config.get("launcher"), project.config.get("trainer")} | {
+        t.spec.path for t in project.tools.values()
+    }
+    skill_dirs = {d.path: s.dir for s in project.skills for d in (s.skill_md, *s.files.values())}
+    for doc in docs:
+        texts = [c.text for c in doc.code] + [
+            c.text for t in doc.tables for r in [t.header, *t.rows] for cell in r for c in cell.code
+        ]
+        bases = ("", skill_dirs[doc.path]) if doc.path in skill_dirs else ("",)
+        for text in texts if drift else ():
+            for token in PY_TOKEN_RE.findall(text):
+                token = token.removeprefix("./")
+                for base in bases:
+                    path = posixpath.normpath(posixpath.join(base, token)) if base else posixpath.normpath(token)
+                    if path in project.files and path not in project.scripts and path not in tool_paths:
+                        project.scripts[path] = load_argspec(root, path, cache)
+        for link in doc.links:
+            target = link.target.split("#", 1)[0]
+            if not target or "://" in target or target.startswith(("mailto:", "//")):
+                continue
+            if link.kind == "doc":
+                continue
+            path = posixpath.normpath(
+                target.lstrip("/")
+                if target.startswith("/")
+                else posixpath.join(posixpath.dirname(doc.path), unquote(target))
+            )
+            known = path in project.rst or path in doc_paths
+            if known or path in project.linked or path not in project.files:
+                continue
+            if path.endswith(".md"):
+                project.linked[path] = load_markdown(root, path, cache)
+            elif path.endswith(".rst"):
+                project.linked[path] = load_rst(root, path, cache)
+
+
+def all_problems(project: Project) -> list:
+    """Loader and parser findings of every document and spec."""
+    out = list(project.problems)
+    for skill in project.skills:
+        out += skill.skill_md.problems
+        for doc in skill.files.values():
+            out += doc.problems
+    for rst in [*project.rst.values(), *project.included.values()]:
+        out += rst.problems
+    for spec in (project.launcher, project.trainer, *project.scripts.values()):
+        if spec is not None:
+            out += (
+                [p for p in spec.problems if p.code != "IN031"] if spec in project.scripts.values() else spec.problems
+            )
+    for tool in project.tools.values():
+        if tool.spec not in (project.launcher, project.trainer):
+            out += tool.spec.problems
+    for doc in project.linked.values():
+        out += [p for p in doc.problems if p.code not in ("IN020",)]
+    return out

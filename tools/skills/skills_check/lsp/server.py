@@ -1,0 +1,472 @@
+"""``cli.py lsp``: the checker as a Language Server Protocol server on stdio (pygls).
+
+One code path with ``check``: every check is ``load_project`` (with the editor's unsaved buffers as an
+overlay over the disk, under the same guards and through the parse cache) then ``run_rules``. Its
+findings are published for every file of the tree that has some, so drift caused by an edit in one file
+shows in the file that drifted, with a related location at the truth. Code actions carry the text edits
+``check --fix`` applies; hover gives a finding's ``explain`` text, or the rules a frontmatter key answers to;
+completion offers frontmatter keys and values, rule codes in suppressions and tools' flags (lsp_complete.py).
+
+Checks run one at a time in a worker thread, and requests made during one share the next: on open and
+save at once; on change at once after a quiet spell, and during a burst of edits once it pauses
+(``--debounce``). However fast the edits come, at most one check runs and one waits. A check that fails
+is logged to the client and the server goes on; a request that fails gets an error response (pygls).
+Only the workspace root is read; documents outside it get nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import PositionCodec
+
+from ..adoption.suppress import ConfigError, per_file_ignores
+from ..adoption.suppress import apply as apply_suppressions
+from ..caches.parse import ParseCache
+from ..inputs import overlaid, read_text
+from ..loader import SetupError, load_project
+from ..model import Finding, Project
+from ..rules.registry import Rule
+from ..runner import ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, run_rules
+from . import convert as conv
+from .complete import complete
+
+NAME = "skills-check"
+VERSION = "0.1.0"
+DEBOUNCE_S = 0.1  # quiet time after the last keystroke before a check (open and save check at once)
+# Files whose change on disk can change the findings: skills and docs, scripts whose argparse is read, the
+# configuration and what decides discovery (.gitignore). Folders appear and vanish with their files.
+WATCHED = ("**/*.md", "**/*.rst", "**/*.py", "**/*.json", "**/pyproject.toml", "**/.gitignore", "**/conf.py")
+CONFIG_ERROR_RE = re.compile(r"^pyproject\.toml:(?:(\d+):)?\s*(.*)$", re.DOTALL)
+TOML_AT_RE = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+def config_error_at(message: str) -> tuple[int, str] | None:
+    """(line, message) of a setup error that is about pyproject.toml (None for other setup errors)."""
+    m = CONFIG_ERROR_RE.match(message)
+    if m is None:
+        return None
+    at = TOML_AT_RE.search(m.group(2))
+    line = int(m.group(1) or (at.group(1) if at else 1))
+    return line, m.group(2)
+
+
+@dataclass
+class Snapshot:
+    """The open documents inside the root at one moment: their text and version, by path."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, int | None] = field(default_factory=dict)
+
+
+@dataclass
+class Result:
+    """One check: the project as read, its findings, and what was published from it."""
+
+    snapshot: Snapshot
+    project: Project
+    findings: list[Finding]
+    diagnostics: dict[str, list[types.Diagnostic]]  # by path, every path with findings
+    pairs: dict[str, list[tuple[Finding, types.Diagnostic]]]  # the same, with the findings
+    lines_of: Callable[[str], list[str] | None]  # a file's lines as this check read them
+
+
+class CheckerServer(LanguageServer):
+    """The session: the root, the rules, the last check, and the debounce timer."""
+
+    def __init__(self, root: Path | None = None, debounce: float = DEBOUNCE_S) -> None:
+        super().__init__(NAME, VERSION)
+        self.fixed_root = root
+        self.root: Path | None = None
+        self.debounce = debounce
+        self.rules: list[Rule] = []
+        self.last: Result | None = None
+        self.published: set[str] = set()
+        self.waiting: list[asyncio.Future[Result | None]] = []  # asked for the next check
+        self.runner: asyncio.Task[None] | None = None  # the task running checks while some are asked for
+        self.timer: asyncio.TimerHandle | None = None
+        self.last_edit = float("-inf")  # event-loop time of the last didChange
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skills-check")
+        self.cache: ParseCache | None = None  # kept across checks (used by the worker only); saved at shutdown
+        self.closing = False  # shutdown was asked: no more checks
+        self.shown: str | None = None  # the error last shown to the user (not shown again while it lasts)
+
+    # -- the session ----------------------------------------------------------------------------------
+
+    def start(self, params: types.InitializeParams) -> None:
+        root = self.fixed_root
+        if root is None:
+            uri = params.root_uri or (params.workspace_folders[0].uri if params.workspace_folders else None)
+            fs = to_fs_path(uri) if uri else (params.root_path or None)
+            root = Path(fs) if fs else Path.cwd()
+        if not root.is_dir():
+            raise SetupError(
+                f"{root}: the workspace root is not a folder: open a folder in the editor, or start "
+                "the server with --root DIR"
+            )
+        self.root = root.resolve()
+        self.rules = load_rules()
+        self.cache = ParseCache(self.root)
+
+    async def watch_files(self) -> None:
+        """Ask the editor to report files changed on disk (``git pull``, a generator), where it can register
+        watchers dynamically: each report re-checks the tree (``workspace/didChangeWatchedFiles``)."""
+        workspace = self.client_capabilities.workspace if self.client_capabilities else None
+        watched = workspace.did_change_watched_files if workspace else None
+        if not (watched and watched.dynamic_registration):
+            return
+        watchers = [types.FileSystemWatcher(glob_pattern=g) for g in WATCHED]
+        try:
+            await self.client_register_capability_async(
+                types.RegistrationParams(
+                    registrations=[
+                        types.Registration(
+                            id=f"{NAME}-watched-files",
+                            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers),
+                        )
+                    ]
+                )
+            )
+        except Exception as exc:  # the editor refused: checks still run on open, change and save
+            self.window_log_message(
+                types.LogMessageParams(
+                    type=types.MessageType.Warning, message=f"{NAME}: file watchers not registered: {exc}"
+                )
+            )
+
+    def codec(self) -> PositionCodec:
+        return self.workspace.position_codec
+
+    def snapshot(self) -> Snapshot:
+        snap = Snapshot()
+        for doc in list(self.workspace.text_documents.values()):
+            rel = conv.rel_path(self.root, doc.uri) if self.root else None
+            if rel is not None:
+                snap.texts[rel] = doc.source
+                snap.versions[rel] = doc.version
+        return snap
+
+    def rules_for(self, project: Project) -> list[Rule]:
+        """The rules of the profiles ``[tool.skills-check] profiles`` chooses (the generic ones when unset), as in
+        ``check``."""
+        try:
+            return in_profiles(self.rules, chosen_profiles(None, project.config.get("profiles")))
+        except ProfileError as exc:
+            raise SetupError(f"{exc} ([tool.skills-check] profiles)") from exc
+
+    def suppressed(self, project: Project, findings: list[Finding]) -> list[Finding]:
+        """The suppression stage, as in ``check``: per-file ignores and inline suppressions applied."""
+        known = {r.code for r in self.rules}
+        try:
+            ignores = per_file_ignores(project.config, known)
+        except ConfigError as exc:
+            raise SetupError(str(exc)) from exc
+        return apply_suppressions(project, findings, active_codes(self.rules_for(project)), known, ignores)[0]
+
+    # -- checking (in the worker thread) -----------------------------------------------------------------
+
+    def check(self, snap: Snapshot) -> Result:
+        """``check`` on the root with the open documents' text: findings and their diagnostics."""
+        root = self.root
+        assert root is not None
+        project = load_project(root, None, overlay=snap.texts, cache=self.cache)
+        findings = self.suppressed(project, run_rules(project, self.rules_for(project)))
+        codec = self.codec()
+        cache: dict[str, list[str] | None] = {}
+
+        def lines_of(path: str) -> list[str] | None:
+            if path not in cache:
+                with overlaid(snap.texts):
+                    text, _ = read_text(root, path) if self.is_file(project, snap, path) else (None, [])
+                cache[path] = conv.split_lines(text) if text is not None else None
+            return cache[path]
+
+        pairs: dict[str, list[tuple[Finding, types.Diagnostic]]] = {}
+        for f in findings:  # every finding, on its path (a folder, a missing file: at its line, text unread)
+            pairs.setdefault(f.loc.path, []).append((f, conv.diagnostic(root, f, lines_of, codec)))
+        diagnostics = {path: [d for _, d in items] for path, items in pairs.items()}
+        return Result(snap, project, findings, diagnostics, pairs, lines_of)
+
+    @staticmethod
+    def is_file(project: Project, snap: Snapshot, path: str) -> bool:
+        """A path whose text may be read for ranges: a file of the tree, or an open document."""
+        return path in project.files or path in snap.texts
+
+    # -- scheduling (on the event loop) -----------------------------------------------------------------
+
+    def schedule(self, delay: float) -> None:
+        """Ask for a check after ``delay`` seconds of quiet (a later call restarts the wait)."""
+        if self.timer is not None:
+            self.timer.cancel()
+
+        def fire() -> None:
+            self.timer = None
+            self.request()
+
+        self.timer = asyncio.get_running_loop().call_later(delay, fire)
+
+    def edited(self) -> None:
+        """An edit: the first after a quiet spell is checked at once; the rest of a burst once it pauses for
+        ``debounce`` seconds."""
+        now = asyncio.get_running_loop().time()
+        quiet = now - self.last_edit >= self.debounce
+        self.last_edit = now
+        self.schedule(0 if quiet and self.timer is None else self.debounce)
+
+    def request(self) -> asyncio.Future[Result | None]:
+        """A check of the documents as they are now; the future gets its result (None when it failed).
+
+        One check runs at a time, and the requests made while it runs share the next one: however fast the
+        edits come, at most one check runs and one waits."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Result | None] = loop.create_future()
+        self.waiting.append(future)
+        if self.runner is None or self.runner.done():
+            self.runner = loop.create_task(self.checks())
+        return future
+
+    async def checks(self) -> None:
+        """Run checks while some are asked for; publish each result unless a newer check is already due."""
+        while self.waiting and not self.closing:
+            waiting, self.waiting = self.waiting, []
+            result = await self.check_now()
+            if result is not None and not self.waiting:
+                self.publish(result)
+                self.no_skill(result)
+            for future in waiting:
+                if not future.done():
+                    future.set_result(result)
+        for future in self.waiting:  # shutting down
+            if not future.done():
+                future.set_result(None)
+        self.waiting = []
+
+    async def check_now(self) -> Result | None:
+        """One check in the worker thread; a failure is told to the user and gives None. A pyproject.toml
+        that does not parse, or whose [tool.skills-check] is wrong, is a diagnostic on that file instead."""
+        snap = self.snapshot()
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self.worker, self.check, snap)
+        except SetupError as exc:
+            at = config_error_at(str(exc))
+            if at is None:
+                self.tell(types.MessageType.Error, f"{NAME}: {exc}")
+            else:
+                self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=f"{NAME}: {exc}"))
+                self.publish_config_error(*at, snap)
+            return None
+        except Exception as exc:  # a checker bug must not end the session: say so, keep serving
+            self.tell(
+                types.MessageType.Error,
+                f"{NAME}: the check failed: {type(exc).__name__}: {exc}",
+                "".join(traceback.format_exception(exc)),
+            )
+            return None
+        if result.project.skills:
+            self.shown = None
+        return result
+
+    def publish_config_error(self, line: int, message: str, snap: Snapshot) -> None:
+        """The configuration error as the one diagnostic of pyproject.toml (cleared by the next good check)."""
+        assert self.root is not None
+        diag = types.Diagnostic(
+            range=types.Range(types.Position(max(0, line - 1), 0), types.Position(max(0, line - 1), 0)),
+            message=message,
+            severity=types.DiagnosticSeverity.Error,
+            source=NAME,
+        )
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(
+                uri=conv.uri_of(self.root, "pyproject.toml"),
+                diagnostics=[diag],
+                version=snap.versions.get("pyproject.toml"),
+            )
+        )
+        self.published.add("pyproject.toml")
+
+    def no_skill(self, result: Result) -> None:
+        """A workspace with no skill says so once (a message), rather than showing nothing."""
+        from ..discover import no_skill_line
+
+        line = no_skill_line(result.project).removeprefix("error: ")
+        if not result.project.skills and self.shown != line:
+            self.shown = line
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"{NAME}: {line}"))
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"{NAME}: {line}"))
+
+    def tell(self, kind: types.MessageType, message: str, detail: str = "") -> None:
+        """Log a message; an error is also shown, once until the checks succeed again or it changes (a
+        broken pyproject.toml being edited must not pop up at every keystroke)."""
+        if kind == types.MessageType.Error and message != self.shown:
+            self.shown = message
+            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        self.window_log_message(types.LogMessageParams(type=kind, message=f"{message}\n{detail}".rstrip()))
+
+    def publish(self, result: Result) -> None:
+        """Diagnostics for every file with findings and every open document (empty lists too), and empty
+        ones where findings went away; a document closed since the last check gets its disk's."""
+        self.last = result
+        assert self.root is not None
+        now = set(result.diagnostics) | set(result.snapshot.texts)
+        for path in sorted(now | self.published):
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(
+                    uri=conv.uri_of(self.root, path),
+                    diagnostics=result.diagnostics.get(path, []),
+                    version=result.snapshot.versions.get(path),
+                )
+            )
+        self.published = now
+
+    async def current(self) -> Result | None:
+        """A result for the documents as they are now: the last one, or a fresh check when they changed."""
+        if self.last is not None and self.last.snapshot.versions == self.snapshot().versions:
+            return self.last
+        return await self.request()
+
+    # -- requests -------------------------------------------------------------------------------------
+
+    async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
+        result = await self.current() if rel is not None else None
+        if result is None or rel is None or self.root is None:
+            return None
+        actions = []
+        snap = result.snapshot
+        for finding, diag in result.pairs.get(rel, []):
+            if finding.fix is None or not conv.overlaps(diag.range, params.range):
+                continue
+            newline = lambda path: "\r\n" if "\r\n" in snap.texts.get(path, "") else "\n"
+            edits = conv.text_edits(finding.fix, result.lines_of, self.codec(), newline)
+            if not edits:
+                continue
+            actions.append(
+                types.CodeAction(
+                    title=f"Fix {finding.code}: {finding.fix.description}",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diag],
+                    is_preferred=True,
+                    edit=types.WorkspaceEdit(changes={conv.uri_of(self.root, p): e for p, e in edits.items()}),
+                )
+            )
+        return actions
+
+    async def hover(self, params: types.HoverParams) -> types.Hover | None:
+        rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
+        result = await self.current() if rel is not None else None
+        if result is None or rel is None or self.root is None:
+            return None
+        lines = result.lines_of(rel) or []
+        pos = self.codec().position_from_client_units(lines, params.position) if lines else params.position
+        by_code = {r.code: r for r in self.rules}
+        texts = []
+        for finding, diag in result.pairs.get(rel, []):
+            if conv.contains(diag.range, params.position) and finding.code in by_code:
+                text = conv.explain(by_code[finding.code])
+                if text not in texts:
+                    texts.append(text)
+        if not texts and pos.line < len(lines):
+            word = conv.word_at(lines[pos.line], pos.character)
+            if conv.CODE_RE.fullmatch(word) and word in by_code:
+                texts.append(conv.explain(by_code[word]))
+        if not texts:
+            doc = next((s.skill_md for s in result.project.skills if s.skill_md.path == rel), None)
+            key = conv.frontmatter_key_at(lines, doc.frontmatter_lines, pos.line, pos.character) if doc else None
+            if key is not None:
+                texts.append(conv.key_hover(key, conv.key_rules(self.rules, key)))
+        if not texts:
+            return None
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(texts))
+        )
+
+    async def completion(self, params: types.CompletionParams) -> types.CompletionList | None:
+        """Frontmatter keys and values, rule codes in suppressions, a tool's flags in its commands
+        (lsp_complete.py), for the document's text as the editor has it now."""
+        rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
+        result = (self.last or await self.current()) if rel is not None else None
+        if result is None or rel is None:
+            return None
+        lines = conv.split_lines(self.workspace.get_text_document(params.text_document.uri).source)
+        pos = self.codec().position_from_client_units(lines, params.position)
+        items = complete(rel, lines, pos.line, pos.character, result.project, self.rules)
+        for item in items:
+            if isinstance(item.text_edit, types.TextEdit):
+                item.text_edit.range = self.codec().range_to_client_units(lines, item.text_edit.range)
+        return types.CompletionList(is_incomplete=False, items=items)
+
+
+def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> CheckerServer:
+    server = CheckerServer(root, debounce)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(params: types.InitializeParams) -> None:
+        server.start(params)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(params: types.InitializedParams) -> None:
+        await server.watch_files()
+        await server.request()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(params: types.DidOpenTextDocumentParams) -> None:
+        server.schedule(0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(params: types.DidChangeTextDocumentParams) -> None:
+        server.edited()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(params: types.DidSaveTextDocumentParams) -> None:
+        server.schedule(0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(params: types.DidCloseTextDocumentParams) -> None:
+        server.schedule(0)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(params: types.DidChangeWatchedFilesParams) -> None:
+        server.schedule(server.debounce)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix])
+    )
+    async def code_action(params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        return await server.code_actions(params)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(params: types.HoverParams) -> types.Hover | None:
+        return await server.hover(params)
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["-", " ", ","]))
+    async def completion(params: types.CompletionParams) -> types.CompletionList | None:
+        return await server.completion(params)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(params: None) -> None:
+        server.closing = True
+        if server.timer is not None:
+            server.timer.cancel()
+        if server.cache is not None:
+            server.worker.submit(server.cache.save)  # after the running check; what the next start reads
+        server.worker.shutdown(wait=True, cancel_futures=False)
+
+    return server
+
+
+def main(root: str | None, debounce: float) -> int:
+    """Serve on stdin/stdout until the client says exit."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    build_server(Path(root) if root else None, debounce).start_io()
+    return 0

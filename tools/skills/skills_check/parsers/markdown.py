@@ -1,0 +1,464 @@
+"""Markdown (skills) -> ``MarkdownDoc``: frontmatter with per-key lines, headings with GitHub anchors,
+links, inline code, fenced code and tables, all with 1-based lines and columns.
+
+Uses markdown-it-py (CommonMark + tables) with the front_matter plugin, and PyYAML's composer for
+the line of every frontmatter key (nested keys as ``metadata.author``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from typing import Any
+from urllib.parse import unquote
+
+import yaml
+from markdown_it import MarkdownIt
+from mdit_py_plugins.anchors.index import slugify, unique_slug
+from mdit_py_plugins.front_matter import front_matter_plugin
+
+from ..inputs import problem
+from ..model import Cell, Code, Comment, Heading, Link, MarkdownDoc, Table
+
+
+@functools.cache
+def _parser() -> MarkdownIt:
+    """The markdown-it parser (stateless between documents: each parse builds its own state)."""
+    return MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
+
+
+def split_row(line: str) -> list[tuple[int, int]]:
+    """Spans (start, end) of the cells of a GFM table row, content stripped; ``\\|`` does not split."""
+    bounds: list[int] = []
+    i = 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] == "|":
+            bounds.append(i)
+        i += 1
+    cuts = [-1] + bounds + [len(line)]
+    segs = [(a + 1, b) for a, b in itertools.pairwise(cuts)]
+    if segs and bounds and not line[: bounds[0]].strip():
+        segs = segs[1:]  # before a leading pipe
+    if segs and bounds and not line[bounds[-1] + 1 :].strip():
+        segs = segs[:-1]  # after a trailing pipe
+    spans = []
+    for start, end in segs:
+        while start < end and line[start] in " \t":
+            start += 1
+        while end > start and line[end - 1] in " \t":
+            end -= 1
+        spans.append((start, end))
+    return spans
+
+
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it
+MAX_YAML_NODES = 10_000  # frontmatter nodes walked; a skill's frontmatter has a few dozen
+
+
+def _frontmatter_failed(doc: MarkdownDoc, code: str, line: int, col: int, message: str) -> None:
+    """Report a frontmatter that cannot be read once; the frontmatter rules then stay quiet."""
+    doc.problems.append(problem(code, doc.path, line, col, message))
+    doc.frontmatter = {}
+    doc.frontmatter_error = True
+
+
+def _yaml_error(doc: MarkdownDoc, exc: yaml.YAMLError, first_line: int) -> None:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = first_line + (mark.line if mark else 0)
+    col = (mark.column + 1) if mark else 1
+    reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    _frontmatter_failed(doc, "IN010", line, col, f"frontmatter YAML does not parse: {reason}")
+
+
+def _refuses_anchors(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any) -> bool:
+    """IN013 (and True) when the YAML uses an anchor or alias; read from the parser's events, before any
+    node is built."""
+    for event in yaml.parse(content, Loader=loader_class):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            mark = event.start_mark
+            _frontmatter_failed(
+                doc,
+                "IN013",
+                first_line + mark.line,
+                mark.column + 1,
+                "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
+                "is plain key: value pairs, so it is not read",
+            )
+            return True
+    return False
+
+
+def _walk_keys(doc: MarkdownDoc, node: Any, first_line: int) -> list[tuple[str, int, int, int]] | None:
+    """Record the line of every key (dotted for nested maps) in ``doc.frontmatter_lines``; the repeated keys
+    (key, line, column, first line), or None when the map is too large or too deep to read."""
+    walked = 0
+    duplicates: list[tuple[str, int, int, int]] = []
+
+    def walk(n: Any, prefix: str, depth: int) -> bool:
+        nonlocal walked
+        walked += 1
+        if walked > MAX_YAML_NODES or depth > 50:
+            return False
+        if isinstance(n, yaml.SequenceNode):
+            return all(walk(v, prefix, depth + 1) for v in n.value)
+        if not isinstance(n, yaml.MappingNode):
+            return True
+        seen: dict[str, int] = {}
+        for knode, vnode in n.value:
+            if isinstance(knode, yaml.ScalarNode):
+                key = f"{prefix}{knode.value}"
+                line = first_line + knode.start_mark.line
+                if key in seen:
+                    duplicates.append((key, line, knode.start_mark.column + 1, seen[key]))
+                else:
+                    seen[key] = line
+                doc.frontmatter_lines.setdefault(key, line)
+                if not walk(vnode, key + ".", depth + 1):
+                    return False
+        return True
+
+    return duplicates if walk(node, "", 0) else None
+
+
+def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any = SAFE_LOADER) -> None:
+    """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines.
+
+    Safe and bounded: PyYAML's SafeLoader (no Python objects; its libyaml-backed CSafeLoader where PyYAML
+    was built with it: the same events, nodes and marks, parsed in C; YAML that does not parse is read
+    again by the pure-Python loader, whose error messages and marks the findings use), anchors and
+    aliases refused before anything is built (no alias bombs, no self-referencing maps), duplicate keys
+    reported.
+    """
+    try:
+        if _refuses_anchors(doc, content, first_line, loader_class):
+            return
+        loader = loader_class(content)
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        if loader_class is not yaml.SafeLoader:
+            return _frontmatter(doc, content, first_line, yaml.SafeLoader)
+        _yaml_error(doc, exc, first_line)
+        return
+    except (RecursionError, MemoryError, ValueError) as exc:
+        _frontmatter_failed(doc, "IN010", first_line, 1, f"frontmatter YAML does not parse: {type(exc).__name__}")
+        return
+    if node is None:
+        doc.frontmatter = {}
+        return
+    if not isinstance(node, yaml.MappingNode):
+        kind = {yaml.SequenceNode: "list", yaml.ScalarNode: "scalar"}.get(type(node), "value")
+        _frontmatter_failed(doc, "IN012", first_line, 1, f"frontmatter is a {kind}, expected key: value pairs")
+        return
+    duplicates = _walk_keys(doc, node, first_line)
+    if duplicates is None:
+        _frontmatter_failed(
+            doc,
+            "IN010",
+            first_line,
+            1,
+            f"frontmatter is too large or too deep (limit {MAX_YAML_NODES} nodes, depth 50)",
+        )
+        return
+    for key, line, col, first in duplicates:
+        doc.problems.append(
+            problem(
+                "IN014",
+                doc.path,
+                line,
+                col,
+                f"duplicate frontmatter key `{key}` (first at line {first}); YAML keeps the "
+                "last value, the reference validator rejects the file",
+            )
+        )
+    try:
+        loader = loader_class(content)
+        try:
+            data = loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        _yaml_error(doc, exc, first_line)
+        return
+    except Exception as exc:  # a constructor may fail on odd input (e.g. huge ints, bad dates)
+        _frontmatter_failed(doc, "IN010", first_line, 1, f"frontmatter YAML does not parse: {exc}")
+        return
+    doc.frontmatter = data if isinstance(data, dict) else {}
+
+
+def _find_col(line_text: str, needle: str, start: int) -> int:
+    """0-based column of ``needle`` in ``line_text`` at or after ``start`` (-1 when absent)."""
+    if not needle:
+        return -1
+    return line_text.find(needle, start)
+
+
+def _inline(doc: MarkdownDoc, lines: list[str], tok: Any, cell: Cell | None = None) -> str:
+    """Collect links and code spans of one inline token; return its plain text."""
+    base = tok.map[0] if tok.map else 0
+    offset = 0
+    cursor: dict[int, int] = {}
+    plain: list[str] = []
+    link_stack: list[tuple[str, int, int, list[str]]] = []
+    for child in tok.children or []:
+        lineno = base + offset
+        src = lines[lineno] if lineno < len(lines) else ""
+        if child.type in ("softbreak", "hardbreak"):
+            offset += 1
+            plain.append(" ")
+            continue
+        if child.type == "text":
+            plain.append(child.content)
+            if link_stack:
+                link_stack[-1][3].append(child.content)
+        elif child.type == "code_inline":
+            plain.append(child.content)
+            if link_stack:
+                link_stack[-1][3].append(child.content)
+            pos = _find_col(src, child.content, cursor.get(lineno, 0))
+            if pos >= 0:
+                cursor[lineno] = pos + len(child.content)
+                col = pos - len(child.markup) + 1 if pos >= len(child.markup) else pos + 1
+            else:
+                col = 1
+            code = Code(text=child.content, line=lineno + 1, col=max(1, col), kind="inline")
+            doc.code.append(code)
+            if cell is not None:
+                cell.code.append(code)
+        elif child.type in ("link_open", "image"):
+            href = child.attrs.get("href") or child.attrs.get("src") or ""
+            target = unquote(str(href))
+            pos = _find_col(src, "](" + str(href), cursor.get(lineno, 0))
+            if pos >= 0:
+                pos += 2  # point at the target
+            else:
+                pos = _find_col(src, str(href), cursor.get(lineno, 0))
+            if pos < 0:
+                pos = src.find("[", cursor.get(lineno, 0))
+            else:
+                cursor[lineno] = pos + 1
+            if child.type == "image":
+                doc.links.append(
+                    Link(target=target, text=child.content, line=lineno + 1, col=max(1, pos + 1) if pos >= 0 else 1)
+                )
+            else:
+                link_stack.append((target, lineno + 1, max(1, pos + 1) if pos >= 0 else 1, []))
+        elif child.type == "link_close" and link_stack:
+            target, line, col, text = link_stack.pop()
+            doc.links.append(Link(target=target, text="".join(text), line=line, col=col))
+    return "".join(plain)
+
+
+#: what markdown-it takes for a line break when it numbers lines (its input normalization)
+MD_LINE_BREAK = re.compile(r"\r\n?|\n")
+
+
+def _is_fence(line: str, markup: str) -> tuple[bool, str]:
+    """Whether ``line`` starts with a fence of ``markup``'s character at least as long; the text after it."""
+    stripped = line.strip()
+    run = len(stripped) - len(stripped.lstrip(markup[0]))
+    return run >= len(markup), stripped[run:].strip()
+
+
+_QUOTE_PREFIX = re.compile(r"^\s{0,3}(?:>\s?)+")
+
+
+def _fence_problems(doc: MarkdownDoc, lines: list[str], tok: Any, quoted: bool) -> None:
+    """IN015: a fence never closed, or a would-be closing fence with text after it (it closes nothing).
+
+    Whether the fence closed is read from markdown-it's own token: its line map spans the opening line,
+    the content lines and, only when it closed, the closing line. So a fence inside a block quote or a list
+    item is judged by CommonMark's rules, whatever prefix its lines carry."""
+    start, end = tok.map
+    markup = tok.markup
+    if not markup:
+        return
+    for n in range(start + 1, end):
+        line = _QUOTE_PREFIX.sub("", lines[n]) if quoted else lines[n]
+        is_fence, rest = _is_fence(line, markup)
+        if is_fence and rest:
+            doc.problems.append(
+                problem(
+                    "IN015",
+                    doc.path,
+                    n + 1,
+                    1,
+                    f'"{lines[n].strip()[:40]}" inside the code '
+                    f"block opened at line {start + 1} closes nothing: a closing fence takes no "
+                    "text after it, so the block runs on; put the text on its own line",
+                )
+            )
+    content_lines = tok.content.count("\n")
+    closed = end - start >= content_lines + 2
+    if not closed:
+        doc.problems.append(
+            problem(
+                "IN015",
+                doc.path,
+                start + 1,
+                1,
+                f'code fence "{markup}" opened here is never closed: the rest of the file is read as code',
+            )
+        )
+
+
+HTML_COMMENT_RE = re.compile(r"<!--(.*?)-->", re.S)
+
+
+def _html_comments(doc: MarkdownDoc, content: str, first_line: int) -> None:
+    """The HTML comments of an ``html_block`` token's ``content`` (its first line is ``first_line``)."""
+    for m in HTML_COMMENT_RE.finditer(content):
+        line = first_line + content.count("\n", 0, m.start())
+        col = m.start() - (content.rfind("\n", 0, m.start()) + 1) + 1
+        doc.comments.append(
+            Comment(text=m.group(1).strip(), line=line, end_line=line + m.group(0).count("\n"), col=col)
+        )
+
+
+def _inline_comments(doc: MarkdownDoc, lines: list[str], tok: Any) -> None:
+    """``html_inline`` comments among an inline token's children, located in the lines the token spans."""
+    if not tok.map:
+        return
+    cursor = tok.map[0]
+    for child in tok.children or ():
+        if child.type != "html_inline" or not child.content.startswith("<!--"):
+            continue
+        head = child.content.split("\n", 1)[0]
+        for i in range(cursor, min(tok.map[1], len(lines))):
+            col = lines[i].find(head)
+            if col >= 0:
+                cursor = i
+                doc.comments.append(
+                    Comment(
+                        text=child.content[4:-3].strip(),
+                        line=i + 1,
+                        end_line=i + 1 + child.content.count("\n"),
+                        col=col + 1,
+                    )
+                )
+                break
+
+
+def _yaml_comments(doc: MarkdownDoc, content: str, first_line: int) -> None:
+    """Whole-line ``#`` comments of frontmatter YAML, outside multi-line scalars (PyYAML's scanner tells
+    where each scalar spans; it keeps no comments itself)."""
+    if not any(line.lstrip().startswith("#") for line in content.split("\n")):
+        return  # no line that could be a comment: nothing to scan for
+    inside: set[int] = set()
+    try:
+        for token in yaml.scan(content, Loader=yaml.SafeLoader):
+            if isinstance(token, yaml.ScalarToken):
+                end = token.end_mark.line + (1 if token.end_mark.column > 0 else 0)  # a block scalar ends at col 0
+                inside.update(range(token.start_mark.line + 1, end))
+    except yaml.YAMLError:
+        return  # an IN01x problem says why; no comment is read from YAML that does not scan
+    for i, line in enumerate(content.split("\n")):
+        if i not in inside and line.lstrip().startswith("#"):
+            doc.comments.append(
+                Comment(
+                    text=line.lstrip()[1:].strip(),
+                    line=first_line + i,
+                    end_line=first_line + i,
+                    col=len(line) - len(line.lstrip()) + 1,
+                )
+            )
+
+
+def _read_frontmatter(doc: MarkdownDoc, tokens: list[Any], lines: list[str]) -> None:
+    """The frontmatter block markdown-it found (its YAML, key lines and comments), or IN011 for one never closed."""
+    if tokens and tokens[0].type == "front_matter":
+        fm = tokens[0]
+        start, end = fm.map or (0, 0)
+        doc.body_start = end + 1
+        _frontmatter(doc, fm.content, start + 2)
+        _yaml_comments(doc, fm.content, start + 2)
+    elif lines and lines[0].rstrip() == "---":
+        doc.problems.append(
+            problem(
+                "IN011", doc.path, 1, 1, "frontmatter block opened with --- is never closed; it is read as body text"
+            )
+        )
+        doc.frontmatter_error = True
+
+
+def parse_markdown(path: str, text: str) -> MarkdownDoc:
+    """Parse markdown ``text`` (already decoded, ``\\n`` newlines) of the file at ``path``."""
+    lines = text.split("\n")
+    # markdown-it's token line maps count a lone "\r" as a line break too: fences are read in its lines
+    md_lines = MD_LINE_BREAK.split(text)
+    doc = MarkdownDoc(path=path, text=text, n_lines=len(lines) - (1 if text.endswith("\n") else 0))
+    try:
+        tokens = _parser().parse(text)
+    except Exception as exc:  # markdown-it is total on str input; this is a last resort
+        doc.problems.append(problem("IN020", path, 1, 1, f"markdown parser failed: {exc}"))
+        return doc
+    _read_frontmatter(doc, tokens, lines)
+    slugs: set[str] = set()  # GitHub-style anchors, repeats suffixed -1, -2 (mdit-py-plugins' own rule)
+    last_heading: str | None = None
+    table: Table | None = None
+    row: list[Cell] | None = None
+    in_head = False
+    col_index = 0
+    quotes = 0  # block quotes open around the current token
+    for i, tok in enumerate(tokens):
+        t = tok.type
+        if t in ("blockquote_open", "blockquote_close"):
+            quotes += 1 if t == "blockquote_open" else -1
+        elif t == "heading_open":
+            inline = tokens[i + 1]
+            title = _inline(doc, lines, inline)
+            last_heading = title.strip()
+            doc.headings.append(
+                Heading(
+                    level=int(tok.tag[1:]),
+                    text=last_heading,
+                    anchor=unique_slug(slugify(last_heading), slugs),
+                    line=(tok.map[0] + 1) if tok.map else 1,
+                )
+            )
+        elif t in ("fence", "code_block"):
+            if t == "fence" and tok.map:
+                _fence_problems(doc, md_lines, tok, quotes > 0)
+            first = (tok.map[0] + (2 if t == "fence" else 1)) if tok.map else 1
+            lang = tok.info.split()[0] if t == "fence" and tok.info.strip() else None
+            doc.code.append(Code(text=tok.content, line=first, col=1, kind="block", lang=lang))
+        elif t == "html_block" and tok.map:
+            _html_comments(doc, tok.content, tok.map[0] + 1)
+        elif t == "table_open":
+            table = Table(header=[], rows=[], line=(tok.map[0] + 1) if tok.map else 1, title=last_heading)
+        elif t == "table_close" and table is not None:
+            doc.tables.append(table)
+            table = None
+        elif t == "thead_open":
+            in_head = True
+        elif t == "thead_close":
+            in_head = False
+        elif t == "tr_open" and table is not None:
+            row = []
+            col_index = 0
+            row_line = tok.map[0] if tok.map else table.line - 1
+            spans = split_row(lines[row_line]) if row_line < len(lines) else []
+        elif t == "tr_close" and table is not None and row is not None:
+            if in_head:
+                table.header = row
+            else:
+                table.rows.append(row)
+            row = None
+        elif t == "inline" and row is not None and table is not None:
+            cell = Cell(text=tok.content.strip(), line=row_line + 1, col=1)
+            if col_index < len(spans):
+                cell.col = spans[col_index][0] + 1
+            _inline(doc, lines, tok, cell)
+            row.append(cell)
+            col_index += 1
+        elif t == "inline" and not (i > 0 and tokens[i - 1].type == "heading_open"):
+            _inline(doc, lines, tok)
+        if t == "inline":
+            _inline_comments(doc, lines, tok)
+    return doc

@@ -1,0 +1,403 @@
+"""SK116-SK117, SK213-SK214: what any skill repository is held to, from the Agent Skills specification and
+Claude Code's documented skill behaviour: the name is the folder's, the tools named in `allowed-tools`
+exist, every file of a skill is reachable from its text, and shell snippets survive Claude Code's argument
+substitution."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+
+from ..model import Finding, Fix, Project, Skill, TextEdit
+from .common import finding, skill_docs
+from .frontmatter import NAME_RE, _key_line, _skills_with_frontmatter, alias_points_to
+from .registry import rule
+
+# Claude Code's built-in tool names (its tools reference, code.claude.com/docs/en/tools-reference), with the
+# names older releases used (Task, MultiEdit, NotebookRead, BashOutput, KillShell, SlashCommand, LS).
+CLAUDE_CODE_TOOLS = frozenset(
+    {
+        "Agent",
+        "AskUserQuestion",
+        "Bash",
+        "BashOutput",
+        "CronCreate",
+        "CronDelete",
+        "CronList",
+        "Edit",
+        "EnterPlanMode",
+        "EnterWorktree",
+        "ExitPlanMode",
+        "ExitWorktree",
+        "Glob",
+        "Grep",
+        "KillShell",
+        "LS",
+        "ListMcpResourcesTool",
+        "LSP",
+        "MultiEdit",
+        "NotebookEdit",
+        "NotebookRead",
+        "PowerShell",
+        "Read",
+        "ReadMcpResourceTool",
+        "SendMessage",
+        "Skill",
+        "SlashCommand",
+        "Task",
+        "TaskCreate",
+        "TaskGet",
+        "TaskList",
+        "TaskOutput",
+        "TaskStop",
+        "TaskUpdate",
+        "TodoWrite",
+        "ToolSearch",
+        "WebFetch",
+        "WebSearch",
+        "Write",
+    }
+)
+# `Tool(specifier)` (Bash(git diff:*), Read(./docs/**), WebFetch(domain:example.com)) or an MCP tool
+# `mcp__server` / `mcp__server__tool` (any server or tool name; `*` allowed).
+TOOL_RE = re.compile(r"^(?P<tool>[A-Za-z][A-Za-z0-9]*)(?:\((?P<spec>.*)\))?$", re.DOTALL)
+MCP_RE = re.compile(r"^mcp__[A-Za-z0-9_.-]+(?:__[A-Za-z0-9_.*-]+)?$")
+
+
+@rule(
+    "SK116",
+    "name-folder",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification): `name` must match the name of the skill's "
+    "parent directory",
+    fixable=True,
+)
+def name_folder(project: Project) -> Iterator[Finding]:
+    """`name` equals the name of the folder agents load the skill from (the skill folder, or a link to it).
+
+    A skill is loaded from a folder whose name is its `name`: the skill's own folder, or a discovery link
+    to it (`.agents/skills/<name>` -> the folder) in the tree. The fix (to review) writes the folder's name
+    into `name`; renaming the folder is the other way out.
+    """
+    linked: dict[str, set[str]] = {}
+    for link, target in project.dir_links.items():
+        linked.setdefault(target, set()).add(posixpath.basename(link))
+    for skill, fm in _skills_with_frontmatter(project):
+        name = fm.get("name")
+        folder = posixpath.basename(skill.dir) if skill.dir else project.root.name
+        if (
+            not isinstance(name, str)
+            or name == folder
+            or name in linked.get(skill.dir, ())
+            or alias_points_to(project, name, skill)
+        ):  # a link, or a Windows checkout's one-line file
+            continue
+        line = _key_line(skill, "name")
+        fix = None
+        if NAME_RE.match(folder) and len(folder) <= 64 and "name" in skill.skill_md.frontmatter_lines:
+            fix = Fix(
+                f"set `name` to the folder's name {folder!r}",
+                (TextEdit(skill.skill_md.path, line, line, (f"name: {folder}",)),),
+            )
+        yield finding(
+            "SK116",
+            f"`name` {name!r} is not the skill folder's name {folder!r}: agents load a skill "
+            "by its folder (rename one of them, or link the folder under its name)",
+            skill.skill_md.path,
+            line,
+            fix=fix,
+        )
+
+
+def tool_entries(value: object) -> list[str] | None:
+    """`allowed-tools` as a list of entries: a YAML list, or a string split on commas or spaces outside
+    parentheses (None when it is neither)."""
+    if isinstance(value, list):
+        return [str(v).strip() for v in value if str(v).strip()]
+    if not isinstance(value, str):
+        return None
+    out, depth, word = [], 0, ""
+    for ch in value:
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and (ch == "," or ch.isspace()):
+            if word.strip():
+                out.append(word.strip())
+            word = ""
+        else:
+            word += ch
+    if word.strip():
+        out.append(word.strip())
+    return out
+
+
+def unknown_tool(entry: str) -> str | None:
+    """Why ``entry`` names no tool Claude Code knows (None when it does)."""
+    if MCP_RE.match(entry):
+        return None
+    m = TOOL_RE.match(entry)
+    if m is None:
+        return "is not a tool name, `Tool(pattern)` or `mcp__server__tool`"
+    if m.group("tool") in CLAUDE_CODE_TOOLS:
+        return None
+    return "is not a Claude Code tool"
+
+
+@rule(
+    "SK117",
+    "allowed-tools",
+    severity="warning",
+    profile="claude",
+    cites="Claude Code skills (code.claude.com/docs/en/skills, allowed-tools) and tools reference "
+    "(code.claude.com/docs/en/tools-reference): the tool names permission rules use",
+    fixable=True,
+)
+def allowed_tools(project: Project) -> Iterator[Finding]:
+    """Each `allowed-tools` entry names a Claude Code tool, a `Tool(pattern)` rule, or an MCP tool.
+
+    Entries are Claude Code's tool names (`Read`, `Bash`, `WebFetch` ...), a permission rule on one
+    (`Bash(git diff:*)`), or an MCP tool (`mcp__server` or `mcp__server__tool`); an entry outside them
+    grants nothing. Where the entry is a known tool in the wrong case (`bash`), the fix writes its name.
+    """
+    for skill, fm in _skills_with_frontmatter(project):
+        if "allowed-tools" not in fm:
+            continue
+        entries = tool_entries(fm["allowed-tools"])
+        line = _key_line(skill, "allowed-tools")
+        if entries is None:
+            yield finding(
+                "SK117", "`allowed-tools` must be a string of tool names or a list of them", skill.skill_md.path, line
+            )
+            continue
+        by_lower = {t.lower(): t for t in CLAUDE_CODE_TOOLS}
+        wrong = [(entry, unknown_tool(entry), TOOL_RE.match(entry)) for entry in entries]
+        wrong = [(e, why, m) for e, why, m in wrong if why is not None]
+        right = {
+            e: by_lower[m.group("tool").lower()] + e[len(m.group("tool")) :]
+            for e, _, m in wrong
+            if m and m.group("tool").lower() in by_lower
+        }
+        edit = _case_edit(skill, line, right)  # one edit for the line, shared by its findings (applied once)
+        for entry, why, _ in wrong:
+            hint = f" (did you mean {right[entry]!r}?)" if entry in right else ""
+            fix = Fix(f"write the tool's name {right[entry]!r}", (edit,)) if entry in right and edit else None
+            yield finding("SK117", f"`allowed-tools` entry {entry!r} {why}{hint}", skill.skill_md.path, line, fix=fix)
+
+
+def _case_edit(skill: Skill, line: int, right: dict[str, str]) -> TextEdit | None:
+    """The frontmatter line ``line`` with every wrongly cased entry written right (None when one is not on it)."""
+    lines = skill.skill_md.text.split("\n")
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    for old, new in right.items():
+        if old not in text:
+            return None
+        text = text.replace(old, new, 1)
+    return TextEdit(skill.skill_md.path, line, line, (text,)) if right else None
+
+
+# Files a skill carries that need no mention: its licence and notes for people browsing the repository.
+UNLISTED_OK = re.compile(r"^(?:LICEN[CS]E|COPYING|NOTICE|README|CHANGELOG)(?:\.\w+)?$", re.IGNORECASE)
+
+
+def _mentions(skill: Skill) -> str:
+    """The skill's markdown text, links included, as one string to search for file names."""
+    parts = []
+    for doc in skill_docs(skill):
+        parts.append(doc.text)
+        parts += [link.target for link in doc.links]
+    return "\n".join(parts)
+
+
+@rule(
+    "SK213",
+    "unreferenced-file",
+    severity="warning",
+    profile="claude",
+    cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices: progressive "
+    "disclosure): SKILL.md points to each bundled file and says when to read or run it",
+)
+def unreferenced_file(project: Project) -> Iterator[Finding]:
+    """Every file bundled in a skill is named in the skill's markdown (or sits in a folder it names).
+
+    An agent reads SKILL.md and opens other files only when the text points at them: a file nothing
+    names (by its path, its file name, or a folder of it such as `scripts/`) is never used. Licence and
+    README files, hidden files, caches and `evals/` (test cases for evaluation tools, not for agents)
+    are exempt.
+    """
+    for skill in project.skills:
+        if not skill.skill_md.readable:
+            continue
+        text = _mentions(skill)
+        prefix = f"{skill.dir}/" if skill.dir else ""
+        conventional = _read_by_convention(project, skill)
+        for path in sorted(p for p in project.files if p.startswith(prefix)):
+            inner = path[len(prefix) :]
+            parts = inner.split("/")
+            if (
+                inner == "SKILL.md"
+                or parts[0] == "evals"
+                or any(p.startswith((".", "__")) for p in parts)
+                or UNLISTED_OK.match(parts[-1])
+            ):
+                continue
+            folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
+            if parts[-1] in text or inner in text or any(_folder_named(text, f) for f in folders):
+                continue
+            if inner in conventional:
+                continue
+            if any(d.path == path for d in skill.files.values()) and _linked_from_skill(skill, path):
+                continue
+            yield finding(
+                "SK213",
+                f"{inner} is in the skill but nothing in its markdown names it: agents never "
+                "open it (link it from SKILL.md with when to use it, or remove it)",
+                path,
+                1,
+            )
+
+
+def _folder_named(text: str, folder: str) -> bool:
+    """``folder`` is named by itself (`scripts/`, `scripts`, ./scripts), not only as the start of a longer path
+    (`scripts/run.py` names that file, not every file beside it)."""
+    pattern = rf"(?<![\w.-]){re.escape(folder)}(?:/(?![\w.*<{{$-])|(?![\w/-]|\.\w))"
+    return re.search(pattern, text.replace("./", "")) is not None
+
+
+_YAML_PATH_RE = re.compile(r"""(?m)^\s*[\w-]+:\s*["']?(\./)?([\w./-]+\.(?:png|svg|jpe?g|gif|webp|ico))["']?\s*$""")
+
+
+def _read_by_convention(project: Project, skill: Skill) -> set[str]:
+    """Skill-relative paths of the files an agent reads by convention (the loader's ``convention_files``:
+    Codex's agents/openai.yaml) and of the images they name (its icons)."""
+    out: set[str] = set(skill.convention_files)
+    for text in skill.convention_files.values():
+        for m in _YAML_PATH_RE.finditer(text):
+            out.add(posixpath.normpath(m.group(2)))
+    return out
+
+
+def _linked_from_skill(skill: Skill, path: str) -> bool:
+    return any(
+        posixpath.normpath(posixpath.join(posixpath.dirname(d.path), link.target.split("#")[0])) == path
+        for d in skill_docs(skill)
+        for link in d.links
+    )
+
+
+SHELL_LANGS = frozenset({"bash", "sh", "shell", "zsh", "console", "shell-session", "ksh", "fish"})
+# Claude Code substitutes $ARGUMENTS, $ARGUMENTS[N] and $N in a skill's content before the model reads it.
+ARG_RE = re.compile(r"\$(?:ARGUMENTS(?:\[\d+\])?|\d+)(?![\w\[])")
+
+
+@rule(
+    "SK214",
+    "argument-placeholder",
+    severity="warning",
+    profile="claude",
+    cites="Claude Code skills (code.claude.com/docs/en/skills, string substitutions): $ARGUMENTS, "
+    "$ARGUMENTS[N] and $N in a skill's content are replaced by the invocation's arguments",
+)
+def argument_placeholder(project: Project) -> Iterator[Finding]:
+    """A code block in SKILL.md holds no `$1`, `$0` or `$ARGUMENTS`: Claude Code replaces them first.
+
+    When a skill is invoked, Claude Code replaces `$ARGUMENTS`, `$ARGUMENTS[N]` and `$N` in SKILL.md with
+    the invocation's arguments (or nothing) before the model reads the text, so a shell function's `$1`
+    arrives as something else. The substitution happens wherever the text is, so every fence is read,
+    whatever its language (or none). Use a named variable, or `${1}` where the substitution is not wanted.
+    """
+    for skill in project.skills:
+        doc = skill.skill_md
+        if not doc.readable:
+            continue
+        for code in doc.code:
+            if code.kind != "block":
+                continue
+            for i, text in enumerate(code.text.split("\n")):
+                for m in ARG_RE.finditer(text):
+                    yield finding(
+                        "SK214",
+                        f"`{m.group(0)}` in a code block is replaced by Claude Code with the "
+                        "skill's arguments before the model reads it: use a named variable or `${...}`",
+                        doc.path,
+                        code.line + i,
+                        m.start() + 1,
+                    )
+
+
+# A user's own folder written into a skill: C:\Users\<name>\..., /home/<name>/..., /Users/<name>/... (a
+# placeholder such as <name>, $USER, ~ or a generic name is not one).
+USER_PATH_RE = re.compile(
+    r"(?i)(?<![\w$])(?:[a-z]:\\{1,2}users\\{1,2}(?P<win>[^\\\s`'\"<>$%{}]+)\\|/home/(?P<home>[^/\s`'\"<>$%{}]+)/|"
+    r"/Users/(?P<mac>[^/\s`'\"<>$%{}]+)/)"
+)
+GENERIC_USERS = frozenset({"user", "username", "you", "me", "name", "runner", "ubuntu", "root", "public", "default"})
+
+
+def _user_paths(text: str) -> Iterator[tuple[int, int, str]]:
+    low = text.lower()
+    if "/home/" not in low and "users" not in low:  # the pattern's fixed words absent: no line to search
+        return
+    for i, line in enumerate(text.split("\n"), start=1):
+        for m in USER_PATH_RE.finditer(line):
+            name = m.group("win") or m.group("home") or m.group("mac") or ""
+            if name.lower() not in GENERIC_USERS and not name.startswith("..."):
+                yield i, m.start() + 1, m.group(0)
+
+
+@rule(
+    "SK216",
+    "user-path",
+    severity="warning",
+    profile="spec",
+    cites="Agent Skills specification (agentskills.io/specification, file references): paths are relative "
+    "to the skill root, so a skill works wherever it is installed",
+)
+def user_path(project: Project) -> Iterator[Finding]:
+    """A skill and its scripts hold no path inside one person's home folder (`C:\\Users\\ana\\...`, `/home/ana/...`).
+
+    A skill is installed on other machines, by other users: a path inside the author's home folder exists
+    nowhere else. Write it relative to the skill (`scripts/run.py`), from an environment variable
+    (`$HOME`, `%USERPROFILE%`), or as a placeholder (`/home/<user>/...`).
+    """
+    for skill in project.skills:
+        docs = [d for d in skill_docs(skill) if d.readable]
+        for doc in docs:
+            for line, col, text in _user_paths(doc.text):
+                yield finding(
+                    "SK216", f"`{text}` is inside one user's home folder: {_USER_PATH_HINT}", doc.path, line, col
+                )
+        for path, text in sorted(skill.script_texts.items()):
+            for line, col, found in _user_paths(text):
+                yield finding(
+                    "SK216", f"`{found}` is inside one user's home folder: {_USER_PATH_HINT}", path, line, col
+                )
+
+
+_USER_PATH_HINT = "write it relative to the skill, from $HOME or %USERPROFILE%, or as a placeholder (<user>)"
+
+
+@rule(
+    "SK217",
+    "agent-tools",
+    severity="warning",
+    profile="claude",
+    cites="Claude Code subagents (code.claude.com/docs/en/sub-agents, tools) and tools reference "
+    "(code.claude.com/docs/en/tools-reference): a subagent's `tools` names Claude Code tools",
+)
+def agent_tools(project: Project) -> Iterator[Finding]:
+    """Each entry of a subagent file's `tools:` list names a Claude Code tool or an MCP tool.
+
+    A subagent (`.claude/agents/<name>.md`, a plugin's `agents/<name>.md`) gets only the tools its
+    `tools:` frontmatter lists; an entry that names no tool (`Shell`, `Browser`) grants nothing.
+    """
+    for path, doc in sorted(project.agent_files.items()):
+        fm = doc.frontmatter if isinstance(doc.frontmatter, dict) else {}
+        if "tools" not in fm:
+            continue
+        entries = tool_entries(fm["tools"]) or []
+        lines = doc.text.split("\n")
+        line = next((i for i, text in enumerate(lines, start=1) if text.startswith("tools:")), 1)
+        for entry in entries:
+            why = unknown_tool(entry)
+            if why is not None:
+                yield finding("SK217", f"`tools` entry {entry!r} {why}", path, line)

@@ -1,0 +1,129 @@
+"""RULES.md, generated from the rule registry (``cli.py rules --write``); a test fails when it is stale.
+
+Edit the rules' docstrings, profiles and citations, never RULES.md by hand.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RULES_MD = HERE.parent / "RULES.md"  # tools/skills/RULES.md in a checkout
+
+INTRO = """\
+# Checker rules
+
+<!-- Generated from the rule registry by `python tools/skills/cli.py rules --write`; a test fails when this
+file is stale. Edit the rules' docstrings (tools/skills/skills_check/rules/*.py), not this file. -->
+
+`uv run --no-project python tools/skills/cli.py check` runs the rules below; `cli.py explain CODE`
+prints one rule's text. Codes are stable: a retired code is never reused. Select or skip rules with
+`--select`/`--ignore` (a prefix such as `DR1` means every DR1xx code), or whole profiles with
+`--profile` or `[tool.skills-check] profiles = [...]`. Without either, the generic profiles run (`spec`,
+`claude`, `links`: what any skill repository is held to); `isaaclab`, `drift` and `routing` encode this
+repository's house conventions and run only where a tree lists them (this repository lists all six).
+A MUST of the Agent Skills specification is an error; advice (a length, a contents list, a budget) is a
+warning. Each rule names its profile and the source it enforces.
+
+Skills are found by discovery (tools/skills/skills_check/discover.py): every folder holding `SKILL.md` under the root,
+in any layout, skipping `.git`, virtual environments, `node_modules`, build output and what `.gitignore`
+ignores; `[tool.skills-check] skills` may name the folders or globs instead. A check that finds no skill
+prints one line and exits 3.
+
+Every finding is `path:line:col: CODE message`. A drift finding (DRxxx) points at the drifted text
+and names where the truth lives, in the message and in the JSON `truth` field (in SARIF, `--format
+sarif`, a related location). `--fix` applies the fixes that findings carry (the rules marked "fix"
+below) and checks again.
+
+After the rules, suppressions (below, SU0xx) and per-file ignores hide what a team has judged; then a
+baseline (`--baseline FILE`, written by `--write-baseline FILE`) hides the findings a tree had when it
+adopted the checker, matched by code, file, message and the text of the line (not its number).
+"""
+
+
+SUPPRESSIONS_MD = """\
+Hide one judged finding where it stands, in a comment of the file's own syntax; name the codes and say why
+after ` -- `. A comment inside a code fence or a literal block is code, not a suppression.
+
+| file | comment | applies to |
+| --- | --- | --- |
+| markdown | `<!-- skills-check: disable-next-line SK203,SK204 -- why -->` | the next non-blank line |
+| markdown | `<!-- skills-check: disable SK203 -- why -->` ... `<!-- skills-check: enable SK203 -->` | the lines between (to the end of the file without `enable`; a bare `enable` ends every block) |
+| markdown | `<!-- skills-check: disable-file SK203 -- why -->` | the whole file |
+| RST | `.. skills-check: disable-next-line DR301 -- why` (also `disable`, `enable`, `disable-file`) | the next non-blank line (an RST comment ends at a blank line) |
+| YAML frontmatter | a whole line `# skills-check: disable-next-line SK105 -- why` | the next non-blank line |
+| JSON (`evals.json`), or a whole folder | `[tool.skills-check.per-file-ignores]` in pyproject.toml: `"skills/*/evals/evals.json" = ["SK304"]` | every file the glob matches (codes or prefixes, as ruff's `per-file-ignores`) |
+
+Globs: `*` and `?` stay within a folder, `**` crosses folders, a glob without `/` matches the file name
+anywhere. The summary says how many findings each way hid. `--fix` never writes a suppression. To adopt the
+checker on a tree with many findings at once, use a baseline (`check --write-baseline`), not suppressions.
+"""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def render() -> str:
+    from . import rules
+
+    rules.load()  # every rule, the house profiles' too
+    from .inputs import INPUT_CODES
+    from .rules.registry import PROFILES, RULES
+
+    out = [INTRO, "## Profiles\n", "| profile | rules | what |", "| --- | --- | --- |"]
+    for name, what in PROFILES.items():
+        count = sum(1 for r in RULES if r.profile == name)
+        out.append(f"| `{name}` | {count} | {_one_line(what)} |")
+    out += [
+        "",
+        "## IN0xx: input problems (the checker core; always on)\n",
+        "A file the checker cannot read or parse safely becomes one finding with a location; the rules then skip it.\n",
+        "| code | problem | explanation |",
+        "| --- | --- | --- |",
+    ]
+    for code, (summary, text) in INPUT_CODES.items():
+        out.append(f"| {code} | {summary} | {_one_line(text)} |")
+    from .adoption.suppress import SUPPRESSION_CODES
+
+    out += [
+        "",
+        "## SU0xx: suppressions (the checker core; always on)\n",
+        SUPPRESSIONS_MD,
+        "| code | problem | explanation |",
+        "| --- | --- | --- |",
+    ]
+    for code, (summary, text) in SUPPRESSION_CODES.items():
+        out.append(f"| {code} | {summary} | {_one_line(text)} |")
+    modules: dict[str, list] = {}
+    for r in sorted(RULES, key=lambda r: r.code):
+        modules.setdefault(r.func.__module__, []).append(r)
+    for module_name, rules_ in sorted(modules.items(), key=lambda kv: kv[1][0].code):
+        doc = inspect.cleandoc(sys.modules[module_name].__doc__ or module_name)
+        title, _, rest = doc.partition("\n")
+        out += ["", f"## {title.strip()}", ""]
+        if rest.strip():
+            out += [rest.strip(), ""]
+        out += ["| code | name | profile | rule | enforces |", "| --- | --- | --- | --- | --- |"]
+        for r in rules_:
+            text = inspect.cleandoc(r.func.__doc__ or "")
+            summary, _, detail = text.partition("\n")
+            rule_text = _one_line(summary + (" " + detail if detail.strip() else ""))
+            marks = [m for m in (("warning" if r.severity == "warning" else ""), ("fix" if r.fixable else "")) if m]
+            if marks:
+                rule_text = f"({', '.join(marks)}) {rule_text}"
+            out.append(f"| {r.code} | {r.name} | `{r.profile}` | {rule_text} | {_one_line(r.cites)} |")
+    return "\n".join(out) + "\n"
+
+
+def write() -> bool:
+    """Rewrite RULES.md when it differs; True when it changed."""
+    text = render()
+    if RULES_MD.exists() and RULES_MD.read_text(encoding="utf-8") == text:
+        return False
+    tmp = RULES_MD.with_name(".RULES.md.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(RULES_MD)
+    return True
