@@ -12,9 +12,7 @@ Three real jobs, each shared by the tests that read it:
 - live: a long run; ``python -m mgpu_lab.cli stacks`` while it trains shows Isaac Lab's frames, then SIGINT (Ctrl-C):
   exit 130 and no process of the job left.
 
-And side by side in the one venv: Isaac Lab's ``isaaclab`` command (``--help``, ``train_multigpu --help``, a short
-training) and this project's (``mgpu-lab --help`` and ``python -m mgpu_lab.cli --help``, a short training of its own
-trainer).
+Isaac Lab's own command beside this one: tests/test_isaaclab_side_by_side_e2e.py.
 Every wait is for an event (a log line, an exit) with a deadline, never a sleep tuned to this machine.
 """
 
@@ -24,23 +22,23 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from mgpu_testing import kill_group, run
 from mgpu_testing.isaaclab_real import (
     CARTPOLE,
+    DEADLINE_S,
     ROBOT,
     TRAINER,
-    build_assets,
+    Job,
+    Real,
     interrupt,
-    isaaclab_env,
-    python_or_skip,
+    job,
+    make_real,
     start,
 )
 from mgpu_testing.launcher import alive, process_tree, processes_with_env
-from mgpu_testing.once import shared_root
 
 from mgpu_lab.core import procs
 from mgpu_lab.job.supervise import JOB_TAG_ENV
@@ -53,34 +51,6 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table"),
 ]
 
-#: a job's deadline. The first job of each command compiles Warp's CPU kernels: about 70 s of one idle core for the
-#: per-rank trainer's, more for `isaaclab train`'s (backward kernels too); 420 s ran out on 2 cores at a load of 17
-DEADLINE_S = 900
-
-
-@dataclass
-class Real:
-    python: Path
-    assets: Path
-    warp_cache: Path
-    base: Path
-
-    def env(self, assets: Path | None = None) -> dict[str, str]:
-        return isaaclab_env(assets or self.assets, self.warp_cache)
-
-
-@dataclass
-class Job:
-    rc: int
-    out: str
-    err: str
-    cwd: Path
-    seconds: float
-    tree: list[int] = field(default_factory=list)
-    tagged: list[int] = field(default_factory=list)
-    stacks: str = ""
-    stack_files: str = ""
-
 
 def launch(python: Path, *args: str) -> list[str]:
     """``mgpu-lab train_multigpu`` (as ``python -m mgpu_lab.cli``: the same command, whatever its console script is named) on
@@ -89,22 +59,22 @@ def launch(python: Path, *args: str) -> list[str]:
     return [*head, "--rl_library", "rsl_rl", *CARTPOLE, *args, "agent.device=cpu"]
 
 
-def job(real: Real, name: str, cmd: list[str], assets: Path | None = None) -> Job:
-    cwd = real.base / name
-    cwd.mkdir()
-    began = time.monotonic()
-    proc = run(cmd, timeout=DEADLINE_S, env=real.env(assets), cwd=cwd)
-    return Job(proc.returncode, proc.stdout, proc.stderr, cwd, time.monotonic() - began)
+def test_the_documented_cpu_command_is_the_one_trained() -> None:
+    """The skill's and the docs' CPU command for Isaac Lab's trainer is, word for word, what ``trained`` runs."""
+    import shlex
+
+    from mgpu_testing import REPO
+
+    ours = ["mgpu-lab", *launch(Path("python"), "--max_iterations", "3")[3:]]
+    for doc in ("skills/user/train-multi-gpu/reference.md", "docs/source/features/multi_gpu.rst"):
+        lines = (REPO / doc).read_text(encoding="utf-8").splitlines()
+        quoted = [shlex.split(line.strip()) for line in lines if "--device cpu -m isaaclab_rl" in line]
+        assert ours in quoted, (doc, quoted)
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Real:
-    python = python_or_skip()
-    base = tmp_path_factory.mktemp("isaaclab_real")
-    # Warp's kernel cache: this session's, shared by its workers (never ~/.cache/warp)
-    warp_cache = shared_root(tmp_path_factory) / "warp-cache"
-    warp_cache.mkdir(exist_ok=True)
-    return Real(python, build_assets(python, base / "assets"), warp_cache, base)
+    return make_real(tmp_path_factory, "launcher")
 
 
 @pytest.fixture(scope="module")
@@ -207,39 +177,3 @@ def test_ctrl_c_stops_the_real_job_and_leaves_nothing_running(live: Job) -> None
     assert not [pid for pid in live.tree if alive(pid)], live.err[-3000:]
     assert not [pid for pid in live.tagged if alive(pid)], live.err[-3000:]
     assert "ChildFailedError" not in live.err
-
-
-# --- side by side in one venv ---------------------------------------------------------------------------------
-
-
-def test_both_commands_answer_help_in_one_venv(real: Real) -> None:
-    isaaclab = str(real.python.parent / "isaaclab")
-    theirs = run([isaaclab, "--help"], timeout=120, env=real.env(), cwd=real.base)
-    assert theirs.returncode == 0 and "train_multigpu" in theirs.stdout, theirs.stderr[-2000:]
-    multigpu = run([isaaclab, "train_multigpu", "--help"], timeout=120, env=real.env(), cwd=real.base)
-    assert multigpu.returncode == 0 and "--nproc_per_node" in multigpu.stdout, multigpu.stderr[-2000:]
-    assert "stacks" not in theirs.stdout  # Isaac Lab's own command, not ours
-    for ours_cmd in ([str(real.python.parent / "mgpu-lab")], [str(real.python), "-m", "mgpu_lab.cli"]):
-        ours = run([*ours_cmd, "--help"], timeout=120, env=real.env(), cwd=real.base)
-        assert ours.returncode == 0, ours.stderr[-2000:]
-        assert all(word in ours.stdout for word in ("train_multigpu", "stacks", "timing")), ours.stdout
-
-
-def test_both_commands_train_in_one_venv(real: Real, trained: Job) -> None:  # after `trained`: kernels compiled
-    isaaclab = str(real.python.parent / "isaaclab")
-    theirs = job(
-        real,
-        "theirs",
-        [isaaclab, "train", "--rl_library", "rsl_rl", *CARTPOLE, "--max_iterations", "1", "--device", "cpu"]
-        + ["agent.device=cpu"],
-    )
-    assert theirs.rc == 0, theirs.err[-3000:]
-    assert re.search(r"Learning iteration 0/1\b", theirs.out), theirs.out[-3000:]
-    assert list((theirs.cwd / "logs" / "rsl_rl" / "cartpole_direct").iterdir())
-    ours = job(
-        real,
-        "ours",
-        [str(real.python), "-m", "mgpu_lab.cli", "train", "--task", "Toy-Cartpole-v0", "--device", "cpu"]
-        + ["--num_envs", "16", "--max_iterations", "2"],
-    )
-    assert ours.rc == 0, ours.err[-3000:]

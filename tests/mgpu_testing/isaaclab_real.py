@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from mgpu_testing import REPO, loopback_env
+from mgpu_testing import REPO, loopback_env, run
+from mgpu_testing.once import shared_root
 
 SETUP = REPO / "tests" / "isaaclab_real" / "setup_env.sh"
 BUILD_ASSETS = REPO / "tests" / "isaaclab_real" / "build_assets.py"
@@ -74,3 +77,55 @@ def start(cmd: list[str], cwd: Path, env: dict[str, str], out: Path) -> subproce
 def interrupt(proc: subprocess.Popen) -> None:
     """Ctrl-C at a terminal: SIGINT to the launcher's process group."""
     os.killpg(proc.pid, signal.SIGINT)
+
+
+#: a job's deadline. The first job of each command compiles Warp's CPU kernels: about 70 s of one idle core for the
+#: per-rank trainer's, more for `isaaclab train`'s (backward kernels too); 420 s ran out on 2 cores at a load of 17
+DEADLINE_S = 900
+
+
+@dataclass
+class Real:
+    """The Isaac Lab venv's Python, an offline asset root, a Warp kernel cache and a scratch folder."""
+
+    python: Path
+    assets: Path
+    warp_cache: Path
+    base: Path
+
+    def env(self, assets: Path | None = None) -> dict[str, str]:
+        return isaaclab_env(assets or self.assets, self.warp_cache)
+
+
+@dataclass
+class Job:
+    """What a finished command left: its status, output, working folder and time (and, for a live job, more)."""
+
+    rc: int
+    out: str
+    err: str
+    cwd: Path
+    seconds: float
+    tree: list[int] = field(default_factory=list)
+    tagged: list[int] = field(default_factory=list)
+    stacks: str = ""
+    stack_files: str = ""
+
+
+def make_real(tmp_path_factory: pytest.TempPathFactory, name: str) -> Real:
+    """A test file's Isaac Lab set-up (skips without the venv). ``name`` keys its Warp kernel cache in the session's
+    shared folder (never ~/.cache/warp): one cache per file, so two workers never compile into one at once."""
+    python = python_or_skip()
+    base = tmp_path_factory.mktemp(f"isaaclab_{name}")
+    warp_cache = shared_root(tmp_path_factory) / f"warp-cache-{name}"
+    warp_cache.mkdir(exist_ok=True)
+    return Real(python, build_assets(python, base / "assets"), warp_cache, base)
+
+
+def job(real: Real, name: str, cmd: list[str], assets: Path | None = None) -> Job:
+    """Run ``cmd`` to its end in a working folder of its own under ``real.base``."""
+    cwd = real.base / name
+    cwd.mkdir()
+    began = time.monotonic()
+    proc = run(cmd, timeout=DEADLINE_S, env=real.env(assets), cwd=cwd)
+    return Job(proc.returncode, proc.stdout, proc.stderr, cwd, time.monotonic() - began)
