@@ -228,3 +228,25 @@ def test_misreadings_fixed_still_catch_the_real_defects(tmp_path: Path) -> None:
         ("IN015", "skills/quoted-fences/SKILL.md"),
     ], findings
     assert "resolved to skills/base-dir/assets/forms.md" in findings[0]["message"]
+
+
+def test_a_configured_skill_folder_outside_the_root_is_refused_as_outside(tmp_path: Path) -> None:
+    """Issue 40: a configured skills folder that leaves the root is refused as that, in one line (exit 2), not
+    reported as "no skill found"; the folder beside the root is never read."""
+    import contextlib
+    import io
+
+    from skills_check import cli
+
+    tree = copy("grouped", tmp_path / "tree")
+    (tmp_path / "elsewhere" / "skills" / "demo").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "skills" / "demo" / "SKILL.md").write_text("---\nname: demo\n---\n", encoding="utf-8")
+    for given in ("../elsewhere/skills", str(tmp_path / "elsewhere" / "skills")):
+        (tree / "pyproject.toml").write_text(f'[tool.skills-check]\nskills = "{given}"\n', encoding="utf-8")
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc = cli.main(["check", "--root", str(tree), "--no-cache"])
+        lines = err.getvalue().strip().splitlines()
+        assert rc == 2 and len(lines) == 1, (rc, err.getvalue())
+        assert "[tool.skills-check] skills" in lines[0] and "is outside the checked root" in lines[0], lines
+        assert "no skill found" not in lines[0] and "Traceback" not in err.getvalue()

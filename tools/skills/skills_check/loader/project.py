@@ -15,6 +15,7 @@ from ..caches.parse import ParseCache
 from ..inputs import (
     MAX_BYTES,
     fresh_resolution,
+    inside,
     link_problem,
     overlaid,  # the language server's unsaved buffers (load_project(overlay=...))
     problem,
@@ -129,8 +130,14 @@ def _discover(root: Path, config: dict[str, Any], project: Project) -> list[str]
     if patterns is None:
         project.orphan_dirs = found.orphans
         return found.skills
-    skills, project.orphan_dirs, missing = discover.select(root, found, patterns)
     line = config.get("_lines", {}).get("skills")
+    for pattern in patterns:  # refused as what it is, never reported as "no skill found"
+        base = pattern.strip().rstrip("/").split("*")[0].split("?")[0].split("[")[0] or "."
+        why = inside(root, base) if pattern.strip() else None
+        if why is not None:
+            origin = f"pyproject.toml:{line}: [tool.skills-check] skills" if line else "--skills"
+            raise SetupError(f"{origin} {pattern!r} {why}: the checker reads nothing outside the root it checks")
+    skills, project.orphan_dirs, missing = discover.select(root, found, patterns)
     for pattern in missing:
         where = ("pyproject.toml", line) if line else (pattern, 1)
         project.problems.append(
