@@ -59,3 +59,39 @@ def test_both_commands_train_in_one_venv(real: Real) -> None:
         + ["--num_envs", "16", "--max_iterations", "2"],
     )
     assert ours.rc == 0, ours.err[-3000:]
+
+
+#: the comparison table's rows marked *run* (docs/source/features/multi_gpu.rst, "Isaac Lab's launcher and this
+#: one"): the same request to both launchers, each one's exit status and the words its one line must hold
+ROWS = [
+    (
+        ["--num_gpus", "1", "--device", "cpu", "--rl_library", "rsl_rl", "--task", "Isaac-Cartpole-Direct"],
+        (2, "no CUDA devices are visible"),
+        (0, ""),
+    ),
+    (
+        ["--num_gpus", "2", "--device", "cpu", "--rl_library", "rsl_rl", "--task", "Isaac-Cartpole-Direct"],
+        (2, "no CUDA devices are visible"),
+        (2, "Isaac Lab refuses distributed training on the CPU"),
+    ),
+    (
+        ["--num_gpus", "cpu", "--device", "cpu", "--rl_library", "rsl_rl", "--task", "Isaac-Cartpole-Direct"],
+        (0, ""),
+        (2, "Isaac Lab refuses distributed training on the CPU"),
+    ),
+    (["--coordinator_address", "127.0.0.1:5000"], (2, "--coordinator_address is only supported"), (2, "JAX")),
+]
+
+
+@pytest.mark.parametrize("row", range(len(ROWS)))
+def test_the_comparison_rows_marked_run(real: Real, row: int) -> None:
+    """Each row the docs mark *run*: Isaac Lab's ``isaaclab train_multigpu`` and this project's, with --dry_run (what
+    they refuse, they refuse before any rank; what they accept, the dry run shows)."""
+    args, (their_rc, their_words), (our_rc, our_words) = ROWS[row]
+    isaaclab = str(real.python.parent / "isaaclab")
+    theirs = run([isaaclab, "train_multigpu", *args, "--dry_run"], timeout=120, env=real.env(), cwd=real.base)
+    assert theirs.returncode == their_rc and their_words in theirs.stderr, (theirs.returncode, theirs.stderr[-2000:])
+    ours_cmd = [str(real.python), "-m", "mgpu_lab.cli", "train_multigpu", "-m", "isaaclab_rl.entrypoints.multigpu"]
+    ours = run([*ours_cmd, *args, "agent.device=cpu", "--dry_run"], timeout=120, env=real.env(), cwd=real.base)
+    assert ours.returncode == our_rc and our_words in ours.stderr, (ours.returncode, ours.stderr[-2000:])
+    assert "Traceback" not in theirs.stderr + ours.stderr
