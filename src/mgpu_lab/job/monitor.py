@@ -136,8 +136,12 @@ class JobMonitor:
     def _show(self, data: bytes) -> None:
         if self.state is not State.STOPPING:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
             out = sys.stderr.buffer
-            out.write(data)
-            out.flush()
+            try:
+                out.write(data)
+                out.flush()
+            except OSError:  # the terminal closed just now, before the SIGHUP handler ran: drop the output
+                if not supervise.leave_hung_up_terminal():
+                    raise
 
     def stderr(self, chunk: bytes) -> None:
         """Copy the job's stderr to ours (without torchrun's traceback), keeping a tail to read torchrun's
