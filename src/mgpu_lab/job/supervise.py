@@ -18,10 +18,12 @@ Lifetime guarantees (Linux):
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import signal
 import sys
+import termios
 import time
 
 from mgpu_lab.core import procs
@@ -73,9 +75,6 @@ def signal_pids(pids: Sequence[int], sig: int) -> None:
 def leave_hung_up_terminal() -> bool:
     """Point stdout and stderr at /dev/null where they are a terminal that hung up (it was closed: every write
     fails with EIO, and the launcher must still stop its job and exit 129); True when one was."""
-    import errno
-    import termios
-
     dropped = False
     for fd in (1, 2):
         try:
