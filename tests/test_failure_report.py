@@ -288,3 +288,36 @@ def test_a_store_warning_nothing_follows_is_shown_once_held_long_enough() -> Non
     router.feed(BARRIER_RECORD)  # a record after all: still one line, the warning not shown twice
     router.close()
     assert b"".join(shown).count(b"TCPStore") == 1 and b"".join(shown).count(b"exit barrier") == 1
+
+
+# ------------------------------------------------------------------------------------- a script's sys.exit
+
+
+def recorded_exit(tmp_path, code: object, *, own_script: bool) -> heartbeat.Failure:
+    """What a rank records for ``sys.exit(code)``: through :class:`Supervision` into its folder and back."""
+    from mgpu_lab.health.rank_progress import Supervision
+
+    tmp_path.mkdir(exist_ok=True)
+    Supervision(str(tmp_path), 0, 0, 2).record_failure(SystemExit(code), own_script=own_script)
+    return heartbeat.read_failures(tmp_path)[0]
+
+
+def test_a_users_script_exiting_non_zero_is_reported_with_its_status(tmp_path) -> None:
+    got = build({0: recorded_exit(tmp_path, 3, own_script=False)}, {0: Exit(0, "node-a", 100, 3)})
+    text = "\n".join(got.lines)
+    assert "exited with status 3" in text, text
+    assert "usage error" not in text
+
+
+def test_a_users_script_exiting_2_is_not_called_a_usage_error(tmp_path) -> None:
+    detail = recorded_exit(tmp_path, 2, own_script=False).detail
+    assert detail == "exited with status 2"
+
+
+def test_only_the_projects_own_trainer_exiting_2_is_a_usage_error(tmp_path) -> None:
+    assert "a usage error" in recorded_exit(tmp_path / "two", 2, own_script=True).detail
+    assert recorded_exit(tmp_path / "three", 3, own_script=True).detail == "exited with status 3"
+
+
+def test_a_message_given_to_sys_exit_is_kept_with_status_1(tmp_path) -> None:
+    assert recorded_exit(tmp_path, "no data here", own_script=False).detail == "exited with status 1 (no data here)"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from mgpu_testing import free_port, kill_group, loopback_env, seams_env
-from mgpu_testing.launcher import CPU2, finish, launcher_cmd, start
+from mgpu_testing.launcher import CPU2, finish, fixture_args, launcher_cmd, start
 
 from mgpu_lab.job.monitor import TORCHRUN_KEPT, TORCHRUN_TEXT
 
@@ -95,3 +95,19 @@ def test_every_rank_refusing_the_same_input_is_one_line_and_exit_2(tmp_path: Pat
     ), err[-3000:]
     assert not [line for line in err.splitlines() if line.startswith("[ERROR] launcher")], err[-3000:]
     assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize("status", [3, 2])
+def test_a_users_script_exiting_non_zero_is_reported_with_its_status(tmp_path: Path, status: int) -> None:
+    """A user's ``--train_script`` that calls ``sys.exit(status)`` on rank 1: the report says its status, never "a
+    usage error" (which only this project's own trainer's exit 2 is)."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    rc, err = launch(
+        [*CPU2, *fixture_args("exit_rank.py", tmp_path / "jobs")],
+        MGPU_LAB_FIXTURE_PID_DIR=str(pids),
+        MGPU_LAB_FIXTURE_EXIT=str(status),
+    )
+    assert rc != 0, err[-3000:]
+    assert re.search(rf"rank 1/2 on node \S+ \(pid \d+\): exited with status {status}\b", err), err[-3000:]
+    assert "usage error" not in err, err[-3000:]

@@ -169,6 +169,8 @@ def test_monitor_stops_the_job_at_the_rendezvous_deadline(tmp_path: Path, capsys
     assert monitor.state is State.STOPPING and monitor.stopping_for is State.RDZV_TIMEOUT
     assert supervisor.stops == [(signal.SIGTERM, 1.0)]  # the config's grace, under the monitor's cap
     assert monitor.verdict is not None and "rendezvous deadline passed after 10 s" in monitor.verdict
+    assert "rank(s) 0-1 of 2 never joined on this node" in monitor.verdict, monitor.verdict
+    assert "other node" not in monitor.verdict
     monitor.tick(supervisor, 11.0)  # stopping: nothing more is checked, nothing stopped twice
     assert len(supervisor.stops) == 1
 
@@ -372,3 +374,30 @@ def test_the_outcome_is_a_terminal_state_with_its_exit_status(
     assert Path(kept[0].rsplit(" ", 1)[1]).read_bytes().startswith(TORCHRUN_LOG)
     if state is State.RDZV_TIMEOUT:
         assert outcome.lines[-1] == monitor.verdict  # the verdict stays the last line
+
+
+# ------------------------------------------------------------------------------------- the rendezvous's words
+
+
+def test_a_single_node_rendezvous_timeout_names_the_ranks_that_never_joined() -> None:
+    from mgpu_lab.job import rendezvous
+
+    line = rendezvous.missing(launch_config(nproc="4", rdzv_timeout_given=7.0), joined={1})
+    assert line.startswith("rendezvous deadline passed after 7 s (--rdzv_timeout): never arrived: "), line
+    assert "rank(s) 0, 2-3 of 4 never joined on this node (" in line, line
+    assert "torchrun's rendezvous at 127.0.0.1:29500 never completed" in line, line
+    assert "other node" not in line
+
+
+def test_a_single_node_rank_count_torchrun_finds_is_not_counted() -> None:
+    from mgpu_lab.job import rendezvous
+
+    line = rendezvous.missing(launch_config(nproc="gpu"))
+    assert "never arrived: the ranks (none joined) on this node" in line and "other node" not in line, line
+
+
+def test_several_nodes_still_name_the_other_nodes() -> None:
+    from mgpu_lab.job import rendezvous
+
+    line = rendezvous.missing(launch_config(nnodes="2", node_rank=0))
+    assert "the other node(s) of 2 expected never joined at 127.0.0.1:29500" in line, line

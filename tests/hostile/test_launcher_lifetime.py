@@ -4,16 +4,20 @@ on loopback; the process table is checked after each case."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import select
 import signal
 import socket
+import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
 import pytest
-from mgpu_testing import free_port, kill_group
+from mgpu_testing import REPO, free_port, kill_group
 from mgpu_testing.launcher import (
     CPU2,
     alive,
@@ -60,6 +64,51 @@ def test_interrupt_exits_128_plus_the_signal(tmp_path: Path, sig: signal.Signals
     assert f"{sig.name} received, stopping the job" in err
     assert torchrun_log_lines(err) == [], err[-2000:]  # its "Received ... death signal" lines are kept in a file
     assert not [pid for pid in tree if alive(pid)]
+
+
+def drain(fd: int) -> None:
+    """Read whatever the terminal's master side holds (the launcher never blocks on a full terminal)."""
+    while select.select([fd], [], [], 0)[0]:
+        try:
+            if not os.read(fd, 65536):
+                return
+        except OSError:
+            return
+
+
+def test_a_closing_terminal_ends_the_launcher_with_129_and_its_job(tmp_path: Path) -> None:
+    """The launcher runs in its own session with a pseudo-terminal as its controlling terminal (as under an ssh
+    login); closing the master side hangs the terminal up: the kernel sends SIGHUP to the session leader, and
+    every later write to the terminal fails with EIO."""
+    master, slave = os.openpty()
+
+    def controlling_terminal() -> None:  # in the child, after its setsid: the pty becomes its terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        launcher_cmd(*fixture_args("sleep_rank.py", tmp_path / "jobs"), *CPU2, "--master_port", str(free_port())),
+        cwd=REPO,
+        env=fixture_env(tmp_path),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=controlling_terminal,
+    )
+    os.close(slave)
+    try:
+        wait_until(lambda: drain(master) or len(list(tmp_path.glob("rank*.pid"))) == 2, proc, "the ranks started")
+        tree = process_tree(proc.pid)
+        assert len(tree) >= 3, tree  # torchrun and its two ranks
+        os.close(master)  # the terminal closes
+        master = -1
+        proc.wait(timeout=60)
+    finally:
+        if master >= 0:
+            os.close(master)
+        kill_group(proc)
+    assert proc.returncode == 128 + signal.SIGHUP, proc.returncode
+    assert not gone_within(tree, 10)
 
 
 def test_sigkill_of_the_launcher_alone_takes_the_job_with_it(tmp_path: Path) -> None:

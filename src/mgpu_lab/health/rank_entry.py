@@ -169,7 +169,7 @@ def supervised(job_root: str | None, target: str, module: bool, args: list[str])
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if status != 0 and supervision is not None:
-            supervision.record_failure(exc)
+            supervision.record_failure(exc, own_script=False)  # a user's script: its status, never "a usage error"
         raise
     except BaseException as exc:
         if supervision is not None and not isinstance(exc, KeyboardInterrupt):

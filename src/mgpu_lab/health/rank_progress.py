@@ -221,6 +221,15 @@ class FaultSwitch:
 # --- supervision ----------------------------------------------------------------------------------------
 
 
+def exit_detail(code: object, *, own_script: bool) -> str:
+    """A rank's ``sys.exit(code)`` in words: "a usage error" only for 2 from this project's own trainer."""
+    if own_script and code == 2:
+        return "exited with status 2 (a usage error; the rank's stderr has the line)"
+    if isinstance(code, int) or code is None:
+        return f"exited with status {code or 0}"
+    return f"exited with status 1 ({str(code)[:300]})"  # sys.exit("message"): python prints it, exits 1
+
+
 class Supervision:
     """Writes this rank's heartbeats, stack dumps, failure record and (rank 0) run folder."""
 
@@ -254,9 +263,10 @@ class Supervision:
         self._stack_file = open(heartbeat.stack_path(self.folder, self.rank), "w", encoding="utf-8")  # noqa: SIM115
         faulthandler.register(heartbeat.STACK_SIGNAL, file=self._stack_file, all_threads=True)
 
-    def record_failure(self, exc: BaseException) -> None:
+    def record_failure(self, exc: BaseException, *, own_script: bool = True) -> None:
+        """Record how this rank failed; ``own_script``: this project's trainer (not a user's ``--train_script``)."""
         if isinstance(exc, SystemExit):
-            detail = f"exited with status {exc.code} (a usage error; the rank's stderr has the line)"
+            detail = exit_detail(exc.code, own_script=own_script)
         else:
             text = str(exc).strip()
             detail = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")[:400]

@@ -48,6 +48,8 @@ from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from mgpu_lab.job.config import LaunchConfig
     from mgpu_lab.job.supervise import Supervisor
 
@@ -134,8 +136,12 @@ class JobMonitor:
     def _show(self, data: bytes) -> None:
         if self.state is not State.STOPPING:  # once the monitor stopped the job, torchrun's shutdown chatter stays out
             out = sys.stderr.buffer
-            out.write(data)
-            out.flush()
+            try:
+                out.write(data)
+                out.flush()
+            except OSError:  # the terminal closed just now, before the SIGHUP handler ran: drop the output
+                if not supervise.leave_hung_up_terminal():
+                    raise
 
     def stderr(self, chunk: bytes) -> None:
         """Copy the job's stderr to ours (without torchrun's traceback), keeping a tail to read torchrun's
@@ -154,7 +160,7 @@ class JobMonitor:
             return
         beats, unusable = heartbeat.scan_beats(self.dir)
         if self.state is State.RENDEZVOUS and not self._rendezvous(
-            supervisor, now, joined=bool(beats or unusable) or self._workers_started(supervisor.pid)
+            supervisor, now, beats, joined=bool(beats or unusable) or self._workers_started(supervisor.pid)
         ):
             return
         self.liveness.poll(beats, time.time())
@@ -173,8 +179,8 @@ class JobMonitor:
         self.state, self.stopping_for, self.verdict = State.STOPPING, why, verdict
         supervisor.stop(signal.SIGTERM, grace_s=None if grace_s is None else min(self.config.grace_s, grace_s))
 
-    def _rendezvous(self, supervisor: Supervisor, now: float, *, joined: bool) -> bool:
-        """Poll the deadline; True once the ranks joined (the state is RUNNING)."""
+    def _rendezvous(self, supervisor: Supervisor, now: float, beats: Mapping[int, object], *, joined: bool) -> bool:
+        """Poll the deadline; True once the ranks joined (the state is RUNNING); ``beats``: the ranks heard from."""
 
         event = self.rendezvous.poll(now, joined)
         if event == checks.JOINED:
@@ -183,7 +189,9 @@ class JobMonitor:
                 _say(f"[INFO] launcher: rendezvous complete after {self.rendezvous.waited(now):.0f} s")
         elif event == checks.EXPIRED:
             self._stop(
-                supervisor, State.RDZV_TIMEOUT, f"mgpu-lab train_multigpu: error: {rendezvous.missing(self.config)}"
+                supervisor,
+                State.RDZV_TIMEOUT,
+                f"mgpu-lab train_multigpu: error: {rendezvous.missing(self.config, set(beats))}",
             )
         elif event == checks.WAITING:
             _say(rendezvous.waiting(self.config, self.rendezvous.left(now)))

@@ -10,6 +10,8 @@ import socket
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from mgpu_lab.job.config import LaunchConfig
 
 
@@ -52,9 +54,16 @@ def answers(host: str, port: str) -> bool:
         return False
 
 
-def missing(config: LaunchConfig) -> str:
-    """Why the deadline passed: the other nodes never joined, or the rendezvous never answered."""
+def missing(config: LaunchConfig, joined: Collection[int] = ()) -> str:
+    """Why the deadline passed: the other nodes never joined, or the rendezvous never answered; on a single node,
+    which of its ranks never joined (``joined``: the ranks whose beat the launcher has)."""
     where = endpoint(config).split()[-1]
+    if nodes(config) == "1":
+        return (
+            f"rendezvous deadline passed after {config.rdzv_timeout:g} s (--rdzv_timeout): never arrived: "
+            f"{absent_ranks(config, joined)} on this node ({node(config)}): torchrun's rendezvous at {where} "
+            "never completed, so it never started them"
+        )
     host, _, port = where.rpartition(":")
     # a node that only connects: did the endpoint answer at all?
     answered = config.hosts_store or answers(host, port or "29400")
@@ -67,3 +76,23 @@ def missing(config: LaunchConfig) -> str:
         f"rendezvous deadline passed after {config.rdzv_timeout:g} s (--rdzv_timeout): "
         f"never arrived: {what}; this node ({node(config)}) was ready"
     )
+
+
+def absent_ranks(config: LaunchConfig, joined: Collection[int]) -> str:
+    """``rank(s) 0-1 of 2`` (those without a beat), or ``the ranks`` when the rank count is not a number."""
+    count = config.nproc or config.scheduler.ranks_per_node
+    if not count.isdigit():  # torchrun's "gpu", "cpu", "auto": the count is torchrun's to find
+        return "the ranks (none joined)" if not joined else f"the ranks other than {_spans(sorted(joined))}"
+    absent = [r for r in range(int(count)) if r not in joined]
+    return f"rank(s) {_spans(absent)} of {count} never joined"
+
+
+def _spans(ranks: list[int]) -> str:
+    """``0-3, 5``: runs of consecutive ranks."""
+    spans: list[list[int]] = []
+    for r in ranks:
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

@@ -9,7 +9,8 @@ Lifetime guarantees (Linux):
 - the job runs in its own session; the launcher is a child subreaper, so workers orphaned by torchrun
   come back to it and are killed at the end;
 - the first SIGINT/SIGTERM/SIGHUP is forwarded to the job, escalating to SIGKILL after a grace
-  period; a second one kills at once; the launcher then exits 128 + the signal number;
+  period; a second one kills at once; the launcher then exits 128 + the signal number (129 when its terminal
+  closed: stdout and stderr on a hung-up terminal then go to /dev/null, where writing cannot fail);
 - if the launcher itself dies (even by SIGKILL) or its parent goes away, a *janitor* process that it
   forked at start-up kills every process of the job. The job's processes are found by a tag in their
   environment (:data:`JOB_TAG_ENV`), which torchrun passes to every worker, so orphans are found too.
@@ -17,10 +18,12 @@ Lifetime guarantees (Linux):
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import signal
 import sys
+import termios
 import time
 
 from mgpu_lab.core import procs
@@ -67,6 +70,24 @@ def signal_pids(pids: Sequence[int], sig: int) -> None:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def leave_hung_up_terminal() -> bool:
+    """Point stdout and stderr at /dev/null where they are a terminal that hung up (it was closed: every write
+    fails with EIO, and the launcher must still stop its job and exit 129); True when one was."""
+    dropped = False
+    for fd in (1, 2):
+        try:
+            termios.tcgetattr(fd)
+        except termios.error as exc:  # a pipe or file: ENOTTY; a hung-up terminal: EIO
+            if exc.args and exc.args[0] == errno.EIO:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, fd)
+                os.close(null)
+                dropped = True
+        except (OSError, ValueError):
+            pass
+    return dropped
 
 
 def reap() -> None:
@@ -208,6 +229,8 @@ class Supervisor:
         signal_pids([p for p in descendants(os.getpid()) if p != self.pid], signum)
 
     def on_signal(self, signum: int, frame: object) -> None:
+        if signum == signal.SIGHUP:
+            leave_hung_up_terminal()  # a closed terminal: our messages go nowhere rather than fail with EIO
         if self.interrupted is None:
             self.interrupted = signum
             print(
