@@ -27,6 +27,8 @@ import signal
 import sys
 import time
 
+from mgpu_lab.job import supervise
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -94,42 +96,6 @@ def kill_all(folder: str, *, within_s: float = 5.0) -> list[int]:
     return left
 
 
-def _janitor(folder: str) -> int | None:
-    """Fork the cgroup's janitor (twice: no child of the launcher); the write end of its pipe."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(read_fd)
-        os.set_inheritable(write_fd, False)
-        os.waitpid(pid, 0)
-        return write_fd
-    try:
-        os.close(write_fd)
-        os.setsid()
-        if os.fork():
-            os._exit(0)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_IGN)
-        os.closerange(3, read_fd)
-        os.closerange(read_fd + 1, 1024)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(devnull, fd)
-        data = b""
-        while True:
-            try:
-                chunk = os.read(read_fd, 16)
-            except InterruptedError:
-                continue
-            if not chunk:
-                break
-            data += chunk
-        if not data:  # the launcher died without closing the job
-            kill_all(folder, within_s=10.0)
-    finally:
-        os._exit(0)
-
-
 def create(tag: str) -> str | None:
     """A new cgroup for the job below this process's own, or None where the machine does not allow it."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
@@ -153,7 +119,7 @@ def confined(tag: str) -> Iterator[str | None]:
         yield None
         return
     home = os.path.dirname(folder)
-    fd = _janitor(folder)
+    fd = supervise.fork_janitor(lambda: kill_all(folder, within_s=10.0))  # the launcher SIGKILLed: the cgroup
     try:
         try:
             _write(os.path.join(folder, "cgroup.procs"), str(os.getpid()))
@@ -170,7 +136,4 @@ def confined(tag: str) -> Iterator[str | None]:
             if os.getpid() not in members(folder):  # never kill the launcher itself: the janitor does it then
                 kill_all(folder)
     finally:
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(fd, b"x")
-                os.close(fd)
+        supervise.dismiss_janitor(fd)

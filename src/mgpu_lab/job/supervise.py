@@ -106,10 +106,10 @@ def reap() -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def start_janitor(tag: str, grace_s: float) -> int | None:
-    """Fork a janitor (own session, ignores stop signals) that waits for this launcher to go away and then kills
-    every process tagged ``tag``: SIGTERM, then SIGKILL after ``min(grace_s, 5)`` s. Call it before the launcher
-    becomes a subreaper. Returns the write end of its pipe: :func:`dismiss_janitor` before a normal exit."""
+def fork_janitor(on_abandoned: Callable[[], object]) -> int | None:
+    """Fork a janitor (twice, so it is no child of the launcher and never among the job's processes it kills; own
+    session; stop signals ignored; no open file of the launcher's) that waits on a pipe and calls ``on_abandoned``
+    when the launcher goes away without :func:`dismiss_janitor`. Returns the pipe's write end (None: no fork here)."""
     if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
         return None
     read_fd, write_fd = os.pipe()
@@ -119,7 +119,7 @@ def start_janitor(tag: str, grace_s: float) -> int | None:
         os.set_inheritable(write_fd, False)
         os.waitpid(pid, 0)  # the intermediate child exits at once
         return write_fd
-    try:  # fork twice, so the janitor is no child of the launcher (never among the job's processes it kills)
+    try:
         os.close(write_fd)
         os.setsid()
         if os.fork():
@@ -142,20 +142,30 @@ def start_janitor(tag: str, grace_s: float) -> int | None:
             data += chunk
         if not data:  # the launcher died without dismissing us
             os.dup2(devnull, 2)
-            pids = tagged(tag)
-            signal_pids(pids, signal.SIGTERM)
-            deadline = time.monotonic() + min(grace_s, 5.0)
-            while pids and time.monotonic() < deadline:
-                time.sleep(0.05)
-                pids = [p for p in pids if alive(p)]
-            for _ in range(3):
-                pids = tagged(tag)
-                if not pids:
-                    break
-                signal_pids(pids, signal.SIGKILL)
-                time.sleep(0.05)
+            on_abandoned()
     finally:
         os._exit(0)
+
+
+def start_janitor(tag: str, grace_s: float) -> int | None:
+    """A janitor (:func:`fork_janitor`) that kills every process tagged ``tag`` once this launcher is gone: SIGTERM,
+    then SIGKILL after ``min(grace_s, 5)`` s. Call it before the launcher becomes a subreaper."""
+
+    def kill_tagged() -> None:
+        pids = tagged(tag)
+        signal_pids(pids, signal.SIGTERM)
+        deadline = time.monotonic() + min(grace_s, 5.0)
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pids = [p for p in pids if alive(p)]
+        for _ in range(3):
+            pids = tagged(tag)
+            if not pids:
+                break
+            signal_pids(pids, signal.SIGKILL)
+            time.sleep(0.05)
+
+    return fork_janitor(kill_tagged)
 
 
 def dismiss_janitor(fd: int | None) -> None:
