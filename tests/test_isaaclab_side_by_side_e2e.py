@@ -2,9 +2,10 @@
 command answers ``--help`` (Isaac Lab's ``isaaclab``, this project's ``mgpu-lab``, which must not replace it) and
 trains: Isaac Lab's own ``isaaclab train`` on the real Cartpole (CPU, offline assets) and this project's trainer.
 
-A file of its own, apart from tests/test_isaaclab_real_e2e.py, so that the two run on two workers at once: the first
-``isaaclab train`` compiles Warp's kernels (with backward kernels, another set than the per-rank trainer's), minutes of
-one core. Skipped without the venv, a failure under CI=true.
+A file of its own, apart from tests/test_isaaclab_real_e2e.py, so that the two run on two workers at once. Warp's
+kernels for both (``isaaclab train`` compiles backward kernels too, another set than the per-rank trainer's) come
+compiled from setup_env.sh; without that cache the first ``isaaclab train`` compiles them, minutes of one core.
+Skipped without the venv, a failure under CI=true.
 """
 
 from __future__ import annotations

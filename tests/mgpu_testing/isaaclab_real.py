@@ -8,6 +8,7 @@ tests skip, saying how to make it, except under ``CI=true``, where its absence i
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -30,6 +31,11 @@ CARTPOLE = ["--task", "Isaac-Cartpole-Direct", "--num_envs", "16", "presets=newt
 
 def venv() -> Path:
     return Path(os.environ.get("MGPU_ISAACLAB_VENV") or REPO / ".isaaclab-venv")
+
+
+def warm_cache() -> Path:
+    """Warp's kernel cache setup_env.sh fills once per venv (the tests' Cartpole compiled ahead, minutes of CPU)."""
+    return venv() / "warp-cache"
 
 
 def python_or_skip() -> Path:
@@ -114,10 +120,13 @@ class Job:
 
 def make_real(tmp_path_factory: pytest.TempPathFactory, name: str) -> Real:
     """A test file's Isaac Lab set-up (skips without the venv). ``name`` keys its Warp kernel cache in the session's
-    shared folder (never ~/.cache/warp): one cache per file, so two workers never compile into one at once."""
+    shared folder (never ~/.cache/warp): one cache per file, so two workers never compile into one at once. It starts
+    as a copy of the kernels setup_env.sh compiled into the venv (:func:`warm_cache`), where they are."""
     python = python_or_skip()
     base = tmp_path_factory.mktemp(f"isaaclab_{name}")
     warp_cache = shared_root(tmp_path_factory) / f"warp-cache-{name}"
+    if warm_cache().is_dir() and not warp_cache.exists():
+        shutil.copytree(warm_cache(), warp_cache)
     warp_cache.mkdir(exist_ok=True)
     return Real(python, build_assets(python, base / "assets"), warp_cache, base)
 
