@@ -540,12 +540,19 @@ def run_nodes(argvs: list[list[str]], *, timeout: float) -> list[subprocess.Comp
     return run_nodes_together(argvs, single_env(), timeout=timeout)
 
 
+def torchrun_reports(out: str) -> str:
+    """The end of each torchrun report the launcher pointed at in ``out`` (its ranks' tracebacks), for a failure's
+    message: the files live in the session's scratch folder, gone once the suite ends."""
+    paths = re.findall(r"torchrun's own report, with each failed rank's traceback: (\S+)", out)
+    return "".join(f"\n--- {p}:\n{Path(p).read_text(errors='replace')[-3000:]}" for p in paths if Path(p).is_file())
+
+
 def assert_trained(cmd: Command, shape: Shape, nodes: list[tuple[list[str], int]], out: str) -> str:
     """Every node (argv, exit status) exited 0; no traceback in ``out`` (every node's output); every rank
     synchronized and ended with the same parameters; rank 0 timed the run and counted every rank."""
     where = f"{cmd.where}: `{cmd.source}` in its CPU form"
     for argv, rc in nodes:
-        assert rc == 0, f"{where} exited {rc}: {shlex.join(argv)}\n{out[-4000:]}"
+        assert rc == 0, f"{where} exited {rc}: {shlex.join(argv)}\n{out[-4000:]}{torchrun_reports(out)}"
     assert "Traceback" not in out, f"{where}:\n{out[-4000:]}"
     world = 1 if shape.sub == "train" else 2
     ranks = [(str(r), str(world)) for r in range(world)]

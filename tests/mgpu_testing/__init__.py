@@ -16,11 +16,33 @@ REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
 
+#: where :func:`free_port` looks: below Linux's ephemeral range (32768-60999 by default), which the kernel hands to
+#: every outgoing connection (gloo's pairs, the stores' clients) and to ``bind(0)``; a port chosen there could be taken
+#: by some other test's connection before torchrun binds it (a suite under load lost a run to that). Each xdist worker
+#: searches its own slice, so two workers never offer the same port.
+PORT_RANGE = (20000, 32000)
+_given: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago, outside the ephemeral range, never offered twice by this
+    process."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    low, high = PORT_RANGE
+    width = (high - low) // 16
+    start = low + (index % 16) * width
+    for port in range(start, start + width):
+        if port in _given:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
+    raise RuntimeError(f"no free port in {start}-{start + width - 1}")
 
 
 def loopback_env(**extra: str) -> dict[str, str]:
