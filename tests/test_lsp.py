@@ -239,9 +239,9 @@ async def test_the_diagnostics_are_check_s_findings(client: LanguageClient, tree
     expected = sorted((f["path"], f["line"], f["col"], f["code"], f["message"]) for f in findings)
     assert {f["code"] for f in findings} == {"DR301", "DR204"}
     ref, mgpu = Editor(client, tree, REF, "markdown"), Editor(client, tree, MGPU, "restructuredtext")
+    since = len(client.published)  # type: ignore[attr-defined]
     async with ref.opened(texts[REF]):
-        since = len(client.published)  # type: ignore[attr-defined]
-        async with mgpu.opened(texts[MGPU]):  # this check sees both documents' text
+        async with mgpu.opened(texts[MGPU]):  # this check sees both documents' text; ref's did not change
             got = []
             for ed in (ref, mgpu):
                 for d in (await published(client, ed.uri, 1, since)).diagnostics:

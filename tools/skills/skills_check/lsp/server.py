@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import traceback
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from pygls.workspace import PositionCodec
 
 from ..adoption.suppress import ConfigError, per_file_ignores
 from ..adoption.suppress import apply as apply_suppressions
-from ..caches.parse import ParseCache
+from ..caches.parse import digest
 from ..inputs import overlaid, read_text
 from ..loader import SetupError, load_project
 from ..model import Finding, Project
@@ -40,6 +41,7 @@ from ..rules.registry import Rule
 from ..runner import ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, run_rules
 from . import convert as conv
 from .complete import complete
+from .memo import MemoParseCache
 
 NAME = "skills-check"
 VERSION = "0.1.0"
@@ -91,13 +93,17 @@ class CheckerServer(LanguageServer):
         self.debounce = debounce
         self.rules: list[Rule] = []
         self.last: Result | None = None
-        self.published: set[str] = set()
+        # what each file's last publishDiagnostics said: (the document version, its diagnostics); a file is
+        # published again only when that changes (a file that became clean gets one empty list, then none)
+        self.published: dict[str, tuple[int | None, list[types.Diagnostic]]] = {}
+        self.lines_kept: dict[str, tuple[object, list[str] | None]] = {}  # a file's lines by what they were read from
         self.waiting: list[asyncio.Future[Result | None]] = []  # asked for the next check
         self.runner: asyncio.Task[None] | None = None  # the task running checks while some are asked for
         self.timer: asyncio.TimerHandle | None = None
         self.last_edit = float("-inf")  # event-loop time of the last didChange
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skills-check")
-        self.cache: ParseCache | None = None  # kept across checks (used by the worker only); saved at shutdown
+        self.cache: MemoParseCache | None = None  # kept across checks (used by the worker only); saved at shutdown
+        self.sent = 0  # publishDiagnostics notifications sent (what the benchmark counts)
         self.closing = False  # shutdown was asked: no more checks
         self.shown: str | None = None  # the error last shown to the user (not shown again while it lasts)
 
@@ -116,7 +122,7 @@ class CheckerServer(LanguageServer):
             )
         self.root = root.resolve()
         self.rules = load_rules()
-        self.cache = ParseCache(self.root)
+        self.cache = MemoParseCache(self.root)
 
     async def watch_files(self) -> None:
         """Ask the editor to report files changed on disk (``git pull``, a generator), where it can register
@@ -162,8 +168,10 @@ class CheckerServer(LanguageServer):
         ``check``."""
         try:
             return in_profiles(self.rules, chosen_profiles(None, project.config.get("profiles")))
-        except ProfileError as exc:
-            raise SetupError(f"{exc} ([tool.skills-check] profiles)") from exc
+        except ProfileError as exc:  # a diagnostic at the setting (config_error_at), never a popup
+            message = str(exc).removeprefix("pyproject.toml: ")
+            line = project.config.get("_lines", {}).get("profiles", 1)
+            raise SetupError(f"pyproject.toml:{line}: {message} ([tool.skills-check] profiles)") from exc
 
     def suppressed(self, project: Project, findings: list[Finding]) -> list[Finding]:
         """The suppression stage, as in ``check``: per-file ignores and inline suppressions applied."""
@@ -187,9 +195,7 @@ class CheckerServer(LanguageServer):
 
         def lines_of(path: str) -> list[str] | None:
             if path not in cache:
-                with overlaid(snap.texts):
-                    text, _ = read_text(root, path) if self.is_file(project, snap, path) else (None, [])
-                cache[path] = conv.split_lines(text) if text is not None else None
+                cache[path] = self.lines_read(project, snap, path)
             return cache[path]
 
         pairs: dict[str, list[tuple[Finding, types.Diagnostic]]] = {}
@@ -197,6 +203,31 @@ class CheckerServer(LanguageServer):
             pairs.setdefault(f.loc.path, []).append((f, conv.diagnostic(root, f, lines_of, codec)))
         diagnostics = {path: [d for _, d in items] for path, items in pairs.items()}
         return Result(snap, project, findings, diagnostics, pairs, lines_of)
+
+    def lines_read(self, project: Project, snap: Snapshot, path: str) -> list[str] | None:
+        """A file's lines as this check sees them (None: not a file of the tree), read again only when the
+        open document's text or the file on disk (its size, time and inode) changed since the last read."""
+        assert self.root is not None
+        if not self.is_file(project, snap, path):
+            return None
+        stamp: object = None
+        if path in snap.texts:
+            stamp = ("open", digest(snap.texts[path]))
+        else:
+            try:
+                st = os.stat(self.root / path)
+                stamp = ("disk", st.st_mtime_ns, st.st_size, st.st_ino)
+            except OSError:
+                stamp = None
+        kept = self.lines_kept.get(path)
+        if stamp is not None and kept is not None and kept[0] == stamp:
+            return kept[1]
+        with overlaid(snap.texts):
+            text, _ = read_text(self.root, path)
+        lines = conv.split_lines(text) if text is not None else None
+        if stamp is not None:
+            self.lines_kept[path] = (stamp, lines)
+        return lines
 
     @staticmethod
     def is_file(project: Project, snap: Snapshot, path: str) -> bool:
@@ -286,14 +317,10 @@ class CheckerServer(LanguageServer):
             severity=types.DiagnosticSeverity.Error,
             source=NAME,
         )
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(
-                uri=conv.uri_of(self.root, "pyproject.toml"),
-                diagnostics=[diag],
-                version=snap.versions.get("pyproject.toml"),
-            )
-        )
-        self.published.add("pyproject.toml")
+        version = snap.versions.get("pyproject.toml")
+        if self.published.get("pyproject.toml") != (version, [diag]):
+            self.send("pyproject.toml", [diag], version)
+        self.published["pyproject.toml"] = (version, [diag])
 
     def no_skill(self, result: Result) -> None:
         """A workspace with no skill says so once (a message), rather than showing nothing."""
@@ -314,20 +341,30 @@ class CheckerServer(LanguageServer):
         self.window_log_message(types.LogMessageParams(type=kind, message=f"{message}\n{detail}".rstrip()))
 
     def publish(self, result: Result) -> None:
-        """Diagnostics for every file with findings and every open document (empty lists too), and empty
-        ones where findings went away; a document closed since the last check gets its disk's."""
+        """Diagnostics for the files whose diagnostics changed since they were last published, an empty list
+        for a file that became clean, and the current list for an open document whose version moved (the
+        editor learns its new version is checked; a document closed since gets its disk's, version None).
+        Nothing for a file whose diagnostics stayed the same: an edit sends one message per file it changed."""
         self.last = result
+        now = {path: (result.snapshot.versions.get(path), diags) for path, diags in result.diagnostics.items()}
+        for path in result.snapshot.texts:
+            now.setdefault(path, (result.snapshot.versions.get(path), []))
+        for path in sorted(set(now) | set(self.published)):
+            version, diags = now.get(path, (None, []))
+            before = self.published.get(path)
+            if before is None and not diags and path not in result.snapshot.texts:
+                continue
+            if before == (version, diags):
+                continue
+            self.send(path, diags, version)
+        self.published = {path: entry for path, entry in now.items() if entry[1] or path in result.snapshot.texts}
+
+    def send(self, path: str, diagnostics: list[types.Diagnostic], version: int | None) -> None:
         assert self.root is not None
-        now = set(result.diagnostics) | set(result.snapshot.texts)
-        for path in sorted(now | self.published):
-            self.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(
-                    uri=conv.uri_of(self.root, path),
-                    diagnostics=result.diagnostics.get(path, []),
-                    version=result.snapshot.versions.get(path),
-                )
-            )
-        self.published = now
+        self.sent += 1
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=conv.uri_of(self.root, path), diagnostics=diagnostics, version=version)
+        )
 
     async def current(self) -> Result | None:
         """A result for the documents as they are now: the last one, or a fresh check when they changed."""
