@@ -438,10 +438,14 @@ class CheckerServer(LanguageServer):
         lines = conv.split_lines(self.workspace.get_text_document(params.text_document.uri).source)
         pos = self.codec().position_from_client_units(lines, params.position)
         items = complete(rel, lines, pos.line, pos.character, result.project, self.rules)
+        narrowed = False
         for item in items:
             if isinstance(item.text_edit, types.TextEdit):
+                typed = lines[pos.line][item.text_edit.range.start.character : pos.character]
+                narrowed = narrowed or bool(typed)  # a word was typed: the items match it
                 item.text_edit.range = self.codec().range_to_client_units(lines, item.text_edit.range)
-        return types.CompletionList(is_incomplete=False, items=items)
+        # narrowed to the word typed: the client asks again as it changes (a shorter word matches more)
+        return types.CompletionList(is_incomplete=narrowed, items=items)
 
 
 def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> CheckerServer:
