@@ -110,26 +110,50 @@ class CheckerServer(LanguageServer):
     # -- the session ----------------------------------------------------------------------------------
 
     def start(self, params: types.InitializeParams) -> None:
+        """The root: ``--root``, else the editor's workspace folder. An editor that names none (Neovim in a
+        folder without its ``root_markers``) gets the root of the first document it opens (``root_of``), never
+        the server's working folder, which ``uv run --directory`` makes the checker's checkout."""
+        self.rules = load_rules()
         root = self.fixed_root
         if root is None:
             uri = params.root_uri or (params.workspace_folders[0].uri if params.workspace_folders else None)
             fs = to_fs_path(uri) if uri else (params.root_path or None)
-            root = Path(fs) if fs else Path.cwd()
+            if not fs:
+                return  # found at the first didOpen
+            root = Path(fs)
+        self.set_root(root)
+
+    def set_root(self, root: Path) -> None:
         if not root.is_dir():
             raise SetupError(
                 f"{root}: the workspace root is not a folder: open a folder in the editor, or start "
                 "the server with --root DIR"
             )
         self.root = root.resolve()
-        self.rules = load_rules()
         self.cache = MemoParseCache(self.root)
+
+    def opened(self, uri: str) -> None:
+        """A document was opened: without a root yet, the tree it belongs to becomes the root."""
+        if self.root is None and uri.startswith("file:"):
+            path = to_fs_path(uri)
+            if path:
+                self.set_root(root_of(Path(path)))
+        self.schedule(0)
 
     async def watch_files(self) -> None:
         """Ask the editor to report files changed on disk (``git pull``, a generator), where it can register
         watchers dynamically: each report re-checks the tree (``workspace/didChangeWatchedFiles``)."""
         workspace = self.client_capabilities.workspace if self.client_capabilities else None
         watched = workspace.did_change_watched_files if workspace else None
-        if not (watched and watched.dynamic_registration):
+        if not (watched and watched.dynamic_registration):  # said once: edits still check, a pull does not
+            self.window_show_message(
+                types.ShowMessageParams(
+                    type=types.MessageType.Info,
+                    message=f"{NAME}: this editor does not let the server watch files (no dynamic registration of "
+                    "workspace/didChangeWatchedFiles), so files changed on disk are checked again only when a "
+                    "document is opened, edited or saved; tools/skills/LSP.md says what your editor needs",
+                )
+            )
             return
         watchers = [types.FileSystemWatcher(glob_pattern=g) for g in WATCHED]
         try:
@@ -286,6 +310,8 @@ class CheckerServer(LanguageServer):
     async def check_now(self) -> Result | None:
         """One check in the worker thread; a failure is told to the user and gives None. A pyproject.toml
         that does not parse, or whose [tool.skills-check] is wrong, is a diagnostic on that file instead."""
+        if self.root is None:  # no workspace folder and no document yet
+            return None
         snap = self.snapshot()
         try:
             result = await asyncio.get_running_loop().run_in_executor(self.worker, self.check, snap)
@@ -448,6 +474,21 @@ class CheckerServer(LanguageServer):
         return types.CompletionList(is_incomplete=narrowed, items=items)
 
 
+ROOT_MARKERS = ("pyproject.toml", ".git")
+
+
+def root_of(path: Path) -> Path:
+    """The tree a document belongs to: the nearest folder above it with ``pyproject.toml`` or ``.git``; else the
+    highest folder above it holding a ``SKILL.md`` (a lone skill folder, from any of its files); else its own
+    folder."""
+    folders = list(path.parents)
+    for folder in folders:
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+    skills = [folder for folder in folders if (folder / "SKILL.md").is_file()]
+    return skills[-1] if skills else path.parent
+
+
 def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> CheckerServer:
     server = CheckerServer(root, debounce)
 
@@ -462,7 +503,7 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:
-        server.schedule(0)
+        server.opened(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(params: types.DidChangeTextDocumentParams) -> None:
