@@ -4,7 +4,8 @@ the edited file and decodes nothing else.
 
 ``ParseCache.get`` decodes its JSON entry and validates its shape on every hit: right for a fresh ``check``
 process, which reads each file once, but most of a warm check's loading time in a server that loads the
-same tree at every keystroke. Here a hit for the same (kind, path, digest) returns a shallow copy of the
+same tree at every keystroke. An RST page whose text changed is parsed by sections (``rstchunks.py``): only
+the sections an edit touched are parsed again. Here a hit for the same (kind, path, digest) returns a shallow copy of the
 object decoded the first time, with its own ``problems`` list: the loader reassigns or extends a document's
 ``problems`` (read problems, ``literalinclude`` findings); nothing else of a parsed document is changed
 after parsing (rules only read the model), so the rest is shared between checks safely.
@@ -16,6 +17,7 @@ import copy
 from typing import Any
 
 from ..caches.parse import ParseCache, digest
+from .rstchunks import ChunkedRst
 
 
 def _fresh(value: Any) -> Any:
@@ -33,6 +35,7 @@ class MemoParseCache(ParseCache):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.memo: dict[tuple[str, str], tuple[str, Any]] = {}
+        self.rst = ChunkedRst()  # RST pages by section (rstchunks.py)
         self.parsed = 0  # values put (files parsed) since the start: what the tests read
 
     def get(self, kind: str, path: str, text: str, expect: Any = Any) -> Any | None:
@@ -40,13 +43,22 @@ class MemoParseCache(ParseCache):
             return None
         key, dig = (kind, path), digest(text)
         kept = self.memo.get(key)
-        if kept is not None and kept[0] == dig and key in self.entries:
+        if kept is not None and kept[0] == dig and (key in self.entries or kind == "rst"):
             self.used.add(key)
             return _fresh(kept[1])
         value = super().get(kind, path, text, expect)
+        if value is None and kind == "rst":  # an RST page the editor changed: its changed sections parsed again
+            value = self.rst.parse(path, text)
+            if value is not None:
+                self.used.add(key)  # (not written to the file: the next session parses the page whole once)
         if value is not None:
             self.memo[key] = (dig, _fresh(value))
         return value
+
+    def prepare(self, path: str, text: str) -> None:
+        """Parse an RST page by sections ahead of its first edit (a page the editor opened)."""
+        if self.enabled and path.endswith(".rst"):
+            self.rst.parse(path, text)
 
     def put(self, kind: str, path: str, text: str, value: Any) -> None:
         super().put(kind, path, text, value)
@@ -57,3 +69,4 @@ class MemoParseCache(ParseCache):
     def save(self) -> None:
         super().save()
         self.memo = {k: v for k, v in self.memo.items() if k in self.entries}
+        self.rst = ChunkedRst()

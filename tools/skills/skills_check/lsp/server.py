@@ -104,6 +104,7 @@ class CheckerServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skills-check")
         self.cache: MemoParseCache | None = None  # kept across checks (used by the worker only); saved at shutdown
         self.sent = 0  # publishDiagnostics notifications sent (what the benchmark counts)
+        self.preparing: list[str] = []  # RST pages opened, to parse by sections once the checks are done
         self.closing = False  # shutdown was asked: no more checks
         self.shown: str | None = None  # the error last shown to the user (not shown again while it lasts)
 
@@ -138,6 +139,9 @@ class CheckerServer(LanguageServer):
             path = to_fs_path(uri)
             if path:
                 self.set_root(root_of(Path(path)))
+        rel = conv.rel_path(self.root, uri) if self.root else None
+        if rel is not None and rel.endswith(".rst"):
+            self.preparing.append(uri)
         self.schedule(0)
 
     async def watch_files(self) -> None:
@@ -302,6 +306,8 @@ class CheckerServer(LanguageServer):
             for future in waiting:
                 if not future.done():
                     future.set_result(result)
+            if not self.waiting:
+                await self.prepare()
         for future in self.waiting:  # shutting down
             if not future.done():
                 future.set_result(None)
@@ -333,6 +339,15 @@ class CheckerServer(LanguageServer):
         if result.project.skills:
             self.shown = None
         return result
+
+    async def prepare(self) -> None:
+        """Parse the RST pages opened since by sections (the worker is idle), so their first edit is quick."""
+        while self.preparing and not self.waiting and not self.closing and self.cache is not None:
+            uri = self.preparing.pop(0)
+            doc = self.workspace.text_documents.get(uri)
+            rel = conv.rel_path(self.root, uri) if self.root else None
+            if doc is not None and rel is not None:
+                await asyncio.get_running_loop().run_in_executor(self.worker, self.cache.prepare, rel, doc.source)
 
     def publish_config_error(self, line: int, message: str, snap: Snapshot) -> None:
         """The configuration error as the one diagnostic of pyproject.toml (cleared by the next good check)."""
