@@ -78,7 +78,7 @@ class Session:
     def cpu(self) -> float:
         """The server process's CPU time so far (user + system, seconds; Linux /proc): under a shared machine's
         load, wall time stretches while this does not much."""
-        pid = self.client._server.pid if self.client._server else None  # noqa: SLF001  # (pygls keeps the process)
+        pid = self.client._server.pid if self.client._server else None  # (pygls keeps the process)
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
@@ -272,7 +272,9 @@ def main() -> int:
         env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
         firsts = [asyncio.run(first_diagnostics(REPO, env)) for _ in range(args.starts + 1)][1:]  # 1st fills caches
-        print(line("first diagnostics on opening this repository (process start -> SKILL.md)", firsts, TARGETS["first"]))
+        print(
+            line("first diagnostics on opening this repository (process start -> SKILL.md)", firsts, TARGETS["first"])
+        )
         for rel, times in asyncio.run(edits(REPO, FILES, args.repeat, env)).items():
             if rel.startswith("cpu:"):
                 print(f"  the server's CPU time per edit there: median {statistics.median(times) * 1000:.0f} ms")
@@ -287,8 +289,16 @@ def main() -> int:
         copy = Path(tmp) / "copy"
         shutil.copytree(big, copy, symlinks=True)
         runs = asyncio.run(edits(big, ((BIG_FILE, "markdown"),), args.repeat, env))
-        print(line(f"one-character edit -> diagnostics, {BIG_SKILLS}-skill tree, {BIG_FILE}", runs[BIG_FILE], TARGETS["big"]))
-        print(f"  the server's CPU time per edit there: median {statistics.median(runs['cpu:' + BIG_FILE]) * 1000:.0f} ms")
+        print(
+            line(
+                f"one-character edit -> diagnostics, {BIG_SKILLS}-skill tree, {BIG_FILE}",
+                runs[BIG_FILE],
+                TARGETS["big"],
+            )
+        )
+        print(
+            f"  the server's CPU time per edit there: median {statistics.median(runs['cpu:' + BIG_FILE]) * 1000:.0f} ms"
+        )
         sent, changed, with_findings = asyncio.run(messages_of_one_edit(big, copy, env))
         print(
             f"one edit on the {BIG_SKILLS}-skill tree ({with_findings} files with findings): {sent} publishDiagnostics "

@@ -240,13 +240,12 @@ async def test_the_diagnostics_are_check_s_findings(client: LanguageClient, tree
     assert {f["code"] for f in findings} == {"DR301", "DR204"}
     ref, mgpu = Editor(client, tree, REF, "markdown"), Editor(client, tree, MGPU, "restructuredtext")
     since = len(client.published)  # type: ignore[attr-defined]
-    async with ref.opened(texts[REF]):
-        async with mgpu.opened(texts[MGPU]):  # this check sees both documents' text; ref's did not change
-            got = []
-            for ed in (ref, mgpu):
-                for d in (await published(client, ed.uri, 1, since)).diagnostics:
-                    got.append((ed.rel, d.range.start.line + 1, d.range.start.character + 1, d.code, d.message))
-            assert sorted(got) == expected
+    async with ref.opened(texts[REF]), mgpu.opened(texts[MGPU]):  # this check sees both documents' text
+        got = []
+        for ed in (ref, mgpu):
+            for d in (await published(client, ed.uri, 1, since)).diagnostics:
+                got.append((ed.rel, d.range.start.line + 1, d.range.start.character + 1, d.code, d.message))
+        assert sorted(got) == expected
 
 
 @ASYNC

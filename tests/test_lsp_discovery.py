@@ -154,7 +154,9 @@ async def _open_and_complete(lsp: LanguageClient, root: Path) -> None:
     skill = root / "SKILL.md"
     text = skill.read_text(encoding="utf-8")
     lsp.text_document_did_open(
-        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=skill.as_uri(), language_id="markdown", version=1, text=text))
+        types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=skill.as_uri(), language_id="markdown", version=1, text=text)
+        )
     )
     first = await _wait(lsp, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, lambda p: p.uri == skill.as_uri())
     assert {d.code for d in first.diagnostics} >= {"SK102", "SK116"}

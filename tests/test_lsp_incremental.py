@@ -46,7 +46,9 @@ def _with_findings(root: Path, n: int) -> list[str]:
 async def _settled(client: LanguageClient, uri: str) -> None:
     """Every notification sent before now has arrived (a request's answer comes after them on stdio)."""
     async with asyncio.timeout(DEADLINE_S):
-        await client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(0, 0)))
+        await client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(0, 0))
+        )
 
 
 @ASYNC

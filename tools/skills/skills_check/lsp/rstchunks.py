@@ -107,7 +107,7 @@ class ChunkedRst:
 
     def parse(self, path: str, text: str) -> RstDoc | None:
         """The page's RstDoc from its chunks, or None: parse it whole."""
-        from ..parsers.rst import parse_rst
+        from ..parsers.rst import parse_rst  # heavy (docutils): imported only when a page is parsed
 
         shape = cut(text)
         if shape is None:
