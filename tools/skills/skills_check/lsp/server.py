@@ -513,8 +513,10 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
 
     @server.feature(types.INITIALIZED)
     async def initialized(params: types.InitializedParams) -> None:
+        server.schedule(
+            0
+        )  # (a didOpen sent with `initialized` joins this first check rather than waiting for a second)
         await server.watch_files()
-        await server.request()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:
