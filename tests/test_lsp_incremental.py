@@ -171,3 +171,25 @@ def test_an_edited_rst_page_is_parsed_again_by_its_changed_sections_only() -> No
     before = chunks.parses
     assert chunks.parse(PAGE.name, "\n".join(lines)) == parse_rst(PAGE.name, "\n".join(lines))
     assert chunks.parses - before <= 2 < whole
+
+
+# -- configuration errors: a diagnostic on pyproject.toml, not a popup per keystroke ------------------------------
+
+
+@ASYNC
+async def test_an_unknown_profile_is_a_diagnostic_on_pyproject_toml_never_a_popup(
+    fresh: LanguageClient, tmp_path: Path
+) -> None:
+    root = make_tree(tmp_path / "repo")
+    await _initialize(fresh, root)
+    pyproject = Editor(fresh, root, "pyproject.toml", "toml")
+    original = pyproject.text
+    profiles = next(line for line in original.splitlines() if line.startswith("profiles ="))
+    at = original.splitlines().index(profiles)
+    typed = [original.replace(profiles, f'profiles = ["{typo}"]') for typo in ("spe", "spek", "spekk")]
+    for k, text in enumerate(typed):  # keystrokes, each leaving an unknown profile
+        (d,) = await (pyproject.change(text) if k else pyproject.open(text))
+        assert d.range.start.line == at and d.severity == types.DiagnosticSeverity.Error
+        assert "unknown profile(s) spe" in d.message and "[tool.skills-check] profiles" in d.message
+    assert [m for m in fresh.messages if m.type == types.MessageType.Error] == []  # no popup, at any keystroke
+    assert await pyproject.change(original) == []  # fixed: cleared
