@@ -1,9 +1,11 @@
 """``cli.py lsp``: the checker as a Language Server Protocol server on stdio (pygls).
 
 One code path with ``check``: every check is ``load_project`` (with the editor's unsaved buffers as an
-overlay over the disk, under the same guards and through the parse cache) then ``run_rules``. Its
-findings are published for every file of the tree that has some, so drift caused by an edit in one file
-shows in the file that drifted, with a related location at the truth. Code actions carry the text edits
+overlay over the disk, under the same guards and through the parse cache, kept decoded in memory: an edit
+parses the edited file, an RST page by its changed sections) then ``run_rules``. Its findings go to every
+file of the tree that has some, so drift caused by an edit in one file shows in the file that drifted,
+with a related location at the truth; after a check, only the files whose diagnostics changed are sent
+(and the open document whose version moved). Code actions carry the text edits
 ``check --fix`` applies; hover gives a finding's ``explain`` text, or the rules a frontmatter key answers to;
 completion offers frontmatter keys and values, rule codes in suppressions and tools' flags (lsp_complete.py).
 
