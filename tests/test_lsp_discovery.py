@@ -5,6 +5,7 @@ change on disk (``git pull``) changes the findings, re-checking when the editor 
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 from pathlib import Path
 
@@ -112,3 +113,82 @@ async def test_a_workspace_without_skills_says_so(lsp: LanguageClient, tmp_path:
     await _start(lsp, root)
     shown = await _wait(lsp, types.WINDOW_SHOW_MESSAGE)
     assert "no skill found" in shown.message and shown.type == types.MessageType.Warning
+
+
+# -- the documented set-up, in a lone skill folder -------------------------------------------------------------
+
+LSP_MD = REPO / "tools" / "skills" / "LSP.md"
+UV = shutil.which("uv")
+
+
+def _documented_command() -> list[str]:
+    """The Neovim ``cmd`` of LSP.md, word for word, with the checkout being this one."""
+    text = LSP_MD.read_text(encoding="utf-8")
+    block = text[text.index("cmd = {") : text.index("}", text.index("cmd = {"))]
+    words = re.findall(r'"([^"]*)"', block)
+    assert words[:2] == ["uv", "run"] and "--directory" in words and "lsp" in words, words
+    return [UV or "uv", *(str(REPO) if w == "/path/to/mgpu-lab" else w for w in words[1:])]
+
+
+DOCUMENTED = ClientServerConfig(server_command=_documented_command(), client_factory=_client)
+
+
+@pytest_lsp.fixture(config=DOCUMENTED)
+async def documented(lsp_client: LanguageClient):
+    yield lsp_client
+    await lsp_client.shutdown_session()
+
+
+def _lone(tmp_path: Path) -> Path:
+    """A lone skill folder (no .git, no pyproject.toml above it) whose SKILL.md has two findings."""
+    root = tmp_path / "my-skill"
+    shutil.copytree(LAYOUTS / "single", root)
+    skill = root / "SKILL.md"
+    skill.write_text(skill.read_text(encoding="utf-8").replace("name: single", "name: Single_Skill"), encoding="utf-8")
+    assert not [p for p in root.parents if (p / ".git").exists() or (p / "pyproject.toml").exists()]
+    return root
+
+
+async def _open_and_complete(lsp: LanguageClient, root: Path) -> None:
+    """Open the lone folder's SKILL.md: its findings come; ``name: `` completes to the folder's name."""
+    skill = root / "SKILL.md"
+    text = skill.read_text(encoding="utf-8")
+    lsp.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=skill.as_uri(), language_id="markdown", version=1, text=text)
+        )
+    )
+    first = await _wait(lsp, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, lambda p: p.uri == skill.as_uri())
+    assert {d.code for d in first.diagnostics} >= {"SK102", "SK116"}
+    got = await lsp.text_document_completion_async(
+        types.CompletionParams(types.TextDocumentIdentifier(skill.as_uri()), types.Position(1, 6))
+    )
+    assert text.split("\n")[1][:6] == "name: "
+    assert [item.label for item in got.items] == ["my-skill"]  # the root's own name, never an empty label
+
+
+@pytest.mark.skipif(UV is None, reason="uv is not on PATH (the documented command runs through it)")
+@ASYNC
+async def test_the_documented_command_checks_a_lone_skill_folder_opened_as_the_workspace(
+    documented: LanguageClient, tmp_path: Path
+) -> None:
+    root = _lone(tmp_path)
+    await documented.initialize_session(types.InitializeParams(capabilities=WATCHING, root_uri=root.as_uri()))
+    await _open_and_complete(documented, root)
+
+
+@pytest.mark.skipif(UV is None, reason="uv is not on PATH (the documented command runs through it)")
+@ASYNC
+async def test_the_documented_command_finds_a_lone_skill_folder_from_its_first_document(
+    documented: LanguageClient, tmp_path: Path
+) -> None:
+    """Neovim in a folder with none of its root_markers names no workspace: the server takes the tree of the
+    first document opened (not its own working folder, the checkout ``--directory`` names), and says once
+    that this client cannot watch files."""
+    root = _lone(tmp_path)
+    await documented.initialize_session(types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=None))
+    told = await _wait(documented, types.WINDOW_SHOW_MESSAGE)
+    assert "does not let the server watch files" in told.message and "LSP.md" in told.message
+    await _open_and_complete(documented, root)
+    shown = [p for m, p in documented.seen if m == types.WINDOW_SHOW_MESSAGE]  # type: ignore[attr-defined]
+    assert len(shown) == 1  # told once

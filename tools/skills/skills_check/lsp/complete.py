@@ -251,12 +251,50 @@ def flag_items(lines: Sequence[str], line: int, prefix: str, project: Project) -
     return items
 
 
+def narrowed(items: list[types.CompletionItem], typed: str) -> list[types.CompletionItem]:
+    """The items that match what was typed, best first: those whose label starts with it (case
+    sensitively, then not), then those that hold it; within each, the order the items came in (a tool's own
+    flags before the flags it forwards, keys in the order they are documented). Each item gets the
+    ``sortText`` of its rank and its label as ``filterText``, so a client keeps this order as it filters
+    further; an item without a label is never offered."""
+    typed_lower = typed.lower()
+
+    def grade(label: str) -> int | None:
+        if label.startswith(typed):
+            return 0
+        if label.lower().startswith(typed_lower):
+            return 1
+        if typed_lower and typed_lower.lstrip("-") and typed_lower.lstrip("-") in label.lower():
+            return 2
+        return None
+
+    graded = [(g, i, item) for i, item in enumerate(items) if item.label and (g := grade(item.label)) is not None]
+    graded.sort(key=lambda x: (x[0], x[2].sort_text or "", x[1]))
+    out = []
+    for n, (_, _, item) in enumerate(graded):
+        item.sort_text = f"{n:04d}"
+        item.filter_text = item.label
+        out.append(item)
+    return out
+
+
 def complete(
     rel: str, lines: Sequence[str], line: int, char: int, project: Project, rules: list[Rule]
 ) -> list[types.CompletionItem]:
-    """What may be typed at (``line``, ``char``) of the document ``rel``."""
+    """What may be typed at (``line``, ``char``) of the document ``rel``, narrowed to what the word at the
+    cursor starts (``narrowed``)."""
     if line >= len(lines):
         return []
+    items = _candidates(rel, lines, line, char, project, rules)
+    if not items or not isinstance(items[0].text_edit, types.TextEdit):
+        return items
+    typed = lines[line][items[0].text_edit.range.start.character : char]
+    return narrowed(items, typed)
+
+
+def _candidates(
+    rel: str, lines: Sequence[str], line: int, char: int, project: Project, rules: list[Rule]
+) -> list[types.CompletionItem]:
     prefix = lines[line][:char]
     hit = suppression_items(prefix, line, rules)
     if hit is not None:
@@ -270,7 +308,7 @@ def complete(
             lines[1:end],
             line,
             prefix,
-            posixpath.basename(skill.dir),
+            posixpath.basename(skill.dir) or project.root.name,  # a lone skill folder: the root's own name
             rules,
             KNOWN_KEYS,
             {"audience": AUDIENCES, "status": STATUSES},

@@ -1,9 +1,11 @@
 """``cli.py lsp``: the checker as a Language Server Protocol server on stdio (pygls).
 
 One code path with ``check``: every check is ``load_project`` (with the editor's unsaved buffers as an
-overlay over the disk, under the same guards and through the parse cache) then ``run_rules``. Its
-findings are published for every file of the tree that has some, so drift caused by an edit in one file
-shows in the file that drifted, with a related location at the truth. Code actions carry the text edits
+overlay over the disk, under the same guards and through the parse cache, kept decoded in memory: an edit
+parses the edited file, an RST page by its changed sections) then ``run_rules``. Its findings go to every
+file of the tree that has some, so drift caused by an edit in one file shows in the file that drifted,
+with a related location at the truth; after a check, only the files whose diagnostics changed are sent
+(and the open document whose version moved). Code actions carry the text edits
 ``check --fix`` applies; hover gives a finding's ``explain`` text, or the rules a frontmatter key answers to;
 completion offers frontmatter keys and values, rule codes in suppressions and tools' flags (lsp_complete.py).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import traceback
 from collections.abc import Callable
@@ -32,7 +35,7 @@ from pygls.workspace import PositionCodec
 
 from ..adoption.suppress import ConfigError, per_file_ignores
 from ..adoption.suppress import apply as apply_suppressions
-from ..caches.parse import ParseCache
+from ..caches.parse import digest
 from ..inputs import overlaid, read_text
 from ..loader import SetupError, load_project
 from ..model import Finding, Project
@@ -40,6 +43,7 @@ from ..rules.registry import Rule
 from ..runner import ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, run_rules
 from . import convert as conv
 from .complete import complete
+from .memo import MemoParseCache
 
 NAME = "skills-check"
 VERSION = "0.1.0"
@@ -91,39 +95,71 @@ class CheckerServer(LanguageServer):
         self.debounce = debounce
         self.rules: list[Rule] = []
         self.last: Result | None = None
-        self.published: set[str] = set()
+        # what each file's last publishDiagnostics said: (the document version, its diagnostics); a file is
+        # published again only when that changes (a file that became clean gets one empty list, then none)
+        self.published: dict[str, tuple[int | None, list[types.Diagnostic]]] = {}
+        self.lines_kept: dict[str, tuple[object, list[str] | None]] = {}  # a file's lines by what they were read from
         self.waiting: list[asyncio.Future[Result | None]] = []  # asked for the next check
         self.runner: asyncio.Task[None] | None = None  # the task running checks while some are asked for
         self.timer: asyncio.TimerHandle | None = None
         self.last_edit = float("-inf")  # event-loop time of the last didChange
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skills-check")
-        self.cache: ParseCache | None = None  # kept across checks (used by the worker only); saved at shutdown
+        self.cache: MemoParseCache | None = None  # kept across checks (used by the worker only); saved at shutdown
+        self.sent = 0  # publishDiagnostics notifications sent (what the benchmark counts)
+        self.preparing: list[str] = []  # RST pages opened, to parse by sections once the checks are done
         self.closing = False  # shutdown was asked: no more checks
         self.shown: str | None = None  # the error last shown to the user (not shown again while it lasts)
 
     # -- the session ----------------------------------------------------------------------------------
 
     def start(self, params: types.InitializeParams) -> None:
+        """The root: ``--root``, else the editor's workspace folder. An editor that names none (Neovim in a
+        folder without its ``root_markers``) gets the root of the first document it opens (``root_of``), never
+        the server's working folder, which ``uv run --directory`` makes the checker's checkout."""
+        self.rules = load_rules()
         root = self.fixed_root
         if root is None:
             uri = params.root_uri or (params.workspace_folders[0].uri if params.workspace_folders else None)
             fs = to_fs_path(uri) if uri else (params.root_path or None)
-            root = Path(fs) if fs else Path.cwd()
+            if not fs:
+                return  # found at the first didOpen
+            root = Path(fs)
+        self.set_root(root)
+
+    def set_root(self, root: Path) -> None:
         if not root.is_dir():
             raise SetupError(
                 f"{root}: the workspace root is not a folder: open a folder in the editor, or start "
                 "the server with --root DIR"
             )
         self.root = root.resolve()
-        self.rules = load_rules()
-        self.cache = ParseCache(self.root)
+        self.cache = MemoParseCache(self.root)
+
+    def opened(self, uri: str) -> None:
+        """A document was opened: without a root yet, the tree it belongs to becomes the root."""
+        if self.root is None and uri.startswith("file:"):
+            path = to_fs_path(uri)
+            if path:
+                self.set_root(root_of(Path(path)))
+        rel = conv.rel_path(self.root, uri) if self.root else None
+        if rel is not None and rel.endswith(".rst"):
+            self.preparing.append(uri)
+        self.schedule(0)
 
     async def watch_files(self) -> None:
         """Ask the editor to report files changed on disk (``git pull``, a generator), where it can register
         watchers dynamically: each report re-checks the tree (``workspace/didChangeWatchedFiles``)."""
         workspace = self.client_capabilities.workspace if self.client_capabilities else None
         watched = workspace.did_change_watched_files if workspace else None
-        if not (watched and watched.dynamic_registration):
+        if not (watched and watched.dynamic_registration):  # said once: edits still check, a pull does not
+            self.window_show_message(
+                types.ShowMessageParams(
+                    type=types.MessageType.Info,
+                    message=f"{NAME}: this editor does not let the server watch files (no dynamic registration of "
+                    "workspace/didChangeWatchedFiles), so files changed on disk are checked again only when a "
+                    "document is opened, edited or saved; tools/skills/LSP.md says what your editor needs",
+                )
+            )
             return
         watchers = [types.FileSystemWatcher(glob_pattern=g) for g in WATCHED]
         try:
@@ -162,8 +198,10 @@ class CheckerServer(LanguageServer):
         ``check``."""
         try:
             return in_profiles(self.rules, chosen_profiles(None, project.config.get("profiles")))
-        except ProfileError as exc:
-            raise SetupError(f"{exc} ([tool.skills-check] profiles)") from exc
+        except ProfileError as exc:  # a diagnostic at the setting (config_error_at), never a popup
+            message = str(exc).removeprefix("pyproject.toml: ")
+            line = project.config.get("_lines", {}).get("profiles", 1)
+            raise SetupError(f"pyproject.toml:{line}: {message} ([tool.skills-check] profiles)") from exc
 
     def suppressed(self, project: Project, findings: list[Finding]) -> list[Finding]:
         """The suppression stage, as in ``check``: per-file ignores and inline suppressions applied."""
@@ -187,9 +225,7 @@ class CheckerServer(LanguageServer):
 
         def lines_of(path: str) -> list[str] | None:
             if path not in cache:
-                with overlaid(snap.texts):
-                    text, _ = read_text(root, path) if self.is_file(project, snap, path) else (None, [])
-                cache[path] = conv.split_lines(text) if text is not None else None
+                cache[path] = self.lines_read(project, snap, path)
             return cache[path]
 
         pairs: dict[str, list[tuple[Finding, types.Diagnostic]]] = {}
@@ -197,6 +233,31 @@ class CheckerServer(LanguageServer):
             pairs.setdefault(f.loc.path, []).append((f, conv.diagnostic(root, f, lines_of, codec)))
         diagnostics = {path: [d for _, d in items] for path, items in pairs.items()}
         return Result(snap, project, findings, diagnostics, pairs, lines_of)
+
+    def lines_read(self, project: Project, snap: Snapshot, path: str) -> list[str] | None:
+        """A file's lines as this check sees them (None: not a file of the tree), read again only when the
+        open document's text or the file on disk (its size, time and inode) changed since the last read."""
+        assert self.root is not None
+        if not self.is_file(project, snap, path):
+            return None
+        stamp: object = None
+        if path in snap.texts:
+            stamp = ("open", digest(snap.texts[path]))
+        else:
+            try:
+                st = os.stat(self.root / path)
+                stamp = ("disk", st.st_mtime_ns, st.st_size, st.st_ino)
+            except OSError:
+                stamp = None
+        kept = self.lines_kept.get(path)
+        if stamp is not None and kept is not None and kept[0] == stamp:
+            return kept[1]
+        with overlaid(snap.texts):
+            text, _ = read_text(self.root, path)
+        lines = conv.split_lines(text) if text is not None else None
+        if stamp is not None:
+            self.lines_kept[path] = (stamp, lines)
+        return lines
 
     @staticmethod
     def is_file(project: Project, snap: Snapshot, path: str) -> bool:
@@ -247,6 +308,8 @@ class CheckerServer(LanguageServer):
             for future in waiting:
                 if not future.done():
                     future.set_result(result)
+            if not self.waiting:
+                await self.prepare()
         for future in self.waiting:  # shutting down
             if not future.done():
                 future.set_result(None)
@@ -255,6 +318,8 @@ class CheckerServer(LanguageServer):
     async def check_now(self) -> Result | None:
         """One check in the worker thread; a failure is told to the user and gives None. A pyproject.toml
         that does not parse, or whose [tool.skills-check] is wrong, is a diagnostic on that file instead."""
+        if self.root is None:  # no workspace folder and no document yet
+            return None
         snap = self.snapshot()
         try:
             result = await asyncio.get_running_loop().run_in_executor(self.worker, self.check, snap)
@@ -277,6 +342,15 @@ class CheckerServer(LanguageServer):
             self.shown = None
         return result
 
+    async def prepare(self) -> None:
+        """Parse the RST pages opened since by sections (the worker is idle), so their first edit is quick."""
+        while self.preparing and not self.waiting and not self.closing and self.cache is not None:
+            uri = self.preparing.pop(0)
+            doc = self.workspace.text_documents.get(uri)
+            rel = conv.rel_path(self.root, uri) if self.root else None
+            if doc is not None and rel is not None:
+                await asyncio.get_running_loop().run_in_executor(self.worker, self.cache.prepare, rel, doc.source)
+
     def publish_config_error(self, line: int, message: str, snap: Snapshot) -> None:
         """The configuration error as the one diagnostic of pyproject.toml (cleared by the next good check)."""
         assert self.root is not None
@@ -286,14 +360,10 @@ class CheckerServer(LanguageServer):
             severity=types.DiagnosticSeverity.Error,
             source=NAME,
         )
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(
-                uri=conv.uri_of(self.root, "pyproject.toml"),
-                diagnostics=[diag],
-                version=snap.versions.get("pyproject.toml"),
-            )
-        )
-        self.published.add("pyproject.toml")
+        version = snap.versions.get("pyproject.toml")
+        if self.published.get("pyproject.toml") != (version, [diag]):
+            self.send("pyproject.toml", [diag], version)
+        self.published["pyproject.toml"] = (version, [diag])
 
     def no_skill(self, result: Result) -> None:
         """A workspace with no skill says so once (a message), rather than showing nothing."""
@@ -314,20 +384,30 @@ class CheckerServer(LanguageServer):
         self.window_log_message(types.LogMessageParams(type=kind, message=f"{message}\n{detail}".rstrip()))
 
     def publish(self, result: Result) -> None:
-        """Diagnostics for every file with findings and every open document (empty lists too), and empty
-        ones where findings went away; a document closed since the last check gets its disk's."""
+        """Diagnostics for the files whose diagnostics changed since they were last published, an empty list
+        for a file that became clean, and the current list for an open document whose version moved (the
+        editor learns its new version is checked; a document closed since gets its disk's, version None).
+        Nothing for a file whose diagnostics stayed the same: an edit sends one message per file it changed."""
         self.last = result
+        now = {path: (result.snapshot.versions.get(path), diags) for path, diags in result.diagnostics.items()}
+        for path in result.snapshot.texts:
+            now.setdefault(path, (result.snapshot.versions.get(path), []))
+        for path in sorted(set(now) | set(self.published)):
+            version, diags = now.get(path, (None, []))
+            before = self.published.get(path)
+            if before is None and not diags and path not in result.snapshot.texts:
+                continue
+            if before == (version, diags):
+                continue
+            self.send(path, diags, version)
+        self.published = {path: entry for path, entry in now.items() if entry[1] or path in result.snapshot.texts}
+
+    def send(self, path: str, diagnostics: list[types.Diagnostic], version: int | None) -> None:
         assert self.root is not None
-        now = set(result.diagnostics) | set(result.snapshot.texts)
-        for path in sorted(now | self.published):
-            self.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(
-                    uri=conv.uri_of(self.root, path),
-                    diagnostics=result.diagnostics.get(path, []),
-                    version=result.snapshot.versions.get(path),
-                )
-            )
-        self.published = now
+        self.sent += 1
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=conv.uri_of(self.root, path), diagnostics=diagnostics, version=version)
+        )
 
     async def current(self) -> Result | None:
         """A result for the documents as they are now: the last one, or a fresh check when they changed."""
@@ -401,10 +481,29 @@ class CheckerServer(LanguageServer):
         lines = conv.split_lines(self.workspace.get_text_document(params.text_document.uri).source)
         pos = self.codec().position_from_client_units(lines, params.position)
         items = complete(rel, lines, pos.line, pos.character, result.project, self.rules)
+        narrowed = False
         for item in items:
             if isinstance(item.text_edit, types.TextEdit):
+                typed = lines[pos.line][item.text_edit.range.start.character : pos.character]
+                narrowed = narrowed or bool(typed)  # a word was typed: the items match it
                 item.text_edit.range = self.codec().range_to_client_units(lines, item.text_edit.range)
-        return types.CompletionList(is_incomplete=False, items=items)
+        # narrowed to the word typed: the client asks again as it changes (a shorter word matches more)
+        return types.CompletionList(is_incomplete=narrowed, items=items)
+
+
+ROOT_MARKERS = ("pyproject.toml", ".git")
+
+
+def root_of(path: Path) -> Path:
+    """The tree a document belongs to: the nearest folder above it with ``pyproject.toml`` or ``.git``; else the
+    highest folder above it holding a ``SKILL.md`` (a lone skill folder, from any of its files); else its own
+    folder."""
+    folders = list(path.parents)
+    for folder in folders:
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+    skills = [folder for folder in folders if (folder / "SKILL.md").is_file()]
+    return skills[-1] if skills else path.parent
 
 
 def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> CheckerServer:
@@ -416,12 +515,14 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
 
     @server.feature(types.INITIALIZED)
     async def initialized(params: types.InitializedParams) -> None:
+        server.schedule(
+            0
+        )  # (a didOpen sent with `initialized` joins this first check rather than waiting for a second)
         await server.watch_files()
-        await server.request()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:
-        server.schedule(0)
+        server.opened(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(params: types.DidChangeTextDocumentParams) -> None:
