@@ -365,9 +365,13 @@ def _scope(
     """The profiles to run: --profile, else the tree's configured ones, else the defaults (every profile when
     codes are named by hand). Raises SetupError."""
     from .loader import SetupError, load_config
+    from .loader.config import unknown_name
     from .runner import Codes, ProfileError, chosen_profiles, in_profiles, load_rules, profile_names
 
     given = _split(args.profile) if args.profile is not None else None
+    for name in given or ():
+        if name not in profile_names():
+            raise SetupError(f"--profile: {unknown_name('profile', name, profile_names())}")
     configured = load_config(root.resolve(), overrides).get("profiles") if given is None and root.is_dir() else None
     try:
         if select and given is None and configured is None:  # codes named by hand run, whatever their profile
