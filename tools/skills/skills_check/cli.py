@@ -466,7 +466,7 @@ def _report(args: argparse.Namespace, scope: _Scope, outcome: _Outcome, results:
     if scope.why == "the defaults":  # the rule-set line says drift found no parser; no note per absent default
         drift_notes = [n for n in drift_notes if not n.startswith(("no launcher at", "no trainer at"))]
     summary.notes = project.notes + drift_notes + summary.notes + [n for n in (outcome.hidden.note(),) if n]
-    out = render(args.format, outcome.findings, summary, scope.rules)
+    out = render(args.format, outcome.findings, summary, scope.rules, *_sarif_extras(args, project, outcome.findings))
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""
     rc = exit_code(outcome.findings, args.strict)
     _REPORTED.append(True)
@@ -475,6 +475,19 @@ def _report(args: argparse.Namespace, scope: _Scope, outcome: _Outcome, results:
     if results is not None:
         results.store(project, out, err, rc)
     return rc
+
+
+def _sarif_extras(args: argparse.Namespace, project: Any, findings: list[Any]) -> tuple[Any, Any]:
+    """For ``--format sarif``: each finding's fingerprint (the baseline's, stable when lines move) and each
+    rule code's section anchor in RULES.md; (None, None) for the other formats."""
+    if args.format != "sarif":
+        return None, None
+    from . import rules_md
+    from .adoption.baseline import fingerprint, line_source
+    from .output.sarif import fingerprints
+
+    line_of = line_source(project)
+    return fingerprints(findings, lambda f: fingerprint(f, line_of)), rules_md.anchors()
 
 
 def _route(args: argparse.Namespace) -> int:

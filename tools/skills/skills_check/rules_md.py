@@ -6,6 +6,7 @@ Edit the rules' docstrings, profiles and citations, never RULES.md by hand.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -116,6 +117,27 @@ def render() -> str:
                 rule_text = f"({', '.join(marks)}) {rule_text}"
             out.append(f"| {r.code} | {r.name} | `{r.profile}` | {rule_text} | {_one_line(r.cites)} |")
     return "\n".join(out) + "\n"
+
+
+_CODE = re.compile(r"^[A-Z]{2}\d{3}$")
+
+
+def anchors(text: str | None = None) -> dict[str, str]:
+    """Each rule code -> the anchor of the RULES.md section whose table holds it (GitHub's heading anchors,
+    as the markdown parser makes them): what SARIF's ``helpUri`` links to."""
+    from .parsers.markdown import parse_markdown
+
+    doc = parse_markdown("RULES.md", render() if text is None else text)
+    out: dict[str, str] = {}
+    for table in doc.tables:
+        above = [h for h in doc.headings if h.line < table.line]
+        if not above:
+            continue
+        for row in table.rows:
+            code = row[0].text.strip() if row else ""
+            if _CODE.match(code):
+                out.setdefault(code, above[-1].anchor)
+    return out
 
 
 def write() -> bool:
