@@ -3,7 +3,7 @@
 
     uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github|sarif]
         [--select CODES] [--ignore CODES] [--fix] [--strict] [--no-cache] [--explain CODE]
-        [--baseline FILE] [--write-baseline FILE]
+        [--baseline FILE] [--write-baseline FILE] [--add-suppressions]
     uv run --no-project python tools/skills/cli.py explain [CODE]
     uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
 
@@ -107,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --fix: apply only the fixes marked safe to apply unattended (they copy a source "
                             "of truth and drop nothing a person wrote)")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    check.add_argument("--add-suppressions", action="store_true",
+                       help="write a suppression with a reason to fill in (TODO) for each finding, then check again: "
+                            "a comment above it in Markdown, RST and YAML frontmatter, a [tool.skills-check."
+                            "per-file-ignores] entry in pyproject.toml for JSON and other files (see RULES.md, SU0xx); "
+                            "--fix later removes the ones that no longer hide anything")
     check.add_argument("--baseline", metavar="FILE", default=None,
                        help="leave out the findings recorded in FILE (see --write-baseline) and say how many matched "
                             "and how many of its entries are gone")
@@ -272,6 +277,11 @@ def _check_report(args: argparse.Namespace) -> int:
     if not args.root.strip():
         print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
         return 2
+    clash = [f for f, on in (("--fix", args.fix), ("--baseline", args.baseline), ("--write-baseline",
+             args.write_baseline)) if on] if args.add_suppressions else []  # fmt: skip
+    if clash:
+        print(f"error: --add-suppressions and {clash[0]}: run one, then the other (see --help)", file=sys.stderr)
+        return 2
     overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
     root = Path(args.root)
     if _refused(root):
@@ -282,7 +292,8 @@ def _check_report(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not args.fix and not args.no_cache and root.is_dir() and read is None and write_to is None:
+    writes = args.fix or args.add_suppressions
+    if not writes and not args.no_cache and root.is_dir() and read is None and write_to is None:
         from .caches.results import ResultCache  # a warm check: replay the last report when nothing changed
 
         results = ResultCache(
@@ -344,8 +355,9 @@ def _refused(root: Path) -> bool:
 
 
 def _fix_guard(args: argparse.Namespace, root: Path) -> tuple[Any, tuple[type[Exception], ...]]:
-    """With --fix: this tree's fix lock (a context manager) and the error it raises; else a no-op and none."""
-    if not args.fix:
+    """With --fix or --add-suppressions: this tree's fix lock (a context manager) and the error it raises; else a
+    no-op and none."""
+    if not (args.fix or args.add_suppressions):
         import contextlib
 
         return contextlib.nullcontext(), ()
@@ -430,7 +442,41 @@ def _run_check(args: argparse.Namespace, scope: _Scope) -> _Outcome | int:
     except ConfigError as exc:
         raise SetupError(str(exc)) from exc
     outcome = _Outcome(project, *scope.run(project, ignores), Summary())
+    if args.add_suppressions:
+        return _add_suppressions(scope, outcome)
     return _fix(args, scope, ignores, outcome) if args.fix else outcome
+
+
+def _add_suppressions(scope: _Scope, outcome: _Outcome) -> _Outcome | int:
+    """Write a suppression for each finding (adoption/add.py), then check again; 2 when a write fails."""
+    from .adoption.add import plan
+    from .adoption.suppress import per_file_ignores
+    from .fix import FixError, apply_fixes
+
+    planned = plan(outcome.project, outcome.findings)
+    summary = outcome.summary
+    try:
+        changed, notes = apply_fixes(outcome.project, planned.fixes)
+    except FixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary.notes += notes + planned.notes
+    summary.notes.append(
+        f"--add-suppressions: {planned.added} finding(s) suppressed in {len(changed)} file(s); "
+        f"write the reasons (search for `{_reason()}`)"
+        if changed
+        else "--add-suppressions: nothing to suppress"
+    )
+    if not changed:
+        return outcome
+    project = scope.load()  # pyproject.toml may have changed: its per-file ignores are read again
+    return _Outcome(project, *scope.run(project, per_file_ignores(project.config, scope.known)), summary)
+
+
+def _reason() -> str:
+    from .adoption.add import REASON
+
+    return REASON
 
 
 def _fix(args: argparse.Namespace, scope: _Scope, ignores: Any, outcome: _Outcome) -> _Outcome | int:

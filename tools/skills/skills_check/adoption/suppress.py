@@ -245,9 +245,13 @@ def per_file_ignores(config: dict[str, Any], known: Iterable[str]) -> list[tuple
     return out
 
 
-def unmatched_globs(project: Project, ignores: Sequence[tuple[str, tuple[str, ...]]]) -> list[Finding]:
-    """SU004 (a warning) for each per-file-ignores glob that matches no file or folder of the tree: a typo
-    in a glob hides nothing and says nothing otherwise."""
+def unmatched_globs(
+    project: Project, ignores: Sequence[tuple[str, tuple[str, ...]]], hid: Iterable[str] = ()
+) -> list[Finding]:
+    """SU004 (a warning) for each per-file-ignores glob that matches no file or folder of the tree and hid no
+    finding (``hid``: the globs that did; a finding may be about a path that is missing): a typo in a glob
+    hides nothing and says nothing otherwise."""
+    hid = set(hid)
     paths = project.paths | project.files | {d.path for d in documents(project)}
     lines = project.config.get("_glob_lines", {})
     line = project.config.get("_lines", {}).get(CONFIG_KEY, 1)
@@ -261,7 +265,7 @@ def unmatched_globs(project: Project, ignores: Sequence[tuple[str, tuple[str, ..
             severity="warning",
         )
         for glob, _codes in ignores
-        if not any(glob_match(glob, p) for p in paths)
+        if glob not in hid and not any(glob_match(glob, p) for p in paths)
     ]
 
 
@@ -283,6 +287,9 @@ def apply(
     ignores = list(ignores)
     kept = [f for f in findings if not _ignored_per_file(f, ignores)]
     hidden.per_file = len(findings) - len(kept)
+    hid = {
+        g for f in findings for g, codes in ignores if f.code.upper().startswith(codes) and glob_match(g, f.loc.path)
+    }
     files = {doc.path: scopes_of(doc, known) for doc in documents(project) if getattr(doc, "comments", None)}
     out: list[Finding] = []
     for f in kept:
@@ -299,7 +306,7 @@ def apply(
         if "SU002" in active:
             own += _unused(path, parsed, active)
     if "SU004" in active:
-        own += unmatched_globs(project, ignores)
+        own += unmatched_globs(project, ignores, hid)
     visible = [f for f in own if not _ignored_per_file(f, ignores)]
     hidden.per_file += len(own) - len(visible)
     out += visible

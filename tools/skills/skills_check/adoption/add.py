@@ -1,0 +1,267 @@
+"""``check --add-suppressions``: a suppression, with a reason to fill in, for each finding the check reports.
+
+Adopting the checker on a tree with many findings, a team can accept them all where they stand and judge
+them one by one after (as ruff's ``--add-noqa``). Plans text edits only; ``fix.apply_fixes`` writes them
+(staged and renamed, inside the checked root, under the fix lock), then the check runs again.
+
+Where each finding's suppression goes, in the file's own comment syntax (``suppress.py``):
+
+- markdown: ``<!-- skills-check: disable-next-line CODE -- REASON -->`` above the finding's line, with its
+  indentation and blockquote markers; a finding inside a fenced or indented code block or a table (where a
+  comment would be code, or would cut the table) gets ``disable CODE`` above the block and ``enable CODE``
+  after it;
+- YAML frontmatter: ``# skills-check: disable-next-line CODE -- REASON`` above a top-level key's line; a
+  finding inside a key's value gets ``disable``/``enable`` around the key; one on the opening ``---``
+  ``disable-file`` just after it (nothing may come before the ``---``);
+- RST: ``.. skills-check: disable-next-line CODE -- REASON`` and a blank line above a top-level block that
+  starts at the finding's line; otherwise ``disable``/``enable`` around the top-level block holding it (a
+  paragraph, a directive with its body, a table), an explicit target ``.. _label:`` kept next to its title;
+- every other file (JSON such as ``evals.json``, scripts, ``pyproject.toml``, a folder, a file the check
+  could not parse): an entry ``"path" = ["CODE", ...]`` of ``[tool.skills-check.per-file-ignores]`` in
+  the root's ``pyproject.toml`` with a ``# REASON`` comment (the table is added when the file has none; a
+  tree without pyproject.toml, or whose table is inline, gets a note instead).
+
+The suppression stage's own findings (SU0xx) are never suppressed: ``--fix`` removes an unused suppression.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..inputs import read_text
+from ..model import Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, TextEdit
+from .suppress import CONFIG_KEY, PREFIX, documents
+
+REASON = "TODO: say why this is accepted"
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_TARGET = re.compile(r"^\.\.\s+_[^:]+:")
+_HEADER = re.compile(r"^\s*\[")
+
+
+@dataclass
+class Plan:
+    """What ``--add-suppressions`` will write: one finding-with-fix per file (its edits), and notes."""
+
+    fixes: list[Finding] = field(default_factory=list)
+    added: int = 0  # findings given a suppression
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Inserts:
+    """The lines to insert before each line of one file (1-based; ``n + 1`` appends)."""
+
+    before: dict[int, list[str]] = field(default_factory=dict)
+
+    def add(self, line: int, new: list[str], first: bool = False) -> None:
+        """Insert ``new`` before ``line``: ahead of what is already planned there when ``first`` (a block's
+        ``disable``/``enable``), else after it (a ``disable-next-line`` stays next to its line)."""
+        at = self.before.setdefault(line, [])
+        if first:
+            at[:0] = new
+        else:
+            at.extend(new)
+
+    def edits(self, path: str) -> tuple[TextEdit, ...]:
+        return tuple(TextEdit(path, line, line - 1, tuple(new)) for line, new in sorted(self.before.items()))
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _codes(codes: Iterable[str]) -> str:
+    return ",".join(sorted(set(codes)))
+
+
+# -- markdown -----------------------------------------------------------------------------------------
+
+
+def _md_blocks(doc: MarkdownDoc, lines: list[str]) -> list[tuple[int, int]]:
+    """The (first, last) lines of each code block (fences included) and table: where no comment may go."""
+    out = []
+    for code in doc.code:
+        if code.kind != "block":
+            continue
+        n = max(code.text.count("\n"), 1)
+        first, last = code.line, code.line + n - 1
+        if first > 1 and _FENCE.match(lines[first - 2]):
+            first -= 1
+            closing = code.line + code.text.count("\n")
+            last = closing if closing <= len(lines) and _FENCE.match(lines[closing - 1]) else last
+        out.append((first, last))
+    for table in doc.tables:
+        rows = [c.line for row in table.rows for c in row] or [table.line + 1]
+        out.append((table.line, max(rows)))
+    return out
+
+
+def _frontmatter(doc: MarkdownDoc, lines: list[str], line: int, codes: list[str], ins: _Inserts) -> None:
+    """A suppression inside the YAML frontmatter (lines 1 .. body_start - 1) for ``line``."""
+    comment = f"# {PREFIX} {{}} {_codes(codes)} -- {REASON}"
+    if line <= 1:
+        ins.add(2, [comment.format("disable-file")])
+        return
+    close = doc.body_start - 1  # the closing --- line
+
+    def top_key(n: int) -> bool:
+        text = lines[n - 1]
+        return bool(text.strip()) and _indent(text) == 0 and not text.startswith(("#", "---", "-", " "))
+
+    if top_key(line) or line >= close:
+        ins.add(line, [comment.format("disable-next-line")])
+        return
+    start = next((n for n in range(line, 1, -1) if top_key(n)), 2)
+    end = next((n for n in range(line + 1, close) if top_key(n)), close)
+    ins.add(start, [comment.format("disable")], first=True)
+    ins.add(end, [f"# {PREFIX} enable {_codes(codes)}"], first=True)
+
+
+def _markdown(doc: MarkdownDoc, by_line: dict[int, list[str]], ins: _Inserts) -> None:
+    lines = doc.text.split("\n")
+    fm_end = doc.body_start - 1 if doc.frontmatter is not None or doc.frontmatter_error else 0
+    blocks = _md_blocks(doc, lines)
+    wrapped: dict[tuple[int, int], list[str]] = {}
+    for line, codes in sorted(by_line.items()):
+        if line <= fm_end:
+            _frontmatter(doc, lines, line, codes, ins)
+            continue
+        block = next((b for b in blocks if b[0] <= line <= b[1]), None)
+        if block is not None or not lines[line - 1].strip():
+            wrapped.setdefault(block or (line, line), []).extend(codes)
+            continue
+        prefix = re.match(r"^[\s>]*", lines[line - 1]).group(0)  # type: ignore[union-attr]
+        ins.add(line, [f"{prefix}<!-- {PREFIX} disable-next-line {_codes(codes)} -- {REASON} -->"])
+    for (first, last), codes in wrapped.items():
+        prefix = re.match(r"^[\s>]*", lines[first - 1]).group(0)  # type: ignore[union-attr]
+        ins.add(first, [f"{prefix}<!-- {PREFIX} disable {_codes(codes)} -- {REASON} -->"], first=True)
+        ins.add(last + 1, [f"{prefix}<!-- {PREFIX} enable {_codes(codes)} -->"], first=True)
+
+
+# -- RST ----------------------------------------------------------------------------------------------
+
+
+def _rst_block(lines: list[str], line: int) -> tuple[int, int]:
+    """The top-level block holding ``line``: from a non-blank, unindented line after a blank one (or the
+    file's start) to the last non-blank line before the next such line; a target ``.. _x:`` above it joins
+    it, so the label stays next to its title."""
+
+    def starts(n: int) -> bool:
+        text = lines[n - 1]
+        return bool(text.strip()) and _indent(text) == 0 and (n == 1 or not lines[n - 2].strip())
+
+    start = next((n for n in range(line, 0, -1) if starts(n)), 1)
+    while start > 2 and not lines[start - 2].strip():
+        above = next((n for n in range(start - 2, 0, -1) if lines[n - 1].strip()), 0)
+        if above and _TARGET.match(lines[above - 1]) and starts(above):
+            start = above
+        else:
+            break
+    after = next((n for n in range(line + 1, len(lines) + 1) if starts(n)), len(lines) + 1)
+    end = max(n for n in range(start, after) if n == start or lines[n - 1].strip())
+    return start, end
+
+
+def _rst(doc: RstDoc, by_line: dict[int, list[str]], ins: _Inserts) -> None:
+    lines = doc.text.split("\n")
+    grouped: dict[tuple[int, int], list[str]] = {}
+    for line, codes in sorted(by_line.items()):
+        grouped.setdefault(_rst_block(lines, line), []).extend(codes)
+    for (start, end), codes in grouped.items():
+        lines_at = {n for n, _ in by_line.items() if start <= n <= end}
+        if lines_at == {start} and not _TARGET.match(lines[start - 1]):
+            ins.add(start, [f".. {PREFIX} disable-next-line {_codes(codes)} -- {REASON}", ""])
+            continue
+        ins.add(start, [f".. {PREFIX} disable {_codes(codes)} -- {REASON}", ""], first=True)
+        ins.add(end + 1, ["", f".. {PREFIX} enable {_codes(codes)}"], first=True)
+
+
+# -- per-file ignores ---------------------------------------------------------------------------------
+
+
+def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan) -> None:
+    """Entries of ``[tool.skills-check.per-file-ignores]`` for the files that cannot hold a comment."""
+    if not wanted:
+        return
+    listed = ", ".join(sorted(wanted))
+    text = read_text(project.root, "pyproject.toml")[0] if "pyproject.toml" in project.files else None
+    if text is None:
+        plan.notes.append(
+            f"--add-suppressions: no pyproject.toml at the root for [tool.skills-check.{CONFIG_KEY}]: "
+            f"not suppressed in {listed}"
+        )
+        return
+    text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
+    current = project.config.get(CONFIG_KEY) or {}
+    header = project.config.get("_lines", {}).get(CONFIG_KEY)
+    new_entries = [
+        f"{json.dumps(path)} = {json.dumps(sorted(codes | set(current.get(path, []))))}  # {REASON}"
+        for path, codes in sorted(wanted.items())
+    ]
+    out = list(lines)
+    if header is None:
+        while out and not out[-1].strip():
+            out.pop()
+        out += ["", f"[tool.skills-check.{CONFIG_KEY}]", *new_entries, ""]
+    elif _HEADER.match(lines[header - 1]):
+        drop = {n for n, line in enumerate(lines) if any(line.startswith(json.dumps(p) + " ") for p in wanted)}
+        out = [line for n, line in enumerate(lines) if n not in drop]
+        at = header - sum(1 for n in drop if n < header)
+        out[at:at] = new_entries
+    else:
+        plan.notes.append(
+            f"--add-suppressions: [tool.skills-check] {CONFIG_KEY} is not a table of its own; add the entries "
+            f"by hand: not suppressed in {listed}"
+        )
+        return
+    try:
+        table = tomllib.loads("\n".join(out))["tool"]["skills-check"][CONFIG_KEY]
+        ok = all(set(codes) <= set(table.get(path, [])) for path, codes in wanted.items())
+    except (tomllib.TOMLDecodeError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        plan.notes.append(f"--add-suppressions: pyproject.toml could not take the entries: not suppressed in {listed}")
+        return
+    edit = TextEdit("pyproject.toml", 1, len(lines), tuple(out))
+    fix = Fix(f"pyproject.toml: {len(wanted)} per-file-ignores entr(ies) added", (edit,))
+    plan.fixes.append(Finding("SU000", "per-file ignores", Loc("pyproject.toml"), fix=fix))
+    plan.added += sum(len(c) for c in wanted.values())
+
+
+def plan(project: Project, findings: list[Finding]) -> Plan:
+    """The edits that suppress each of ``findings`` (one Fix per file) and notes on what cannot be."""
+    out = Plan()
+    docs: dict[str, Any] = {d.path: d for d in documents(project) if getattr(d, "readable", True)}
+    inline: dict[str, dict[int, list[str]]] = {}
+    wanted: dict[str, set[str]] = {}
+    own = sorted({f.code for f in findings if f.code.startswith("SU")})
+    for f in findings:
+        if f.code.startswith("SU"):
+            continue
+        doc = docs.get(f.loc.path)
+        if doc is None or f.code.startswith("IN"):
+            wanted.setdefault(f.loc.path, set()).add(f.code)
+            continue
+        n = max(1, min(f.loc.line, max(len(doc.text.split("\n")) - 1, 1)))
+        codes = inline.setdefault(f.loc.path, {}).setdefault(n, [])
+        if f.code not in codes:
+            codes.append(f.code)
+            out.added += 1
+    for path, by_line in sorted(inline.items()):
+        ins = _Inserts()
+        doc = docs[path]
+        (_rst if isinstance(doc, RstDoc) else _markdown)(doc, by_line, ins)
+        edits = ins.edits(path)
+        fix = Fix(f"{path}: suppressions added", edits)
+        out.fixes.append(Finding("SU000", "suppressions added", Loc(path), fix=fix))
+    _per_file(project, wanted, out)
+    if own:
+        out.notes.append(f"--add-suppressions: {', '.join(own)} are the suppressions' own findings: not suppressed "
+                         "(`check --fix` removes an unused suppression)")  # fmt: skip
+    return out
