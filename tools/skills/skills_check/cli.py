@@ -7,6 +7,9 @@
     uv run --no-project python tools/skills/cli.py explain [CODE]
     uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
 
+``[tool.skills-check]`` is strict (loader/config.py): an unknown key, section or profile, or a wrong type, is
+one ``pyproject.toml:LINE:`` error naming the nearest valid name, exit 2. ``--add-suppressions`` writes a
+suppression for each finding (adoption/add.py); ``--format sarif`` carries fingerprints and rule links.
 Without [tool.skills-check] it finds every skill (a folder holding SKILL.md) under the root and runs the
 generic profiles (spec, claude, links); the house profiles run where the tree lists them.
 Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup;
@@ -93,16 +96,22 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Check skills, RST docs and launcher for drift.", allow_abbrev=False)
     parser.add_argument("--explain", metavar="CODE", help="print what a rule checks and exit")
     sub = parser.add_subparsers(dest="command")
-    check = sub.add_parser("check", help="check the tree", allow_abbrev=False)
+    check = sub.add_parser("check", help="check the tree", allow_abbrev=False,
+                           description="Check the tree. Settings: [tool.skills-check] in its pyproject.toml, strict: "
+                                       "an unknown key, profile or section, or a wrong type, is one error naming the "
+                                       "nearest valid name (exit 2). Exit 0 clean, 1 findings, 2 usage or setup "
+                                       "error, 3 no skill found.")
     check.error = parser.error  # type: ignore[method-assign]
     check.add_argument("--root", default=".", help="checkout to check (default: current directory)")
     check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text",
-                       help="report format (default text; sarif: SARIF 2.1.0 for code scanning)")
+                       help="report format (default text; sarif: SARIF 2.1.0 for code scanning, with fingerprints "
+                            "that survive lines moving and each rule's link to RULES.md)")
     check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
     check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
     check.add_argument("--fix", action="store_true",
                        help="apply the fixes the selected rules' findings carry (the NCCL mirror table from the RST "
-                            "list, the launcher options table from argparse), then check again")
+                            "list, the launcher options table from argparse, an unused suppression removed), then "
+                            "check again")
     check.add_argument("--only-safe", action="store_true",
                        help="with --fix: apply only the fixes marked safe to apply unattended (they copy a source "
                             "of truth and drop nothing a person wrote)")

@@ -19,7 +19,9 @@ Two ways to hide a finding a team has judged and accepted:
 A suppression names its codes (a bare one is SU001), names codes that exist (SU003), and silences
 something (SU002: an unused one is reported, so suppressions cannot outlive the findings they hid).
 SU002 is judged only for codes that ran (a ``--select`` that leaves a code out leaves its suppressions
-alone). ``check --fix`` never writes a suppression: fixes come from the rules only.
+alone), and carries a fix removing the unused codes (or the comment, and the ``enable`` ending its block).
+A per-file-ignores glob matching no path and hiding nothing is SU004. Per-file ignores hide SU001-SU004 too.
+``check --fix`` never writes a suppression; ``check --add-suppressions`` does (add.py).
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ SUPPRESSION_CODES: dict[str, tuple[str, str]] = {
         "unused suppression",
         "An inline suppression names a code that has no finding where it applies (as ruff's unused-noqa, "
         "RUF100). The finding it once hid was fixed or moved: remove the code from the comment, or the "
-        "comment. Judged only for codes that ran (`--select`, `--ignore` and profiles leave the others "
-        "alone).",
+        "comment; `check --fix` does (the finding carries that fix). Judged only for codes that ran "
+        "(`--select`, `--ignore` and profiles leave the others alone).",
     ),
     "SU003": (
         "malformed suppression",
