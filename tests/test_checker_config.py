@@ -68,6 +68,7 @@ def test_profile_names_are_the_registry_s() -> None:
         ('[tool.skills-check]\nprofile = ["spec"]', "profile =", "profile", "profiles"),
         ('[tool.skills-check]\nprofiles = ["spec", "drfit"]', "profiles =", "drfit", "drift"),
         ('[tool.skills-check]\nadopt = ["options_table"]', "adopt =", "options_table", "options-table"),
+        ('[tool.skills-check]\ntools."x y" = { scrpt = "x.py" }', 'tools."x y"', "scrpt", "script"),
         ("[tool.skill-check]\nprofiles = []", "[tool.skill-check]", "[tool.skill-check]", "[tool.skills-check]"),
         ("[tool.skills_check]\nprofiles = []", "[tool.skills_check]", "[tool.skills_check]", "[tool.skills-check]"),
     ],
@@ -161,3 +162,10 @@ def test_su002_honours_per_file_ignores(tree: Path) -> None:
     assert rc == 1 and [(f["code"], f["path"]) for f in findings] == [("SU002", SKILL)]
     err = _run(tree)[2]
     assert "1 by per-file-ignores" in err
+
+
+def test_an_unknown_code_in_per_file_ignores_is_reported_at_its_glob(tree: Path) -> None:
+    _ignores(tree, '"skills/**/SKILL.md" = ["SK20"]\n"docs/*.rst" = ["SK9203"]')
+    rc, _, err = _run(tree)
+    assert rc == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: pyproject.toml:{_line(tree, 'SK9203')}: ") and "did you mean SK203?" in err

@@ -248,7 +248,9 @@ def plan(project: Project, findings: list[Finding]) -> Plan:
         if doc is None or f.code.startswith("IN"):
             wanted.setdefault(f.loc.path, set()).add(f.code)
             continue
-        n = max(1, min(f.loc.line, max(len(doc.text.split("\n")) - 1, 1)))
+        text_lines = doc.text.split("\n")
+        last = len(text_lines) - (1 if len(text_lines) > 1 and text_lines[-1] == "" else 0)
+        n = max(1, min(f.loc.line, last))
         codes = inline.setdefault(f.loc.path, {}).setdefault(n, [])
         if f.code not in codes:
             codes.append(f.code)

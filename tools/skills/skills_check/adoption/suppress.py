@@ -232,6 +232,7 @@ def per_file_ignores(config: dict[str, Any], known: Iterable[str]) -> list[tuple
     known = [k.upper() for k in known]
     out = []
     for glob, codes in table.items():
+        line = config.get("_glob_lines", {}).get(glob, line)
         if not isinstance(codes, list) or not all(isinstance(c, str) and c.strip() for c in codes) or not codes:
             raise ConfigError(f"{where} {glob!r} must be a non-empty list of codes", line=line, key=CONFIG_KEY)
         bad = [c for c in codes if not any(k.startswith(c.strip().upper()) for k in known)]

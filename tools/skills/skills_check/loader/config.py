@@ -32,6 +32,7 @@ CONVENTIONS = ("options-table", "nccl-list", "skill-metadata")
 # holds the two equal: the loader may not import the rules).
 PROFILE_NAMES = ("spec", "claude", "links", "drift", "isaaclab", "routing")
 SECTION = "skills-check"
+TOOL_KEYS = ("script", "module", "forwards", "also", "runs_other")  # of one [tool.skills-check.tools] entry
 
 
 def _is_paths(value: Any) -> bool:
@@ -222,12 +223,9 @@ def _check_tools(value: Any, text: str) -> None:
             continue
         if not isinstance(entry, dict):
             raise bad(f"{words!r} must be a script path or a table")
-        unknown = set(entry) - {"script", "module", "forwards", "also", "runs_other"}
+        unknown = sorted(set(entry) - set(TOOL_KEYS))
         if unknown:
-            raise bad(
-                f"{words!r} has unknown key(s) {', '.join(sorted(unknown))} (script, module, forwards, also, "
-                "runs_other)"
-            )
+            raise bad(f"{words!r}: {unknown_name('key', unknown[0], TOOL_KEYS)}")
         runs_other = entry.get("runs_other", [])
         if not isinstance(runs_other, list) or not all(isinstance(a, str) and a.startswith("-") for a in runs_other):
             raise bad(f"{words!r}: runs_other must be a list of the tool's own options (such as --train_script)")
