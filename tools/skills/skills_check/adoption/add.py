@@ -39,6 +39,7 @@ from .suppress import CONFIG_KEY, PREFIX, documents
 
 REASON = "TODO: say why this is accepted"
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)\s*$")
 _TARGET = re.compile(r"^\.\.\s+_[^:]+:")
 _HEADER = re.compile(r"^\s*\[")
 
@@ -75,6 +76,19 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
+def _merged(spans: dict[tuple[int, int], list[str]]) -> list[tuple[int, int, list[str]]]:
+    """Line spans that overlap or touch, merged (with their codes): one ``disable``/``enable`` pair each, so no
+    block's ``enable`` ends another that is still meant to be open."""
+    out: list[tuple[int, int, list[str]]] = []
+    for (first, last), codes in sorted(spans.items()):
+        if out and first <= out[-1][1] + 1:
+            prev = out[-1]
+            out[-1] = (prev[0], max(prev[1], last), prev[2] + codes)
+        else:
+            out.append((first, last, list(codes)))
+    return out
+
+
 def _codes(codes: Iterable[str]) -> str:
     return ",".join(sorted(set(codes)))
 
@@ -82,9 +96,11 @@ def _codes(codes: Iterable[str]) -> str:
 # -- markdown -----------------------------------------------------------------------------------------
 
 
-def _md_blocks(doc: MarkdownDoc, lines: list[str]) -> list[tuple[int, int]]:
-    """The (first, last) lines of each code block (fences included) and table: where no comment may go."""
+def _md_blocks(doc: MarkdownDoc, lines: list[str]) -> tuple[list[tuple[int, int]], set[tuple[int, int]]]:
+    """The (first, last) lines of each code block (fences included), table and setext heading (its text and
+    underline): where no comment may go; and the indented code blocks among them."""
     out = []
+    indented = set()
     for code in doc.code:
         if code.kind != "block":
             continue
@@ -94,42 +110,50 @@ def _md_blocks(doc: MarkdownDoc, lines: list[str]) -> list[tuple[int, int]]:
             first -= 1
             closing = code.line + code.text.count("\n")
             last = closing if closing <= len(lines) and _FENCE.match(lines[closing - 1]) else last
+        else:
+            indented.add((first, last))
         out.append((first, last))
     for table in doc.tables:
         rows = [c.line for row in table.rows for c in row] or [table.line + 1]
         out.append((table.line, max(rows)))
-    return out
+    for heading in doc.headings:
+        under = heading.line + 1
+        if under <= len(lines) and _SETEXT.match(lines[under - 1]) and not lines[heading.line - 1].startswith("#"):
+            out.append((heading.line, under))
+    return out, indented
 
 
-def _frontmatter(doc: MarkdownDoc, lines: list[str], line: int, codes: list[str], ins: _Inserts) -> None:
-    """A suppression inside the YAML frontmatter (lines 1 .. body_start - 1) for ``line``."""
-    comment = f"# {PREFIX} {{}} {_codes(codes)} -- {REASON}"
-    if line <= 1:
-        ins.add(2, [comment.format("disable-file")])
-        return
+def _frontmatter(doc: MarkdownDoc, lines: list[str], by_line: dict[int, list[str]], ins: _Inserts) -> None:
+    """The suppressions inside the YAML frontmatter (lines 1 .. body_start - 1) for the findings there."""
     close = doc.body_start - 1  # the closing --- line
 
     def top_key(n: int) -> bool:
         text = lines[n - 1]
-        return bool(text.strip()) and _indent(text) == 0 and not text.startswith(("#", "---", "-", " "))
+        return bool(text.strip()) and _indent(text) == 0 and not text.startswith(("#", "---", "-"))
 
-    if top_key(line) or line >= close:
-        ins.add(line, [comment.format("disable-next-line")])
-        return
-    start = next((n for n in range(line, 1, -1) if top_key(n)), 2)
-    end = next((n for n in range(line + 1, close) if top_key(n)), close)
-    ins.add(start, [comment.format("disable")], first=True)
-    ins.add(end, [f"# {PREFIX} enable {_codes(codes)}"], first=True)
+    spans: dict[tuple[int, int], list[str]] = {}
+    for line, codes in sorted(by_line.items()):
+        if line <= 1:
+            ins.add(2, [f"# {PREFIX} disable-file {_codes(codes)} -- {REASON}"], first=True)
+        elif top_key(line) or line >= close:
+            ins.add(line, [f"# {PREFIX} disable-next-line {_codes(codes)} -- {REASON}"])
+        else:  # inside a key's value (a block scalar, a nested mapping): around the key
+            start = next((n for n in range(line, 1, -1) if top_key(n)), 2)
+            end = next((n for n in range(line + 1, close) if top_key(n)), close)
+            spans.setdefault((start, end - 1), []).extend(codes)
+    for first, last, codes in _merged(spans):
+        ins.add(first, [f"# {PREFIX} disable {_codes(codes)} -- {REASON}"], first=True)
+        ins.add(last + 1, [f"# {PREFIX} enable {_codes(codes)}"], first=True)
 
 
 def _markdown(doc: MarkdownDoc, by_line: dict[int, list[str]], ins: _Inserts) -> None:
     lines = doc.text.split("\n")
     fm_end = doc.body_start - 1 if doc.frontmatter is not None or doc.frontmatter_error else 0
-    blocks = _md_blocks(doc, lines)
+    blocks, indented = _md_blocks(doc, lines)
     wrapped: dict[tuple[int, int], list[str]] = {}
+    _frontmatter(doc, lines, {n: c for n, c in by_line.items() if n <= fm_end}, ins)
     for line, codes in sorted(by_line.items()):
         if line <= fm_end:
-            _frontmatter(doc, lines, line, codes, ins)
             continue
         block = next((b for b in blocks if b[0] <= line <= b[1]), None)
         if block is not None or not lines[line - 1].strip():
@@ -137,8 +161,10 @@ def _markdown(doc: MarkdownDoc, by_line: dict[int, list[str]], ins: _Inserts) ->
             continue
         prefix = re.match(r"^[\s>]*", lines[line - 1]).group(0)  # type: ignore[union-attr]
         ins.add(line, [f"{prefix}<!-- {PREFIX} disable-next-line {_codes(codes)} -- {REASON} -->"])
-    for (first, last), codes in wrapped.items():
+    for first, last, codes in _merged(wrapped):
         prefix = re.match(r"^[\s>]*", lines[first - 1]).group(0)  # type: ignore[union-attr]
+        if any(b[0] == first for b in indented):
+            prefix = prefix[: max(len(prefix) - 4, 0)]  # an indented code block: the comment goes outside it
         ins.add(first, [f"{prefix}<!-- {PREFIX} disable {_codes(codes)} -- {REASON} -->"], first=True)
         ins.add(last + 1, [f"{prefix}<!-- {PREFIX} enable {_codes(codes)} -->"], first=True)
 
@@ -164,7 +190,7 @@ def _rst_block(lines: list[str], line: int) -> tuple[int, int]:
             break
     after = next((n for n in range(line + 1, len(lines) + 1) if starts(n)), len(lines) + 1)
     end = max(n for n in range(start, after) if n == start or lines[n - 1].strip())
-    return start, end
+    return start, max(end, line)  # a blank line after the block: the block and the blank line
 
 
 def _rst(doc: RstDoc, by_line: dict[int, list[str]], ins: _Inserts) -> None:
@@ -172,13 +198,14 @@ def _rst(doc: RstDoc, by_line: dict[int, list[str]], ins: _Inserts) -> None:
     grouped: dict[tuple[int, int], list[str]] = {}
     for line, codes in sorted(by_line.items()):
         grouped.setdefault(_rst_block(lines, line), []).extend(codes)
-    for (start, end), codes in grouped.items():
+    for start, end, codes in _merged(grouped):
         lines_at = {n for n, _ in by_line.items() if start <= n <= end}
         if lines_at == {start} and not _TARGET.match(lines[start - 1]):
             ins.add(start, [f".. {PREFIX} disable-next-line {_codes(codes)} -- {REASON}", ""])
             continue
         ins.add(start, [f".. {PREFIX} disable {_codes(codes)} -- {REASON}", ""], first=True)
-        ins.add(end + 1, ["", f".. {PREFIX} enable {_codes(codes)}"], first=True)
+        blank_after = end >= len(lines) or not lines[end].strip()  # a comment ends at a blank line
+        ins.add(end + 1, ["", f".. {PREFIX} enable {_codes(codes)}", *([] if blank_after else [""])], first=True)
 
 
 # -- per-file ignores ---------------------------------------------------------------------------------
@@ -234,6 +261,16 @@ def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan) -> None
     plan.added += sum(len(c) for c in wanted.values())
 
 
+def edits_for(doc: MarkdownDoc | RstDoc, by_line: dict[int, list[str]]) -> tuple[TextEdit, ...]:
+    """The insertions that suppress, in one parsed markdown or RST document, the codes found at each line."""
+    ins = _Inserts()
+    if isinstance(doc, RstDoc):
+        _rst(doc, by_line, ins)
+    else:
+        _markdown(doc, by_line, ins)
+    return ins.edits(doc.path)
+
+
 def plan(project: Project, findings: list[Finding]) -> Plan:
     """The edits that suppress each of ``findings`` (one Fix per file) and notes on what cannot be."""
     out = Plan()
@@ -256,11 +293,7 @@ def plan(project: Project, findings: list[Finding]) -> Plan:
             codes.append(f.code)
             out.added += 1
     for path, by_line in sorted(inline.items()):
-        ins = _Inserts()
-        doc = docs[path]
-        (_rst if isinstance(doc, RstDoc) else _markdown)(doc, by_line, ins)
-        edits = ins.edits(path)
-        fix = Fix(f"{path}: suppressions added", edits)
+        fix = Fix(f"{path}: suppressions added", edits_for(docs[path], by_line))
         out.fixes.append(Finding("SU000", "suppressions added", Loc(path), fix=fix))
     _per_file(project, wanted, out)
     if own:
