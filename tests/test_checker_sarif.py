@@ -193,3 +193,20 @@ def test_without_a_repository_url_there_is_no_help_uri(tmp_path: Path, monkeypat
     _, log = sarif(make_tree(tmp_path / "repo"))
     driver = log["runs"][0]["tool"]["driver"]
     assert "informationUri" not in driver and all("helpUri" not in r for r in driver["rules"])
+
+
+def test_an_unused_suppression_carries_its_removal_as_a_sarif_fix(
+    tmp_path: Path, validator: jsonschema.protocols.Validator
+) -> None:
+    tree = make_tree(tmp_path / "repo")
+    with open(tree / SKILL, "a", encoding="utf-8") as fh:
+        fh.write("\n<!-- skills-check: disable-next-line SK203 -- nothing to hide -->\nPlain text.\n")
+    rc, log = sarif(tree)
+    assert rc == 1 and _errors(validator, log) == []
+    (unused,) = log["runs"][0]["results"]
+    assert unused["ruleId"] == "SU002"
+    (change,) = unused["fixes"][0]["artifactChanges"]
+    (replacement,) = change["replacements"]
+    line = _start_line(unused)
+    assert replacement["deletedRegion"] == {"startLine": line, "startColumn": 1, "endLine": line + 1, "endColumn": 1}
+    assert replacement["insertedContent"]["text"] == ""
