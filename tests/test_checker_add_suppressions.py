@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,32 @@ def test_add_suppressions_writes_inside_the_root_only_and_under_the_fix_lock(
 def test_nothing_to_suppress_says_so(tree: Path) -> None:
     rc, _, err = main("check", "--root", str(tree), "--no-cache", "--add-suppressions")
     assert rc == 0 and "--add-suppressions: nothing to suppress" in err
+
+
+def test_json_findings_join_an_existing_per_file_ignores_table(tree: Path) -> None:
+    with open(tree / "pyproject.toml", "a", encoding="utf-8") as fh:
+        fh.write('\n[tool.skills-check.per-file-ignores]\n"docs/**/*.rst" = ["SK20"]\n')
+    edit(tree, EVALS_JSON, '"expected_skill": "isaaclab-demo"', '"expected_skill": "isaaclab-nope"')
+    codes = sorted({f["code"] for f in check(tree, "--no-cache")[1] if f["path"] == EVALS_JSON})
+    assert codes
+    rc, out, err = main("check", "--root", str(tree), "--no-cache", "--add-suppressions")
+    assert rc == 0, out + err
+    lines = (tree / "pyproject.toml").read_text(encoding="utf-8").split("\n")
+    at = lines.index("[tool.skills-check.per-file-ignores]")
+    assert lines[at + 1] == f'"{EVALS_JSON}" = {json.dumps(codes)}  # {REASON}'
+    assert '"docs/**/*.rst" = ["SK20"]' in lines and lines.count("[tool.skills-check.per-file-ignores]") == 1
+    assert check(tree, "--no-cache") == (0, [])
+
+
+def test_a_tree_without_pyproject_gets_a_note_for_what_cannot_hold_a_comment(tmp_path: Path) -> None:
+    root = tmp_path / "lone"
+    (root / "skills" / "a" / "evals").mkdir(parents=True)
+    (root / "skills" / "a" / "SKILL.md").write_text(
+        "---\nname: a\ndescription: Does a thing. Use when testing.\n---\n\n# A\n\nSee [gone](missing.md).\n",
+        encoding="utf-8",
+    )
+    (root / "skills" / "a" / "evals" / "evals.json").write_text("[{", encoding="utf-8")
+    rc, out, err = main("check", "--root", str(root), "--no-cache", "--add-suppressions")
+    assert rc == 1 and "IN040" in out and "SK203" not in out
+    assert "no pyproject.toml at the root" in err and "skills/a/evals/evals.json" in err
+    assert not (root / "pyproject.toml").exists()

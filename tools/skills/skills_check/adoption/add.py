@@ -211,7 +211,7 @@ def _rst(doc: RstDoc, by_line: dict[int, list[str]], ins: _Inserts) -> None:
 # -- per-file ignores ---------------------------------------------------------------------------------
 
 
-def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan) -> None:
+def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan, count: int) -> None:
     """Entries of ``[tool.skills-check.per-file-ignores]`` for the files that cannot hold a comment."""
     if not wanted:
         return
@@ -258,7 +258,7 @@ def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan) -> None
     edit = TextEdit("pyproject.toml", 1, len(lines), tuple(out))
     fix = Fix(f"pyproject.toml: {len(wanted)} per-file-ignores entr(ies) added", (edit,))
     plan.fixes.append(Finding("SU000", "per-file ignores", Loc("pyproject.toml"), fix=fix))
-    plan.added += sum(len(c) for c in wanted.values())
+    plan.added += count
 
 
 def edits_for(doc: MarkdownDoc | RstDoc, by_line: dict[int, list[str]]) -> tuple[TextEdit, ...]:
@@ -277,6 +277,7 @@ def plan(project: Project, findings: list[Finding]) -> Plan:
     docs: dict[str, Any] = {d.path: d for d in documents(project) if getattr(d, "readable", True)}
     inline: dict[str, dict[int, list[str]]] = {}
     wanted: dict[str, set[str]] = {}
+    per_file = 0  # findings that go to per-file ignores
     own = sorted({f.code for f in findings if f.code.startswith("SU")})
     for f in findings:
         if f.code.startswith("SU"):
@@ -284,18 +285,18 @@ def plan(project: Project, findings: list[Finding]) -> Plan:
         doc = docs.get(f.loc.path)
         if doc is None or f.code.startswith("IN"):
             wanted.setdefault(f.loc.path, set()).add(f.code)
+            per_file += 1
             continue
         text_lines = doc.text.split("\n")
         last = len(text_lines) - (1 if len(text_lines) > 1 and text_lines[-1] == "" else 0)
         n = max(1, min(f.loc.line, last))
         codes = inline.setdefault(f.loc.path, {}).setdefault(n, [])
-        if f.code not in codes:
-            codes.append(f.code)
-            out.added += 1
+        codes += [] if f.code in codes else [f.code]
+        out.added += 1
     for path, by_line in sorted(inline.items()):
         fix = Fix(f"{path}: suppressions added", edits_for(docs[path], by_line))
         out.fixes.append(Finding("SU000", "suppressions added", Loc(path), fix=fix))
-    _per_file(project, wanted, out)
+    _per_file(project, wanted, out, per_file)
     if own:
         out.notes.append(f"--add-suppressions: {', '.join(own)} are the suppressions' own findings: not suppressed "
                          "(`check --fix` removes an unused suppression)")  # fmt: skip
