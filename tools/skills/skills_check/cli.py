@@ -3,10 +3,13 @@
 
     uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github|sarif]
         [--select CODES] [--ignore CODES] [--fix] [--strict] [--no-cache] [--explain CODE]
-        [--baseline FILE] [--write-baseline FILE]
+        [--baseline FILE] [--write-baseline FILE] [--add-suppressions]
     uv run --no-project python tools/skills/cli.py explain [CODE]
     uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
 
+``[tool.skills-check]`` is strict (loader/config.py): an unknown key, section or profile, or a wrong type, is
+one ``pyproject.toml:LINE:`` error naming the nearest valid name, exit 2. ``--add-suppressions`` writes a
+suppression for each finding (adoption/add.py); ``--format sarif`` carries fingerprints and rule links.
 Without [tool.skills-check] it finds every skill (a folder holding SKILL.md) under the root and runs the
 generic profiles (spec, claude, links); the house profiles run where the tree lists them.
 Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup;
@@ -93,20 +96,31 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Check skills, RST docs and launcher for drift.", allow_abbrev=False)
     parser.add_argument("--explain", metavar="CODE", help="print what a rule checks and exit")
     sub = parser.add_subparsers(dest="command")
-    check = sub.add_parser("check", help="check the tree", allow_abbrev=False)
+    check = sub.add_parser("check", help="check the tree", allow_abbrev=False,
+                           description="Check the tree. Settings: [tool.skills-check] in its pyproject.toml, strict: "
+                                       "an unknown key, profile or section, or a wrong type, is one error naming the "
+                                       "nearest valid name (exit 2). Exit 0 clean, 1 findings, 2 usage or setup "
+                                       "error, 3 no skill found.")
     check.error = parser.error  # type: ignore[method-assign]
     check.add_argument("--root", default=".", help="checkout to check (default: current directory)")
     check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text",
-                       help="report format (default text; sarif: SARIF 2.1.0 for code scanning)")
+                       help="report format (default text; sarif: SARIF 2.1.0 for code scanning, with fingerprints "
+                            "that survive lines moving and each rule's link to RULES.md)")
     check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
     check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
     check.add_argument("--fix", action="store_true",
                        help="apply the fixes the selected rules' findings carry (the NCCL mirror table from the RST "
-                            "list, the launcher options table from argparse), then check again")
+                            "list, the launcher options table from argparse, an unused suppression removed), then "
+                            "check again")
     check.add_argument("--only-safe", action="store_true",
                        help="with --fix: apply only the fixes marked safe to apply unattended (they copy a source "
                             "of truth and drop nothing a person wrote)")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    check.add_argument("--add-suppressions", action="store_true",
+                       help="write a suppression with a reason to fill in (TODO) for each finding, then check again: "
+                            "a comment above it in Markdown, RST and YAML frontmatter, a [tool.skills-check."
+                            "per-file-ignores] entry in pyproject.toml for JSON and other files (see RULES.md, SU0xx); "
+                            "--fix later removes the ones that no longer hide anything")
     check.add_argument("--baseline", metavar="FILE", default=None,
                        help="leave out the findings recorded in FILE (see --write-baseline) and say how many matched "
                             "and how many of its entries are gone")
@@ -272,6 +286,11 @@ def _check_report(args: argparse.Namespace) -> int:
     if not args.root.strip():
         print("error: --root is empty: give the folder to check (see --help)", file=sys.stderr)
         return 2
+    clash = [f for f, on in (("--fix", args.fix), ("--baseline", args.baseline), ("--write-baseline",
+             args.write_baseline)) if on] if args.add_suppressions else []  # fmt: skip
+    if clash:
+        print(f"error: --add-suppressions and {clash[0]}: run one, then the other (see --help)", file=sys.stderr)
+        return 2
     overrides = {k: getattr(args, k) for k in ("skills", "docs", "launcher", "trainer")}
     root = Path(args.root)
     if _refused(root):
@@ -282,7 +301,8 @@ def _check_report(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not args.fix and not args.no_cache and root.is_dir() and read is None and write_to is None:
+    writes = args.fix or args.add_suppressions
+    if not writes and not args.no_cache and root.is_dir() and read is None and write_to is None:
         from .caches.results import ResultCache  # a warm check: replay the last report when nothing changed
 
         results = ResultCache(
@@ -344,8 +364,9 @@ def _refused(root: Path) -> bool:
 
 
 def _fix_guard(args: argparse.Namespace, root: Path) -> tuple[Any, tuple[type[Exception], ...]]:
-    """With --fix: this tree's fix lock (a context manager) and the error it raises; else a no-op and none."""
-    if not args.fix:
+    """With --fix or --add-suppressions: this tree's fix lock (a context manager) and the error it raises; else a
+    no-op and none."""
+    if not (args.fix or args.add_suppressions):
         import contextlib
 
         return contextlib.nullcontext(), ()
@@ -365,9 +386,13 @@ def _scope(
     """The profiles to run: --profile, else the tree's configured ones, else the defaults (every profile when
     codes are named by hand). Raises SetupError."""
     from .loader import SetupError, load_config
+    from .loader.config import unknown_name
     from .runner import Codes, ProfileError, chosen_profiles, in_profiles, load_rules, profile_names
 
     given = _split(args.profile) if args.profile is not None else None
+    for name in given or ():
+        if name not in profile_names():
+            raise SetupError(f"--profile: {unknown_name('profile', name, profile_names())}")
     configured = load_config(root.resolve(), overrides).get("profiles") if given is None and root.is_dir() else None
     try:
         if select and given is None and configured is None:  # codes named by hand run, whatever their profile
@@ -426,7 +451,41 @@ def _run_check(args: argparse.Namespace, scope: _Scope) -> _Outcome | int:
     except ConfigError as exc:
         raise SetupError(str(exc)) from exc
     outcome = _Outcome(project, *scope.run(project, ignores), Summary())
+    if args.add_suppressions:
+        return _add_suppressions(scope, outcome)
     return _fix(args, scope, ignores, outcome) if args.fix else outcome
+
+
+def _add_suppressions(scope: _Scope, outcome: _Outcome) -> _Outcome | int:
+    """Write a suppression for each finding (adoption/add.py), then check again; 2 when a write fails."""
+    from .adoption.add import plan
+    from .adoption.suppress import per_file_ignores
+    from .fix import FixError, apply_fixes
+
+    planned = plan(outcome.project, outcome.findings)
+    summary = outcome.summary
+    try:
+        changed, notes = apply_fixes(outcome.project, planned.fixes)
+    except FixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary.notes += notes + planned.notes
+    summary.notes.append(
+        f"--add-suppressions: {planned.added} finding(s) suppressed in {len(changed)} file(s); "
+        f"write the reasons (search for `{_reason()}`)"
+        if changed
+        else "--add-suppressions: nothing to suppress"
+    )
+    if not changed:
+        return outcome
+    project = scope.load()  # pyproject.toml may have changed: its per-file ignores are read again
+    return _Outcome(project, *scope.run(project, per_file_ignores(project.config, scope.known)), summary)
+
+
+def _reason() -> str:
+    from .adoption.add import REASON
+
+    return REASON
 
 
 def _fix(args: argparse.Namespace, scope: _Scope, ignores: Any, outcome: _Outcome) -> _Outcome | int:
@@ -462,7 +521,7 @@ def _report(args: argparse.Namespace, scope: _Scope, outcome: _Outcome, results:
     if scope.why == "the defaults":  # the rule-set line says drift found no parser; no note per absent default
         drift_notes = [n for n in drift_notes if not n.startswith(("no launcher at", "no trainer at"))]
     summary.notes = project.notes + drift_notes + summary.notes + [n for n in (outcome.hidden.note(),) if n]
-    out = render(args.format, outcome.findings, summary, scope.rules)
+    out = render(args.format, outcome.findings, summary, scope.rules, *_sarif_extras(args, project, outcome.findings))
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""
     rc = exit_code(outcome.findings, args.strict)
     _REPORTED.append(True)
@@ -471,6 +530,19 @@ def _report(args: argparse.Namespace, scope: _Scope, outcome: _Outcome, results:
     if results is not None:
         results.store(project, out, err, rc)
     return rc
+
+
+def _sarif_extras(args: argparse.Namespace, project: Any, findings: list[Any]) -> tuple[Any, Any]:
+    """For ``--format sarif``: each finding's fingerprint (the baseline's, stable when lines move) and each
+    rule code's section anchor in RULES.md; (None, None) for the other formats."""
+    if args.format != "sarif":
+        return None, None
+    from . import rules_md
+    from .adoption.baseline import fingerprint, line_source
+    from .output.sarif import fingerprints
+
+    line_of = line_source(project)
+    return fingerprints(findings, lambda f: fingerprint(f, line_of)), rules_md.anchors()
 
 
 def _route(args: argparse.Namespace) -> int:

@@ -13,6 +13,20 @@ from pathlib import Path
 from typing import Any
 
 
+class SetupError(Exception):
+    """The check cannot start (missing root, unreadable pyproject.toml, bad config): one line, exit 2."""
+
+
+class ConfigError(SetupError):
+    """``[tool.skills-check]`` in ``pyproject.toml`` is wrong: an unknown key or profile, a wrong type, a
+    mistyped section. One line naming the key and, where there is one, the nearest valid name; ``check``
+    prints it and exits 2, the language server shows it as a diagnostic at ``path``:``line``."""
+
+    def __init__(self, message: str, *, line: int = 1, key: str | None = None, path: str = "pyproject.toml") -> None:
+        self.path, self.line, self.key, self.message = path, line, key, message
+        super().__init__(f"{path}:{line}: {message}")
+
+
 @dataclass(frozen=True, order=True)
 class Loc:
     path: str

@@ -6,6 +6,7 @@ Edit the rules' docstrings, profiles and citations, never RULES.md by hand.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -40,6 +41,21 @@ below) and checks again.
 After the rules, suppressions (below, SU0xx) and per-file ignores hide what a team has judged; then a
 baseline (`--baseline FILE`, written by `--write-baseline FILE`) hides the findings a tree had when it
 adopted the checker, matched by code, file, message and the text of the line (not its number).
+
+Settings live in `[tool.skills-check]` of the checked tree's `pyproject.toml`: `skills`, `docs`,
+`launcher`, `trainer`, `multi_gpu_doc` (paths), `profiles`, `adopt`, `tools`, `per-file-ignores`,
+`routing_threshold`. They are strict, as ruff's are: an unknown key (`per_file_ignores`, `profile`), an
+unknown profile or convention, a value of the wrong type, or a near miss of the section's name
+(`[tool.skill-check]`, `[tool.skills_check]`) stops the check with one line, `pyproject.toml:LINE: ...`,
+naming the key and the nearest valid name (exit 2; in the editor, a diagnostic on `pyproject.toml`).
+
+`--format sarif` is SARIF 2.1.0 for code scanning: each result carries `partialFingerprints`
+(`skillsCheck/v1`: the baseline's fingerprint, with `:N` for the Nth equal finding of a file), so a
+finding that moves keeps its alert; the tool carries its `version` and `semanticVersion`; each rule its
+help and a `helpUri` to its section of this file at the running version, formed from the checker's
+`[project.urls] Repository` (tools/skills/pyproject.toml) as
+`<Repository>/blob/skills-check-v<version>/tools/skills/RULES.md#<section>` (no `helpUri` while the
+distribution names no repository).
 """
 
 
@@ -57,8 +73,22 @@ after ` -- `. A comment inside a code fence or a literal block is code, not a su
 | JSON (`evals.json`), or a whole folder | `[tool.skills-check.per-file-ignores]` in pyproject.toml: `"skills/*/evals/evals.json" = ["SK304"]` | every file the glob matches (codes or prefixes, as ruff's `per-file-ignores`) |
 
 Globs: `*` and `?` stay within a folder, `**` crosses folders, a glob without `/` matches the file name
-anywhere. The summary says how many findings each way hid. `--fix` never writes a suppression. To adopt the
-checker on a tree with many findings at once, use a baseline (`check --write-baseline`), not suppressions.
+anywhere; a glob that matches no file or folder and hides no finding is a warning (SU004). Per-file ignores
+hide the suppressions' own findings (SU001-SU004) as they hide any other. The summary says how many findings
+each way hid.
+
+Adopting on a tree with many findings: `check --write-baseline FILE` records them in a file, or `check
+--add-suppressions` writes a suppression with the reason `TODO: say why this is accepted` for each finding,
+in the file's own syntax: `disable-next-line` above the finding's line (markdown keeps the line's
+indentation; RST adds a blank line; frontmatter above a top-level key), `disable` ... `enable` around a
+code block, a markdown table or an RST top-level block (a paragraph, a directive with its body) when the
+finding is inside one, `disable-file` after the opening `---` for a finding on it; JSON and every other
+file (scripts, folders, a file that could not be parsed) get a `per-file-ignores` entry in `pyproject.toml`
+(the table is added when missing; a tree without `pyproject.toml` gets a note). The writes are staged as
+`--fix`'s are, under its lock, inside the checked root only; the check then runs again. It refuses `--fix`
+and the baseline flags. An unused suppression (SU002) carries a fix: `--fix` (not `--only-safe`: it drops
+a reason a person wrote) removes the unused codes, or the whole comment and the `enable` ending its block.
+`--fix` never writes a suppression.
 """
 
 
@@ -116,6 +146,27 @@ def render() -> str:
                 rule_text = f"({', '.join(marks)}) {rule_text}"
             out.append(f"| {r.code} | {r.name} | `{r.profile}` | {rule_text} | {_one_line(r.cites)} |")
     return "\n".join(out) + "\n"
+
+
+_CODE = re.compile(r"^[A-Z]{2}\d{3}$")
+
+
+def anchors(text: str | None = None) -> dict[str, str]:
+    """Each rule code -> the anchor of the RULES.md section whose table holds it (GitHub's heading anchors,
+    as the markdown parser makes them): what SARIF's ``helpUri`` links to."""
+    from .parsers.markdown import parse_markdown
+
+    doc = parse_markdown("RULES.md", render() if text is None else text)
+    out: dict[str, str] = {}
+    for table in doc.tables:
+        above = [h for h in doc.headings if h.line < table.line]
+        if not above:
+            continue
+        for row in table.rows:
+            code = row[0].text.strip() if row else ""
+            if _CODE.match(code):
+                out.setdefault(code, above[-1].anchor)
+    return out
 
 
 def write() -> bool:

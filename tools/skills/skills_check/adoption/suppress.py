@@ -19,18 +19,21 @@ Two ways to hide a finding a team has judged and accepted:
 A suppression names its codes (a bare one is SU001), names codes that exist (SU003), and silences
 something (SU002: an unused one is reported, so suppressions cannot outlive the findings they hid).
 SU002 is judged only for codes that ran (a ``--select`` that leaves a code out leaves its suppressions
-alone). ``check --fix`` never writes a suppression: fixes come from the rules only.
+alone), and carries a fix removing the unused codes (or the comment, and the ``enable`` ending its block).
+A per-file-ignores glob matching no path and hiding nothing is SU004. Per-file ignores hide SU001-SU004 too.
+``check --fix`` never writes a suppression; ``check --add-suppressions`` does (add.py).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..inputs import problem
-from ..model import Comment, Finding, Project
+from ..model import Comment, ConfigError, Finding, Fix, Project, TextEdit
 
 PREFIX = "skills-check:"
 ACTIONS = ("disable-next-line", "disable", "enable", "disable-file")
@@ -48,14 +51,20 @@ SUPPRESSION_CODES: dict[str, tuple[str, str]] = {
         "unused suppression",
         "An inline suppression names a code that has no finding where it applies (as ruff's unused-noqa, "
         "RUF100). The finding it once hid was fixed or moved: remove the code from the comment, or the "
-        "comment. Judged only for codes that ran (`--select`, `--ignore` and profiles leave the others "
-        "alone).",
+        "comment; `check --fix` does (the finding carries that fix). Judged only for codes that ran "
+        "(`--select`, `--ignore` and profiles leave the others alone).",
     ),
     "SU003": (
         "malformed suppression",
         "A comment starting with `skills-check:` is not a suppression the checker understands: an action "
         "other than disable-next-line, disable, enable or disable-file, or a code no rule has "
         "(`cli.py explain` lists them).",
+    ),
+    "SU004": (
+        "per-file-ignores glob matches nothing",
+        "(warning) A glob of `[tool.skills-check.per-file-ignores]` matches no file or folder of the checked "
+        "tree: a typo (`doc/*.rst` for `docs/*.rst`) or a file since removed. It hides nothing; fix the glob "
+        "or remove the entry.",
     ),
 }
 
@@ -97,12 +106,14 @@ class _Scope:
     first: int
     last: int  # inclusive
     used: bool = False
+    closer: Directive | None = None  # the `enable` that ends a `disable` block
 
 
 @dataclass
 class _File:
     scopes: list[_Scope] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # the document's text, by line
 
 
 def documents(project: Project) -> Iterator[Any]:
@@ -164,6 +175,7 @@ def scopes_of(doc: Any, known: set[str]) -> _File:
     end = max(len(lines), 1)
     open_blocks: dict[str, Directive] = {}
     starts: dict[str, int] = {}
+    out.lines = lines
     for comment in sorted(doc.comments, key=lambda c: (c.line, c.col)):
         directive, problems = parse(doc.path, comment, known)
         out.problems += problems
@@ -181,7 +193,7 @@ def scopes_of(doc: Any, known: set[str]) -> _File:
         else:  # enable: the named codes, or every open block
             for c in list(directive.codes or open_blocks):
                 if c in open_blocks:
-                    out.scopes.append(_Scope(open_blocks.pop(c), c, starts.pop(c), directive.line))
+                    out.scopes.append(_Scope(open_blocks.pop(c), c, starts.pop(c), directive.line, closer=directive))
     out.scopes += [_Scope(d, c, starts[c], end) for c, d in open_blocks.items()]
     return out
 
@@ -207,28 +219,57 @@ def glob_match(pattern: str, path: str) -> bool:
     return re.fullmatch("".join(regex), path) is not None
 
 
-class ConfigError(ValueError):
-    """``[tool.skills-check.per-file-ignores]`` is malformed or names unknown codes (one line; exit 2)."""
-
-
 def per_file_ignores(config: dict[str, Any], known: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """The configured (glob, codes) pairs, validated: a table of globs to lists of codes or code prefixes."""
+    """The configured (glob, codes) pairs, validated: a table of globs to lists of codes or code prefixes.
+    Raises ConfigError (``model.ConfigError``: one line, with the line of the glob when it can be found)."""
     table = config.get(CONFIG_KEY)
     if table is None:
         return []
-    where = f"pyproject.toml:{config.get('_lines', {}).get(CONFIG_KEY, 1)}: [tool.skills-check.{CONFIG_KEY}]"
+    line = config.get("_lines", {}).get(CONFIG_KEY, 1)
+    where = f"[tool.skills-check.{CONFIG_KEY}]"
     if not isinstance(table, dict):
-        raise ConfigError(f'{where} must be a table: "glob" = ["CODE", ...]')
+        raise ConfigError(f'{where} must be a table: "glob" = ["CODE", ...]', line=line, key=CONFIG_KEY)
     known = [k.upper() for k in known]
     out = []
     for glob, codes in table.items():
+        line = config.get("_glob_lines", {}).get(glob, line)
         if not isinstance(codes, list) or not all(isinstance(c, str) and c.strip() for c in codes) or not codes:
-            raise ConfigError(f"{where} {glob!r} must be a non-empty list of codes")
+            raise ConfigError(f"{where} {glob!r} must be a non-empty list of codes", line=line, key=CONFIG_KEY)
         bad = [c for c in codes if not any(k.startswith(c.strip().upper()) for k in known)]
         if bad:
-            raise ConfigError(f"{where} {glob!r} names unknown code(s) {', '.join(bad)} (`cli.py explain` lists them)")
+            near = [n for n in (difflib.get_close_matches(bad[0].strip().upper(), known, n=1),) if n]
+            hint = f"; did you mean {near[0][0]}?" if near else ""
+            raise ConfigError(
+                f"{where} {glob!r} names unknown code(s) {', '.join(bad)}{hint} (`cli.py explain` lists them)",
+                line=line,
+                key=CONFIG_KEY,
+            )
         out.append((glob, tuple(c.strip().upper() for c in codes)))
     return out
+
+
+def unmatched_globs(
+    project: Project, ignores: Sequence[tuple[str, tuple[str, ...]]], hid: Iterable[str] = ()
+) -> list[Finding]:
+    """SU004 (a warning) for each per-file-ignores glob that matches no file or folder of the tree and hid no
+    finding (``hid``: the globs that did; a finding may be about a path that is missing): a typo in a glob
+    hides nothing and says nothing otherwise."""
+    hid = set(hid)
+    paths = project.paths | project.files | {d.path for d in documents(project)}
+    lines = project.config.get("_glob_lines", {})
+    line = project.config.get("_lines", {}).get(CONFIG_KEY, 1)
+    return [
+        problem(
+            "SU004",
+            "pyproject.toml",
+            lines.get(glob, line),
+            1,
+            f"[tool.skills-check.{CONFIG_KEY}] {glob!r} matches no file or folder of the tree; it hides nothing",
+            severity="warning",
+        )
+        for glob, _codes in ignores
+        if glob not in hid and not any(glob_match(glob, p) for p in paths)
+    ]
 
 
 def _ignored_per_file(f: Finding, ignores: list[tuple[str, tuple[str, ...]]]) -> bool:
@@ -243,10 +284,15 @@ def apply(
     ignores: Sequence[tuple[str, tuple[str, ...]]] = (),
 ) -> tuple[list[Finding], Hidden]:
     """The findings left after per-file ignores and inline suppressions, plus the suppressions' own findings
-    (SU001-SU003) among ``active`` codes; ``known`` is every code a suppression may name."""
+    (SU001-SU004) among ``active`` codes; ``known`` is every code a suppression may name. Per-file ignores
+    hide the suppression stage's own findings as they hide any other."""
     hidden = Hidden()
-    kept = [f for f in findings if not _ignored_per_file(f, list(ignores))]
+    ignores = list(ignores)
+    kept = [f for f in findings if not _ignored_per_file(f, ignores)]
     hidden.per_file = len(findings) - len(kept)
+    hid = {
+        g for f in findings for g, codes in ignores if f.code.upper().startswith(codes) and glob_match(g, f.loc.path)
+    }
     files = {doc.path: scopes_of(doc, known) for doc in documents(project) if getattr(doc, "comments", None)}
     out: list[Finding] = []
     for f in kept:
@@ -257,21 +303,83 @@ def apply(
             hidden.inline += 1
         else:
             out.append(f)
+    own: list[Finding] = []
     for path, parsed in files.items():
-        out += [p for p in parsed.problems if p.code in active and not _ignored_per_file(p, list(ignores))]
-        if "SU002" not in active:
-            continue
-        for s in parsed.scopes:
-            if not s.used and s.code in active:
-                out.append(
-                    problem(
-                        "SU002",
-                        path,
-                        s.directive.line,
-                        s.directive.col,
-                        f"unused suppression: no {s.code} finding where this `{s.directive.action}` "
-                        f"applies; remove {s.code} from it",
-                    )
-                )
+        own += [p for p in parsed.problems if p.code in active]
+        if "SU002" in active:
+            own += _unused(path, parsed, active)
+    if "SU004" in active:
+        own += unmatched_globs(project, ignores, hid)
+    visible = [f for f in own if not _ignored_per_file(f, ignores)]
+    hidden.per_file += len(own) - len(visible)
+    out += visible
     out.sort(key=lambda f: (f.loc.path, f.loc.line, f.loc.col, f.code, f.message))
     return out, hidden
+
+
+def _unused(path: str, parsed: _File, active: set[str]) -> list[Finding]:
+    """SU002 for each code of a suppression that hid nothing, with a fix removing the code from the comment
+    (the whole comment, and the `enable` that ends its block, when none of its codes is used)."""
+    unused = [s for s in parsed.scopes if not s.used and s.code in active]
+    out = []
+    for s in unused:
+        f = problem(
+            "SU002",
+            path,
+            s.directive.line,
+            s.directive.col,
+            f"unused suppression: no {s.code} finding where this `{s.directive.action}` applies; remove {s.code} from it",
+        )
+        f.fix = _removal(path, parsed, s.directive, {u.code for u in unused if u.directive == s.directive})
+        out.append(f)
+    return out
+
+
+def _whole_lines(lines: list[str], d: Directive) -> bool:
+    """The comment fills its lines (nothing else is written on them), so removing the lines removes only it."""
+    if not 0 < d.line <= d.end_line <= len(lines):
+        return False
+    first, last = lines[d.line - 1].strip(), lines[d.end_line - 1].strip()
+    return first.startswith(("<!--", "..", "#")) and (not first.startswith("<!--") or last.endswith("-->"))
+
+
+def _delete(lines: list[str], path: str, d: Directive) -> TextEdit:
+    """Delete the comment's lines, and the blank line after it when a blank line (or the file's start) is
+    before it too: what ``--add-suppressions`` inserted goes away without a trace."""
+    end = d.end_line
+    before_blank = d.line == 1 or not lines[d.line - 2].strip()
+    if before_blank and end < len(lines) - 1 and not lines[end].strip():
+        end += 1
+    return TextEdit(path, d.line, end, ())
+
+
+def _removal(path: str, parsed: _File, d: Directive, unused: set[str]) -> Fix | None:
+    """The fix of an unused suppression: drop the unused codes from a one-line comment, or drop the comment
+    (and the `enable` of its block, when that names no other code) when it names no used code."""
+    lines = parsed.lines
+    if not _whole_lines(lines, d):
+        return None
+    left = [c for c in d.codes if c not in unused]
+    if left:
+        if d.line != d.end_line:
+            return None
+        new = _with_codes(lines[d.line - 1], d.action, left)
+        if new is None:
+            return None
+        edits = (TextEdit(path, d.line, d.line, (new,)),)
+        return Fix(f"remove {', '.join(sorted(unused))} from the unused suppression", edits)
+    edits_: list[TextEdit] = [_delete(lines, path, d)]
+    closers = {s.closer for s in parsed.scopes if s.directive == d and s.closer is not None}
+    for closer in closers:
+        ends_others = any(s.closer == closer and s.directive != d for s in parsed.scopes)
+        if not ends_others and set(closer.codes) <= set(d.codes) and _whole_lines(lines, closer):
+            edits_.append(_delete(lines, path, closer))
+    return Fix("remove the unused suppression", tuple(edits_))
+
+
+def _with_codes(line: str, action: str, codes: list[str]) -> str | None:
+    """``line`` (a one-line suppression) naming ``codes`` instead of the codes it names."""
+    m = re.search(rf"({re.escape(PREFIX)}\s*{re.escape(action)}\s+)([A-Za-z0-9_,\s]*?)(\s+--\s|\s*-->|\s*$)", line)
+    if m is None:
+        return None
+    return line[: m.start(2)] + ",".join(codes) + line[m.end(2) :]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 import tomllib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,7 @@ from ..inputs import (
     problem,
     read_text,
 )
-from ..model import Project
+from ..model import ConfigError, Project, SetupError
 
 DEFAULTS: dict[str, str] = {
     "docs": "docs",
@@ -25,22 +28,148 @@ DEFAULTS: dict[str, str] = {
 CONVENTIONS = ("options-table", "nccl-list", "skill-metadata")
 
 
-class SetupError(Exception):
-    """The check cannot start (missing root, unreadable pyproject.toml, bad config)."""
+# Every profile a tree may name in ``profiles`` (rules/registry.py PROFILES; tests/test_checker_config.py
+# holds the two equal: the loader may not import the rules).
+PROFILE_NAMES = ("spec", "claude", "links", "drift", "isaaclab", "routing")
+SECTION = "skills-check"
+TOOL_KEYS = ("script", "module", "forwards", "also", "runs_other")  # of one [tool.skills-check.tools] entry
+
+
+def _is_paths(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# key -> (test of its value, what it must be): every key [tool.skills-check] knows; any other key is an error
+KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "skills": (_is_paths, "a folder or glob, or a non-empty list of them"),
+    "docs": (lambda v: isinstance(v, str), "a string path"),
+    "launcher": (lambda v: isinstance(v, str), "a string path"),
+    "trainer": (lambda v: isinstance(v, str), "a string path"),
+    "multi_gpu_doc": (lambda v: isinstance(v, str), "a string path"),
+    "profiles": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of profile names"),
+    "adopt": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of conventions"),
+    "tools": (lambda v: isinstance(v, dict), "a table: command words = script path, or a table"),
+    "per-file-ignores": (lambda v: isinstance(v, dict), 'a table: "glob" = ["CODE", ...]'),
+    "routing_threshold": (_is_number, "a number"),
+}
+
+
+def nearest(word: str, valid: Iterable[str]) -> str | None:
+    """The valid name closest to ``word`` (the same name with ``_`` for ``-`` first), or None."""
+    valid = list(valid)
+    for other in (word.replace("_", "-"), word.replace("-", "_"), word.lower()):
+        if other in valid:
+            return other
+    close = difflib.get_close_matches(word, valid, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def unknown_name(what: str, word: str, valid: Iterable[str]) -> str:
+    """``unknown WHAT `word`; did you mean `nearest`? (valid: ...)``: the words of a config or flag error."""
+    valid = list(valid)
+    near = nearest(word, valid)
+    hint = f"; did you mean `{near}`?" if near else ""
+    return f"unknown {what} `{word}`{hint} (valid: {', '.join(valid)})"
+
+
+_SEG = r"""(?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+)"""
+_HEADER = re.compile(rf"^\s*\[\[?\s*({_SEG}(?:\s*\.\s*{_SEG})*)\s*\]\]?\s*(?:#.*)?$")
+_KEYLINE = re.compile(rf"^\s*({_SEG}(?:\s*\.\s*{_SEG})*)\s*=")
+
+
+def _segments(dotted: str) -> tuple[str, ...]:
+    return tuple(s.strip("\"'") for s in re.findall(_SEG, dotted))
+
+
+def locate(text: str, *path: str) -> int:
+    """The 1-based line where the TOML key ``path`` (e.g. ``"tool", "skills-check", "docs"``) is set: its
+    ``key = ...`` line or its table's header; failing that, the line of the longest prefix of ``path``
+    found, else 1."""
+    best, best_len = 1, 0
+    table: tuple[str, ...] = ()
+    for i, line in enumerate(text.split("\n"), start=1):
+        header = _HEADER.match(line)
+        if header:
+            table = _segments(header.group(1))
+            full = table
+        else:
+            key = _KEYLINE.match(line)
+            if key is None:
+                continue
+            full = table + _segments(key.group(1))
+        common = 0
+        while common < min(len(full), len(path)) and full[common] == path[common]:
+            common += 1
+        if common == len(path):
+            return i
+        if common > best_len:
+            best, best_len = i, common
+    return best
 
 
 def _key_line(text: str, key: str) -> int:
-    """The line of ``key = ...`` in pyproject.toml's text (1 when not found)."""
-    for i, line in enumerate(text.split("\n"), start=1):
-        if line.strip().startswith((f"{key} ", f"{key}=", f'"{key}"', f"{key}.", f"[tool.skills-check.{key}")):
-            return i
-    return 1
+    """The line of ``[tool.skills-check] key`` in pyproject.toml's text (the section's line, or 1, when not found)."""
+    return locate(text, "tool", SECTION, key)
+
+
+def _check_sections(tool: dict[str, Any], text: str) -> None:
+    """A ``[tool.X]`` table whose name is a near miss of ``skills-check`` (``skill-check``, ``skills_check``) is
+    an error, not a table silently ignored."""
+    for name in tool:
+        squashed = re.sub(r"[^a-z0-9]", "", name.lower())
+        if name != SECTION and (
+            squashed == "skillscheck" or difflib.SequenceMatcher(None, name.lower(), SECTION).ratio() >= 0.85
+        ):
+            raise ConfigError(
+                f"unknown section [tool.{name}]; did you mean [tool.{SECTION}]? (the checker reads only [tool.{SECTION}])",
+                line=locate(text, "tool", name),
+                key=f"tool.{name}",
+            )
+
+
+def _check_key(key: str, value: Any, text: str) -> None:
+    """One ``[tool.skills-check]`` key: known, of the right type, with known values. Raises ConfigError."""
+    line = _key_line(text, key)
+    where = f"[tool.{SECTION}]"
+    if key not in KEYS:
+        raise ConfigError(f"{where} {unknown_name('key', key, sorted(KEYS))}", line=line, key=key)
+    test, what = KEYS[key]
+    if not test(value):
+        raise ConfigError(f"{where} {key} must be {what}, not {type(value).__name__}", line=line, key=key)
+    if key == "profiles":
+        for name in value:
+            if name not in PROFILE_NAMES:
+                raise ConfigError(
+                    f"{where} profiles: {unknown_name('profile', name, PROFILE_NAMES)}", line=line, key=key
+                )
+    if key == "adopt":
+        for name in value:
+            if name not in CONVENTIONS:
+                raise ConfigError(f"{where} adopt: {unknown_name('convention', name, CONVENTIONS)}", line=line, key=key)
+    if key == "tools":
+        _check_tools(value, text)
+    if key == "per-file-ignores":
+        for glob, codes in value.items():
+            if not isinstance(codes, list) or not codes or not all(isinstance(c, str) and c.strip() for c in codes):
+                raise ConfigError(
+                    f"[tool.{SECTION}.per-file-ignores] {glob!r} must be a non-empty list of codes",
+                    line=locate(text, "tool", SECTION, key, glob),
+                    key=key,
+                )
 
 
 def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> dict[str, Any]:
     """DEFAULTS, updated from pyproject's [tool.skills-check], then from non-None ``overrides``.
 
-    ``config["_lines"]`` maps each key set in pyproject.toml to its line (for findings about it).
+    ``config["_lines"]`` maps each key set in pyproject.toml to its line (for findings about it). Strict: an
+    unknown key, section or profile, or a value of the wrong type, raises ConfigError (one line, the nearest
+    valid name).
     """
     config: dict[str, Any] = dict(DEFAULTS)
     lines: dict[str, int] = {}
@@ -54,33 +183,19 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
             raise SetupError(f"pyproject.toml: does not parse: {exc}") from exc
         tool = data.get("tool", {})
         if not isinstance(tool, dict):
-            raise SetupError(
-                f"pyproject.toml:{_key_line(text, 'tool')}: `tool` must be a table, not {type(tool).__name__}"
+            raise ConfigError(
+                f"`tool` must be a table, not {type(tool).__name__}", line=locate(text, "tool"), key="tool"
             )
-        table = tool.get("skills-check", {})
+        _check_sections(tool, text)
+        table = tool.get(SECTION, {})
         if not isinstance(table, dict):
-            raise SetupError(f"pyproject.toml:{_key_line(text, 'skills-check')}: [tool.skills-check] must be a table")
+            raise ConfigError(f"[tool.{SECTION}] must be a table", line=locate(text, "tool", SECTION), key=SECTION)
         for key, value in table.items():
-            if key == "tools":
-                _check_tools(value, text)
-            if key == "adopt" and (not isinstance(value, list) or not all(v in CONVENTIONS for v in value)):
-                raise SetupError(
-                    f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] adopt must be a list "
-                    f"of {', '.join(CONVENTIONS)}"
-                )
-            if key == "skills" and not (
-                isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(v, str) for v in value))
-            ):
-                raise SetupError(
-                    f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] skills must be a folder "
-                    "or glob, or a list of them"
-                )
-            if key in DEFAULTS and not isinstance(value, str):
-                raise SetupError(
-                    f"pyproject.toml:{_key_line(text, key)}: [tool.skills-check] {key} must be a string path"
-                )
+            _check_key(key, value, text)
             config[key] = value
             lines[key] = _key_line(text, key)
+        ignores = table.get("per-file-ignores") or {}
+        config["_glob_lines"] = {glob: locate(text, "tool", SECTION, "per-file-ignores", glob) for glob in ignores}
     given = set(lines)
     for key, value in (overrides or {}).items():
         if value is not None:
@@ -94,10 +209,10 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
 
 def _check_tools(value: Any, text: str) -> None:
     """``[tool.skills-check.tools]``: command words -> a path, or a table (script/module, forwards, also)."""
-    line = _key_line(text, "tools") if "tools" in text else 1
+    line = _key_line(text, "tools")
 
-    def bad(why: str) -> SetupError:
-        return SetupError(f"pyproject.toml:{line}: [tool.skills-check.tools] {why}")
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"[tool.skills-check.tools] {why}", line=line, key="tools")
 
     if not isinstance(value, dict):
         raise bad("must be a table: command words = script path, or a table with script or module")
@@ -108,12 +223,9 @@ def _check_tools(value: Any, text: str) -> None:
             continue
         if not isinstance(entry, dict):
             raise bad(f"{words!r} must be a script path or a table")
-        unknown = set(entry) - {"script", "module", "forwards", "also", "runs_other"}
+        unknown = sorted(set(entry) - set(TOOL_KEYS))
         if unknown:
-            raise bad(
-                f"{words!r} has unknown key(s) {', '.join(sorted(unknown))} (script, module, forwards, also, "
-                "runs_other)"
-            )
+            raise bad(f"{words!r}: {unknown_name('key', unknown[0], TOOL_KEYS)}")
         runs_other = entry.get("runs_other", [])
         if not isinstance(runs_other, list) or not all(isinstance(a, str) and a.startswith("-") for a in runs_other):
             raise bad(f"{words!r}: runs_other must be a list of the tool's own options (such as --train_script)")

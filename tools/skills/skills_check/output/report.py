@@ -136,12 +136,20 @@ def format_github(findings: list[Finding], summary: Summary) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(fmt: str, findings: list[Finding], summary: Summary, rules: Iterable[Any] = ()) -> str:
-    """The report in ``fmt``; SARIF also describes ``rules`` (the rule infos that ran)."""
+def render(
+    fmt: str,
+    findings: list[Finding],
+    summary: Summary,
+    rules: Iterable[Any] = (),
+    fingerprints: list[str] | None = None,
+    anchors: dict[str, str] | None = None,
+) -> str:
+    """The report in ``fmt``; SARIF also describes ``rules`` (the rule infos that ran), each finding's
+    fingerprint and each rule's section of RULES.md (``anchors``)."""
     if fmt == "sarif":
         from .sarif import format_sarif
 
-        return format_sarif(findings, summary.notes, rules)
+        return format_sarif(findings, summary.notes, rules, fingerprints, anchors)
     return {"text": format_text, "json": format_json, "github": format_github}[fmt](findings, summary)
 
 

@@ -1,15 +1,27 @@
 """Findings -> SARIF 2.1.0 (``check --format sarif``), the format code-scanning and review tools read.
 
-One run: the tool with the rules that ran (id, name, descriptions, help, default level, profile as a
-tag), and one result per finding with its rule, level, location, the truth a drift finding points at
-(a related location), and its fix (whole-line replacements). Paths stay repository-relative under the
-``%SRCROOT%`` base; columns count code points, as the checker's do. Knows only findings and rule texts.
+One run: the tool (name, ``version`` and ``semanticVersion``: the running checker's, ``informationUri``)
+with the rules that ran (id, name, descriptions, help, ``helpUri``: the rule's section of RULES.md at the
+running version, default level, profile as a tag), and one result per finding with its rule, level,
+location, ``partialFingerprints`` (the baseline's fingerprint: code, file, message and the text of the
+line, not its number, so a finding that moves keeps its identity and code scanning tracks it as the same
+alert), the truth a drift finding points at (a related location), and its fix (whole-line replacements).
+Paths stay repository-relative under the ``%SRCROOT%`` base; columns count code points, as the checker's
+do. Knows only findings and rule texts.
+
+Links: ``[project.urls] Repository`` of the checker's distribution (``tools/skills/pyproject.toml``, or
+the installed metadata) + ``/blob/skills-check-v<version>/tools/skills/RULES.md#<section>``: the release
+tag of the running version. Without a repository URL the log has no ``helpUri``/``informationUri``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import tomllib
+from collections.abc import Iterable, Mapping
+from functools import cache
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -19,6 +31,43 @@ SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 VERSION = "2.1.0"
 TOOL = "skills-check"
 BASE = "%SRCROOT%"
+FINGERPRINT = "skillsCheck/v1"  # our own key: primaryLocationLineHash is GitHub's, computed by its upload
+DISTRIBUTION = Path(__file__).resolve().parents[2] / "pyproject.toml"  # tools/skills/ in a checkout
+TAG = "skills-check-v{version}"  # the release tag of a version, in the repository the URLs name
+RULES_PATH = "tools/skills/RULES.md"
+
+
+@cache
+def tool_meta() -> tuple[str, str | None]:
+    """(version, repository URL) of the running checker: the checkout's ``tools/skills/pyproject.toml`` when
+    the package runs from a checkout, else the installed distribution's metadata; ("0+unknown", None) when
+    neither says."""
+    try:
+        project = tomllib.loads(DISTRIBUTION.read_text(encoding="utf-8")).get("project", {})
+        if project.get("name") == TOOL:
+            urls = project.get("urls", {})
+            return str(project.get("version", "0+unknown")), urls.get("Repository")
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    try:
+        meta = metadata.metadata(TOOL)
+    except metadata.PackageNotFoundError:
+        return "0+unknown", None
+    repository = None
+    for entry in meta.get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() == "repository":
+            repository = url.strip()
+    return str(meta["Version"] or "0+unknown"), repository
+
+
+def rules_url(anchor: str = "") -> str | None:
+    """RULES.md at the running version's tag (with ``#anchor``), or None without a repository URL."""
+    version, repository = tool_meta()
+    if not repository:
+        return None
+    url = f"{repository.rstrip('/')}/blob/{TAG.format(version=version)}/{RULES_PATH}"
+    return f"{url}#{anchor}" if anchor else url
 
 
 def _artifact(path: str) -> dict[str, Any]:
@@ -56,11 +105,11 @@ def _fix(fix: Fix) -> dict[str, Any]:
     }
 
 
-def _rule(info: Any) -> dict[str, Any]:
+def _rule(info: Any, anchors: Mapping[str, str]) -> dict[str, Any]:
     explanation = (info.explanation or info.summary or info.code).strip()
     paragraphs = explanation.split("\n\n")
     own = [p for p in paragraphs[: next((i for i, p in enumerate(paragraphs) if p.startswith("Profile:")), None)]]
-    return {
+    out = {
         "id": info.code,
         "name": info.name,
         "shortDescription": {"text": info.summary or info.name},
@@ -69,15 +118,21 @@ def _rule(info: Any) -> dict[str, Any]:
         "defaultConfiguration": {"level": "warning" if info.severity == "warning" else "error"},
         "properties": {"tags": [info.profile]},
     }
+    url = rules_url(anchors.get(info.code, ""))
+    if url:
+        out["helpUri"] = url
+    return out
 
 
-def _result(f: Finding, index: dict[str, int]) -> dict[str, Any]:
+def _result(f: Finding, index: dict[str, int], fingerprint: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ruleId": f.code,
         "level": "warning" if f.severity == "warning" else "error",
         "message": {"text": " ".join(f.message.split())},
         "locations": [_location(f.loc)],
     }
+    if fingerprint:
+        out["partialFingerprints"] = {FINGERPRINT: fingerprint}
     if f.code in index:
         out["ruleIndex"] = index[f.code]
     if f.truth is not None:
@@ -87,13 +142,40 @@ def _result(f: Finding, index: dict[str, int]) -> dict[str, Any]:
     return out
 
 
-def format_sarif(findings: list[Finding], notes: Iterable[str], rules: Iterable[Any], version: str = "") -> str:
-    """The SARIF log of one check: ``rules`` are the rule infos that ran (``rules.registry.Rule``)."""
+def fingerprints(findings: list[Finding], fingerprint_of: Any) -> list[str]:
+    """Each finding's fingerprint (``fingerprint_of(finding)``, the baseline's), with ``:N`` for the Nth of
+    identical ones, so two equal findings in one file are two alerts and stay so when lines move."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in findings:
+        fp = fingerprint_of(f)
+        seen[fp] = seen.get(fp, 0) + 1
+        out.append(f"{fp}:{seen[fp]}")
+    return out
+
+
+def format_sarif(
+    findings: list[Finding],
+    notes: Iterable[str],
+    rules: Iterable[Any],
+    fingerprints: list[str] | None = None,
+    anchors: Mapping[str, str] | None = None,
+) -> str:
+    """The SARIF log of one check: ``rules`` are the rule infos that ran (``rules.registry.Rule``);
+    ``fingerprints`` one per finding (see ``fingerprints``); ``anchors`` each code's section of RULES.md."""
     described = sorted({r.code: r for r in rules}.values(), key=lambda r: r.code)
     index = {r.code: i for i, r in enumerate(described)}
-    driver: dict[str, Any] = {"name": TOOL, "rules": [_rule(r) for r in described]}
-    if version:
-        driver["version"] = version
+    version, _ = tool_meta()
+    driver: dict[str, Any] = {
+        "name": TOOL,
+        "version": version,
+        "semanticVersion": version,
+        "rules": [_rule(r, anchors or {}) for r in described],
+    }
+    home = rules_url()
+    if home:
+        driver["informationUri"] = home.rsplit("/", 1)[0] + "/README.md"
+    prints = fingerprints if fingerprints is not None and len(fingerprints) == len(findings) else [None] * len(findings)
     run = {
         "tool": {"driver": driver},
         "columnKind": "unicodeCodePoints",
@@ -103,6 +185,6 @@ def format_sarif(findings: list[Finding], notes: Iterable[str], rules: Iterable[
                 "toolExecutionNotifications": [{"level": "note", "message": {"text": note}} for note in notes],
             }
         ],
-        "results": [_result(f, index) for f in findings],
+        "results": [_result(f, index, fp) for f, fp in zip(findings, prints)],
     }
     return json.dumps({"$schema": SCHEMA, "version": VERSION, "runs": [run]}, indent=2, ensure_ascii=False) + "\n"
