@@ -184,3 +184,40 @@ def test_two_single_node_jobs_started_at_once_both_train(tmp_path: Path) -> None
         assert re.search(r"^\[INFO\] rank 0/2: parameter digest [0-9a-f]{64}$", out, re.M), out[-2000:]
     for name in ("a", "b"):
         assert len(list((tmp_path / name / "rsl_rl" / "Toy-Cartpole-v0").iterdir())) == 1
+
+
+# ---------------------------------------------------------------------------------------------- nodes that never meet
+
+
+@pytest.mark.e2e
+def test_node_1_alone_names_the_endpoint_and_the_checks(tmp_path: Path) -> None:
+    """A real node 1 whose node 0 never comes: after --rdzv_timeout it names where it waited and what to check."""
+    with held() as s:  # a port nobody listens on: bound here, never accepted, closed before the launcher connects
+        port = s.getsockname()[1]
+    args = ["--nnodes", "2", "--node_rank", "1", "--master_addr", "127.0.0.1", "--master_port", str(port)]
+    cmd = launcher_cmd(*args, "--num_gpus", "1", "--device", "cpu", "--rdzv_timeout", "3")
+    proc = start([*cmd, "--log_root", str(tmp_path)], loopback_env())
+    try:
+        _, err = finish(proc, timeout=120)
+    finally:
+        kill_group(proc)
+    assert proc.returncode == 4, err[-3000:]
+    last = err.rstrip().splitlines()[-1]
+    assert f"never arrived: the rendezvous at 127.0.0.1:{port} never answered" in last, last
+    assert f"node 0 was started with the same --master_addr 127.0.0.1 --master_port {port} and --nnodes" in last
+    assert f"nc -vz 127.0.0.1 {port}" in last and f"node 0's firewall lets TCP port {port} in" in last, last
+
+
+def test_cpu_ranks_get_one_thread_each_unless_told(monkeypatch, capsys) -> None:
+    environ, lines = launcher.cpu_threads({}, on_cpu=True, jax=False)
+    assert environ["OMP_NUM_THREADS"] == "1" and lines == [launcher.OMP_LINE]
+    assert launcher.cpu_threads({"OMP_NUM_THREADS": "4"}, on_cpu=True, jax=False) == ({"OMP_NUM_THREADS": "4"}, [])
+    assert launcher.cpu_threads({}, on_cpu=False, jax=False) == ({}, [])
+    config = launcher.make_config(
+        SCRIPT.build_parser(),
+        ["--dry_run", "--nnodes", "2", "--node_rank", "0", "--master_addr", "127.0.0.1"]
+        + ["--master_port", "29511", "--num_gpus", "1", "--device", "cpu"],
+        train_script=TRAIN,
+        environ={"CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert config.environ["OMP_NUM_THREADS"] == "1" and launcher.OMP_LINE in config.inferred
