@@ -87,8 +87,8 @@ def test_a_named_master_port_that_is_held_is_refused_naming_its_pid(monkeypatch,
         code, err = launch_line([*CPU2, "--master_port", str(port)], monkeypatch, capsys)
     assert code == 2 and len(err.splitlines()) == 1, err
     assert re.fullmatch(
-        rf"mgpu-lab train_multigpu: error: --master_port {port}: already in use on this host, held by \S+ "
-        rf"\(pid {os.getpid()}\); give a free port with --master_port .*\n",
+        rf"mgpu-lab train_multigpu: error: --master_port {port}: already in use on this host, held by "
+        rf"{re.escape(str(procs.name(os.getpid())))} \(pid {os.getpid()}\); give a free port with --master_port .*\n",
         err,
     ), err
 
