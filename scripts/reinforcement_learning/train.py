@@ -136,8 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KIND:RANK:ITER[:ARG]",
         help="Rehearse a failure on CPU before it happens on GPUs: on global rank RANK from "
         "iteration ITER, KIND hang (stops outside any collective), skip (leaves its next collective), "
-        "raise, signal (ARG: the signal, default SIGKILL) or slow (ARG: seconds held back per "
-        "iteration, default 0.5). Comma-separate several; first attempt only. For rehearsing the "
+        "raise, signal (ARG: the signal, default SIGKILL), slow (ARG: seconds held back per "
+        "iteration, default 0.5) or oom (allocates until the kernel's OOM killer ends it; only under a "
+        "cgroup memory limit). Comma-separate several; first attempt only. For rehearsing the "
         "watchdog, the failure report and mgpu-lab timing; never in real training.",
     )
     return parser

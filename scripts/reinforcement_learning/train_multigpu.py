@@ -180,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--master_port", type=int, default=None,
-        help="Free port on node 0 for the static rendezvous (torchrun's default: 29500; "
-             "give another when two jobs share a machine).",
+        help="Free port on node 0 for the static rendezvous (torchrun's default: 29500); leave it out on "
+             "one node (the launcher passes --standalone: a free port). A held port is refused, naming its pid.",
     )
     run.add_argument(
         "--rdzv_backend", choices=RDZV_BACKENDS, default=None,

@@ -8,6 +8,7 @@ keeps its own copy: it must run with torch alone.
 from __future__ import annotations
 
 import os
+import socket
 
 from mgpu_lab.core.names import JOB_KEY_ENV
 
@@ -153,3 +154,41 @@ def cmdline(pid: int) -> list[bytes]:
             return fh.read().split(b"\0")
     except OSError:
         return []
+
+
+def name(pid: int) -> str | None:
+    """A process's short name (``/proc/PID/comm``), or None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def socket_owners(inodes: set[int]) -> dict[int, int]:
+    """socket inode -> the first process holding it open (``/proc/PID/fd/N`` -> ``socket:[INODE]``), for the
+    inodes whose holder this user may see (another user's file descriptors stay unreadable unless root)."""
+    found: dict[int, int] = {}
+    wanted = {f"socket:[{inode}]": inode for inode in inodes}
+    for pid in sorted(pids()):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            inode = wanted.get(link)
+            if inode is not None and inode not in found:
+                found[inode] = pid
+        if len(found) == len(wanted):
+            break
+    return found
+
+
+def node_name() -> str:
+    """This machine's name, the one every launcher and rank line uses: the host name (``socket.gethostname``),
+    never torchrun's fully qualified one (``socket.getfqdn``), which often resolves to "localhost"."""
+    return socket.gethostname()

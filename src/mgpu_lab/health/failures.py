@@ -26,6 +26,7 @@ import re
 import signal
 from dataclasses import dataclass
 
+from mgpu_lab.core import procs
 from mgpu_lab.health import heartbeat
 
 _ENTRY = re.compile(
@@ -59,7 +60,9 @@ def parse_torchrun_summary(text: str) -> tuple[dict[int, Exit], int | None]:
     exits = {}
     for m in _ENTRY.finditer(text):
         rank = int(m["rank"])
-        exits[rank] = Exit(rank, m["host"], int(m["pid"]), int(m["code"]))
+        # torchrun lists its own node's workers, naming the node by its fully qualified name (often "localhost"):
+        # the node's name is the one every other line uses
+        exits[rank] = Exit(rank, procs.node_name(), int(m["pid"]), int(m["code"]))
     root = _ROOT.search(text)
     return exits, int(root["rank"]) if root else None
 

@@ -31,11 +31,11 @@ if __name__ == "__main__":  # run by path: this folder must not shadow anything;
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import runpy
-import socket
 import threading
 import time
 
 # no torch at module level in any of these (torch comes with the collective tracker's install); after the path fix
+from mgpu_lab.core import procs
 from mgpu_lab.health import heartbeat
 from mgpu_lab.health.collectives import CollectiveTracker
 from mgpu_lab.health.rank_progress import Supervision
@@ -161,7 +161,7 @@ def supervised(job_root: str | None, target: str, module: bool, args: list[str])
         supervision.beat(-1, heartbeat.Phase.START)
     lock = records_folder(folder, job_root, script_name(target, module)) if rank == 0 else None
     tracker = CollectiveTracker().install()
-    beater = Beater(supervision, tracker, TimingLog(tracker, rank, socket.gethostname(), folder))
+    beater = Beater(supervision, tracker, TimingLog(tracker, rank, procs.node_name(), folder))
     beater.thread.start()
     status = 1
     try:

@@ -24,7 +24,10 @@ fire on the given global rank at the first training iteration at or after ITER, 
 - ``raise``: the rank raises ``RuntimeError("injected fault ...")``;
 - ``signal``: the rank sends itself signal ARG (a number or a name such as ``SIGTERM``; default SIGKILL);
 - ``slow``: from ITER on, the rank sleeps ARG seconds (default 0.5) at the start of every iteration: a
-  straggler, held slow by the fault itself (``mgpu-lab timing`` names it).
+  straggler, held slow by the fault itself (``mgpu-lab timing`` names it);
+- ``oom``: the rank allocates memory (every page written) until the kernel's OOM killer ends it with SIGKILL;
+  refused (a RuntimeError) unless the rank's memory cgroup has a limit, so the machine's other processes are
+  never the ones to run out (:func:`allocate_until_killed`).
 
 This module imports no torch at load time; ``skip`` imports ``torch.distributed`` when it installs itself.
 """
@@ -34,7 +37,6 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -42,11 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from mgpu_lab.core import procs
+from mgpu_lab.core import memcg, procs
 from mgpu_lab.health import heartbeat
 from mgpu_lab.runs.resume import restart_count
 
-FAULT_KINDS = ("hang", "skip", "raise", "signal", "slow")
+FAULT_KINDS = ("hang", "skip", "raise", "signal", "slow", "oom")
 SLOW_DEFAULT_S = 0.5
 
 
@@ -67,6 +69,25 @@ class Fault:
         extra = f" ({signal.Signals(self.signum).name})" if self.kind == "signal" else ""
         extra = f" ({self.seconds:g} s per iteration)" if self.kind == "slow" else extra
         return f"{self.kind}{extra} at iteration {self.iteration} on rank {self.rank}"
+
+
+def allocate_until_killed(rank: int, iteration: int, chunk: int = 32 << 20) -> None:
+    """The ``oom`` fault: hold ever more written memory until the kernel kills this process (under a memory limit)."""
+    cap = memcg.limited()
+    if cap is None:
+        raise RuntimeError(
+            "injected fault oom: this rank's memory cgroup has no limit, so it would exhaust the whole machine; "
+            "run the job in a memory-limited cgroup"
+        )
+    _say(
+        f"[FAULT] rank {rank}: allocating memory at iteration {iteration} until the kernel's OOM killer ends it "
+        f"(memory limit {cap >> 20} MiB; injected fault)"
+    )
+    held = []
+    while True:
+        block = bytearray(chunk)
+        block[:: 1 << 12] = b"\1" * len(range(0, chunk, 1 << 12))  # write every page: reserved is not used
+        held.append(block)
 
 
 def _signal_number(text: str) -> int:
@@ -208,6 +229,8 @@ class FaultSwitch:
                         skip.armed = True
             elif fault.kind == "hang":
                 wait_forever(f"rank {fault.rank}: injected hang at iteration {iteration}")
+            elif fault.kind == "oom":
+                allocate_until_killed(fault.rank, iteration)
             elif fault.kind == "raise":
                 raise RuntimeError(f"injected fault: raise at iteration {iteration} on rank {fault.rank}")
             elif fault.kind == "signal":
@@ -236,7 +259,7 @@ class Supervision:
     def __init__(self, folder: str, rank: int, local_rank: int, world_size: int) -> None:
         self.folder = folder
         self.rank, self.local_rank, self.world_size = rank, local_rank, world_size
-        self.node = socket.gethostname()
+        self.node = procs.node_name()
         self.pid = os.getpid()
         self.started = procs.start_time(self.pid)  # with the pid in every beat: the launcher signals only this process
         self._stack_file: TextIO | None = None
@@ -297,7 +320,7 @@ class RankProgress:
         self, rank: int, local_rank: int, world_size: int, supervise_dir: str | None, faults: tuple[Fault, ...]
     ) -> None:
         self.rank = rank
-        self.node = socket.gethostname()
+        self.node = procs.node_name()
         self.iteration = -1
         self.supervision = Supervision(supervise_dir, rank, local_rank, world_size) if supervise_dir else None
         self.faults = FaultSwitch(faults, rank) if faults else None

@@ -157,6 +157,8 @@ class LaunchConfig(Frozen):
     torchrun_options: tuple[tuple[str, object], ...]
     #: this node hosts torchrun's static rendezvous store (node 0 on a local master address)
     hosts_store: bool
+    #: one node, no rendezvous named: torchrun's ``--standalone`` store on a port the kernel picks
+    standalone: bool = False
     #: seconds between SIGTERM and SIGKILL when the job is stopped (MGPU_LAB_KILL_GRACE_S)
     grace_s: float
     dry_run: bool

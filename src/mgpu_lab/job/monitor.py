@@ -41,7 +41,7 @@ from mgpu_lab.core.names import JOB_KEY_ENV
 from mgpu_lab.health import failures, heartbeat
 from mgpu_lab.health.live_stacks import LiveStacks
 from mgpu_lab.health.watchdog import Watchdog, stall_words, write_report
-from mgpu_lab.job import checks, job_cgroup, rendezvous, supervise
+from mgpu_lab.job import checks, job_cgroup, oom, rendezvous, supervise
 from mgpu_lab.job.nccl_trace import NcclTrace
 from mgpu_lab.job.stderr_route import StderrRouter
 from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
@@ -119,6 +119,7 @@ class JobMonitor:
         self._pids: dict[int, int] = {}  # each rank's process, as its beats name it
         self._replaced: set[int] = set()  # ranks whose process was replaced since the group last restarted
         self.live_stacks = LiveStacks()  # SIGUSR2: every rank's stack now, the job goes on (mgpu-lab stacks)
+        self.oom = oom.OomWatch()  # the kernel's OOM records before the job: a SIGKILLed rank's reason later
 
     def _note_restart(self, beats: dict[int, heartbeat.Beat]) -> None:
         """Say once per restart, in the launcher's words, that torchrun restarted the worker group: a rank's beat
@@ -287,6 +288,8 @@ class JobMonitor:
             if kept is not None:  # just before the "first failure" line, which stays among the last
                 at = next((i for i, line in enumerate(lines) if line.startswith(failures.FIRST_FAILURE)), len(lines))
                 lines.insert(at, f"{TORCHRUN_KEPT} {kept}")
+        at = next((i for i, line in enumerate(lines) if line.startswith(failures.FIRST_FAILURE)), len(lines))
+        lines[at:at] = self.oom.lines(self._sigkilled())
         if job.error_file is not None:
             failure = _jax_failure(job.error_file)
             if failure is not None:
@@ -296,6 +299,11 @@ class JobMonitor:
         else:
             status = EXIT_FAILED if rc != EXIT_USAGE else rc
         return Outcome(State.FAILED, status, tuple(lines))
+
+    def _sigkilled(self) -> dict[int, int]:
+        """rank -> pid of the ranks torchrun saw killed by SIGKILL (the OOM killer's signal)."""
+        exits, _ = failures.parse_torchrun_summary(self.tail.decode("utf-8", errors="replace"))
+        return {rank: e.pid for rank, e in exits.items() if e.code == -signal.SIGKILL}
 
     def keep_launcher_text(self, key: str) -> str | None:
         """Write torchrun's diverted failure text to the run folder (else --log_dir, else the temp folder);

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import socket
 
+from mgpu_lab.core import procs
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -15,9 +17,15 @@ if TYPE_CHECKING:
     from mgpu_lab.job.config import LaunchConfig
 
 
+#: Where torchrun's ``--standalone`` store listens (the launcher's choice for one node that names no port).
+STANDALONE_WHERE = "localhost:<a free port> (--standalone)"
+
+
 def endpoint(config: LaunchConfig) -> str:
     """``BACKEND HOST:PORT`` of the rendezvous."""
     env = config.scheduler
+    if config.standalone:
+        return f"c10d {STANDALONE_WHERE}"
     if config.rdzv_endpoint:
         return f"{config.rdzv_backend or 'static'} {config.rdzv_endpoint}"
     if env.rdzv_endpoint and config.master_addr is None:
@@ -34,7 +42,7 @@ def nodes(config: LaunchConfig) -> str:
 def node(config: LaunchConfig) -> str:
     rank = config.node_rank
     rank_text = f"node_rank {rank}" if rank is not None else "node_rank assigned at the rendezvous"
-    return f"{socket.gethostname()}, {rank_text}"
+    return f"{procs.node_name()}, {rank_text}"
 
 
 def waiting(config: LaunchConfig, left_s: float) -> str:
@@ -57,7 +65,7 @@ def answers(host: str, port: str) -> bool:
 def missing(config: LaunchConfig, joined: Collection[int] = ()) -> str:
     """Why the deadline passed: the other nodes never joined, or the rendezvous never answered; on a single node,
     which of its ranks never joined (``joined``: the ranks whose beat the launcher has)."""
-    where = endpoint(config).split()[-1]
+    where = STANDALONE_WHERE if config.standalone else endpoint(config).split()[-1]
     if nodes(config) == "1":
         return (
             f"rendezvous deadline passed after {config.rdzv_timeout:g} s (--rdzv_timeout): never arrived: "
@@ -74,7 +82,22 @@ def missing(config: LaunchConfig, joined: Collection[int] = ()) -> str:
     )
     return (
         f"rendezvous deadline passed after {config.rdzv_timeout:g} s (--rdzv_timeout): "
-        f"never arrived: {what}; this node ({node(config)}) was ready"
+        f"never arrived: {what}; this node ({node(config)}) was ready; {_checks(config, host, port or '29400')}"
+    )
+
+
+def _checks(config: LaunchConfig, host: str, port: str) -> str:
+    """What to check when nodes never met: the same endpoint on every node, reachable through the firewall."""
+    static = endpoint(config).startswith("static ")
+    same = f"--master_addr {host} --master_port {port}" if static else f"--rdzv_endpoint {host}:{port}"
+    if config.hosts_store:
+        return (
+            f"check that every other node was started with {same} and the same --nnodes, and reaches this node "
+            f"(from there: nc -vz {host} {port}; a firewall here must let TCP port {port} in)"
+        )
+    return (
+        f"check: node 0 was started with the same {same} and --nnodes; this node reaches it (nc -vz {host} {port}); "
+        f"node 0's firewall lets TCP port {port} in; node 0's log says it hosts the rendezvous there"
     )
 
 

@@ -175,20 +175,36 @@ def hosts_store(args: argparse.Namespace, env: SchedulerEnv) -> bool:
     return args.master_addr in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 
 
-def _check_port_free(port: int) -> None:
-    import errno
-    import socket
+def standalone(args: argparse.Namespace, env: SchedulerEnv, jax: bool) -> bool:
+    """True for a single-node torchrun job that names no rendezvous (no flag, no scheduler variable): it gets
+    torchrun's ``--standalone`` store on a port the kernel picks (:mod:`mgpu_lab.launch.ports`)."""
+    named = (args.master_addr, args.master_port, args.rdzv_endpoint, args.rdzv_backend, args.rdzv_id)
+    pet = (env.master_addr, env.master_port, env.rdzv_endpoint, env.rdzv_backend, env.rdzv_id)
+    if jax or any(value is not None for value in named + pet) or (args.node_rank or 0) != 0:
+        return False
+    return (args.nnodes or env.nodes).split(":")[-1] == "1"
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore does
-        try:
-            s.bind(("", port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise UsageError(
-                    f"--master_port {port}: already in use on this host; give a free port "
-                    "(node 0 hosts the rendezvous there)"
-                ) from None
+
+def _check_named_port(args: argparse.Namespace, scheduler: SchedulerEnv, store: bool) -> None:
+    """A port this node must bind (node 0's static store; a single node's own --rdzv_endpoint) that another process
+    holds is refused, naming the holder."""
+    from mgpu_lab.launch import ports
+
+    if store:
+        port = args.master_port if args.master_port is not None else int(scheduler.port)
+        flag = f"--master_port {port}" if args.master_port is not None else f"torchrun's default port {port}"
+        fix = "give a free port with --master_port (node 0 hosts the rendezvous there; every node gives the same)"
+        refusal = ports.refuse_taken(flag, port, fix)
+    elif args.rdzv_endpoint is not None and (args.nnodes or scheduler.nodes).split(":")[-1] == "1":
+        host, _, port_text = args.rdzv_endpoint.rpartition(":")
+        if not (ports.local_host(host) and port_text.isdigit() and 0 < int(port_text) < 65536):
+            return
+        fix = "give a free port, or leave --rdzv_endpoint out on a single node (torchrun then picks a free one)"
+        refusal = ports.refuse_taken(f"--rdzv_endpoint {args.rdzv_endpoint}", int(port_text), fix)
+    else:
+        return
+    if refusal is not None:
+        raise UsageError(refusal)
 
 
 def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> argparse.Namespace:
@@ -457,15 +473,30 @@ def _kill_grace(environ: Mapping[str, str]) -> float:
         raise UsageError(str(exc)) from None
 
 
-def _check_outputs(args: argparse.Namespace, scheduler: SchedulerEnv, jax: bool) -> bool:
-    """Check where the job will write (torchrun's --log_dir, the store's port); return whether this node hosts the
-    rendezvous store."""
+#: The line said when the launcher caps the threads of CPU ranks (once, before the job, --dry_run included).
+OMP_LINE = (
+    "[INFO] launcher: OMP_NUM_THREADS=1 for the CPU ranks (it was not set; torchrun sets it only for several ranks "
+    "per node, and ranks of several nodes on one machine would share its cores); set OMP_NUM_THREADS to choose"
+)
+
+
+def cpu_threads(environ: Mapping[str, str], on_cpu: bool, jax: bool) -> tuple[Mapping[str, str], list[str]]:
+    """The ranks' environment with ``OMP_NUM_THREADS=1`` for CPU ranks when it is not set, and the line that says so:
+    torchrun does the same, but only for several ranks per node, so one-rank "nodes" sharing a machine (the loopback
+    rehearsal) would each start a thread per core and crowd each other out."""
+    if not on_cpu or jax or "OMP_NUM_THREADS" in environ:
+        return environ, []
+    return {**environ, "OMP_NUM_THREADS": "1"}, [OMP_LINE]
+
+
+def _check_outputs(args: argparse.Namespace, scheduler: SchedulerEnv, jax: bool, free_port: bool) -> bool:
+    """Check where the job will write (torchrun's --log_dir, a port it must bind; none for ``free_port``, torchrun's
+    --standalone); return whether this node hosts the rendezvous store."""
     if args.log_dir is not None:
         _check_log_dir(args.log_dir)
     store = hosts_store(args, scheduler)
-    if not args.dry_run and not jax and store:
-        port = args.master_port if args.master_port is not None else int(scheduler.port)
-        _check_port_free(port)
+    if not args.dry_run and not jax and not free_port:
+        _check_named_port(args, scheduler, store)
     return store
 
 
@@ -514,7 +545,9 @@ def make_config(
     foreign_argv = _foreign_argv(foreign, argv, args, forwarded, ranks, jax)
     if foreign is None:
         check_training_args(parse_training_args(script, args.rl_library, forwarded), ranks, dry_run=args.dry_run)
-    store = _check_outputs(args, scheduler, jax)
+    environ, threads = cpu_threads(environ, on_cpu, jax)
+    free_port = standalone(args, scheduler, jax)
+    store = _check_outputs(args, scheduler, jax, free_port)
     return LaunchConfig(
         rl_library=args.rl_library,
         forwarded=tuple(forwarded),
@@ -539,11 +572,12 @@ def make_config(
         coordinator_address=args.coordinator_address,
         torchrun_options=tuple((name, getattr(args, name)) for name in passthrough if _given(args, name)),
         hosts_store=store,
+        standalone=free_port,
         grace_s=grace_s,
         dry_run=args.dry_run,
         environ=environ,
         scheduler=scheduler,
-        inferred=tuple(inferred + shm_lines(nproc, on_cpu, devices, environ, scheduler)),
+        inferred=tuple(inferred + threads + shm_lines(nproc, on_cpu, devices, environ, scheduler)),
         foreign_argv=foreign_argv,
     )
 
@@ -580,6 +614,8 @@ def build_command(config: LaunchConfig) -> list[str]:
         cmd += ["--nnodes", config.nnodes]
     if config.nproc is not None:
         cmd += ["--nproc_per_node", config.nproc]
+    if config.standalone:  # one node, no port named: torchrun's store on a free port (two jobs never collide)
+        cmd.append("--standalone")
     if config.node_rank is not None:
         cmd += ["--node_rank", str(config.node_rank)]
     for name, value in config.torchrun_options:
@@ -587,7 +623,7 @@ def build_command(config: LaunchConfig) -> list[str]:
             [f"--{name}"] if value is True else [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
         )
     if config.rdzv_timeout_given is not None:
-        backend = config.rdzv_backend or config.scheduler.backend
+        backend = "c10d" if config.standalone else config.rdzv_backend or config.scheduler.backend
         key = "timeout" if backend == "static" else "join_timeout"
         cmd += ["--rdzv_conf", f"{key}={math.ceil(config.rdzv_timeout_given) + RDZV_BACKSTOP_S}"]
     if config.local_ranks_filter is None and not config.log_all_ranks:
