@@ -87,14 +87,16 @@ class Phase(enum.StrEnum):
 
 
 class FailureKind(enum.StrEnum):
-    """How a rank failed: an exception (or a non-zero exit), or bad input it refused (exit 2)."""
+    """How a rank failed: an exception (or a non-zero exit), bad input it refused (exit 2), or the other ranks of
+    a restarted job that never came back within the rendezvous deadline (their node gave up: the job must stop)."""
 
     EXCEPTION = "exception"
     REFUSED = "refused"
+    PEERS_GONE = "peers_gone"
 
 
 #: Failure kinds under their short names.
-EXCEPTION, REFUSED = FailureKind.EXCEPTION, FailureKind.REFUSED
+EXCEPTION, REFUSED, PEERS_GONE = FailureKind.EXCEPTION, FailureKind.REFUSED, FailureKind.PEERS_GONE
 
 
 @dataclass(frozen=True)

@@ -277,13 +277,12 @@ class Supervision:
             ),
         )
 
-    def record_refusal(self, message: str) -> None:
-        """Bad input this rank refused (exit 2): ``kind`` "refused", the line it printed as the detail."""
+    def record_refusal(self, message: str, kind: heartbeat.FailureKind = heartbeat.REFUSED) -> None:
+        """Bad input this rank refused (exit 2): ``kind`` "refused", the line it printed as the detail (or another
+        kind that ends the job, such as "peers_gone")."""
         heartbeat.write_failure(
             self.folder,
-            heartbeat.Failure(
-                self.rank, self.local_rank, self.node, self.pid, heartbeat.REFUSED, message[:400], time.time()
-            ),
+            heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid, kind, message[:400], time.time()),
         )
 
     def record_run_dir(self, run_dir: str | os.PathLike) -> None:
@@ -341,6 +340,11 @@ class RankProgress:
     def refused(self, message: str) -> None:
         if self.supervision is not None:
             self.supervision.record_refusal(message)
+
+    def peers_gone(self, message: str) -> None:
+        """The other ranks of a restarted job never came back: the launcher stops the job (no restart helps)."""
+        if self.supervision is not None:
+            self.supervision.record_refusal(message, heartbeat.PEERS_GONE)
 
     def run_dir(self, path: str | os.PathLike) -> None:
         if self.supervision is not None and self.rank == 0:
