@@ -297,9 +297,10 @@ def write_beat(folder: str | os.PathLike, beat: Beat) -> None:
 
 
 def write_failure(folder: str | os.PathLike, failure: Failure) -> None:
-    """Record a rank's failure unless it already recorded one (the first failure is the one that counts)."""
+    """Record a rank's failure unless it already recorded one (the first failure is the one that counts); a restarted
+    rank whose peers never came back (:data:`PEERS_GONE`) replaces it: that ends the job, whatever came before."""
     path = failure_path(folder, failure.rank)
-    if not path.exists():
+    if not path.exists() or failure.kind == FailureKind.PEERS_GONE:
         _replace(path, encode(failure))
 
 

@@ -105,7 +105,8 @@ class JobMonitor:
         self.config = config
         self.dir = supervise_dir
         self.trace = trace
-        self.watchdog = Watchdog(supervise_dir, config.hang_timeout, config.startup_timeout)
+        local = int(config.nproc) if config.nproc is not None and config.nproc.isdigit() else None
+        self.watchdog = Watchdog(supervise_dir, config.hang_timeout, config.startup_timeout, local_ranks=local)
         self.rendezvous = checks.RendezvousDeadline(start, config.rdzv_timeout)
         self.hang = checks.HangCheck(self.watchdog, config.hang_timeout)
         self.liveness = checks.Liveness()
@@ -244,7 +245,11 @@ class JobMonitor:
                 f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>",
                 file=sys.stderr,
             )
-        stopped = {st.rank: st.beat.pid for st in report.ranks if st.stopped and st.beat is not None}
+        stopped: dict[int, int] = {}
+        for st in report.ranks:
+            pid = st.beat.pid if st.beat is not None else st.silent_pid
+            if st.stopped and pid is not None:
+                stopped[st.rank] = pid
         for rank, pid in stopped.items():
             print(
                 f"[ERROR] watchdog: rank {rank} (pid {pid}) is stopped and cannot take SIGTERM: killing it",
@@ -271,6 +276,9 @@ class JobMonitor:
             self.liveness.vanished,
             world,
             root,
+            local_ranks=int(self.config.nproc)
+            if self.config.nproc is not None and self.config.nproc.isdigit()
+            else None,
         )
 
     def finish(self, rc: int, interrupted: int | None, job: JobEnvironment) -> Outcome:

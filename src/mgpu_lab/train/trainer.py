@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     from mgpu_lab.health.rank_progress import Fault, RankProgress
-    from mgpu_lab.runs.attempt import Attempt
+    from mgpu_lab.runs.attempt import Attempt, Store
     from mgpu_lab.train.adapters import Adapter
     from mgpu_lab.train.config import TrainConfig, TrainResult
     from mgpu_lab.train.dist import DistContext
@@ -105,7 +105,7 @@ class _Start:
 class _Shared:
     """Under torchrun: the job's store and the attempt every rank of this start agreed on (mgpu_lab.runs.attempt)."""
 
-    def __init__(self, store: object, attempt: Attempt, wait_s: float) -> None:
+    def __init__(self, store: Store, attempt: Attempt, wait_s: float) -> None:
         self.store = store
         self.attempt = attempt
         self.wait_s = wait_s
@@ -390,6 +390,13 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         cleanup.push(_unless_failed(destroy_process_group))  # last: after the lock and the folder
         _open_run(args, start, progress, cleanup)
         ctx = start.ctx
+        if start.shared is not None and start.restart:  # every node's rank says the one count: they agree
+            from mgpu_lab.runs.resume import restart_count
+
+            log_line(
+                f"[INFO] rank {ctx.rank}/{ctx.world_size}: restart {start.restart} of the job "
+                f"(torchrun's count on this node: {restart_count()})"
+            )
         if start.restart and start.cfg.checkpoint is None and is_rank0(ctx):
             log_line(f"[INFO] restart {start.restart}: no checkpoint of this job yet; training from iteration 0")
         if ctx.is_cuda:
