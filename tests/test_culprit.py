@@ -138,3 +138,35 @@ def test_on_one_node_a_rank_that_failed_on_its_own_is_still_the_first_failure():
     report = failures.report({0: lost(0), 1: own}, {}, beats, {}, set(), 2, None, local_ranks=2)
     assert report is not None
     assert report.lines[-1].startswith(f"{failures.FIRST_FAILURE} rank 1/2 on node node-a (pid 301): ValueError")
+
+
+def test_a_rank_that_never_beat_and_no_rank_waits_is_still_named():
+    outside = RankState(0, Beat(0, 0, 2, "node-a", 100, -1, "start", 0.0), where=Frame("attempt.py", 80, "_wait_for"))
+    silent = RankState(1, None, responding=False, stopped=True, silent_pid=4242)
+    assert blame([outside, silent], local_ranks=2) == ([1], "the launcher started it and it never reported")
+
+
+@linux_only
+def test_a_silent_rank_is_asked_for_its_stack_only_when_it_handles_the_signal(tmp_path: Path):
+    """One rank set its stack dump up (a Python process with faulthandler on the stack signal), one did not (the
+    signal's default action would end it): only the first is marked as one that can answer."""
+    env = dict(os.environ, **{heartbeat.SUPERVISE_DIR_ENV: str(tmp_path)})
+    code = (
+        "import faulthandler, signal, sys, time; faulthandler.register(signal.SIGUSR1); "
+        "print('ready', flush=True); time.sleep(120)"
+    )
+    ready = subprocess.Popen(
+        [sys.executable, "-c", code], env=dict(env, LOCAL_RANK="0", RANK="0"), stdout=subprocess.PIPE, text=True
+    )
+    bare = subprocess.Popen(["sleep", "120"], env=dict(env, LOCAL_RANK="1", RANK="1"))
+    try:
+        assert ready.stdout is not None and ready.stdout.readline() == "ready\n"
+        found = Watchdog(tmp_path, 10, 600, root=os.getpid(), local_ranks=2).silent_ranks({})
+        assert [(st.rank, st.silent_pid, st.responding) for st in found] == [
+            (0, ready.pid, True),
+            (1, bare.pid, False),
+        ]
+    finally:
+        for proc in (ready, bare):
+            proc.kill()
+            proc.wait()

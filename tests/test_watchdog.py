@@ -177,22 +177,27 @@ def test_frozen_rank_is_reported_not_responding(tmp_path: Path) -> None:
 @e2e
 @linux_only
 def test_a_rank_stopped_before_its_first_beat_is_named(tmp_path: Path) -> None:
-    """The launcher started 2 ranks; rank 1 froze before it beat, rank 0 waits for it in init_process_group: rank 1
-    is listed (found by its LOCAL_RANK in the process table), named the culprit, and killed (it cannot take
-    SIGTERM)."""
+    """The real trainer, 2 ranks; rank 1 freezes (SIGSTOP, a test seam) before it ever beats, rank 0 beats and
+    waits for it: rank 1 is listed (found by its LOCAL_RANK in the process table), named the culprit, and killed
+    (it cannot take SIGTERM)."""
     cmd = launcher_cmd(
-        *fixture_args(FIXTURE, tmp_path / "jobs"),
         *CPU2,
         "--master_port",
         str(free_port()),
-        "--stop_before_beat",
-        "1",
+        "--task",
+        "Toy-Cartpole-v0",
+        "--num_envs",
+        "8",
+        "--max_iterations",
+        "3",
+        "--log_root",
+        str(tmp_path / "logs"),
         "--startup_timeout",
         "3",
         "--hang_timeout",
         "3",
     )
-    proc = start(cmd, fixture_env())
+    proc = start(cmd, seams_env(loopback_env(), stop_before_beat=1))
     try:
         _, err = finish(proc, timeout=180)
     finally:
@@ -203,8 +208,8 @@ def test_a_rank_stopped_before_its_first_beat_is_named(tmp_path: Path) -> None:
         r"SIGSTOP, or a debugger holds it \(pid \d+\)",
         err,
     ), err[-3000:]
-    assert watchdog_lines(err)[0].startswith("waiting in init_process_group"), err[-3000:]
-    assert "[ERROR] watchdog: likely culprit: rank 1 (the other rank(s) wait in init_process_group for it)" in err
+    assert re.fullmatch(r"outside any collective, at .*attempt\.py:\d+ in \w+", watchdog_lines(err)[0]), err[-3000:]
+    assert "[ERROR] watchdog: likely culprit: rank 1 (the launcher started it and it never reported)" in err
     assert re.search(r"\[ERROR\] watchdog: rank 1 \(pid \d+\) is stopped and cannot take SIGTERM: killing it", err)
 
 

@@ -259,7 +259,9 @@ class Supervision:
         )
 
     def register_stack_dump(self) -> None:
-        """On ``heartbeat.STACK_SIGNAL``, write every thread's Python stack into ``stack.<rank>``."""
+        """On ``heartbeat.STACK_SIGNAL``, write every thread's Python stack into ``stack.<rank>`` (once)."""
+        if self._stack_file is not None:
+            return
         self._stack_file = open(heartbeat.stack_path(self.folder, self.rank), "w", encoding="utf-8")  # noqa: SIM115
         faulthandler.register(heartbeat.STACK_SIGNAL, file=self._stack_file, all_threads=True)
 
@@ -312,6 +314,13 @@ class RankProgress:
             from mgpu_lab.health.timing import TimingLog
 
             self.timing = TimingLog(CollectiveTracker().install(), self.rank, self.node, self.supervision.folder)
+
+    def stack_dump(self) -> None:
+        """Set up the stack dump and beat "start" before anything slow (the peers' agreement, the RL library's
+        import): from here on the watchdog sees this rank and can read its stack."""
+        if self.supervision is not None:
+            self.supervision.register_stack_dump()
+            self.supervision.beat(-1, heartbeat.Phase.START)
 
     def on_iteration(self, iteration: int) -> None:
         """Called at the first env step of each training iteration (``iteration`` counts from 0 over the run)."""

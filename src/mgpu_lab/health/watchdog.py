@@ -120,7 +120,7 @@ class RankState:
         """What goes into the rank's stack file: its stack, or why there is none."""
         if self.responding:
             return self.stack
-        if self.beat is None and self.silent_pid is not None:
+        if self.beat is None and self.silent_pid is not None and not self.responding:
             return (
                 f"rank {self.rank} (pid {self.silent_pid}) {self.place()}\nno stack: it never set up its stack dump "
                 f"(that comes with its first beat); where py-spy is installed: py-spy dump --pid {self.silent_pid}\n"
@@ -132,6 +132,10 @@ class RankState:
     def place(self) -> str:
         if self.silent_pid is not None:
             how = "; stopped by a signal: SIGSTOP, or a debugger holds it" if self.stopped else ""
+            if self.responding and self.collective is not None:
+                how = f"; waiting in {self.collective}" + (f", called from {self.where.where()}" if self.where else "")
+            elif self.responding and self.where is not None:
+                how = f"; at {self.where.where()}"
             return f"never reported: stopped or stuck before its first beat{how}"
         if self.unusable is not None:
             return f"unusable record ({self.unusable.reason}); counted as no progress"
@@ -355,11 +359,15 @@ class Watchdog:
                     os.kill(pid, heartbeat.STACK_SIGNAL)
                 except (ProcessLookupError, PermissionError):
                     st.responding = False
+        for st in self.silent_ranks(beats):  # a silent rank that set up its stack dump is asked too
+            if st.rank not in states and st.silent_pid is not None:
+                states[st.rank] = st
+                sizes[st.rank] = _size(heartbeat.stack_path(self.folder, st.rank))
+                if st.responding:
+                    os.kill(st.silent_pid, heartbeat.STACK_SIGNAL)
         self._collect_stacks(states, sizes, stack_wait_s)
         for r, bad in self.unusable.items():
             states[r] = RankState(r, None, unusable=bad, responding=False)
-        for st in self.silent_ranks(beats):
-            states.setdefault(st.rank, st)
         ranks = [states[r] for r in sorted(states)]
         culprits, reason = blame(ranks, self.local_ranks)
         stalled = now - self.last_progress if self.last_progress is not None else 0.0
@@ -367,8 +375,9 @@ class Watchdog:
 
     def silent_ranks(self, beats: dict[int, heartbeat.Beat]) -> list[RankState]:
         """The ranks this node's launcher started that never beat: a process below the launcher, of this job (its
-        supervision folder), whose ``LOCAL_RANK`` no beat names. Never signalled: before its first beat a rank has
-        no stack dump set up, and the stack signal's default action would end it."""
+        supervision folder), whose ``LOCAL_RANK`` no beat names. Asked for its stack only when its process handles the
+        stack signal (``SigCgt``): the trainer sets its stack dump up first thing, but a rank stopped or stuck before
+        that would be ended by the signal's default action."""
         if self.local_ranks is None:
             return []
         heard = {b.local_rank for b in beats.values()}
@@ -383,7 +392,9 @@ class Watchdog:
             if int(rank) in beats or int(rank) in self.unusable:
                 continue
             missing.discard(int(local))
-            found[int(rank)] = RankState(int(rank), None, responding=False, stopped=procs.stopped(pid), silent_pid=pid)
+            stopped = procs.stopped(pid)
+            answers = not stopped and procs.catches(pid, heartbeat.STACK_SIGNAL)  # its stack dump is set up
+            found[int(rank)] = RankState(int(rank), None, responding=answers, stopped=stopped, silent_pid=pid)
         return [found[r] for r in sorted(found)]
 
     def _collect_stacks(self, states: dict[int, RankState], sizes: dict[int, int], stack_wait_s: float) -> None:
@@ -426,6 +437,8 @@ def blame(states: list[RankState], local_ranks: int | None = None) -> tuple[list
         unusable = [s.rank for s in states if s.unusable is not None]
         if unusable and len(unusable) == len(silent):
             return silent, "its record could not be used: no progress known"
+        if all(s.silent_pid is not None for s in states if not s.responding):
+            return silent, "the launcher started it and it never reported"
         return silent, "it did not answer the stack request"
     iterations = collections.Counter(s.beat.iteration for s in states if s.beat is not None)
     if len(iterations) > 1:

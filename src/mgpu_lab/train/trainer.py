@@ -444,6 +444,7 @@ def _supervised_train(args: Namespace, faults: tuple[Fault, ...]) -> int:
         progress = rank_progress.from_env(rank, local_rank, world_size, faults)
     except (UsageError, ValueError) as exc:
         return refuse(str(exc))
+    progress.stack_dump()  # a rank stuck before its first beat can still show where
     from mgpu_lab.runs.attempt import PeersGone
 
     try:
