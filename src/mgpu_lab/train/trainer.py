@@ -185,6 +185,8 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
     shared = _agree(ctx, key)
     if shared is not None:  # torchrun's count differs between nodes: the agreed one is the job's
         restart, key = shared.attempt.number, shared.attempt.key
+        if restart:
+            progress.faults = None  # rehearsed faults act on the job's first attempt only, on every node
     num_envs = args.num_envs or defaults.get("num_envs", 256)
     check_num_envs(num_envs, ctx.device)  # before the library import
     adapter = adapters.load(args.rl_library)
