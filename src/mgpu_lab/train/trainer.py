@@ -120,7 +120,14 @@ def _agree(ctx: DistContext, key: str | None) -> _Shared | None:
     if not ctx.distributed or ctx.world_size < 2:
         return None
     wait_s = attempt.wait_s()
-    store = job_store(wait_s)
+    try:
+        store = job_store(wait_s)
+    except (RuntimeError, TimeoutError, OSError) as exc:  # torch's DistNetworkError and DistStoreError included
+        where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+        raise attempt.PeersGone(
+            f"the job's store at {where} (kept by the torchrun of rank 0's node) did not answer within {wait_s:g} s "
+            f"(--rdzv_timeout): that node gave up or is gone ({type(exc).__name__})"
+        ) from None
     if store is None:
         return None
     return _Shared(store, attempt.agree(store, ctx.rank, ctx.world_size, key, timeout_s=wait_s), wait_s)
