@@ -170,3 +170,16 @@ def test_a_silent_rank_is_asked_for_its_stack_only_when_it_handles_the_signal(tm
         for proc in (ready, bare):
             proc.kill()
             proc.wait()
+
+
+def test_a_node_whose_ranks_are_failing_already_is_not_a_hang_of_theirs():
+    """Node 1's watchdog stopped its stuck rank; node 0's rank lost its peer and is still exiting when node 0's
+    watchdog fires: no culprit here, the report points at the other node."""
+    failing = state(0, 3, None, world=2)
+    failing.failed = "RuntimeError: [pair.cc:534] Read error [127.0.0.1]:36736: Connection closed by peer"
+    culprits, why = blame([failing], local_ranks=1)
+    assert culprits == [] and why.startswith("every rank of this node failed because its collective lost a peer")
+    assert failing.place().startswith("failed already, not exited yet: RuntimeError")
+    own = state(0, 3, None, world=2)
+    own.failed = "ValueError: bad batch"
+    assert blame([own], local_ranks=1) == ([0], "it failed and has not exited")

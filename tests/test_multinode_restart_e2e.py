@@ -9,6 +9,8 @@ the module, and each test reads it.
 
 Then the bound: a node whose peers gave up (node 1 has no restart left) stops by itself once ``--rdzv_timeout``
 passed after its restart, with exit 4 and a line that names the bound, instead of waiting for its watchdog.
+And the verdicts of issue 37 item 2 that need two nodes: without restarts, the survivor's report points at the
+other node; in a two-node hang, the stuck node names its own rank.
 """
 
 from __future__ import annotations
@@ -137,3 +139,27 @@ def test_without_restarts_the_survivor_points_at_the_other_node(tmp_path):
         "report of the node running rank(s) 1"
     ) in node0.stderr
     assert FIRST_FAILURE not in node0.stderr and "Traceback" not in node0.stderr
+
+
+@pytest.mark.timeout(900)
+def test_the_stuck_node_of_a_two_node_hang_names_its_own_rank(tmp_path):
+    """Rank 1 (node 1's only rank) hangs outside any collective at iteration 3 (the rehearsed fault): node 1's
+    watchdog names it, not "no single culprit". Node 0's only rank waits in all_reduce: its watchdog says to read the
+    other node's report, unless node 1 stopped first, and then its rank lost a peer: a consequence pointing there."""
+    node0, node1 = two_nodes(
+        "static", tmp_path / "logs", (0, 0), "--rehearse_fault", "hang:1:3", "--hang_timeout", "10"
+    )
+    assert node1.returncode == 3, node1.stderr[-3000:]
+    assert (
+        "[ERROR] watchdog: likely culprit: rank 1 (outside any collective while the job's 2 ranks span several "
+        "nodes: the ranks on the other node(s) wait for this node)"
+    ) in node1.stderr
+    assert node0.returncode in (1, 3), node0.stderr[-3000:]
+    pointers = (  # its watchdog fired while rank 0 waited, or after it failed and before it exited, or it exited
+        "no single culprit (every rank of this node waits in all_reduce: look at the other node(s)' watchdog report",
+        "no single culprit (every rank of this node failed because its collective lost a peer: the first failure is "
+        "on another node; look at that node's report)",
+        "look at the report of the node running rank(s) 1",
+    )
+    assert any(p in node0.stderr for p in pointers), node0.stderr[-3000:]
+    assert "likely culprit: rank 0" not in node0.stderr

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from mgpu_lab.core import procs
 from mgpu_lab.health import heartbeat
+from mgpu_lab.health.failures import lost_peer
 
 #: torch.distributed functions a rank can be found waiting in: every collective (heartbeat.COLLECTIVES, the one
 #: list), plus the set-up and point-to-point calls that block until a peer answers.
@@ -104,6 +105,7 @@ class RankState:
     collective: str | None = None  # the collective the rank waits in
     where: Frame | None = None  # the caller of that collective, or the rank's innermost frame of interest
     silent_pid: int | None = None  # a rank the launcher started that never beat: its process (found by LOCAL_RANK)
+    failed: str | None = None  # the failure this rank's process recorded already (it is failing, still exiting)
 
     def heading(self, world: object = "?", *, phase: bool = True) -> str:
         """``rank R/W (node N, pid P, iteration I[, phase X])``, or ``rank R/W (record PATH)`` for an unusable one."""
@@ -130,6 +132,8 @@ class RankState:
         return f"rank {self.rank} (pid {self.beat.pid}) did not answer the stack request: {self.place()}\n"
 
     def place(self) -> str:
+        if self.failed is not None:
+            return f"failed already, not exited yet: {self.failed}"
         if self.silent_pid is not None:
             how = "; stopped by a signal: SIGSTOP, or a debugger holds it" if self.stopped else ""
             if self.responding and self.collective is not None:
@@ -344,6 +348,9 @@ class Watchdog:
         """Ask every rank for its stack, locate each one, and name the likely culprit."""
         beats = self.beats()
         states = {r: RankState(r, b) for r, b in sorted(beats.items()) if b.phase != heartbeat.Phase.DONE}
+        for r, failure in heartbeat.read_failures(self.folder).items():
+            if r in states and failure.pid == beats[r].pid:  # this very process recorded a failure
+                states[r].failed = failure.detail
         sizes = {r: _size(heartbeat.stack_path(self.folder, r)) for r in states}
         for r, st in states.items():
             pid = beats[r].pid
@@ -427,6 +434,13 @@ def blame(states: list[RankState], local_ranks: int | None = None) -> tuple[list
     waits in a collective; else none."""
     if not states:
         return [], "no rank has beaten"
+    if all(s.failed is not None for s in states):  # every rank here is failing already: not a hang of theirs
+        if all(lost_peer(s.failed or "") for s in states):
+            return [], (
+                "every rank of this node failed because its collective lost a peer: the first failure is on "
+                "another node; look at that node's report"
+            )
+        return [s.rank for s in states if not lost_peer(s.failed or "")], "it failed and has not exited"
     silent = [s.rank for s in states if not s.responding]
     waiting = [s for s in states if s.responding and s.collective is not None]
     elsewhere = [s.rank for s in states if s.responding and s.collective is None]
