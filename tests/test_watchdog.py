@@ -176,6 +176,45 @@ def test_frozen_rank_is_reported_not_responding(tmp_path: Path) -> None:
 
 @e2e
 @linux_only
+def test_a_rank_stopped_before_its_first_beat_is_named(tmp_path: Path) -> None:
+    """The real trainer, 2 ranks; rank 1 freezes (SIGSTOP, a test seam) before it ever beats, rank 0 beats and
+    waits for it: rank 1 is listed (found by its LOCAL_RANK in the process table), named the culprit, and killed
+    (it cannot take SIGTERM)."""
+    cmd = launcher_cmd(
+        *CPU2,
+        "--master_port",
+        str(free_port()),
+        "--task",
+        "Toy-Cartpole-v0",
+        "--num_envs",
+        "8",
+        "--max_iterations",
+        "3",
+        "--log_root",
+        str(tmp_path / "logs"),
+        "--startup_timeout",
+        "3",
+        "--hang_timeout",
+        "3",
+    )
+    proc = start(cmd, seams_env(loopback_env(), stop_before_beat=1))
+    try:
+        _, err = finish(proc, timeout=180)
+    finally:
+        kill_group(proc)
+    assert proc.returncode == 3, err[-3000:]
+    assert re.search(
+        r"\[ERROR\] watchdog:   rank 1 never reported: stopped or stuck before its first beat; stopped by a signal: "
+        r"SIGSTOP, or a debugger holds it \(pid \d+\)",
+        err,
+    ), err[-3000:]
+    assert re.fullmatch(r"outside any collective, at .*attempt\.py:\d+ in \w+", watchdog_lines(err)[0]), err[-3000:]
+    assert "[ERROR] watchdog: likely culprit: rank 1 (the launcher started it and it never reported)" in err
+    assert re.search(r"\[ERROR\] watchdog: rank 1 \(pid \d+\) is stopped and cannot take SIGTERM: killing it", err)
+
+
+@e2e
+@linux_only
 def test_a_restart_is_not_taken_for_a_hang(tmp_path: Path) -> None:
     """While torchrun restarts the group, every beat belongs to a dead worker: no hang, however long that takes.
 
@@ -548,7 +587,8 @@ def state(
         # single culprit"; this node's one rank of a larger world is not the job's only rank
         ([state(0, 4, None, world=1)], [0], "the job's only rank; it is outside any collective"),
         ([state(0, 4, "all_reduce", world=1)], [0], "the job's only rank; it waits in all_reduce, which never"),
-        ([state(0, 4, None, world=2)], [], "every rank is outside any collective"),
+        # this node's one rank of a larger world, outside any collective: the other node's ranks wait for it
+        ([state(0, 4, None, world=2)], [0], "outside any collective while the job's 2 ranks span several nodes"),
     ],
 )
 def test_culprit_rules(states: list[RankState], culprits: list[int], why: str) -> None:

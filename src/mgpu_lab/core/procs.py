@@ -30,6 +30,19 @@ def state(pid: int) -> str | None:
     return fields[0].decode() if fields else None
 
 
+def catches(pid: int, signum: int) -> bool:
+    """True when ``pid`` has a handler for ``signum`` (``SigCgt`` in ``/proc/PID/status``): sending it runs that
+    handler instead of the signal's default action."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def alive(pid: int) -> bool:
     """True while ``pid`` is a live process: it exists (another user's counts) and is no zombie (exited, not
     yet reaped). The one definition of process liveness: supervisor, monitor, watchdog and run locks use it."""

@@ -165,8 +165,10 @@ def report(
     torchrun_root: int | None,
     *,
     prog: str = "mgpu-lab train_multigpu",
+    local_ranks: int | None = None,
 ) -> Report | None:
-    """The report for a failed job, or None when nothing says which rank failed."""
+    """The report for a failed job, or None when nothing says which rank failed. ``local_ranks``: how many ranks
+    this node's launcher started (a job of more ranks spans nodes)."""
     refusals = {r: f for r, f in records.items() if f.kind == heartbeat.REFUSED}
     stopped = {r for r, e in exits.items() if e.code == -signal.SIGTERM and r not in records}
     causes = {r for r in set(records) | set(exits) if r not in stopped}
@@ -194,6 +196,9 @@ def report(
     if event is None:
         return None
     failed = sorted(set(records) | set(exits) | (vanished if not exits else set()))
+    here = local_ranks if local_ranks is not None else len(set(beats) | set(failed))
+    if lost_peer(event.what) and world is not None and world > here:  # no rank of this node failed on its own
+        return Report(elsewhere_lines(failed, records, exits, beats, world), 1, False)
     if failed == [event.rank]:  # one rank failed (a job of one rank): its line says it all, once
         return Report(report_lines(event, world, torchrun_root, records), 1, False)
     lines = [f"[ERROR] launcher: {len(failed)} rank(s) failed" + (f" of {world}" if world else "") + ":"]
@@ -218,6 +223,45 @@ def report(
         lines.append(f"[ERROR] launcher:   {_rank_line(r, world, node, pid, what)}{tag}")
     lines += report_lines(event, world, torchrun_root, records)
     return Report(lines, 1, False)
+
+
+def peer_address(text: str) -> str | None:
+    """The peer's address a lost-peer error names (gloo: ``Read error [127.0.0.1]:40123: Connection reset by
+    peer``), without the port, or None."""
+    found = re.search(r"\[([0-9A-Fa-f:.]+)\]:\d+", text)
+    return found.group(1) if found else None
+
+
+def elsewhere_lines(
+    failed: list[int],
+    records: dict[int, heartbeat.Failure],
+    exits: dict[int, Exit],
+    beats: dict[int, heartbeat.Beat],
+    world: int,
+) -> list[str]:
+    """Every rank of this node failed because a peer on another node left: each one a consequence, and which node
+    to look at (the ranks this node did not run; the peer's address, where the error names it)."""
+    lines = []
+    peers = set()
+    for r in failed:
+        f, e, b = records.get(r), exits.get(r), beats.get(r)
+        node = f.node if f else (e.node if e else (b.node if b else "?"))
+        pid = f.pid if f else (e.pid if e else (b.pid if b else -1))
+        if f is not None and lost_peer(f.detail):
+            address = peer_address(f.detail)
+            peers |= {address} if address else set()
+            what = f"its collective lost a peer ({peer_detail(f.detail.partition(': ')[2] or f.detail)})"
+        else:
+            what = STOPPED_BY_TORCHRUN
+        lines.append(f"[ERROR] launcher: {_rank_line(r, world, node, pid, what)} (a consequence)")
+    others = sorted(set(range(world)) - set(beats) - set(failed))
+    who = f"rank(s) {', '.join(map(str, others))}" if others else "the other ranks"
+    at = f" (the lost peer: {', '.join(sorted(peers))})" if peers else ""
+    lines.append(
+        f"[ERROR] launcher: no rank of this node failed first: the first failure is on another node; look at the "
+        f"report of the node running {who}{at}"
+    )
+    return lines
 
 
 def report_lines(

@@ -87,14 +87,16 @@ class Phase(enum.StrEnum):
 
 
 class FailureKind(enum.StrEnum):
-    """How a rank failed: an exception (or a non-zero exit), or bad input it refused (exit 2)."""
+    """How a rank failed: an exception (or a non-zero exit), bad input it refused (exit 2), or the other ranks of
+    a restarted job that never came back within the rendezvous deadline (their node gave up: the job must stop)."""
 
     EXCEPTION = "exception"
     REFUSED = "refused"
+    PEERS_GONE = "peers_gone"
 
 
 #: Failure kinds under their short names.
-EXCEPTION, REFUSED = FailureKind.EXCEPTION, FailureKind.REFUSED
+EXCEPTION, REFUSED, PEERS_GONE = FailureKind.EXCEPTION, FailureKind.REFUSED, FailureKind.PEERS_GONE
 
 
 @dataclass(frozen=True)
@@ -295,9 +297,10 @@ def write_beat(folder: str | os.PathLike, beat: Beat) -> None:
 
 
 def write_failure(folder: str | os.PathLike, failure: Failure) -> None:
-    """Record a rank's failure unless it already recorded one (the first failure is the one that counts)."""
+    """Record a rank's failure unless it already recorded one (the first failure is the one that counts); a restarted
+    rank whose peers never came back (:data:`PEERS_GONE`) replaces it: that ends the job, whatever came before."""
     path = failure_path(folder, failure.rank)
-    if not path.exists():
+    if not path.exists() or failure.kind == FailureKind.PEERS_GONE:
         _replace(path, encode(failure))
 
 

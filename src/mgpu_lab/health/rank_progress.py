@@ -282,7 +282,9 @@ class Supervision:
         )
 
     def register_stack_dump(self) -> None:
-        """On ``heartbeat.STACK_SIGNAL``, write every thread's Python stack into ``stack.<rank>``."""
+        """On ``heartbeat.STACK_SIGNAL``, write every thread's Python stack into ``stack.<rank>`` (once)."""
+        if self._stack_file is not None:
+            return
         self._stack_file = open(heartbeat.stack_path(self.folder, self.rank), "w", encoding="utf-8")  # noqa: SIM115
         faulthandler.register(heartbeat.STACK_SIGNAL, file=self._stack_file, all_threads=True)
 
@@ -300,13 +302,12 @@ class Supervision:
             ),
         )
 
-    def record_refusal(self, message: str) -> None:
-        """Bad input this rank refused (exit 2): ``kind`` "refused", the line it printed as the detail."""
+    def record_refusal(self, message: str, kind: heartbeat.FailureKind = heartbeat.REFUSED) -> None:
+        """Bad input this rank refused (exit 2): ``kind`` "refused", the line it printed as the detail (or another
+        kind that ends the job, such as "peers_gone")."""
         heartbeat.write_failure(
             self.folder,
-            heartbeat.Failure(
-                self.rank, self.local_rank, self.node, self.pid, heartbeat.REFUSED, message[:400], time.time()
-            ),
+            heartbeat.Failure(self.rank, self.local_rank, self.node, self.pid, kind, message[:400], time.time()),
         )
 
     def record_run_dir(self, run_dir: str | os.PathLike) -> None:
@@ -337,6 +338,13 @@ class RankProgress:
 
             self.timing = TimingLog(CollectiveTracker().install(), self.rank, self.node, self.supervision.folder)
 
+    def stack_dump(self) -> None:
+        """Set up the stack dump and beat "start" before anything slow (the peers' agreement, the RL library's
+        import): from here on the watchdog sees this rank and can read its stack."""
+        if self.supervision is not None:
+            self.supervision.register_stack_dump()
+            self.supervision.beat(-1, heartbeat.Phase.START)
+
     def on_iteration(self, iteration: int) -> None:
         """Called at the first env step of each training iteration (``iteration`` counts from 0 over the run)."""
         if self.iteration < 0:
@@ -364,6 +372,11 @@ class RankProgress:
     def refused(self, message: str) -> None:
         if self.supervision is not None:
             self.supervision.record_refusal(message)
+
+    def peers_gone(self, message: str) -> None:
+        """The other ranks of a restarted job never came back: the launcher stops the job (no restart helps)."""
+        if self.supervision is not None:
+            self.supervision.record_refusal(message, heartbeat.PEERS_GONE)
 
     def run_dir(self, path: str | os.PathLike) -> None:
         if self.supervision is not None and self.rank == 0:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from mgpu_lab.core import procs
 from mgpu_lab.health import heartbeat
+from mgpu_lab.health.failures import lost_peer
 
 #: torch.distributed functions a rank can be found waiting in: every collective (heartbeat.COLLECTIVES, the one
 #: list), plus the set-up and point-to-point calls that block until a peer answers.
@@ -103,10 +104,14 @@ class RankState:
     stack: str = ""
     collective: str | None = None  # the collective the rank waits in
     where: Frame | None = None  # the caller of that collective, or the rank's innermost frame of interest
+    silent_pid: int | None = None  # a rank the launcher started that never beat: its process (found by LOCAL_RANK)
+    failed: str | None = None  # the failure this rank's process recorded already (it is failing, still exiting)
 
     def heading(self, world: object = "?", *, phase: bool = True) -> str:
         """``rank R/W (node N, pid P, iteration I[, phase X])``, or ``rank R/W (record PATH)`` for an unusable one."""
         b = self.beat
+        if b is None and self.silent_pid is not None:
+            return f"rank {self.rank}/{world} (pid {self.silent_pid})"
         if b is None:
             where = f"record {self.unusable.path}" if self.unusable is not None else "no record"
             return f"rank {self.rank}/{world} ({where})"
@@ -117,11 +122,25 @@ class RankState:
         """What goes into the rank's stack file: its stack, or why there is none."""
         if self.responding:
             return self.stack
+        if self.beat is None and self.silent_pid is not None and not self.responding:
+            return (
+                f"rank {self.rank} (pid {self.silent_pid}) {self.place()}\nno stack: it never set up its stack dump "
+                f"(that comes with its first beat); where py-spy is installed: py-spy dump --pid {self.silent_pid}\n"
+            )
         if self.beat is None:
             return f"rank {self.rank}: {self.place()}\n"
         return f"rank {self.rank} (pid {self.beat.pid}) did not answer the stack request: {self.place()}\n"
 
     def place(self) -> str:
+        if self.failed is not None:
+            return f"failed already, not exited yet: {self.failed}"
+        if self.silent_pid is not None:
+            how = "; stopped by a signal: SIGSTOP, or a debugger holds it" if self.stopped else ""
+            if self.responding and self.collective is not None:
+                how = f"; waiting in {self.collective}" + (f", called from {self.where.where()}" if self.where else "")
+            elif self.responding and self.where is not None:
+                how = f"; at {self.where.where()}"
+            return f"never reported: stopped or stuck before its first beat{how}"
         if self.unusable is not None:
             return f"unusable record ({self.unusable.reason}); counted as no progress"
         if self.gone and self.beat is not None:
@@ -165,7 +184,12 @@ class Report:
             f"{stall_words(self.limit, self.starting)}; where each rank is:"
         ]
         world = world_of(self.ranks)
-        lines += [f"[ERROR] watchdog:   {st.heading(world)}: {st.place()}" for st in self.ranks]
+        lines += [
+            f"[ERROR] watchdog:   rank {st.rank} {st.place()} (pid {st.silent_pid})"
+            if st.silent_pid is not None
+            else f"[ERROR] watchdog:   {st.heading(world)}: {st.place()}"
+            for st in self.ranks
+        ]
         if self.culprits:
             names = ", ".join(str(r) for r in self.culprits)
             lines.append(f"[ERROR] watchdog: likely culprit: rank {names} ({self.reason})")
@@ -245,9 +269,16 @@ class Watchdog:
     the start-up limit while some rank has not begun training, else the training limit ``timeout_s``."""
 
     def __init__(
-        self, folder: str | os.PathLike, timeout_s: float, startup_s: float, *, root: int | None = None
+        self,
+        folder: str | os.PathLike,
+        timeout_s: float,
+        startup_s: float,
+        *,
+        root: int | None = None,
+        local_ranks: int | None = None,
     ) -> None:
         self.folder = Path(folder)
+        self.local_ranks = local_ranks  # how many ranks the launcher started on this node, when it is a number
         self.root = os.getpid() if root is None else root  # the launcher: only its job's processes are signalled
         self.training, self.startup = limits(timeout_s, startup_s)
         self.seen: dict[int, object] = {}
@@ -317,6 +348,9 @@ class Watchdog:
         """Ask every rank for its stack, locate each one, and name the likely culprit."""
         beats = self.beats()
         states = {r: RankState(r, b) for r, b in sorted(beats.items()) if b.phase != heartbeat.Phase.DONE}
+        for r, failure in heartbeat.read_failures(self.folder).items():
+            if r in states and failure.pid == beats[r].pid:  # this very process recorded a failure
+                states[r].failed = failure.detail
         sizes = {r: _size(heartbeat.stack_path(self.folder, r)) for r in states}
         for r, st in states.items():
             pid = beats[r].pid
@@ -332,13 +366,43 @@ class Watchdog:
                     os.kill(pid, heartbeat.STACK_SIGNAL)
                 except (ProcessLookupError, PermissionError):
                     st.responding = False
+        for st in self.silent_ranks(beats):  # a silent rank that set up its stack dump is asked too
+            if st.rank not in states and st.silent_pid is not None:
+                states[st.rank] = st
+                sizes[st.rank] = _size(heartbeat.stack_path(self.folder, st.rank))
+                if st.responding:
+                    os.kill(st.silent_pid, heartbeat.STACK_SIGNAL)
         self._collect_stacks(states, sizes, stack_wait_s)
         for r, bad in self.unusable.items():
             states[r] = RankState(r, None, unusable=bad, responding=False)
         ranks = [states[r] for r in sorted(states)]
-        culprits, reason = blame(ranks)
+        culprits, reason = blame(ranks, self.local_ranks)
         stalled = now - self.last_progress if self.last_progress is not None else 0.0
         return Report(stalled, ranks, culprits, reason, self.fired, list(self.starting))
+
+    def silent_ranks(self, beats: dict[int, heartbeat.Beat]) -> list[RankState]:
+        """The ranks this node's launcher started that never beat: a process below the launcher, of this job (its
+        supervision folder), whose ``LOCAL_RANK`` no beat names. Asked for its stack only when its process handles the
+        stack signal (``SigCgt``): the trainer sets its stack dump up first thing, but a rank stopped or stuck before
+        that would be ended by the signal's default action."""
+        if self.local_ranks is None:
+            return []
+        heard = {b.local_rank for b in beats.values()}
+        missing = set(range(self.local_ranks)) - heard
+        found: dict[int, RankState] = {}
+        for pid in procs.descendants(self.root) if missing else ():  # parents first: a rank's own process
+            if procs.env_value(pid, heartbeat.SUPERVISE_DIR_ENV) != str(self.folder):
+                continue
+            local, rank = procs.env_value(pid, "LOCAL_RANK"), procs.env_value(pid, "RANK")
+            if local is None or rank is None or not (local.isdigit() and rank.isdigit()) or int(local) not in missing:
+                continue
+            if int(rank) in beats or int(rank) in self.unusable:
+                continue
+            missing.discard(int(local))
+            stopped = procs.stopped(pid)
+            answers = not stopped and procs.catches(pid, heartbeat.STACK_SIGNAL)  # its stack dump is set up
+            found[int(rank)] = RankState(int(rank), None, responding=answers, stopped=stopped, silent_pid=pid)
+        return [found[r] for r in sorted(found)]
 
     def _collect_stacks(self, states: dict[int, RankState], sizes: dict[int, int], stack_wait_s: float) -> None:
         """Wait (up to ``stack_wait_s``) for each signalled rank's stack to be written, then locate it."""
@@ -363,11 +427,20 @@ class Watchdog:
                 st.collective = beat.collective  # frame shows (DDP's gradient all-reduce, from C++): the tracker saw it
 
 
-def blame(states: list[RankState]) -> tuple[list[int], str]:
+def blame(states: list[RankState], local_ranks: int | None = None) -> tuple[list[int], str]:
     """The likely culprits and why: ranks not in the collective the others wait in; else ranks not
-    responding; else the ranks behind on iterations; else a one-rank job's rank; else none."""
+    responding; else the ranks behind on iterations; else a one-rank job's rank; else, on a job that spans
+    nodes (more ranks than ``local_ranks``, this node's, or than ``states``), this node's ranks when none of them
+    waits in a collective; else none."""
     if not states:
         return [], "no rank has beaten"
+    if all(s.failed is not None for s in states):  # every rank here is failing already: not a hang of theirs
+        if all(lost_peer(s.failed or "") for s in states):
+            return [], (
+                "every rank of this node failed because its collective lost a peer: the first failure is on "
+                "another node; look at that node's report"
+            )
+        return [s.rank for s in states if not lost_peer(s.failed or "")], "it failed and has not exited"
     silent = [s.rank for s in states if not s.responding]
     waiting = [s for s in states if s.responding and s.collective is not None]
     elsewhere = [s.rank for s in states if s.responding and s.collective is None]
@@ -378,6 +451,8 @@ def blame(states: list[RankState]) -> tuple[list[int], str]:
         unusable = [s.rank for s in states if s.unusable is not None]
         if unusable and len(unusable) == len(silent):
             return silent, "its record could not be used: no progress known"
+        if all(s.silent_pid is not None for s in states if not s.responding):
+            return silent, "the launcher started it and it never reported"
         return silent, "it did not answer the stack request"
     iterations = collections.Counter(s.beat.iteration for s in states if s.beat is not None)
     if len(iterations) > 1:
@@ -397,12 +472,32 @@ def blame(states: list[RankState]) -> tuple[list[int], str]:
             common = places.most_common(1)[0][0]
             odd = [s.rank for s in waiting if (s.collective, s.where) != common]
             return odd, f"in a different collective from the others ({common[0]})"
+        if spans_nodes(states, local_ranks):
+            return (
+                [],
+                f"every rank of this node waits in {waiting[0].collective}: look at the other node(s)' watchdog "
+                "report for the rank outside it, or a collective that never completes",
+            )
         return (
             [],
             f"every rank waits in {waiting[0].collective}: a rank on another node, or a collective "
             "that never completes",
         )
+    if spans_nodes(
+        states, local_ranks
+    ):  # this node's ranks hold no collective up: the other nodes' ranks wait for them
+        world = world_of(states)
+        return [s.rank for s in states], (
+            f"outside any collective while the job's {world} ranks span several nodes: the ranks on the other "
+            "node(s) wait for this node"
+        )
     return [], "every rank is outside any collective at the same iteration"
+
+
+def spans_nodes(states: list[RankState], local_ranks: int | None = None) -> bool:
+    """The job has more ranks than this node's (a beat's world size above the ranks this node started)."""
+    world = world_of(states)
+    return isinstance(world, int) and world > (local_ranks if local_ranks is not None else len(states))
 
 
 def write_report(report: Report, run_dir: Path | None) -> Path:

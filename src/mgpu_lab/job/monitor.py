@@ -44,6 +44,7 @@ from mgpu_lab.health.watchdog import Watchdog, stall_words, write_report
 from mgpu_lab.job import checks, job_cgroup, oom, rendezvous, supervise
 from mgpu_lab.job.nccl_trace import NcclTrace
 from mgpu_lab.job.stderr_route import StderrRouter
+from mgpu_lab.runs import attempt
 from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
 
 TYPE_CHECKING = False
@@ -104,7 +105,8 @@ class JobMonitor:
         self.config = config
         self.dir = supervise_dir
         self.trace = trace
-        self.watchdog = Watchdog(supervise_dir, config.hang_timeout, config.startup_timeout)
+        local = int(config.nproc) if config.nproc is not None and config.nproc.isdigit() else None
+        self.watchdog = Watchdog(supervise_dir, config.hang_timeout, config.startup_timeout, local_ranks=local)
         self.rendezvous = checks.RendezvousDeadline(start, config.rdzv_timeout)
         self.hang = checks.HangCheck(self.watchdog, config.hang_timeout)
         self.liveness = checks.Liveness()
@@ -166,13 +168,27 @@ class JobMonitor:
             return
         self.liveness.poll(beats, time.time())
         self._note_restart(beats)
-        if self.failure_file.poll():
+        gone = self._peers_gone()
+        if gone is not None:  # a restart whose other ranks never came back: no further restart can help
+            self._stop(supervisor, State.RDZV_TIMEOUT, gone)
+        elif self.failure_file.poll():
             _say("[ERROR] launcher: a JAX rank failed; stopping the other ranks")
             self._stop(supervisor, None, None, grace_s=None)
         elif self.hang.poll(now):
             self._on_hang(supervisor, now)
         for line in self.watchdog.notices():  # records the watchdog could not use: named once each
             _say(line)
+
+    def _peers_gone(self) -> str | None:
+        """The verdict when a rank of this node recorded that its peers never came back after a restart."""
+        for rank, failure in sorted(heartbeat.read_failures(self.dir).items()):
+            if failure.kind == heartbeat.PEERS_GONE:
+                return (
+                    f"mgpu-lab train_multigpu: error: the job's other node(s) gave up: rank {rank} on this node "
+                    f"({rendezvous.node(self.config)}) waited {self.config.rdzv_timeout:g} s for them after a "
+                    f"restart (--rdzv_timeout): {failure.detail}; this node stops too"
+                )
+        return None
 
     def _stop(
         self, supervisor: Supervisor, why: State | None, verdict: str | None, *, grace_s: float | None = STOP_GRACE_S
@@ -230,7 +246,11 @@ class JobMonitor:
                 f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>",
                 file=sys.stderr,
             )
-        stopped = {st.rank: st.beat.pid for st in report.ranks if st.stopped and st.beat is not None}
+        stopped: dict[int, int] = {}
+        for st in report.ranks:
+            pid = st.beat.pid if st.beat is not None else st.silent_pid
+            if st.stopped and pid is not None:
+                stopped[st.rank] = pid
         for rank, pid in stopped.items():
             print(
                 f"[ERROR] watchdog: rank {rank} (pid {pid}) is stopped and cannot take SIGTERM: killing it",
@@ -257,6 +277,9 @@ class JobMonitor:
             self.liveness.vanished,
             world,
             root,
+            local_ranks=int(self.config.nproc)
+            if self.config.nproc is not None and self.config.nproc.isdigit()
+            else None,
         )
 
     def finish(self, rc: int, interrupted: int | None, job: JobEnvironment) -> Outcome:
@@ -328,16 +351,27 @@ class JobMonitor:
 
 
 def job_key(config: LaunchConfig) -> str:
-    """A string naming the job across restarts and nodes: the given key, SLURM's job id, the rdzv id, or fresh."""
+    """A string naming the job across restarts and nodes, from what every node of the job is given alike: the given
+    key, SLURM's job id, else on several nodes the rendezvous (its id and endpoint), else the rdzv id, else fresh.
+    Under torchrun the ranks still agree through the job's store (:mod:`mgpu_lab.runs.attempt`): rank 0's key is
+    the job's, whatever the other nodes computed."""
     env = config.scheduler
     if env.job_key:
         return env.job_key
     if env.slurm_job_id:
         return f"slurm-{env.slurm_job_id}"
     rdzv_id = config.rdzv_id or env.rdzv_id
+    if rendezvous.nodes(config) != "1":
+        where = rendezvous.endpoint(config).replace(" ", "-")
+        return _file_safe(f"nodes-{rdzv_id or 'none'}-{where}")
     if rdzv_id:
-        return f"rdzv-{rdzv_id}"
+        return _file_safe(f"rdzv-{rdzv_id}")
     return f"job-{os.urandom(6).hex()}"
+
+
+def _file_safe(text: str) -> str:
+    """The key goes into file names: anything but letters, digits, ``.``, ``_`` and ``-`` becomes ``-``."""
+    return "".join(c if (c.isascii() and c.isalnum()) or c in "._-" else "-" for c in text)[:120]
 
 
 class JobEnvironment:
@@ -350,6 +384,7 @@ class JobEnvironment:
         self.env = dict(config.environ)
         self.env[heartbeat.SUPERVISE_DIR_ENV] = supervise_dir
         self.env[JOB_KEY_ENV] = self.key
+        self.env[attempt.WAIT_ENV] = f"{config.rdzv_timeout:g}"  # how long a restarted rank waits for its peers
         self.env[supervise.JOB_TAG_ENV] = self.tag
         self.env[LAUNCHER_PID_ENV] = str(os.getpid())  # rank 0 writes it into the run folder's lock (mgpu-lab stacks)
         self.trace: NcclTrace | None = None

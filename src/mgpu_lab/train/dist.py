@@ -176,21 +176,43 @@ def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str, libra
     return load_torch_dict(path, library, required, kind)
 
 
-def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> bool:
-    """Give every process group this rank creates a store namespace of its torchrun attempt; True if installed.
+_JOB_STORE: list[Any] = []  # the job's store, once opened (job_store)
+
+
+def job_store(timeout_s: float, environ: dict[str, str] | os._Environ = os.environ) -> Any:
+    """The store every worker of the job shares (torchrun's agent store at ``MASTER_ADDR:MASTER_PORT``), opened once
+    by this rank as torch's env:// rendezvous opens it; None outside torchrun."""
+    from mgpu_lab.runs.resume import RESTART_ENV
+
+    if _JOB_STORE:
+        return _JOB_STORE[0]
+    if not environ.get(RESTART_ENV, "").strip() or not environ.get("MASTER_ADDR") or not environ.get("MASTER_PORT"):
+        return None
+    from datetime import timedelta
+
+    import torch.distributed as tdist
+
+    store, _, _ = next(tdist.rendezvous("env://", timeout=timedelta(seconds=timeout_s)))
+    _JOB_STORE.append(store)
+    return store
+
+
+def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ, attempt: int | None = None) -> bool:
+    """Give every process group this rank creates a store namespace of its attempt; True if installed.
 
     torchrun keeps its store across restarts of the worker group, and a rank killed by a signal leaves
     its gloo/NCCL address keys in it: a restarted group then reads the dead rank's address and never
     connects ("Gloo connectFullMesh failed ... Connection refused"). The libraries call
     ``torch.distributed.init_process_group(backend, ...)`` with the env:// default, so this wraps that one
-    function in this process: such a call gets the env:// store under the prefix
-    ``mgpu_lab/attempt_<TORCHELASTIC_RESTART_COUNT>/``. Calls with their own store or init_method pass through.
+    function in this process: such a call gets the env:// store under the prefix ``mgpu_lab/attempt_<N>/``, N the
+    attempt every rank agreed on (:mod:`mgpu_lab.runs.attempt`; torchrun's ``TORCHELASTIC_RESTART_COUNT`` when
+    none was agreed, which differs between nodes). Calls with their own store or init_method pass through.
     """
     from mgpu_lab.runs.resume import RESTART_ENV, restart_count
 
     if not environ.get(RESTART_ENV, "").strip():
         return False
-    attempt = restart_count(environ)
+    number = restart_count(environ) if attempt is None else attempt
     import torch.distributed as tdist
 
     original = tdist.init_process_group
@@ -207,12 +229,16 @@ def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ) -> boo
         **kwargs: Any,
     ) -> Any:
         if store is None and init_method in (None, "env://"):
-            extra = {"timeout": timeout} if timeout is not None else {}
-            store, rank, world_size = next(tdist.rendezvous("env://", rank=rank, world_size=world_size, **extra))
-            store = tdist.PrefixStore(f"mgpu_lab/attempt_{attempt}/", store)
+            if _JOB_STORE:
+                store = _JOB_STORE[0]
+                rank, world_size = int(environ["RANK"]), int(environ["WORLD_SIZE"])
+            else:
+                extra = {"timeout": timeout} if timeout is not None else {}
+                store, rank, world_size = next(tdist.rendezvous("env://", rank=rank, world_size=world_size, **extra))
+            store = tdist.PrefixStore(f"mgpu_lab/attempt_{number}/", store)
         return original(backend=backend, timeout=timeout, world_size=world_size, rank=rank, store=store, **kwargs)
 
-    init_process_group.__mgpu_lab_attempt__ = attempt  # type: ignore[attr-defined]
+    init_process_group.__mgpu_lab_attempt__ = number  # type: ignore[attr-defined]
     init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
     tdist.init_process_group = init_process_group  # type: ignore[assignment]
     return True

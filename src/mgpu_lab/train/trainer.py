@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     from mgpu_lab.health.rank_progress import Fault, RankProgress
+    from mgpu_lab.runs.attempt import Attempt, Store
     from mgpu_lab.train.adapters import Adapter
     from mgpu_lab.train.config import TrainConfig, TrainResult
     from mgpu_lab.train.dist import DistContext
@@ -54,16 +55,17 @@ def _run_dir(log_root: str, library: str, task: str, run_name: str | None, creat
 
 
 def _resume_point(
-    args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: int, key: str | None
+    args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: int, key: str | None, known: str | None = None
 ) -> tuple[Path | None, str | None]:
-    """(run folder to reuse or None, checkpoint to load or None): a restart's own run, ``latest``, or --checkpoint."""
+    """(run folder to reuse or None, checkpoint to load or None): a restart's own run, ``latest``, or --checkpoint.
+    ``known``: the job's run folder as rank 0 of an earlier attempt published it (else found by the job key)."""
     from mgpu_lab.runs import resume
 
     def listing(run_dir: Path):
         return adapter.checkpoints(run_dir, cfg)
 
     if restart and key:
-        run_dir = resume.find_job_run(args.log_root, args.rl_library, args.task, key)
+        run_dir = Path(known) if known else resume.find_job_run(args.log_root, args.rl_library, args.task, key)
         if run_dir is not None:
             found = resume.newest_checkpoint(run_dir, listing)
             return run_dir, (str(found[1]) if found else None)
@@ -97,6 +99,58 @@ class _Start:
         self.restart = restart  # torchrun's restart count (0: the first attempt)
         self.key = key  # the job's key across restarts (MGPU_LAB_JOB_KEY), if launched by the launcher
         self.reuse = reuse  # the run folder to write into again (a restart's or --continue_run's), else None
+        self.shared: _Shared | None = None  # what every rank of this attempt agreed on, under torchrun
+
+
+class _Shared:
+    """Under torchrun: the job's store and the attempt every rank of this start agreed on (mgpu_lab.runs.attempt)."""
+
+    def __init__(self, store: Store, attempt: Attempt, wait_s: float) -> None:
+        self.store = store
+        self.attempt = attempt
+        self.wait_s = wait_s
+
+
+def _agree(ctx: DistContext, key: str | None) -> _Shared | None:
+    """Under torchrun, the attempt number, job key and run folder every rank of the job agrees on (None outside
+    torchrun, or for one rank); raises PeersGone when the other ranks never come."""
+    from mgpu_lab.runs import attempt
+    from mgpu_lab.train.dist import job_store
+
+    if not ctx.distributed or ctx.world_size < 2:
+        return None
+    wait_s = attempt.wait_s()
+    try:
+        store = job_store(wait_s)
+    except (RuntimeError, TimeoutError, OSError) as exc:  # torch's DistNetworkError and DistStoreError included
+        where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+        raise attempt.PeersGone(
+            f"the job's store at {where} (kept by the torchrun of rank 0's node) did not answer within {wait_s:g} s "
+            f"(--rdzv_timeout): that node gave up or is gone ({type(exc).__name__})"
+        ) from None
+    if store is None:
+        return None
+    return _Shared(store, attempt.agree(store, ctx.rank, ctx.world_size, key, timeout_s=wait_s), wait_s)
+
+
+def _shared_resume_point(
+    args: Namespace, adapter: Adapter, cfg: TrainConfig, shared: _Shared, rank: int
+) -> tuple[Path | None, str | None]:
+    """Rank 0 finds the resume point and publishes it; every other rank takes exactly that one."""
+    from mgpu_lab.runs import attempt
+
+    agreed = shared.attempt
+    if rank == 0:
+        reuse, checkpoint = _resume_point(args, adapter, cfg, agreed.number, agreed.key, agreed.run_dir)
+        attempt.publish_resume(shared.store, agreed, str(reuse) if reuse else None, checkpoint)
+        return reuse, checkpoint
+    run_dir, checkpoint = attempt.resume_of(shared.store, agreed, timeout_s=shared.wait_s)
+    if checkpoint is not None and not Path(checkpoint).is_file():
+        raise UsageError(
+            f"restart {agreed.number}: rank 0 resumes from {checkpoint}, which this node cannot read: put "
+            "--log_root on a filesystem every node mounts at the same path"
+        )
+    return (Path(run_dir) if run_dir else None), checkpoint
 
 
 def _choose_device(args: Namespace) -> str:
@@ -135,6 +189,11 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     key = resume.job_key()
+    shared = _agree(ctx, key)
+    if shared is not None:  # torchrun's count differs between nodes: the agreed one is the job's
+        restart, key = shared.attempt.number, shared.attempt.key
+        if restart:
+            progress.faults = None  # rehearsed faults act on the job's first attempt only, on every node
     num_envs = args.num_envs or defaults.get("num_envs", 256)
     check_num_envs(num_envs, ctx.device)  # before the library import
     adapter = adapters.load(args.rl_library)
@@ -154,12 +213,17 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
         restart=restart,
         on_iteration=progress.on_iteration,
     )
-    reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
+    if shared is not None:
+        reuse, cfg.checkpoint = _shared_resume_point(args, adapter, cfg, shared, ctx.rank)
+    else:
+        reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
     if cfg.checkpoint is not None:
         if cfg.checkpoint != args.checkpoint:  # found here (latest, or a restart's own run): check it too
             check_checkpoint(cfg.checkpoint, args.rl_library, args.ml_framework, args.task)
         cfg.start_iteration = adapter.checkpoint_iteration(cfg.checkpoint, cfg)
-    return _Start(ctx, adapter, cfg, restart, key, reuse)
+    start = _Start(ctx, adapter, cfg, restart, key, reuse)
+    start.shared = shared
+    return start
 
 
 def _nothing_left(args: Namespace, start: _Start, progress: RankProgress) -> int:
@@ -239,6 +303,10 @@ def _open_run(args: Namespace, start: _Start, progress: RankProgress, cleanup: c
     if start.key is not None and (reuse is None or continuing):
         resume.record_job_key(cfg.log_dir, start.key)
     progress.run_dir(cfg.log_dir)
+    if start.shared is not None:  # the ranks of every later attempt reuse this folder
+        from mgpu_lab.runs.attempt import publish_run_dir
+
+        publish_run_dir(start.shared.store, cfg.log_dir)
     # run.json and the folder's lock (see mgpu_lab.runs.continue_run)
     run_lock = continue_run.start_writing(
         cfg.log_dir,
@@ -266,7 +334,8 @@ def _fit(start: _Start, progress: RankProgress) -> tuple[TrainResult, float]:
     cfg.returns = returns.for_rank(ctx.rank, ctx.world_size, ctx.device, cfg.ml_framework, log_line)
     cfg.on_iteration = cfg.returns.chain(cfg.on_iteration)
     if ctx.distributed:
-        store_per_attempt()  # a restarted group must not read the dead attempt's addresses
+        # a restarted group must not read the dead attempt's addresses
+        store_per_attempt(attempt=start.shared.attempt.number if start.shared is not None else None)
     progress.start()  # heartbeats from here on: every library sets its process group up inside train()
     began = time.perf_counter()
     guard = WriteGuard(cfg.log_dir, ctx.rank, progress.failed).install()  # a dead writer thread: one line, exit 1
@@ -330,6 +399,13 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         cleanup.push(_unless_failed(destroy_process_group))  # last: after the lock and the folder
         _open_run(args, start, progress, cleanup)
         ctx = start.ctx
+        if start.shared is not None and start.restart:  # every node's rank says the one count: they agree
+            from mgpu_lab.runs.resume import restart_count
+
+            log_line(
+                f"[INFO] rank {ctx.rank}/{ctx.world_size}: restart {start.restart} of the job "
+                f"(torchrun's count on this node: {restart_count()})"
+            )
         if start.restart and start.cfg.checkpoint is None and is_rank0(ctx):
             log_line(f"[INFO] restart {start.restart}: no checkpoint of this job yet; training from iteration 0")
         if ctx.is_cuda:
@@ -377,8 +453,16 @@ def _supervised_train(args: Namespace, faults: tuple[Fault, ...]) -> int:
         progress = rank_progress.from_env(rank, local_rank, world_size, faults)
     except (UsageError, ValueError) as exc:
         return refuse(str(exc))
+    progress.stack_dump()  # a rank stuck before its first beat can still show where
+    from mgpu_lab.runs.attempt import PeersGone
+
     try:
         return _train(args, progress)
+    except PeersGone as exc:  # a restart whose other ranks never came: no further restart helps
+        progress.peers_gone(str(exc))
+        sys.stderr.write(f"error: rank {progress.rank}: {exc}\n")
+        sys.stderr.flush()
+        return 1
     except UsageError as exc:
         progress.refused(str(exc))
         return refuse(str(exc))

@@ -2,7 +2,7 @@
 ``sitecustomize`` at start-up when :func:`mgpu_testing.seams_env` put this folder on ``PYTHONPATH``.
 
 The product reads no test switch. What a test needs in a child process (made-up GPUs, another /dev/shm, a fixed
-run-folder stamp, a stop inside a checkpoint save, a fault in a rank) is asked for in ``MGPU_TESTING_SEAMS`` (JSON, read here
+run-folder stamp, a stop inside a checkpoint save, a fault in a rank, a rank stopped before its first beat) is asked for in ``MGPU_TESTING_SEAMS`` (JSON, read here
 only) and injected the way an in-process test does it with ``monkeypatch``: through the product's own
 parameters (``devices.discover``'s inventory, ``cluster.shm_warning``'s folder and free bytes,
 ``run_dir.folder_name``'s stamp, ``core.atomic.atomic_write``'s ``before_replace`` hook, ``trainer.main``'s
@@ -88,6 +88,22 @@ def _faults(spec: str) -> None:
     trainer.main = functools.partial(trainer.main, faults=parse_faults(spec))
 
 
+def _stop_before_beat(rank: int) -> None:
+    """Rank ``rank`` stops itself (SIGSTOP) as its trainer sets up its supervision, before its first beat."""
+    import signal
+
+    from mgpu_lab.health import rank_progress
+
+    original = rank_progress.from_env
+
+    def from_env(r, *args, **kwargs):
+        if r == rank:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return original(r, *args, **kwargs)
+
+    rank_progress.from_env = from_env
+
+
 def install(seams: dict) -> None:
     if "gpus" in seams:
         _made_up_gpus(int(seams["gpus"]))
@@ -97,6 +113,8 @@ def install(seams: dict) -> None:
         _run_stamp(seams["run_stamp"])
     if "fault" in seams:
         _faults(seams["fault"])
+    if "stop_before_beat" in seams:
+        _stop_before_beat(int(seams["stop_before_beat"]))
     if "stop_in_save" in seams:
         _stop_in_save(seams["stop_in_save"], seams.get("stop_in_save_name") or "*")
 

@@ -1,0 +1,165 @@
+"""A rank killed on one node of a two-node job: every node restarts and resumes from the same checkpoint in the
+same run folder (issue 37 item 1), with the c10d rendezvous and with the static one.
+
+Two real launchers on this machine play two nodes (one CPU rank each, gloo on loopback, ``OMP_NUM_THREADS=1``),
+the real train.py (rsl_rl), ``--max_restarts 3``. ``--rehearse_fault signal:1:6`` SIGKILLs rank 1 at the first
+step of iteration 6, on the first attempt only; with ``--save_interval 2`` rank 0 saved ``model_4.pt``
+(iterations 0-4) before it, so the resume point is exact: iteration 5. One job per rendezvous form runs once for
+the module, and each test reads it.
+
+Then the bound: a node whose peers gave up (node 1 has no restart left) stops by itself once ``--rdzv_timeout``
+passed after its restart, with exit 4 and a line that names the bound, instead of waiting for its watchdog.
+And the verdicts of issue 37 item 2 that need two nodes: without restarts, the survivor's report points at the
+other node; in a two-node hang, the stuck node names its own rank.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from mgpu_testing import PYTHON, free_port
+from mgpu_testing.cluster import run_together
+from mgpu_testing.probe import assert_nothing_left, tagged_env
+from mgpu_testing.training import DIGEST_ANYWHERE, LAUNCHER, TASK
+
+from mgpu_lab.health.failures import FIRST_FAILURE
+
+pytestmark = pytest.mark.e2e
+
+MAX_ITERATIONS = 9
+KILL_AT, RESUMED_AT = 6, 5
+TRAIN = ["--num_gpus", "1", "--device", "cpu", "--task", TASK, "--num_envs", "8", "--seed", "3"]
+RESUMED = re.compile(r"\[INFO\] restart 1: resumed from (\S+) at iteration (\d+)$", re.M)
+AGREED = re.compile(r"\[INFO\] rank (\d)/2: restart (\d+) of the job \(torchrun's count on this node: (\d+)\)$", re.M)
+LOGGING_TO = re.compile(r"^\[INFO\] logging to (\S+)$", re.M)
+
+
+def node_flags(form: str, node: int, port: int) -> list[str]:
+    if form == "c10d":
+        return ["--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "t37"]
+    return ["--nnodes", "2", "--node_rank", str(node), "--master_addr", "127.0.0.1", "--master_port", str(port)]
+
+
+def two_nodes(form: str, logs: Path, restarts: tuple[int, int], *extra: str) -> list:
+    """Both launchers of one job, run together; their CompletedProcesses, node 0 first."""
+    port = free_port()
+    env, tag = tagged_env()
+    runs = []
+    for node in (0, 1):
+        cmd = [PYTHON, LAUNCHER, *node_flags(form, node, port), "--max_restarts", str(restarts[node]), *TRAIN]
+        cmd += ["--max_iterations", str(MAX_ITERATIONS), "--save_interval", "2", "--log_root", str(logs), *extra]
+        runs.append((cmd, env))
+    results = run_together(runs, timeout=420)
+    assert_nothing_left(tag)
+    return results
+
+
+@pytest.fixture(scope="module", params=["c10d", "static"])
+def restarted(request, tmp_path_factory):
+    logs = tmp_path_factory.mktemp(f"restart_{request.param}") / "logs"
+    procs = two_nodes(request.param, logs, (3, 3), "--rehearse_fault", f"signal:1:{KILL_AT}")
+    return request.param, logs, procs
+
+
+def everything(procs) -> str:
+    return "\n".join(p.stdout + p.stderr for p in procs)
+
+
+@pytest.mark.timeout(900)
+def test_both_nodes_restart_and_finish(restarted):
+    _, _, procs = restarted
+    for p in procs:
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    out = everything(procs)
+    assert f"[FAULT] rank 1: sending itself SIGKILL at iteration {KILL_AT}" in out
+
+
+@pytest.mark.timeout(900)
+def test_every_node_resumes_from_the_same_checkpoint_in_the_same_folder(restarted):
+    form, logs, procs = restarted
+    out = everything(procs)
+    folders = list((logs / "rsl_rl" / TASK).iterdir())
+    assert len(folders) == 1, f"{form}: a restart must reuse the job's run folder: {folders}"
+    assert set(LOGGING_TO.findall(out)) == {str(folders[0])}, out[-4000:]
+    resumed = RESUMED.findall(out)
+    assert resumed == [(str(folders[0] / f"model_{RESUMED_AT - 1}.pt"), str(RESUMED_AT))], out[-4000:]
+    key = (folders[0] / "job_key").read_text(encoding="utf-8")
+    expected = r"nodes-t37-c10d-127\.0\.0\.1-\d+" if form == "c10d" else r"nodes-none-static-127\.0\.0\.1-\d+"
+    assert re.fullmatch(expected, key), key  # from the rendezvous both nodes were given
+
+
+@pytest.mark.timeout(900)
+def test_the_restart_counts_agree_and_the_weights_end_equal(restarted):
+    """Every rank logs the one restart count; with c10d torchrun's own count differs between the nodes (the node
+    that only re-joined the rendezvous counts no restart), which is why the ranks agree on their own."""
+    _, _, procs = restarted
+    agreed = {rank: restart for p in procs for rank, restart, _ in AGREED.findall(p.stdout)}
+    assert agreed == {"0": "1", "1": "1"}, [p.stdout[-2000:] for p in procs]
+    digests = {rank: d for p in procs for rank, _, d in DIGEST_ANYWHERE.findall(p.stdout)}
+    assert set(digests) == {"0", "1"} and digests["0"] == digests["1"], digests
+
+
+@pytest.mark.timeout(900)
+def test_a_node_whose_peers_gave_up_stops_within_the_rendezvous_deadline(tmp_path):
+    """Node 1 has no restart left: its launcher reports the killed rank and exits 1; node 0 restarts, its rank
+    waits --rdzv_timeout for rank 1, and its launcher stops with exit 4, naming the bound."""
+    procs = two_nodes(
+        "static", tmp_path / "logs", (3, 0), "--rehearse_fault", f"signal:1:{KILL_AT}", "--rdzv_timeout", "15"
+    )
+    node0, node1 = procs
+    assert node1.returncode == 1, node1.stderr[-3000:]
+    assert node0.returncode == 4, node0.stdout[-3000:] + node0.stderr[-3000:]
+    last = node0.stderr.strip().splitlines()[-1]
+    assert last.startswith("mgpu-lab train_multigpu: error: the job's other node(s) gave up: rank 0 on this node ("), (
+        last
+    )
+    assert "waited 15 s for them after a restart (--rdzv_timeout): rank(s) 1 of 2 did not start within 15 s" in last
+    assert "Traceback" not in node0.stderr
+
+
+@pytest.mark.timeout(900)
+def test_without_restarts_the_survivor_points_at_the_other_node(tmp_path):
+    """No restart left anywhere: node 1 names its killed rank as the first failure; node 0's rank lost its peer, a
+    consequence, and node 0's report says which node to look at instead of calling its own rank the first failure
+    (issue 37 item 2)."""
+    node0, node1 = two_nodes("static", tmp_path / "logs", (0, 0), "--rehearse_fault", f"signal:1:{KILL_AT}")
+    assert node1.returncode == 1, node1.stderr[-3000:]
+    assert re.search(rf"{re.escape(FIRST_FAILURE)} rank 1/2 on node \S+ \(pid \d+\): killed by SIGKILL", node1.stderr)
+    assert node0.returncode == 1, node0.stderr[-3000:]
+    assert re.search(
+        r"^\[ERROR\] launcher: rank 0/2 on node \S+ \(pid \d+\): its collective lost a peer \(.+\) \(a consequence\)$",
+        node0.stderr,
+        re.M,
+    ), node0.stderr[-3000:]
+    assert (
+        "[ERROR] launcher: no rank of this node failed first: the first failure is on another node; look at the "
+        "report of the node running rank(s) 1"
+    ) in node0.stderr
+    assert FIRST_FAILURE not in node0.stderr and "Traceback" not in node0.stderr
+
+
+@pytest.mark.timeout(900)
+def test_the_stuck_node_of_a_two_node_hang_names_its_own_rank(tmp_path):
+    """Rank 1 (node 1's only rank) hangs outside any collective at iteration 3 (the rehearsed fault): node 1's
+    watchdog names it, not "no single culprit". Node 0's only rank waits in all_reduce: its watchdog says to read the
+    other node's report, unless node 1 stopped first, and then its rank lost a peer: a consequence pointing there."""
+    node0, node1 = two_nodes(
+        "static", tmp_path / "logs", (0, 0), "--rehearse_fault", "hang:1:3", "--hang_timeout", "10"
+    )
+    assert node1.returncode == 3, node1.stderr[-3000:]
+    assert (
+        "[ERROR] watchdog: likely culprit: rank 1 (outside any collective while the job's 2 ranks span several "
+        "nodes: the ranks on the other node(s) wait for this node)"
+    ) in node1.stderr
+    assert node0.returncode in (1, 3), node0.stderr[-3000:]
+    pointers = (  # its watchdog fired while rank 0 waited, or after it failed and before it exited, or it exited
+        "no single culprit (every rank of this node waits in all_reduce: look at the other node(s)' watchdog report",
+        "no single culprit (every rank of this node failed because its collective lost a peer: the first failure is "
+        "on another node; look at that node's report)",
+        "look at the report of the node running rank(s) 1",
+    )
+    assert any(p in node0.stderr for p in pointers), node0.stderr[-3000:]
+    assert "likely culprit: rank 0" not in node0.stderr
