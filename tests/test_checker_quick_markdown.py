@@ -107,6 +107,13 @@ ODD = [
     "Text [a](b%20c.md)",
     "<https://example.com>",
     "- 1. nested ordered",
+    "- 2023 was a year",
+    "- ``double``",
+    "1.  Two spaces",
+    "- ",
+    "- \u00e9t\u00e9 word",
+    "# Caf\u00e9 \u65e5\u672c",
+    "2. [link](x.md)",
 ]
 FRONTMATTERS = [
     "",
@@ -159,6 +166,11 @@ VALUES = [
     "bom\ufeffinside",
     "nel\x85inside",
     "z",
+    "é then a: b",
+    "é then #x and — dash",
+    "ctl\x01char",
+    "- list item",
+    "1. Step one",
 ]
 
 

@@ -35,13 +35,21 @@ def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
 
 
-_NOT_IN_SLUG = re.compile(r"[^\w\u4e00-\u9fff -]")
+_NOT_IN_ASCII_SLUG = re.compile(r"[^A-Za-z0-9_ -]")
+
+
+@functools.cache
+def _not_in_slug() -> re.Pattern[str]:
+    """What a slug drops from a title with non-ASCII characters (compiled for the first such title: a Unicode
+    class costs more to compile than most checks spend on slugs)."""
+    return re.compile(r"[^\w\u4e00-\u9fff -]")
 
 
 def slugify(title: str) -> str:
     """GitHub's anchor for a heading (as mdit-py-plugins' anchors plugin makes it): lower case, each space a
     hyphen, then only word characters, CJK ideographs and hyphens kept."""
-    return _NOT_IN_SLUG.sub("", title.lower().replace(" ", "-"))
+    text = title.lower().replace(" ", "-")
+    return (_NOT_IN_ASCII_SLUG if text.isascii() else _not_in_slug()).sub("", text)
 
 
 def unique_slug(slug: str, slugs: set[str]) -> str:

@@ -52,8 +52,7 @@ _OUTSIDE_LINE = re.compile(r"[\\<&|]|\]:")
 _BREAKISH = re.compile(r"[-*_=+ ]+")
 _HEADING = re.compile(r"(#{1,6}) +(\S.*)")
 _HEADING_PLAIN = re.compile(r"[^`*_\[\]<>&\\|]*")
-# a list item's marker; the item's text must start plainly (a letter, a link, a code span)
-_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)]) (?=[^\W\d_]|\[|`[^`])")
+# a list item's marker (the item's text must then start plainly: a letter, a link, a code span)
 _MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?: |$)")
 _FENCE = re.compile(r"(`{3,}|~{3,})(.*)")
 _LABEL = r"([^\[\]`*_<>&\\!\n]*)"
@@ -162,8 +161,11 @@ def _block(lines: list[str], i: int, out: list[Tok]) -> int | None:
             Tok("heading_close", tag=f"h{len(m.group(1))}", markup=m.group(1)),
         ]
         return i + 1
-    if _MARKER.match(line) and not _ITEM.match(line):
-        return None
+    marker = _MARKER.match(line)
+    if marker is not None:
+        rest = line[marker.end() :]
+        if not rest or not (rest[0].isalpha() or rest[0] == "[" or rest[0] == "`" and rest[1:2] not in ("`", "")):
+            return None
     children = _inline(line)
     if children is None:
         return None
@@ -195,9 +197,19 @@ def quick_tokens(text: str) -> list[Any] | None:
 # character YAML refuses or reads as a line break.
 _KEY_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*): ([A-Za-z](?:[^\n]*\S)?)")
 _NOT_STRINGS = frozenset({"yes", "no", "true", "false", "on", "off", "null", "y", "n", "~"})
-_YAML_ODD = re.compile(
-    r": | #|:$|[\u2028\u2029]|[^\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
-)
+_YAML_BREAKS = re.compile(r": | #|:$")
+
+
+def _yaml_printable(text: str) -> bool:
+    """Every character of ``text`` one YAML takes as it is: printable (its c-printable set), not a byte-order
+    mark, not one it reads as a line break (NEL, U+2028, U+2029)."""
+    return all(
+        0x20 <= o <= 0x7E
+        or (0xA0 <= o <= 0xD7FF and o not in (0x2028, 0x2029))
+        or (0xE000 <= o <= 0xFFFD and o != 0xFEFF)
+        or 0x10000 <= o <= 0x10FFFF
+        for o in map(ord, text)
+    )
 
 
 def plain_mapping(content: str) -> tuple[dict[str, str], dict[str, int]] | None:
@@ -210,7 +222,9 @@ def plain_mapping(content: str) -> tuple[dict[str, str], dict[str, int]] | None:
         if m is None:
             return None
         key, value = m.group(1), m.group(2)
-        if key in data or key.lower() in _NOT_STRINGS or value.lower() in _NOT_STRINGS or _YAML_ODD.search(value):
+        if key in data or key.lower() in _NOT_STRINGS or value.lower() in _NOT_STRINGS:
+            return None
+        if _YAML_BREAKS.search(value) or not (value.isprintable() if value.isascii() else _yaml_printable(value)):
             return None
         data[key] = value
         where[key] = n
