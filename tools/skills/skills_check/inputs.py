@@ -13,7 +13,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
 from .model import Finding, Loc
@@ -139,6 +139,10 @@ def problem(code: str, path: str, line: int, col: int, message: str, severity: s
 
 def rel(root: Path, path: Path) -> str:
     """``path`` relative to ``root`` as a POSIX string (the path itself when outside root)."""
+    if os.sep == "/" and isinstance(root, PurePosixPath) and isinstance(path, PurePosixPath):
+        top, full = str(root), str(path)  # a pure path's string is normalized: the prefix test is relative_to's
+        if full.startswith(top) and full[len(top) : len(top) + 1] == "/" and top != "/":
+            return full[len(top) + 1 :]
     try:
         return path.relative_to(root).as_posix()
     except ValueError:
