@@ -121,9 +121,7 @@ def walk(root: Path, gitignore: bool = True) -> Walk:
             if text is not None:
                 ignores.add(base, text)
         parent_owner = owner.get(posixpath.dirname(base)) if base else None
-        is_skill = (
-            parent_owner is None and SKILL_FILE in filenames and entries[SKILL_FILE].is_file()
-        )
+        is_skill = parent_owner is None and SKILL_FILE in filenames and entries[SKILL_FILE].is_file()
         owner[base] = base if is_skill else parent_owner
         if is_skill:
             out.skills.append(base)

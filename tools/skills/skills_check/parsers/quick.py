@@ -135,8 +135,9 @@ def _front_matter(lines: list[str]) -> tuple[Tok | None, int] | None:
     return None
 
 
-def _block(lines: list[str], i: int, out: list[Tok]) -> int | None:
-    """Read the block line ``i`` starts into ``out``; the next line, or None when it leaves the subset."""
+def _block(lines: list[str], i: int, out: list[Tok], scanned: bool = False) -> int | None:
+    """Read the block line ``i`` starts into ``out``; the next line, or None when it leaves the subset.
+    ``scanned``: the document holds no fence and its body was searched for ``_OUTSIDE_LINE`` as a whole."""
     line = lines[i]
     if not line.strip():
         return i + 1
@@ -147,7 +148,9 @@ def _block(lines: list[str], i: int, out: list[Tok]) -> int | None:
         out.append(fence)
         return fence.map[1]  # type: ignore[index]
     first = line[0]
-    if first in " >|<=" or _OUTSIDE_LINE.search(line) or _BREAKISH.fullmatch(line):
+    if first in " >|<=" or not scanned and _OUTSIDE_LINE.search(line):
+        return None
+    if first in "-*_+" and _BREAKISH.fullmatch(line):
         return None
     if first == "#":
         m = _HEADING.fullmatch(line)
@@ -184,8 +187,11 @@ def quick_tokens(text: str) -> list[Any] | None:
         return None
     fm, i = head
     out: list[Tok] = [fm] if fm is not None else []
+    scanned = "```" not in text and "~~~" not in text  # no fence: every body line is searched at once
+    if scanned and _OUTSIDE_LINE.search(text, sum(len(line) + 1 for line in lines[:i])):
+        return None
     while i < len(lines):
-        nxt = _block(lines, i, out)
+        nxt = _block(lines, i, out, scanned)
         if nxt is None:
             return None
         i = nxt

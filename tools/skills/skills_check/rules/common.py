@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import posixpath
 import re
 from collections.abc import Callable, Iterator
@@ -42,6 +44,18 @@ def cached(project: Project, key: str, make: Callable[[], Any]) -> Any:
     if key not in store:
         store[key] = make()
     return store[key]
+
+
+def files_under(project: Project, prefix: str) -> list[str]:
+    """The files of the tree whose path starts with ``prefix``, sorted (a range of the sorted index, found by
+    bisection: rules ask this once per skill)."""
+    ordered: list[str] = cached(project, "sorted-files", lambda: sorted(project.files))
+    out = []
+    for path in itertools.islice(ordered, bisect.bisect_left(ordered, prefix), None):
+        if not path.startswith(prefix):
+            break
+        out.append(path)
+    return out
 
 
 # --- documents -------------------------------------------------------------------------------
