@@ -251,17 +251,21 @@ def read_bytes_bounded(path: str, max_bytes: int, checked: bool = False) -> byte
     except OSError as exc:
         return "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
             return "not a regular file"
         chunks, total = [], 0
         while True:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            want = min(1 << 20, max_bytes + 1 - total)
+            chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:
                 return f"too large: more than {max_bytes} bytes"
+            if len(chunk) < want and total == opened.st_size:
+                break  # the whole file as it was when opened: no second call to be told it ends
         return b"".join(chunks)
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"

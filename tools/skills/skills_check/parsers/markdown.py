@@ -453,7 +453,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
     """Parse markdown ``text`` (already decoded, ``\\n`` newlines) of the file at ``path``."""
     lines = text.split("\n")
     # markdown-it's token line maps count a lone "\r" as a line break too: fences are read in its lines
-    md_lines = MD_LINE_BREAK.split(text)
+    md_lines = MD_LINE_BREAK.split(text) if "\r" in text else lines
     doc = MarkdownDoc(path=path, text=text, n_lines=len(lines) - (1 if text.endswith("\n") else 0))
     try:
         tokens = quick_tokens(text)
@@ -523,6 +523,6 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             col_index += 1
         elif t == "inline" and not (i > 0 and tokens[i - 1].type == "heading_open"):
             _inline(doc, lines, tok)
-        if t == "inline":
+        if t == "inline" and "<!--" in tok.content:
             _inline_comments(doc, lines, tok)
     return doc
