@@ -256,7 +256,9 @@ def read_bytes_bounded(path: str, max_bytes: int, checked: bool = False) -> byte
             return "not a regular file"
         chunks, total = [], 0
         while True:
-            want = min(1 << 20, max_bytes + 1 - total)
+            # the size fstat gave, plus one byte to see the end (a request far past a small file makes the
+            # allocator map and unmap a large buffer per file); at least a page, should the file have grown
+            want = min(1 << 20, max_bytes + 1 - total, max(opened.st_size + 1 - total, 4096))
             chunk = os.read(fd, want)
             if not chunk:
                 break
