@@ -188,7 +188,9 @@ def quick_tokens(text: str) -> list[Any] | None:
     fm, i = head
     out: list[Tok] = [fm] if fm is not None else []
     scanned = "```" not in text and "~~~" not in text  # no fence: every body line is searched at once
-    if scanned and _OUTSIDE_LINE.search(text, sum(len(line) + 1 for line in lines[:i])):
+    # the body starts after "---\n", the front matter and "\n---\n" (a start a few characters early reads only
+    # the closing dashes, which hold nothing the pattern looks for)
+    if scanned and _OUTSIDE_LINE.search(text, len(fm.content) + 8 if fm is not None else 0):
         return None
     while i < len(lines):
         nxt = _block(lines, i, out, scanned)
