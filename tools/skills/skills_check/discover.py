@@ -20,6 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,7 @@ def walk(root: Path, gitignore: bool = True) -> Walk:
     links: list[tuple[str, Finding]] = []  # (parent folder, problem) of folder links that cannot be walked
     top = os.fspath(root)
     cut = len(top.rstrip(os.sep)) + 1
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False, onerror=lambda e: None):
+    for dirpath, dirnames, filenames, entries in _scan(top):
         base = dirpath[cut:].replace(os.sep, "/") if len(dirpath) >= cut else ""
         if "pyvenv.cfg" in filenames and base:  # a virtual environment, whatever its name
             dirnames[:] = []
@@ -120,9 +121,7 @@ def walk(root: Path, gitignore: bool = True) -> Walk:
             if text is not None:
                 ignores.add(base, text)
         parent_owner = owner.get(posixpath.dirname(base)) if base else None
-        is_skill = (
-            parent_owner is None and SKILL_FILE in filenames and os.path.isfile(os.path.join(dirpath, SKILL_FILE))
-        )
+        is_skill = parent_owner is None and SKILL_FILE in filenames and entries[SKILL_FILE].is_file()
         owner[base] = base if is_skill else parent_owner
         if is_skill:
             out.skills.append(base)
@@ -135,14 +134,14 @@ def walk(root: Path, gitignore: bool = True) -> Walk:
         dirnames[:] = kept
         for name in [*dirnames, *sorted(filenames)]:  # ignored folders are pruned; files are all indexed
             rel_path = f"{base}/{name}" if base else name
-            full = os.path.join(dirpath, name)
-            if os.path.islink(full):
-                why = _link(real_root, full, rel_path, out)
+            entry = entries[name]
+            if entry.is_symlink():
+                why = _link(real_root, entry.path, rel_path, out)
                 if why is not None:
                     links.append((base, why))
                     continue
             out.paths.add(rel_path)
-            if name not in dirnames and os.path.isfile(full):
+            if name not in dirnames and entry.is_file():
                 out.files.add(rel_path)
         if len(out.paths) > MAX_INDEX:
             out.problems.append(
@@ -153,6 +152,29 @@ def walk(root: Path, gitignore: bool = True) -> Walk:
     out.problems += [f for parent, f in links if parent in parents]
     out.orphans = _orphans(out.skills, parents, owner, has_md)
     return out
+
+
+def _scan(top: str) -> Iterator[tuple[str, list[str], list[str], dict[str, os.DirEntry[str]]]]:
+    """``os.walk(top, followlinks=False)`` top-down (the caller may prune the folder names it is given), each
+    folder with its ``os.scandir`` entries by name: they already know whether they are links, folders or
+    files, so no path is looked at again. A folder that cannot be listed adds nothing."""
+    try:
+        with os.scandir(top) as it:
+            entries = {e.name: e for e in it}
+    except OSError:
+        return
+    dirs: list[str] = []
+    files: list[str] = []
+    for name, entry in entries.items():
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        (dirs if is_dir else files).append(name)
+    yield top, dirs, files, entries
+    for name in dirs:
+        if not entries[name].is_symlink():
+            yield from _scan(os.path.join(top, name))
 
 
 def _link(real_root: str, full: str, rel_path: str, out: Walk) -> Finding | None:

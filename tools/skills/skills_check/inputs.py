@@ -13,7 +13,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
 from .model import Finding, Loc
@@ -139,6 +139,10 @@ def problem(code: str, path: str, line: int, col: int, message: str, severity: s
 
 def rel(root: Path, path: Path) -> str:
     """``path`` relative to ``root`` as a POSIX string (the path itself when outside root)."""
+    if os.sep == "/" and isinstance(root, PurePosixPath) and isinstance(path, PurePosixPath):
+        top, full = str(root), str(path)  # a pure path's string is normalized: the prefix test is relative_to's
+        if full.startswith(top) and full[len(top) : len(top) + 1] == "/" and top != "/":
+            return full[len(top) + 1 :]
     try:
         return path.relative_to(root).as_posix()
     except ValueError:
@@ -175,16 +179,28 @@ def fresh_resolution() -> None:
     _REAL_DIRS.clear()
 
 
+def _real_dir(folder: str) -> str:
+    """``os.path.realpath(folder)`` for a normalized absolute folder, each folder on the way resolved once per
+    check (one lstat per new folder: its parent's resolution is reused)."""
+    real = _REAL_DIRS.get(folder)
+    if real is None:
+        parent, name = os.path.split(folder)
+        if not name or parent == folder:
+            real = os.path.realpath(folder)
+        else:
+            joined = os.path.join(_real_dir(parent), name)
+            real = os.path.realpath(joined) if os.path.islink(joined) else joined
+        _REAL_DIRS[folder] = real
+    return real
+
+
 def realpath(path: str) -> str:
     """``os.path.realpath(path)``, its folder resolved once per check: the last component is resolved here
     each time (a link there is followed as realpath would)."""
     head, tail = os.path.split(os.path.normpath(path))
-    if not tail or tail in (".", ".."):
+    if not tail or tail in (".", "..") or not os.path.isabs(head):
         return os.path.realpath(path)
-    real_head = _REAL_DIRS.get(head)
-    if real_head is None:
-        real_head = _REAL_DIRS[head] = os.path.realpath(head)
-    joined = os.path.join(real_head, tail)
+    joined = os.path.join(_real_dir(head), tail)
     return os.path.realpath(joined) if os.path.islink(joined) else joined
 
 
@@ -209,41 +225,49 @@ def cap_for(relpath: str) -> int:
     return MAX_MARKDOWN_BYTES if relpath.lower().endswith(".md") else MAX_BYTES
 
 
-def read_bytes_bounded(path: str, max_bytes: int) -> bytes | str:
+def read_bytes_bounded(path: str, max_bytes: int, checked: bool = False) -> bytes | str:
     """The bytes of a regular file at most ``max_bytes`` long, or a phrase saying why not.
 
     Opens without blocking (a FIFO swapped in after the check never blocks) and checks the opened file
-    again, so a device or FIFO is never read.
+    again, so a device or FIFO is never read. ``checked``: the caller has just looked at the path (a regular
+    file within the cap), so it is not looked at again before opening.
     """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return "file not found"
-    except OSError as exc:
-        return "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
-    if stat.S_ISDIR(st.st_mode):
-        return "is a directory, expected a file"
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    if st.st_size > max_bytes:
-        return f"too large: {st.st_size} bytes"
+    if not checked:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return "file not found"
+        except OSError as exc:
+            return "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
+        if stat.S_ISDIR(st.st_mode):
+            return "is a directory, expected a file"
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        if st.st_size > max_bytes:
+            return f"too large: {st.st_size} bytes"
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
         return "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
             return "not a regular file"
         chunks, total = [], 0
         while True:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            # the size fstat gave, plus one byte to see the end (a request far past a small file makes the
+            # allocator map and unmap a large buffer per file); at least a page, should the file have grown
+            want = min(1 << 20, max_bytes + 1 - total, max(opened.st_size + 1 - total, 4096))
+            chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:
                 return f"too large: more than {max_bytes} bytes"
+            if len(chunk) < want and total == opened.st_size:
+                break  # the whole file as it was when opened: no second call to be told it ends
         return b"".join(chunks)
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"
@@ -315,10 +339,42 @@ def overlaid(texts: Mapping[str, str]) -> Iterator[None]:
         _OVERLAY.reset(token)
 
 
+def _read_plain_file(root: Path, relpath: str, cap: int) -> bytes | str | None:
+    """``read_text``'s common case in fewer system calls: ``relpath`` is a plain relative path inside the root
+    whose last component is no link (one lstat says so, and gives the type and size checked before opening);
+    its bytes, or why not (as ``read_bytes_bounded`` words it). None: anything else (a link, a path that
+    cannot be looked at, one leaving the root), left to the full checks."""
+    norm = os.path.normpath(relpath)
+    if os.path.isabs(norm) or norm == ".." or norm.startswith("../") or "\\" in relpath:
+        return None
+    real_root = _real_dir(os.path.normpath(os.path.abspath(root)))
+    head, tail = os.path.split(norm)
+    folder = _real_dir(os.path.join(real_root, head)) if head else real_root
+    if folder != real_root and not folder.startswith(real_root.rstrip(os.sep) + os.sep):
+        return None
+    path = os.path.join(folder, tail)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, expected a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_size > cap:
+        return f"too large: {st.st_size} bytes"
+    return read_bytes_bounded(path, cap, checked=True)
+
+
 def read_text(root: Path, relpath: str, *, max_bytes: int | None = None) -> tuple[str | None, list[Finding]]:
     """Read ``root/relpath`` as UTF-8 text, never outside ``root`` and only a regular file within the cap;
     on failure (None, [finding]). Within ``overlaid(...)``, an overlaid path's text replaces the file's."""
     cap = cap_for(relpath) if max_bytes is None else max_bytes
+    quick = _read_plain_file(root, relpath, cap) if relpath and not _OVERLAY.get() else None
+    if quick is not None:
+        return decode(relpath, quick) if isinstance(quick, bytes) else (None, [_why(relpath, quick, cap)])
     shown = relpath or "."
     loop = link_problem(root / relpath) if relpath else None
     if loop:

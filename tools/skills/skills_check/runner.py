@@ -7,7 +7,6 @@ yields only findings of its own registered code: one coded otherwise is a rule b
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -142,6 +141,8 @@ def run_rules(
                     raise ValueError(f"it yielded a finding coded {f.code!r} ({f.message})")
                 findings.append(f)
         except Exception as exc:  # a rule bug must not stop the check
+            import traceback  # only when a rule fails: a check that passes never loads it
+
             tb = traceback.extract_tb(exc.__traceback__)
             where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
             findings.append(

@@ -8,8 +8,8 @@ nothing else, so a cache file cannot carry code. Anything else raises ``CodecErr
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import math
+import sys
 from typing import Any
 
 from ..model import (
@@ -78,9 +78,10 @@ def encode(value: Any) -> Any:
         return {TAG: type(value).__name__, "v": [encode(v) for v in value]}
     if isinstance(value, bytes):
         return {TAG: "bytes", "v": value.hex()}
-    if isinstance(value, datetime.datetime):
+    dates = sys.modules.get("datetime")  # a date or time value means its module is loaded: never imported here
+    if dates is not None and isinstance(value, dates.datetime):
         return {TAG: "datetime", "v": value.isoformat()}
-    if isinstance(value, datetime.date):
+    if dates is not None and isinstance(value, dates.date):
         return {TAG: "date", "v": value.isoformat()}
     name = type(value).__name__
     if dataclasses.is_dataclass(value) and CLASSES.get(name) is type(value):
@@ -119,10 +120,10 @@ def decode(data: Any) -> Any:
         return set(items) if tag == "set" else frozenset(items)
     if tag == "bytes":
         return bytes.fromhex(str(v))
-    if tag == "datetime":
-        return datetime.datetime.fromisoformat(str(v))
-    if tag == "date":
-        return datetime.date.fromisoformat(str(v))
+    if tag in ("datetime", "date"):
+        import datetime  # only for a cached date (frontmatter rarely holds one): a cold start skips its import
+
+        return (datetime.datetime if tag == "datetime" else datetime.date).fromisoformat(str(v))
     cls = CLASSES.get(tag)
     if cls is None or not isinstance(v, dict):
         raise CodecError(f"unknown cache tag {tag!r}")

@@ -31,6 +31,7 @@ _SOURCES = (
     "model.py",
     "parsers/argspec.py",
     "parsers/markdown.py",
+    "parsers/quick.py",
     "parsers/rst.py",
 )
 _LIBS = ("docutils", "markdown_it", "mdit_py_plugins", "yaml")

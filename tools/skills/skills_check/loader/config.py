@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -177,6 +176,8 @@ def load_config(root: Path, overrides: dict[str, str | None] | None = None) -> d
         text, problems = read_text(root, "pyproject.toml")
         if text is None:
             raise SetupError(f"pyproject.toml:{problems[0].loc.line}: {problems[0].message}")
+        import tomllib  # with its datetime parsing, only for a tree that has a pyproject.toml
+
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import os
 import posixpath
@@ -22,30 +24,53 @@ from ..model import Code, MarkdownDoc, Project, RstDoc, Skill
 
 
 def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Path]:
-    """Files under ``top`` ending in ``suffix`` (sorted), not following directory links; loops reported."""
-    out: list[Path] = []
+    """Files under ``top`` ending in ``suffix`` (sorted), not following directory links; loops reported.
+
+    ``os.walk``'s top-down order (folders by name, the skipped ones pruned), read with ``os.scandir``, whose
+    entries already know whether they are links: no path is looked at again unless it is one."""
+    out: list[str] = []
     if not top.is_dir():
-        return out
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False, onerror=lambda e: None):
-        dirnames[:] = sorted(d for d in dirnames if d not in discover.SKIP_DIRS)
-        for d in list(dirnames):
-            full = Path(dirpath) / d
-            msg = link_problem(full)
-            if msg:
-                project.problems.append(problem("IN005", rel(root, full), 1, 1, f"{msg}; skipped"))
-            elif full.is_symlink() and inside(root, rel(root, full)):
-                project.problems.append(
-                    problem(
-                        "IN006", rel(root, full), 1, 1, "folder is a symlink leaving the checked root; not followed"
-                    )
-                )
-        for name in sorted(filenames):
-            full = Path(dirpath) / name
-            if name.endswith(suffix):
-                out.append(full)
-            elif full.is_symlink() and link_problem(full):
-                project.problems.append(problem("IN005", rel(root, full), 1, 1, f"{link_problem(full)}; skipped"))
-    return sorted(out)
+        return []
+    _walk_folder(root, os.fspath(top), suffix, project, out)
+    return [Path(p) for p in sorted(out, key=lambda p: p.split(os.sep))]
+
+
+def _walk_folder(root: Path, folder: str, suffix: str, project: Project, out: list[str]) -> None:
+    try:
+        with os.scandir(folder) as it:
+            entries = list(it)
+    except OSError:
+        return  # as os.walk with an onerror that ignores: an unreadable folder adds nothing
+    dirs: list[os.DirEntry[str]] = []
+    for entry in entries:
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if not is_dir:
+            if entry.name.endswith(suffix):
+                out.append(entry.path)
+            elif entry.is_symlink():
+                msg = link_problem(Path(entry.path))
+                if msg:
+                    project.problems.append(problem("IN005", rel(root, Path(entry.path)), 1, 1, f"{msg}; skipped"))
+        elif entry.name not in discover.SKIP_DIRS:
+            dirs.append(entry)
+    dirs.sort(key=lambda e: e.name)
+    for entry in dirs:
+        if not entry.is_symlink():
+            continue
+        full = Path(entry.path)
+        msg = link_problem(full)
+        if msg:
+            project.problems.append(problem("IN005", rel(root, full), 1, 1, f"{msg}; skipped"))
+        elif inside(root, rel(root, full)):
+            project.problems.append(
+                problem("IN006", rel(root, full), 1, 1, "folder is a symlink leaving the checked root; not followed")
+            )
+    for entry in dirs:
+        if not entry.is_symlink():
+            _walk_folder(root, entry.path, suffix, project, out)
 
 
 def import_parse_rst():
@@ -271,7 +296,20 @@ SCRIPT_SUFFIXES = (
 )  # a skill's scripts, read as text  # read by Codex: the skill's interface (display name, icons, prompt)
 
 
-def _load_skill(root: Path, skill_md: Path, project: Project, cache: ParseCache) -> Skill:
+def _under(ordered: list[str], prefix: str) -> list[str]:
+    """The paths of ``ordered`` (sorted) starting with ``prefix``."""
+    out = []
+    for path in itertools.islice(ordered, bisect.bisect_left(ordered, prefix), None):
+        if not path.startswith(prefix):
+            break
+        out.append(path)
+    return out
+
+
+def _load_skill(
+    root: Path, skill_md: Path, project: Project, cache: ParseCache, ordered: list[str] | None = None
+) -> Skill:
+    """The skill whose SKILL.md is ``skill_md``; ``ordered``: ``project.files`` sorted (computed when not given)."""
     sdir = skill_md.parent
     srel = "" if sdir == root else rel(root, sdir)
     skill = Skill(
@@ -283,7 +321,8 @@ def _load_skill(root: Path, skill_md: Path, project: Project, cache: ParseCache)
         relpath = rel(root, md)
         skill.files[relpath] = load_markdown(root, relpath, cache)
     prefix = f"{srel}/" if srel else ""
-    for path in sorted(p for p in project.files if p.startswith(prefix) and p.endswith(SCRIPT_SUFFIXES)):
+    ordered = sorted(project.files) if ordered is None else ordered
+    for path in [p for p in _under(ordered, prefix) if p.endswith(SCRIPT_SUFFIXES)]:
         text, _ = read_text(root, path)
         if text is not None:
             skill.script_texts[path] = text

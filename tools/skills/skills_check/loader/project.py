@@ -72,8 +72,10 @@ def _load_project(
 
 def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = True) -> Project:
     project = Project(root=root, config=config)
-    for folder in _discover(root, config, project):
-        project.skills.append(_load_skill(root, root / folder / discover.SKILL_FILE, project, cache))
+    folders = _discover(root, config, project)
+    ordered = sorted(project.files)
+    for folder in folders:
+        project.skills.append(_load_skill(root, root / folder / discover.SKILL_FILE, project, cache, ordered))
     docs = root / config["docs"]
     if not _config_path_ok(root, config, "docs", project):
         pass

@@ -2,7 +2,9 @@
 links, inline code, fenced code and tables, all with 1-based lines and columns.
 
 Uses markdown-it-py (CommonMark + tables) with the front_matter plugin, and PyYAML's composer for
-the line of every frontmatter key (nested keys as ``metadata.author``).
+the line of every frontmatter key (nested keys as ``metadata.author``). A document that keeps to a plain
+subset is read by ``parsers.quick`` instead (the same tokens, without importing markdown-it), and plain
+``key: value`` frontmatter without PyYAML: both libraries are imported only when a document needs them.
 """
 
 from __future__ import annotations
@@ -10,22 +12,54 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
-
-import yaml
-from markdown_it import MarkdownIt
-from mdit_py_plugins.anchors.index import slugify, unique_slug
-from mdit_py_plugins.front_matter import front_matter_plugin
 
 from ..inputs import problem
 from ..model import Cell, Code, Comment, Heading, Link, MarkdownDoc, Table
+from .quick import plain_mapping, quick_tokens
+
+if TYPE_CHECKING:
+    import yaml
+    from markdown_it import MarkdownIt
 
 
 @functools.cache
 def _parser() -> MarkdownIt:
     """The markdown-it parser (stateless between documents: each parse builds its own state)."""
+    # markdown-it and its plugin cost more to import than a plain document costs to read: imported here, for
+    # the first document parsers.quick leaves to it
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
     return MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
+
+
+_NOT_IN_ASCII_SLUG = re.compile(r"[^A-Za-z0-9_ -]")
+
+
+@functools.cache
+def _not_in_slug() -> re.Pattern[str]:
+    """What a slug drops from a title with non-ASCII characters (compiled for the first such title: a Unicode
+    class costs more to compile than most checks spend on slugs)."""
+    return re.compile(r"[^\w\u4e00-\u9fff -]")
+
+
+def slugify(title: str) -> str:
+    """GitHub's anchor for a heading (as mdit-py-plugins' anchors plugin makes it): lower case, each space a
+    hyphen, then only word characters, CJK ideographs and hyphens kept."""
+    text = title.lower().replace(" ", "-")
+    return (_NOT_IN_ASCII_SLUG if text.isascii() else _not_in_slug()).sub("", text)
+
+
+def unique_slug(slug: str, slugs: set[str]) -> str:
+    """``slug``, or ``slug-1``, ``slug-2``... the first not in ``slugs`` (added to it)."""
+    candidate, n = slug, 0
+    while candidate in slugs:
+        n += 1
+        candidate = f"{slug}-{n}"
+    slugs.add(candidate)
+    return candidate
 
 
 def split_row(line: str) -> list[tuple[int, int]]:
@@ -55,7 +89,13 @@ def split_row(line: str) -> list[tuple[int, int]]:
     return spans
 
 
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it
+def _safe_loader() -> Any:
+    """libyaml's parser when PyYAML has it, else the pure-Python one."""
+    import yaml  # PyYAML: imported for the first frontmatter parsers.quick cannot read (see the module's doc)
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 MAX_YAML_NODES = 10_000  # frontmatter nodes walked; a skill's frontmatter has a few dozen
 
 
@@ -77,6 +117,8 @@ def _yaml_error(doc: MarkdownDoc, exc: yaml.YAMLError, first_line: int) -> None:
 def _refuses_anchors(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any) -> bool:
     """IN013 (and True) when the YAML uses an anchor or alias; read from the parser's events, before any
     node is built."""
+    import yaml  # PyYAML: for frontmatter parsers.quick leaves to it (see the module's doc)
+
     for event in yaml.parse(content, Loader=loader_class):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             mark = event.start_mark
@@ -95,6 +137,8 @@ def _refuses_anchors(doc: MarkdownDoc, content: str, first_line: int, loader_cla
 def _walk_keys(doc: MarkdownDoc, node: Any, first_line: int) -> list[tuple[str, int, int, int]] | None:
     """Record the line of every key (dotted for nested maps) in ``doc.frontmatter_lines``; the repeated keys
     (key, line, column, first line), or None when the map is too large or too deep to read."""
+    import yaml  # PyYAML: for frontmatter parsers.quick leaves to it (see the module's doc)
+
     walked = 0
     duplicates: list[tuple[str, int, int, int]] = []
 
@@ -124,8 +168,22 @@ def _walk_keys(doc: MarkdownDoc, node: Any, first_line: int) -> list[tuple[str, 
     return duplicates if walk(node, "", 0) else None
 
 
-def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any = SAFE_LOADER) -> None:
-    """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines.
+def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any = None) -> None:
+    """Parse frontmatter YAML (content starts at ``first_line``) into doc.frontmatter and its lines: plain
+    ``key: value`` lines whose values YAML reads as strings without PyYAML (``parsers.quick``), the rest with
+    it (``loader_class``: the default is libyaml's loader where PyYAML has it)."""
+    plain = plain_mapping(content) if loader_class is None else None
+    if plain is not None:
+        data, where = plain
+        for key, n in where.items():
+            doc.frontmatter_lines.setdefault(key, first_line + n)
+        doc.frontmatter = data
+        return
+    _yaml_frontmatter(doc, content, first_line, loader_class or _safe_loader())
+
+
+def _yaml_frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any) -> None:
+    """Frontmatter YAML read by PyYAML.
 
     Safe and bounded: PyYAML's SafeLoader (no Python objects; its libyaml-backed CSafeLoader where PyYAML
     was built with it: the same events, nodes and marks, parsed in C; YAML that does not parse is read
@@ -133,6 +191,8 @@ def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: 
     aliases refused before anything is built (no alias bombs, no self-referencing maps), duplicate keys
     reported.
     """
+    import yaml  # PyYAML: for frontmatter parsers.quick leaves to it (see the module's doc)
+
     try:
         if _refuses_anchors(doc, content, first_line, loader_class):
             return
@@ -143,7 +203,7 @@ def _frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_class: 
             loader.dispose()
     except yaml.YAMLError as exc:
         if loader_class is not yaml.SafeLoader:
-            return _frontmatter(doc, content, first_line, yaml.SafeLoader)
+            return _yaml_frontmatter(doc, content, first_line, yaml.SafeLoader)
         _yaml_error(doc, exc, first_line)
         return
     except (RecursionError, MemoryError, ValueError) as exc:
@@ -350,6 +410,8 @@ def _yaml_comments(doc: MarkdownDoc, content: str, first_line: int) -> None:
     where each scalar spans; it keeps no comments itself)."""
     if not any(line.lstrip().startswith("#") for line in content.split("\n")):
         return  # no line that could be a comment: nothing to scan for
+    import yaml  # PyYAML: its scanner, for frontmatter with comment lines (see the module's doc)
+
     inside: set[int] = set()
     try:
         for token in yaml.scan(content, Loader=yaml.SafeLoader):
@@ -391,10 +453,12 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
     """Parse markdown ``text`` (already decoded, ``\\n`` newlines) of the file at ``path``."""
     lines = text.split("\n")
     # markdown-it's token line maps count a lone "\r" as a line break too: fences are read in its lines
-    md_lines = MD_LINE_BREAK.split(text)
+    md_lines = MD_LINE_BREAK.split(text) if "\r" in text else lines
     doc = MarkdownDoc(path=path, text=text, n_lines=len(lines) - (1 if text.endswith("\n") else 0))
     try:
-        tokens = _parser().parse(text)
+        tokens = quick_tokens(text)
+        if tokens is None:
+            tokens = _parser().parse(text)
     except Exception as exc:  # markdown-it is total on str input; this is a last resort
         doc.problems.append(problem("IN020", path, 1, 1, f"markdown parser failed: {exc}"))
         return doc
@@ -459,6 +523,6 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             col_index += 1
         elif t == "inline" and not (i > 0 and tokens[i - 1].type == "heading_open"):
             _inline(doc, lines, tok)
-        if t == "inline":
+        if t == "inline" and "<!--" in tok.content:
             _inline_comments(doc, lines, tok)
     return doc

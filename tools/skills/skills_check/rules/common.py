@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import posixpath
 import re
 from collections.abc import Callable, Iterator
@@ -42,6 +44,18 @@ def cached(project: Project, key: str, make: Callable[[], Any]) -> Any:
     if key not in store:
         store[key] = make()
     return store[key]
+
+
+def files_under(project: Project, prefix: str) -> list[str]:
+    """The files of the tree whose path starts with ``prefix``, sorted (a range of the sorted index, found by
+    bisection: rules ask this once per skill)."""
+    ordered: list[str] = cached(project, "sorted-files", lambda: sorted(project.files))
+    out = []
+    for path in itertools.islice(ordered, bisect.bisect_left(ordered, prefix), None):
+        if not path.startswith(prefix):
+            break
+        out.append(path)
+    return out
 
 
 # --- documents -------------------------------------------------------------------------------
@@ -202,12 +216,20 @@ def find_doc(project: Project, path: str) -> MarkdownDoc | RstDoc | None:
     """The parsed document at ``path`` when the model holds it."""
     if path in project.rst:
         return project.rst[path]
-    for skill in project.skills:
-        if skill.skill_md.path == path:
-            return skill.skill_md
-        if path in skill.files:
-            return skill.files[path]
+    found = cached(project, "skill-docs-by-path", lambda: _skill_docs_by_path(project)).get(path)
+    if found is not None:
+        return found
     return project.linked.get(path)  # README.md, CONTRIBUTING.md ...: parsed by the loader
+
+
+def _skill_docs_by_path(project: Project) -> dict[str, MarkdownDoc]:
+    """Each skill document by its path (the first skill's, were two to hold one path), for ``find_doc``."""
+    out: dict[str, MarkdownDoc] = {}
+    for skill in project.skills:
+        out.setdefault(skill.skill_md.path, skill.skill_md)
+        for relpath, doc in skill.files.items():
+            out.setdefault(relpath, doc)
+    return out
 
 
 # --- NCCL/CUDA settings ----------------------------------------------------------------------
@@ -288,6 +310,9 @@ def negative_lines(doc: MarkdownDoc | RstDoc) -> set[int]:
     """
     if not isinstance(doc, MarkdownDoc):
         return set()
+    lowered = doc.text.lower()
+    if "fail" not in lowered and "anti" not in lowered:
+        return set()  # no line can open a failure-mode list (every label says "fail..." or "anti...")
     out: set[int] = set()
     negative = False
     for i, line in enumerate(doc.text.split("\n"), start=1):

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from ..model import Finding, Fix, Project, Skill, TextEdit
-from .common import finding, skill_docs
+from .common import files_under, finding, skill_docs
 from .frontmatter import NAME_RE, _key_line, _skills_with_frontmatter, alias_points_to
 from .registry import rule
 
@@ -230,7 +230,7 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
         text = _mentions(skill)
         prefix = f"{skill.dir}/" if skill.dir else ""
         conventional = _read_by_convention(project, skill)
-        for path in sorted(p for p in project.files if p.startswith(prefix)):
+        for path in files_under(project, prefix):
             inner = path[len(prefix) :]
             parts = inner.split("/")
             if (
