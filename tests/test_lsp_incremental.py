@@ -186,10 +186,12 @@ async def test_an_unknown_profile_is_a_diagnostic_on_pyproject_toml_never_a_popu
     original = pyproject.text
     profiles = next(line for line in original.splitlines() if line.startswith("profiles ="))
     at = original.splitlines().index(profiles)
-    typed = [original.replace(profiles, f'profiles = ["{typo}"]') for typo in ("spe", "spek", "spekk")]
+    typed_names = ("spe", "spek", "spekk")
+    typed = [original.replace(profiles, f'profiles = ["{typo}"]') for typo in typed_names]
     for k, text in enumerate(typed):  # keystrokes, each leaving an unknown profile
         (d,) = await (pyproject.change(text) if k else pyproject.open(text))
         assert d.range.start.line == at and d.severity == types.DiagnosticSeverity.Error
-        assert "unknown profile(s) spe" in d.message and "[tool.skills-check] profiles" in d.message
+        assert d.message.startswith(f"[tool.skills-check] profiles: unknown profile `{typed_names[k]}`"), d.message
+        assert "did you mean `spec`?" in d.message, d.message
     assert [m for m in fresh.messages if m.type == types.MessageType.Error] == []  # no popup, at any keystroke
     assert await pyproject.change(original) == []  # fixed: cleared
