@@ -3,8 +3,9 @@ and the ratio; never asserted in tests).
 
 The collection (written into a temporary folder) has the shape of the large public skill repositories:
 ``skills/<group>/<name>/`` (hidden ``skills/.curated/`` among the groups) and ``plugins/<p>/skills/<name>/``,
-each skill a SKILL.md with a reference file, a script and an asset, no ``[tool.skills-check]`` (so the
-generic rules run, as for any tree). Both tools check the whole collection in one call, cold: ours with
+each skill a SKILL.md with references, scripts and assets (binary ones too), a license, and in one skill in
+eight a folder of a hundred schema files, about 2,000 files for 80 skills (``--small``: four files a skill);
+no ``[tool.skills-check]`` (so the generic rules run, as for any tree). Both tools check the whole collection in one call, cold: ours with
 ``--no-cache``, agnix as it ships. Each figure is the median of ``--repeat`` fresh processes, the two tools
 interleaved so that load on a shared machine hits both alike; the target is ours at most 2x agnix's wall
 and CPU time (issue 35).
@@ -72,8 +73,10 @@ Drafts that skip the input's structure read badly.
 """
 
 
-def make_collection(root: Path, n: int) -> Path:
-    """``n`` skills, about a quarter under plugins, the rest in groups under skills/."""
+def make_collection(root: Path, n: int, real: bool = True) -> Path:
+    """``n`` skills, about a quarter under plugins, the rest in groups under skills/; ``real``: with the files
+    real collections hold beside them (:func:`add_real_files`: 80 skills make about 2,000 files), else four a
+    skill."""
     for i in range(n):
         name = f"task-{i:03d}"
         if i % 4 == 3:
@@ -89,8 +92,60 @@ def make_collection(root: Path, n: int) -> Path:
         (folder / "references" / "guide.md").write_text(GUIDE.format(title=title), encoding="utf-8")
         (folder / "scripts" / "run.py").write_text("#!/usr/bin/env python3\nprint('draft')\n", encoding="utf-8")
         (folder / "assets" / "template.md").write_text(f"# {title}\n\n## Draft\n", encoding="utf-8")
+        if real:
+            add_real_files(folder, i, title)
     (root / "README.md").write_text("# A generated skill collection\n", encoding="utf-8")
+    if real:
+        (root / "LICENSE").write_text("Generated for a benchmark.\n" * 40, encoding="utf-8")
+        (root / ".github" / "workflows").mkdir(parents=True)
+        (root / ".github" / "workflows" / "ci.yml").write_text("on: [push]\njobs: {}\n", encoding="utf-8")
+        for plugin in PLUGINS:
+            manifest = root / "plugins" / plugin / ".claude-plugin" / "plugin.json"
+            manifest.parent.mkdir(parents=True, exist_ok=True)
+            manifest.write_text(f'{{"name": "{plugin}", "version": "1.0.0"}}\n', encoding="utf-8")
     return root
+
+
+#: a schema file of the kind document skills ship by the hundred (office formats' XSDs)
+SCHEMA = (
+    '<?xml version="1.0"?>\n<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema">\n'
+    + ('  <xs:element name="part{k}" type="xs:string"/>\n' * 40)
+    + "</xs:schema>\n"
+)
+
+
+def add_real_files(folder: Path, i: int, title: str) -> None:
+    """What the large public collections hold beside the four files above: more references (one names the rest),
+    helper scripts, binary assets, a license, and in one skill in eight a folder of a hundred schema files."""
+    refs = folder / "references"
+    for name in ("api.md", "examples.md", "troubleshooting.md"):
+        body = f"# {title}: {name[:-3]}\n\n" + "".join(
+            f"## Part {k}\n\nRun `python scripts/helpers.py --part {k}` and compare the output.\n\n" for k in range(12)
+        )
+        (refs / name).write_text(body, encoding="utf-8")
+    files = [
+        "\n## Files\n",
+        "- [The API](references/api.md), [examples](references/examples.md) and "
+        "[troubleshooting](references/troubleshooting.md): read the one the request needs.",
+        "- `scripts/helpers.py` and `scripts/check.sh`: run `bash scripts/check.sh INPUT` before handing over.",
+        "- `assets/logo.png` and `assets/font.ttf`: the house look of every draft.",
+    ]
+    if i % 8 == 0:
+        files.append("- `ooxml/schemas/`: the format's schemas, one file a part; validate a draft against them.")
+    with open(folder / "SKILL.md", "a", encoding="utf-8") as skill:
+        skill.write("\n".join(files) + "\n")
+    scripts = folder / "scripts"
+    (scripts / "helpers.py").write_text('"""Helpers."""\n\n' + "def part(k):\n    return k\n" * 30, encoding="utf-8")
+    (scripts / "check.sh").write_text('#!/usr/bin/env bash\nset -euo pipefail\npython3 scripts/run.py "$1"\n')
+    assets = folder / "assets"
+    (assets / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 16)
+    (assets / "font.ttf").write_bytes(bytes(4096))
+    (folder / "LICENSE.txt").write_text("Generated for a benchmark.\n" * 20, encoding="utf-8")
+    if i % 8 == 0:
+        schemas = folder / "ooxml" / "schemas"
+        schemas.mkdir(parents=True)
+        for k in range(100):
+            (schemas / f"part-{k:03d}.xsd").write_text(SCHEMA.format(k=k), encoding="utf-8")
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
@@ -117,12 +172,15 @@ def main() -> int:
     ap.add_argument("--skills", type=int, default=80, help="skills in the generated collection (default 80)")
     ap.add_argument("--repeat", type=int, default=5, help="runs per tool; the median is shown (default 5)")
     ap.add_argument("--agnix", default=shutil.which("agnix"), help="the agnix binary (default: from PATH)")
+    ap.add_argument(
+        "--small", action="store_true", help="four files a skill (SKILL.md, a reference, a script, an asset) only"
+    )
     args = ap.parse_args()
     if args.skills < 1 or args.repeat < 1:
         ap.error("--skills and --repeat must be at least 1")
     tmp = Path(tempfile.mkdtemp(prefix="bench_collection_"))
     try:
-        tree = make_collection(tmp / "collection", args.skills)
+        tree = make_collection(tmp / "collection", args.skills, real=not args.small)
         env = {
             **os.environ,
             "HOME": str(tmp / "home"),

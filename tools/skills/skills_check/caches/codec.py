@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..model import (
@@ -139,41 +140,68 @@ def _list(v: Any) -> list:
     return v
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
 def conforms(value: Any, hint: Any) -> bool:
     """Whether a decoded ``value`` has the shape the type ``hint`` says (a model dataclass, checked field by
     field, or plain data in lists, tuples, dicts and sets); ``Any`` takes anything. A cache entry that does not
     conform is one of another shape (planted, damaged or from another version): the caller re-parses."""
+    return _checker(hint)(value)
+
+
+Check = Callable[[Any], bool]
+_CHECKERS: dict[Any, Check] = {}
+
+
+def _checker(hint: Any) -> Check:
+    """The test ``conforms`` applies for ``hint``, built once per hint (a cache hit validates tens of thousands of
+    values: reading the hint's origin and arguments each time was a third of a warm start's check)."""
+    try:
+        return _CHECKERS[hint]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable hint: built each time
+        return _build(hint)
+    check = _CHECKERS[hint] = _build(hint)
+    return check
+
+
+def _build(hint: Any) -> Check:
     import types
     import typing
 
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
-        return True
+        return lambda value: True
     if hint is None or hint is type(None):
-        return value is None
+        return lambda value: value is None
     if origin in (typing.Union, types.UnionType):
-        return any(conforms(value, a) for a in args)
+        alternatives = [_checker(a) for a in args]
+        return lambda value: any(c(value) for c in alternatives)
     if origin in (list, set, frozenset):
-        return isinstance(value, origin) and all(conforms(v, args[0] if args else Any) for v in value)
+        item = _checker(args[0] if args else Any)
+        return lambda value: isinstance(value, origin) and all(item(v) for v in value)
     if origin is tuple:
-        if not isinstance(value, tuple):
-            return False
         if len(args) == 2 and args[1] is Ellipsis:
-            return all(conforms(v, args[0]) for v in value)
-        return not args or (len(args) == len(value) and all(conforms(v, a) for v, a in zip(value, args)))
+            each = _checker(args[0])
+            return lambda value: isinstance(value, tuple) and all(each(v) for v in value)
+        if not args:
+            return lambda value: isinstance(value, tuple)
+        places = [_checker(a) for a in args]
+        return lambda value: (
+            isinstance(value, tuple) and len(value) == len(places) and all(c(v) for c, v in zip(places, value))
+        )
     if origin is dict:
-        return isinstance(value, dict) and all(conforms(k, args[0]) and conforms(v, args[1]) for k, v in value.items())
+        key, item = _checker(args[0]), _checker(args[1])
+        return lambda value: isinstance(value, dict) and all(key(k) and item(v) for k, v in value.items())
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        if type(value) is not hint:
-            return False
-        if hint not in _HINTS:
-            _HINTS[hint] = typing.get_type_hints(hint)
-        return all(conforms(getattr(value, name), h) for name, h in _HINTS[hint].items() if not name.startswith("_"))
+        # the fields' checkers are looked up when a value is checked, not built here: a dataclass may hold itself
+        fields = [(n, h) for n, h in typing.get_type_hints(hint).items() if not n.startswith("_")]
+
+        def dataclass_value(value: Any) -> bool:
+            return type(value) is hint and all(_checker(h)(getattr(value, n)) for n, h in fields)
+
+        return dataclass_value
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
     if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True  # a hint this check does not know (a TypeVar, a Literal): not refused here
+        return lambda value: isinstance(value, hint)
+    return lambda value: True  # a hint this check does not know (a TypeVar, a Literal): not refused here

@@ -230,6 +230,7 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
         text = _mentions(skill)
         prefix = f"{skill.dir}/" if skill.dir else ""
         conventional = _read_by_convention(project, skill)
+        named = _FolderNames(text)
         for path in files_under(project, prefix):
             inner = path[len(prefix) :]
             parts = inner.split("/")
@@ -241,7 +242,7 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
             ):
                 continue
             folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
-            if parts[-1] in text or inner in text or any(_folder_named(text, f) for f in folders):
+            if parts[-1] in text or inner in text or any(named(f) for f in folders):
                 continue
             if inner in conventional:
                 continue
@@ -256,11 +257,27 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
             )
 
 
-def _folder_named(text: str, folder: str) -> bool:
+class _FolderNames:
+    """Whether a skill's markdown names each folder by itself, asked once per folder (a folder of a hundred
+    schema files asks about the same two folders a hundred times)."""
+
+    def __init__(self, text: str) -> None:
+        self.bare = text.replace("./", "")
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, folder: str) -> bool:
+        if folder not in self.known:
+            self.known[folder] = _folder_named(self.bare, folder)
+        return self.known[folder]
+
+
+def _folder_named(bare: str, folder: str) -> bool:
     """``folder`` is named by itself (`scripts/`, `scripts`, ./scripts), not only as the start of a longer path
-    (`scripts/run.py` names that file, not every file beside it)."""
+    (`scripts/run.py` names that file, not every file beside it), in ``bare``: the text with every "./" removed."""
+    if folder not in bare:  # the regular expression only where the name occurs at all
+        return False
     pattern = rf"(?<![\w.-]){re.escape(folder)}(?:/(?![\w.*<{{$-])|(?![\w/-]|\.\w))"
-    return re.search(pattern, text.replace("./", "")) is not None
+    return re.search(pattern, bare) is not None
 
 
 _YAML_PATH_RE = re.compile(r"""(?m)^\s*[\w-]+:\s*["']?(\./)?([\w./-]+\.(?:png|svg|jpe?g|gif|webp|ico))["']?\s*$""")
