@@ -32,9 +32,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
+
+from _bench import timed_process
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = REPO / "tools" / "skills" / "cli.py"
@@ -86,19 +86,7 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, float, int]:
         key, _, value = cmd[0].partition("=")
         env[key] = value
         cmd = cmd[1:]
-    # waited for with os.wait4 (its own rusage, the moment it exits): subprocess.run(timeout=...) polls with
-    # sleeps that double up to 50 ms, which rounded every wall time up to its next poll
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killer = threading.Timer(600, proc.kill)
-    killer.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        killer.cancel()
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
-    return wall, usage.ru_utime + usage.ru_stime, proc.returncode
+    return timed_process(cmd, env, cwd)
 
 
 def median(cmds: dict[str, list[str]], cwd: Path, repeat: int) -> dict[str, tuple[float, float, int]]:

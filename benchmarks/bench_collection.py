@@ -24,12 +24,11 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
+
+from _bench import timed_process
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = REPO / "tools" / "skills" / "cli.py"
@@ -148,25 +147,6 @@ def add_real_files(folder: Path, i: int, title: str) -> None:
             (schemas / f"part-{k:03d}.xsd").write_text(SCHEMA.format(k=k), encoding="utf-8")
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(wall s, cpu s, exit status) of one fresh process.
-
-    Waited for with ``os.wait4`` (its own rusage, the moment it exits): ``subprocess.run(timeout=...)`` polls
-    with sleeps that double up to 50 ms, which rounded every wall time up to its next poll (0.0635 s,
-    0.1135 s, 0.2135 s...) and so skewed the wall ratio by whichever tool happened to just miss one."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killer = threading.Timer(600, proc.kill)
-    killer.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        killer.cancel()
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
-    return wall, usage.ru_utime + usage.ru_stime, proc.returncode
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skills", type=int, default=80, help="skills in the generated collection (default 80)")
@@ -197,11 +177,11 @@ def main() -> int:
                 "agnix is not installed (pip install agnix, or npm install agnix; then --agnix PATH): timing ours alone"
             )
         for cmd in cmds.values():
-            timed(cmd, env)  # warm the bytecode and file caches
+            timed_process(cmd, env)  # warm the bytecode and file caches
         runs: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cmds}
         for _ in range(args.repeat):
             for key, cmd in cmds.items():
-                runs[key].append(timed(cmd, env))
+                runs[key].append(timed_process(cmd, env))
         print(f"{args.skills} skills, {sum(1 for _ in tree.rglob('*') if _.is_file())} files; median of {args.repeat}")
         med = {
             k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), v[-1][2])

@@ -239,12 +239,9 @@ def read_bytes_bounded(path: str, max_bytes: int, checked: bool = False) -> byte
             return "file not found"
         except OSError as exc:
             return "symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
-        if stat.S_ISDIR(st.st_mode):
-            return "is a directory, expected a file"
-        if not stat.S_ISREG(st.st_mode):
-            return "not a regular file"
-        if st.st_size > max_bytes:
-            return f"too large: {st.st_size} bytes"
+        problem = _not_readable_as_file(st, max_bytes)
+        if problem:
+            return problem
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
@@ -359,13 +356,7 @@ def _read_plain_file(root: Path, relpath: str, cap: int) -> bytes | str | None:
         return None
     if stat.S_ISLNK(st.st_mode):
         return None
-    if stat.S_ISDIR(st.st_mode):
-        return "is a directory, expected a file"
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    if st.st_size > cap:
-        return f"too large: {st.st_size} bytes"
-    return read_bytes_bounded(path, cap, checked=True)
+    return _not_readable_as_file(st, cap) or read_bytes_bounded(path, cap, checked=True)
 
 
 def read_text(root: Path, relpath: str, *, max_bytes: int | None = None) -> tuple[str | None, list[Finding]]:
@@ -430,4 +421,15 @@ def refused_root(root: Path, mounts: str = "/proc/self/mounts") -> str | None:
             fstype, point = kind, where
     if fstype in PSEUDO_FS:
         return f"is on a pseudo filesystem ({fstype} at {point})"
+    return None
+
+
+def _not_readable_as_file(st: os.stat_result, cap: int) -> str | None:
+    """Why a file of this ``stat`` is not read (a folder, not a regular file, over ``cap`` bytes), or None."""
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, expected a file"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_size > cap:
+        return f"too large: {st.st_size} bytes"
     return None

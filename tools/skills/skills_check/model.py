@@ -7,6 +7,8 @@ columns are 1-based.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,3 +290,13 @@ class Project:
     # lines about the launcher and trainer whose flags the drift rules judge: shown only when those rules run
     drift_notes: list[str] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)  # loader-level findings
+
+
+def paths_under(ordered: list[str], prefix: str) -> list[str]:
+    """The paths of ``ordered`` (sorted) that start with ``prefix``: one range, found by bisection."""
+    out = []
+    for path in itertools.islice(ordered, bisect.bisect_left(ordered, prefix), None):
+        if not path.startswith(prefix):
+            break
+        out.append(path)
+    return out

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import json
 import os
 import posixpath
@@ -20,7 +18,7 @@ from ..inputs import (
     read_text,
     rel,
 )
-from ..model import Code, MarkdownDoc, Project, RstDoc, Skill
+from ..model import Code, MarkdownDoc, Project, RstDoc, Skill, paths_under
 
 
 def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Path]:
@@ -296,16 +294,6 @@ SCRIPT_SUFFIXES = (
 )  # a skill's scripts, read as text  # read by Codex: the skill's interface (display name, icons, prompt)
 
 
-def _under(ordered: list[str], prefix: str) -> list[str]:
-    """The paths of ``ordered`` (sorted) starting with ``prefix``."""
-    out = []
-    for path in itertools.islice(ordered, bisect.bisect_left(ordered, prefix), None):
-        if not path.startswith(prefix):
-            break
-        out.append(path)
-    return out
-
-
 def _load_skill(
     root: Path, skill_md: Path, project: Project, cache: ParseCache, ordered: list[str] | None = None
 ) -> Skill:
@@ -322,7 +310,7 @@ def _load_skill(
         skill.files[relpath] = load_markdown(root, relpath, cache)
     prefix = f"{srel}/" if srel else ""
     ordered = sorted(project.files) if ordered is None else ordered
-    for path in [p for p in _under(ordered, prefix) if p.endswith(SCRIPT_SUFFIXES)]:
+    for path in [p for p in paths_under(ordered, prefix) if p.endswith(SCRIPT_SUFFIXES)]:
         text, _ = read_text(root, path)
         if text is not None:
             skill.script_texts[path] = text

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import posixpath
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from ..model import Code, Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Skill, TextEdit
+from ..model import Code, Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Skill, TextEdit, paths_under
 from .registry import get
 
 
@@ -50,12 +48,7 @@ def files_under(project: Project, prefix: str) -> list[str]:
     """The files of the tree whose path starts with ``prefix``, sorted (a range of the sorted index, found by
     bisection: rules ask this once per skill)."""
     ordered: list[str] = cached(project, "sorted-files", lambda: sorted(project.files))
-    out = []
-    for path in itertools.islice(ordered, bisect.bisect_left(ordered, prefix), None):
-        if not path.startswith(prefix):
-            break
-        out.append(path)
-    return out
+    return paths_under(ordered, prefix)
 
 
 # --- documents -------------------------------------------------------------------------------
