@@ -5,6 +5,9 @@ RST page edited is parsed by sections into the same ``RstDoc`` as parsing it who
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from mgpu_testing import PYTHON, REPO
 from mgpu_testing.checker import CLI, LAUNCHER, MGPU, REF, make_tree
 from pygls.workspace import PositionCodec
 from pytest_lsp import ClientServerConfig, LanguageClient
+from skills_check.lsp import replay
 from skills_check.lsp import server as lsp
 from skills_check.lsp.rstchunks import ChunkedRst, cut
 from skills_check.parsers.rst import parse_rst
@@ -195,3 +199,57 @@ async def test_an_unknown_profile_is_a_diagnostic_on_pyproject_toml_never_a_popu
         assert "did you mean `spec`?" in d.message, d.message
     assert [m for m in fresh.messages if m.type == types.MessageType.Error] == []  # no popup, at any keystroke
     assert await pyproject.change(original) == []  # fixed: cleared
+
+
+# -- a new session's first diagnostics: the last session's findings, while the tree is unchanged ----------------
+
+
+def _aged(root: Path) -> None:
+    """Every file and folder of the tree dated a minute back: the result cache stores nothing that changed
+    within a clock tick of its check (a tree made by the test a moment ago would never be stored)."""
+    old = time.time() - 60
+    for path in [*root.rglob("*"), root]:
+        os.utime(path, (old, old), follow_symlinks=False)
+
+
+def _session(root: Path) -> lsp.CheckerServer:
+    server = lsp.CheckerServer()
+    server.codec = lambda: PositionCodec()  # type: ignore[method-assign]
+    server.start(types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=root.as_uri()))
+    return server
+
+
+def test_the_next_session_starts_from_the_findings_of_an_unchanged_tree(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SKILLS_CHECK_CACHE_DIR", str(tmp_path / "cache"))
+    root = make_tree(tmp_path / "repo")
+    noted = _with_findings(root, 2)
+    _aged(root)
+    root = root.resolve()
+    first = _session(root).check(lsp.Snapshot())
+    assert [f for f in first.findings if "missing-0.md" in f.message]
+    assert replay.recall(root, {}) == first.findings  # a new session, the tree as it was: the same findings
+    text = (root / noted[0]).read_text(encoding="utf-8")
+    assert replay.recall(root, {noted[0]: text + "edited\n"}) is None  # an unsaved buffer is not that tree
+    (root / noted[0]).write_text("# Notes 0\n\nNothing missing here.\n", encoding="utf-8")
+    assert replay.recall(root, {}) is None  # a file fixed on disk since: never its stale finding
+    second = _session(root).check(lsp.Snapshot())  # that session's own check stores the new findings
+    assert not [f for f in second.findings if "missing-0.md" in f.message]  # its broken link is gone
+    _aged(root)
+    third = _session(root).check(lsp.Snapshot())
+    assert replay.recall(root, {}) == third.findings == second.findings
+
+
+def test_stored_findings_of_another_shape_are_never_published(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SKILLS_CHECK_CACHE_DIR", str(tmp_path / "cache"))
+    root = make_tree(tmp_path / "repo")
+    _with_findings(root, 1)
+    _aged(root)
+    root = root.resolve()
+    _session(root).check(lsp.Snapshot())
+    assert replay.recall(root, {})
+    (cache_file,) = (tmp_path / "cache").glob("*.results.json")
+    data = json.loads(cache_file.read_text(encoding="utf-8"))
+    for entry in data["entries"].values():  # a planted entry: valid JSON, the wrong shape for a finding
+        entry["stdout"] = json.dumps([{"$": "Loc", "v": {"path": "x", "line": "one"}}])
+    cache_file.write_text(json.dumps(data), encoding="utf-8")
+    assert replay.recall(root, {}) is None

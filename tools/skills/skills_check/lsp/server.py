@@ -5,7 +5,8 @@ overlay over the disk, under the same guards and through the parse cache, kept d
 parses the edited file, an RST page by its changed sections) then ``run_rules``. Its findings go to every
 file of the tree that has some, so drift caused by an edit in one file shows in the file that drifted,
 with a related location at the truth; after a check, only the files whose diagnostics changed are sent
-(and the open document whose version moved). Code actions carry the text edits
+(and the open document whose version moved). A session's first diagnostics may come from the findings the
+last one stored for an unchanged tree (lsp/replay.py), before its own first check. Code actions carry the text edits
 ``check --fix`` applies; hover gives a finding's ``explain`` text, or the rules a frontmatter key answers to;
 completion offers frontmatter keys and values, rule codes in suppressions and tools' flags (lsp_complete.py).
 
@@ -44,6 +45,7 @@ from ..runner import ProfileError, active_codes, chosen_profiles, in_profiles, l
 from . import convert as conv
 from .complete import complete
 from .memo import MemoParseCache
+from .replay import Recorder, recall
 
 NAME = "skills-check"
 VERSION = "0.1.0"
@@ -109,6 +111,8 @@ class CheckerServer(LanguageServer):
         self.preparing: list[str] = []  # RST pages opened, to parse by sections once the checks are done
         self.closing = False  # shutdown was asked: no more checks
         self.shown: str | None = None  # the error last shown to the user (not shown again while it lasts)
+        self.recorder: Recorder | None = None  # stores the findings for the next session's first diagnostics
+        self.replayed = False  # the last session's findings were offered (once, before the first check)
 
     # -- the session ----------------------------------------------------------------------------------
 
@@ -134,6 +138,7 @@ class CheckerServer(LanguageServer):
             )
         self.root = root.resolve()
         self.cache = MemoParseCache(self.root)
+        self.recorder = Recorder(self.root)
 
     def opened(self, uri: str) -> None:
         """A document was opened: without a root yet, the tree it belongs to becomes the root."""
@@ -217,9 +222,11 @@ class CheckerServer(LanguageServer):
     def check(self, snap: Snapshot) -> Result:
         """``check`` on the root with the open documents' text: findings and their diagnostics."""
         root = self.root
-        assert root is not None
+        assert root is not None and self.recorder is not None
+        stored = self.recorder.start()  # before the check: an input changed while it ran is not stored
         project = load_project(root, None, overlay=snap.texts, cache=self.cache)
         findings = self.suppressed(project, run_rules(project, self.rules_for(project)))
+        self.recorder.store(stored, project, findings, snap.texts)
         codec = self.codec()
         cache: dict[str, list[str] | None] = {}
 
@@ -299,6 +306,9 @@ class CheckerServer(LanguageServer):
 
     async def checks(self) -> None:
         """Run checks while some are asked for; publish each result unless a newer check is already due."""
+        if not self.replayed and self.last is None:
+            self.replayed = True
+            await self.replay()
         while self.waiting and not self.closing:
             waiting, self.waiting = self.waiting, []
             result = await self.check_now()
@@ -341,6 +351,40 @@ class CheckerServer(LanguageServer):
         if result.project.skills:
             self.shown = None
         return result
+
+    async def replay(self) -> None:
+        """Before the session's first check: the findings the last session stored, published when the tree is
+        as that check read it (lsp/replay.py); the check that follows sends only what differs."""
+        if self.root is None:
+            return
+        root, snap, codec = self.root, self.snapshot(), self.codec()
+
+        def diagnostics() -> dict[str, list[types.Diagnostic]] | None:
+            findings = recall(root, snap.texts)
+            if findings is None:
+                return None
+            kept: dict[str, conv.Lines | None] = {}
+
+            def lines_of(path: str) -> conv.Lines | None:
+                if path not in kept:
+                    text = snap.texts.get(path)
+                    if text is None:
+                        text, _ = read_text(root, path)
+                    kept[path] = conv.split_lines(text) if text is not None else None
+                return kept[path]
+
+            out: dict[str, list[types.Diagnostic]] = {}
+            for f in findings:
+                out.setdefault(f.loc.path, []).append(conv.diagnostic(root, f, lines_of, codec))
+            return out
+
+        try:
+            found = await asyncio.get_running_loop().run_in_executor(self.worker, diagnostics)
+        except Exception:  # only a head start: the check that follows says what is wrong
+            logging.getLogger(__name__).debug("no replay of the last findings", exc_info=True)
+            return
+        if found is not None:
+            self.publish_diagnostics(snap, found)
 
     async def prepare(self) -> None:
         """Parse the RST pages opened since by sections (the worker is idle), so their first edit is quick."""
@@ -389,18 +433,22 @@ class CheckerServer(LanguageServer):
         editor learns its new version is checked; a document closed since gets its disk's, version None).
         Nothing for a file whose diagnostics stayed the same: an edit sends one message per file it changed."""
         self.last = result
-        now = {path: (result.snapshot.versions.get(path), diags) for path, diags in result.diagnostics.items()}
-        for path in result.snapshot.texts:
-            now.setdefault(path, (result.snapshot.versions.get(path), []))
+        self.publish_diagnostics(result.snapshot, result.diagnostics)
+
+    def publish_diagnostics(self, snap: Snapshot, diagnostics: dict[str, list[types.Diagnostic]]) -> None:
+        """``publish``'s sending: each file whose (version, diagnostics) differ from what it last got."""
+        now = {path: (snap.versions.get(path), diags) for path, diags in diagnostics.items()}
+        for path in snap.texts:
+            now.setdefault(path, (snap.versions.get(path), []))
         for path in sorted(set(now) | set(self.published)):
             version, diags = now.get(path, (None, []))
             before = self.published.get(path)
-            if before is None and not diags and path not in result.snapshot.texts:
+            if before is None and not diags and path not in snap.texts:
                 continue
             if before == (version, diags):
                 continue
             self.send(path, diags, version)
-        self.published = {path: entry for path, entry in now.items() if entry[1] or path in result.snapshot.texts}
+        self.published = {path: entry for path, entry in now.items() if entry[1] or path in snap.texts}
 
     def send(self, path: str, diagnostics: list[types.Diagnostic], version: int | None) -> None:
         assert self.root is not None
