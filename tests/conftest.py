@@ -37,6 +37,7 @@ LONG_FILES = (
     "test_isaaclab_real_e2e.py",
     "test_isaaclab_side_by_side_e2e.py",  # Isaac Lab's own `isaaclab train` and ours, about 1.5 minutes
     "test_skill_commands.py",  # asks for the healthy runs too
+    "test_multinode_restart_e2e.py",  # two loopback nodes per job, restarts across them (about 4 minutes)
     "test_any_script_e2e.py",
     "test_watchdog.py",
     "test_nccl_probe.py",
@@ -55,6 +56,9 @@ LONG_FILES = (
     "test_faults.py",
     "test_rl_games.py",
     "test_play.py",
+    "test_lsp_incremental.py",  # parses the docs' largest page whole and by sections, edit after edit
+    "test_lsp.py",
+    "test_oom.py",
 )
 
 

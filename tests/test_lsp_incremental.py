@@ -137,7 +137,7 @@ def _edits(text: str) -> list[str]:
     lines = text.split("\n")
     n = len(lines)
     out = []
-    for k, at in enumerate(range(3, n, max(1, n // 23))):  # (the first in the preamble: every section again)
+    for k, at in enumerate(range(3, n, max(1, n // 11))):  # (the first in the preamble: every section again)
         edited = list(lines)
         if k % 4 == 0:
             edited[at] += "x"
