@@ -16,10 +16,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from mgpu_lab.core import procs
 from mgpu_lab.health import failures, heartbeat
 from mgpu_lab.health.heartbeat import Beat, Failure
 from mgpu_lab.health.watchdog import Frame, RankState, Report, Watchdog, blame
@@ -87,6 +89,10 @@ def test_the_watchdog_finds_a_started_rank_without_a_beat_in_the_process_table(t
     stranger = subprocess.Popen(["sleep", "120"], env=other)  # local rank 1 of another job: not ours
     try:
         os.kill(rank1.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 30  # the stop is delivered when the kernel next schedules it: wait for it
+        while not procs.stopped(rank1.pid):
+            assert time.monotonic() < deadline, f"pid {rank1.pid} never showed as stopped"
+            time.sleep(0.01)
         dog = Watchdog(tmp_path, 10, 600, root=os.getpid(), local_ranks=2)
         beat0 = Beat(0, 0, 2, "node-a", os.getpid(), -1, "start", 0.0)
         found = dog.silent_ranks({0: beat0})
