@@ -45,7 +45,7 @@ from ..runner import ProfileError, active_codes, chosen_profiles, in_profiles, l
 from . import convert as conv
 from .complete import complete
 from .memo import MemoParseCache
-from .replay import Recorder, recall
+from .replay import Recorder, buffers_match_disk, recall
 
 NAME = "skills-check"
 VERSION = "0.1.0"
@@ -378,13 +378,20 @@ class CheckerServer(LanguageServer):
                 out.setdefault(f.loc.path, []).append(conv.diagnostic(root, f, lines_of, codec))
             return out
 
+        loop = asyncio.get_running_loop()
         try:
-            found = await asyncio.get_running_loop().run_in_executor(self.worker, diagnostics)
+            found = await loop.run_in_executor(self.worker, diagnostics)
+            if found is None:
+                return
+            now = self.snapshot()  # documents opened meanwhile (the editor's first) join when they hold their files
+            opened = {path: text for path, text in now.texts.items() if snap.texts.get(path) != text}
+            if opened and not await loop.run_in_executor(self.worker, buffers_match_disk, root, opened):
+                return  # an unsaved buffer is not the tree those findings are of: wait for the check
+            snap = now
         except Exception:  # only a head start: the check that follows says what is wrong
             logging.getLogger(__name__).debug("no replay of the last findings", exc_info=True)
             return
-        if found is not None:
-            self.publish_diagnostics(snap, found)
+        self.publish_diagnostics(snap, found)
 
     async def prepare(self) -> None:
         """Parse the RST pages opened since by sections (the worker is idle), so their first edit is quick."""
