@@ -201,3 +201,18 @@ def test_torchruns_fully_qualified_host_is_not_the_nodes_name() -> None:
     summary = "  host      : localhost\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 77)\n"
     exits, _ = failures.parse_torchrun_summary(summary)
     assert exits[1].node == procs.node_name()
+
+
+def test_what_the_memory_cgroups_still_allow_is_the_tightest_limit_less_its_use(tmp_path: Path, monkeypatch) -> None:
+    """play's free-memory check counts the process's memory cgroups (v1 and v2, wherever they are mounted)."""
+    v1, v2 = fake_cgroup(tmp_path, "v1", 0), fake_cgroup(tmp_path, "v2", 0)
+    (v1 / memcg.LIMITS["v1"]).write_text(f"{memcg.NO_LIMIT + 4096}\n")  # v1's "no limit"
+    (v1 / memcg.USAGE["v1"]).write_text("5000\n")
+    (v2 / memcg.LIMITS["v2"]).write_text("max\n")
+    (v2 / memcg.USAGE["v2"]).write_text("300\n")
+    monkeypatch.setattr(memcg, "own", lambda pid="self": [("v1", str(v1)), ("v2", str(v2))])
+    assert memcg.left() is None  # neither is limited
+    (v2 / memcg.LIMITS["v2"]).write_text("1000\n")
+    assert memcg.left() == 700
+    (v1 / memcg.LIMITS["v1"]).write_text("4000\n")  # over its limit already: nothing left
+    assert memcg.left() == 0

@@ -4,7 +4,8 @@ The kernel counts every process it kills for want of memory in the victim's memo
 ``memory.events`` (cgroup v2) or in ``memory.oom_control`` (cgroup v1, Linux 4.13 and later), whether the
 cgroup's own limit or the whole machine ran out. :func:`own` finds the memory cgroup of a process (both
 hierarchies: a machine may mount the v1 memory controller beside a v2 tree without one), :func:`oom_kills` reads the
-count and :func:`limit` the cgroup's memory limit (None: unlimited). Nothing here writes.
+count, :func:`limit` the cgroup's memory limit (None: unlimited) and :func:`left` what the limits still allow.
+Nothing here writes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 #: The file with the ``oom_kill`` count, and the file with the limit, by hierarchy.
 EVENTS = {"v2": "memory.events", "v1": "memory.oom_control"}
 LIMITS = {"v2": "memory.max", "v1": "memory.limit_in_bytes"}
+USAGE = {"v2": "memory.current", "v1": "memory.usage_in_bytes"}
 #: cgroup v1 writes "no limit" as the largest page-aligned 64-bit count; anything this large is no limit.
 NO_LIMIT = 1 << 62
 
@@ -71,19 +73,33 @@ def oom_kills(kind: str, folder: str) -> int | None:
     return None
 
 
-def limit(kind: str, folder: str) -> int | None:
-    """The cgroup's memory limit in bytes (None: no limit, or unreadable)."""
+def _count(folder: str, name: str) -> int | None:
+    """The number a cgroup file holds (None: unreadable, or not a number, as "max" is)."""
     try:
-        with open(os.path.join(folder, LIMITS[kind]), encoding="ascii") as fh:
+        with open(os.path.join(folder, name), encoding="ascii") as fh:
             text = fh.read().strip()
     except (OSError, UnicodeDecodeError):
         return None
-    if not text.isdigit() or int(text) >= NO_LIMIT:
-        return None
-    return int(text)
+    return int(text) if text.isdigit() else None
+
+
+def limit(kind: str, folder: str) -> int | None:
+    """The cgroup's memory limit in bytes (None: no limit, or unreadable)."""
+    value = _count(folder, LIMITS[kind])
+    return value if value is not None and value < NO_LIMIT else None
 
 
 def limited() -> int | None:
     """The smallest memory limit of this process's own memory cgroups (None: none is limited)."""
     limits = [value for kind, folder in own() if (value := limit(kind, folder)) is not None]
     return min(limits) if limits else None
+
+
+def left() -> int | None:
+    """The fewest bytes any limited memory cgroup of this process still allows (None: none is limited)."""
+    room = []
+    for kind, folder in own():
+        cap, used = limit(kind, folder), _count(folder, USAGE[kind])
+        if cap is not None and used is not None:
+            room.append(max(cap - used, 0))
+    return min(room) if room else None

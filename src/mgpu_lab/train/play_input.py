@@ -17,7 +17,9 @@ import os
 import re
 import sys
 
+from mgpu_lab.core import memcg
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.train.resources import host_available
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,39 +56,10 @@ def memory_needed(task: str, num_envs: int, num_episodes: int) -> tuple[int, int
     return per_env * num_envs + EPISODE_BYTES * num_episodes, per_env
 
 
-def _meminfo_available() -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _cgroup_left() -> int | None:
-    """What this process's cgroup (v2) still allows, when it sets a limit."""
-    try:
-        with open("/proc/self/cgroup", encoding="ascii") as fh:
-            path = next((line.strip().split("::", 1)[1] for line in fh if line.startswith("0::")), None)
-        if path is None:
-            return None
-        base = os.path.join("/sys/fs/cgroup", path.lstrip("/"))
-        with open(os.path.join(base, "memory.max"), encoding="ascii") as fh:
-            limit = fh.read().strip()
-        if limit == "max":
-            return None
-        with open(os.path.join(base, "memory.current"), encoding="ascii") as fh:
-            return max(int(limit) - int(fh.read().strip()), 0)
-    except (OSError, ValueError, StopIteration):
-        return None
-
-
 def available_memory(device: str) -> int | None:
     """Bytes free for play's tensors on ``device`` (None when it cannot be told)."""
     if device == "cpu":
-        found = [v for v in (_meminfo_available(), _cgroup_left()) if v is not None]
+        found = [v for v in (host_available(), memcg.left()) if v is not None]
         return min(found) if found else None
     try:
         import torch
