@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 #: The job's memory limit in the real case: the launcher and two CPU ranks fit, one rank's hoarding does not.
 LIMIT = 2 << 30
+REFERENCE = REPO / "skills" / "user" / "train-multi-gpu" / "reference.md"
+FEATURE = REPO / "docs" / "source" / "features" / "multi_gpu.rst"
 KILLED_LINE = (
     "Memory cgroup out of memory: Killed process 5141 (python3) total-vm:65404kB, anon-rss:48384kB, "
     "file-rss:6656kB, shmem-rss:0kB, UID:0 pgtables:152kB oom_score_adj:0"
@@ -62,20 +65,22 @@ def memory_limited(limit: int) -> Iterator[str]:
                 os.sched_yield()
 
 
+def documented_rehearsal() -> list[str]:
+    """The launcher's arguments in reference.md's OOM rehearsal (``systemd-run --scope -p MemoryMax=2G`` gives its
+    limit there; the test makes its own memory cgroup of the same size, as systemd may not run here)."""
+    lines = REFERENCE.read_text(encoding="utf-8").splitlines()
+    (line,) = [ln for ln in lines if "systemd-run" in ln and "--rehearse_fault oom:" in ln]
+    words = shlex.split(line.strip().strip("`;"))
+    assert words[: words.index("uv")] == ["sudo", "systemd-run", "--scope", "-p", f"MemoryMax={LIMIT >> 30}G"], words
+    args = words[words.index("train_multigpu") + 1 :]
+    assert args[:4] == CPU2 and "oom:1:2" in args, args
+    return args
+
+
 @pytest.mark.e2e
 def test_a_rank_the_oom_killer_ends_is_reported_with_the_kernels_reason(tmp_path: Path) -> None:
     with memory_limited(LIMIT) as procs_file:
-        cmd = launcher_cmd(
-            *CPU2,
-            "--num_envs",
-            "8",
-            "--max_iterations",
-            "6",
-            "--log_root",
-            str(tmp_path),
-            "--rehearse_fault",
-            "oom:1:2",
-        )
+        cmd = launcher_cmd(*documented_rehearsal(), "--log_root", str(tmp_path))
         # the launcher starts inside the limited cgroup: every rank it starts is born there
         wrapper = ["sh", "-c", f'echo $$ > "{procs_file}" && exec "$@"', "sh", *cmd]
         proc = start(wrapper, loopback_env())
@@ -105,10 +110,6 @@ def test_a_rank_the_oom_killer_ends_is_reported_with_the_kernels_reason(tmp_path
     for quote in quoted_reports():  # the skill and the docs quote this run: every quoted line is in it
         for line in quote:
             assert any(shape(line).fullmatch(got) for got in err.splitlines()), f"not in the real output: {line}"
-
-
-REFERENCE = REPO / "skills" / "user" / "train-multi-gpu" / "reference.md"
-FEATURE = REPO / "docs" / "source" / "features" / "multi_gpu.rst"
 
 
 def quoted_reports() -> list[list[str]]:
