@@ -151,15 +151,13 @@ def find_run(target: str, log_root: str) -> Path:
 
 def launcher_of(run_dir: Path) -> int:
     """The pid of the launcher whose job writes ``run_dir`` on this host (RequestError otherwise)."""
-    import socket
-
-    from mgpu_lab.core.procs import alive, cmdline, owner, process_table, start_time
+    from mgpu_lab.core.procs import alive, cmdline, node_name, owner, process_table, start_time
     from mgpu_lab.runs import continue_run
 
     lock = continue_run.read_lock(run_dir)
     if lock is None or not continue_run.is_live(lock):
         raise RequestError(f"{run_dir}: no live job writes to it (no {continue_run.LOCK_FILE}, or a stale one)")
-    if lock.host != socket.gethostname():
+    if lock.host != node_name():
         raise RequestError(f"{run_dir}: its job runs on host {lock.host}; run mgpu-lab stacks there")
     if lock.launcher_pid is None:
         raise RequestError(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -188,7 +187,7 @@ def is_live(lock: Lock, now: float | None = None) -> bool:
     """True while the lock's job may still write: renewed within its lease and, on this host, its pid alive."""
     if lock.age(now) > lock.lease_s:
         return False
-    if lock.host == socket.gethostname():
+    if lock.host == procs.node_name():
         return procs.alive(lock.pid)
     return True
 
@@ -299,7 +298,7 @@ def hold(
     raw = environ.get(LAUNCHER_PID_ENV, "")
     launcher = int(raw) if raw.isdigit() else None
     lock = Lock(
-        socket.gethostname(),
+        procs.node_name(),
         os.getpid(),
         key,
         launcher,
