@@ -129,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "entries that still match, to shrink it as findings are fixed)")
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
+    check.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                       help="processes that parse the tree's files (default: 2 where two or more cores are free to "
+                            "this process, else 1; 1 parses everything in this process; a second process is the most "
+                            "used): on a large tree a worker parses from the end while the check loads from the start")
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
     check.add_argument("--skills", default=None, help="skill folder or glob (overrides [tool.skills-check] skills; "
                        "default: every folder holding SKILL.md under the root)")
@@ -204,6 +208,17 @@ def _baseline_args(args: argparse.Namespace, root: Path) -> tuple[Any, Path | No
     return (load(read) if read is not None else None), read, write_to
 
 
+def _jobs(text: str) -> int:
+    """--jobs: a whole number of processes, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes, 1 or more, got {text!r}")
+    return value
+
+
 class _Scope(NamedTuple):
     """One check's choices, fixed before anything is loaded: where, which rules, which codes."""
 
@@ -215,13 +230,14 @@ class _Scope(NamedTuple):
     ignore: list[str]
     use_cache: bool
     why: str = "the defaults"  # why these profiles: --profile, [tool.skills-check] profiles, --select, the defaults
+    jobs: int = 1  # processes that parse (--jobs)
 
     def load(self) -> Any:
         """The project under the root; launchers and scripts are read only when a drift rule runs."""
         from .loader import load_project
 
         drift = any(r.profile == "drift" for r in self.rules)
-        return load_project(self.root, self.overrides, use_cache=self.use_cache, drift=drift)
+        return load_project(self.root, self.overrides, use_cache=self.use_cache, drift=drift, jobs=self.jobs)
 
     def run(self, project: Any, ignores: Any) -> tuple[list[Any], Any]:
         """(findings, hidden): the rules, then the suppression stage."""
@@ -411,7 +427,12 @@ def _scope(
         if select
         else "the defaults"
     )
-    return _Scope(root, overrides, chosen, Codes(r.code for r in rules), select, ignore, not args.no_cache, why)
+    jobs = getattr(args, "jobs", None)
+    if jobs is None:
+        from .loader.prefetch import default_jobs
+
+        jobs = default_jobs()
+    return _Scope(root, overrides, chosen, Codes(r.code for r in rules), select, ignore, not args.no_cache, why, jobs)
 
 
 def _rule_sets(scope: _Scope, project: Any) -> list[dict[str, object]]:

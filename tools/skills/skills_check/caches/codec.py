@@ -1,8 +1,14 @@
-"""The parse cache's format: the model's objects as plain JSON values, and back.
+"""The model's objects as plain values, and back, in two forms.
 
-Only the model's dataclasses (by name, from a fixed table), the sentinel ``MISSING`` and plain data
-(str, int, float, bool, None, list, dict, tuple, set, bytes, dates) are encoded; decoding builds
-nothing else, so a cache file cannot carry code. Anything else raises ``CodecError`` (not cached).
+- ``encode``/``decode``: the parse cache's JSON form, fields by name (a file written by another version of
+  the checker is refused field by field rather than misread).
+- ``pack``/``unpack``: a positional form for ``marshal`` (fields in declaration order, a class by its index
+  in ``CLASSES``), about three times faster to unpack; for values that never outlive the checker that made
+  them (a worker process's parses sent over a pipe, ``loader/prefetch.py``).
+
+Only the model's dataclasses (from a fixed table), the sentinel ``MISSING`` and plain data (str, int,
+float, bool, None, list, dict, tuple, set, bytes; dates in the JSON form) are encoded; decoding builds
+nothing else, so encoded data cannot carry code. Anything else raises ``CodecError``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,11 @@ CLASSES: dict[str, type] = {
     )
 }
 TAG = "$"
+_ORDER = tuple(CLASSES.values())  # pack's class indexes
+_INDEX = {cls: i for i, cls in enumerate(_ORDER)}
+_FIELDS = tuple(tuple(f.name for f in dataclasses.fields(cls)) for cls in _ORDER)
+# pack's tags for what is not a model class (a class's tag is its index, from 0)
+_MISSING, _TUPLE, _SET, _FROZENSET = -1, -2, -3, -4
 
 
 class CodecError(ValueError):
@@ -132,6 +143,48 @@ def decode(data: Any) -> Any:
     if not set(v) <= names:
         raise CodecError(f"unknown fields for {tag}")
     return cls(**{k: decode(x) for k, x in v.items()})
+
+
+def pack(value: Any) -> Any:
+    """``value`` as nested str, int, float, bool, None, bytes, list, dict and tagged tuples (``marshal``
+    writes them): a model object is ``(class index, field, ...)``, a tuple ``(-2, item, ...)``."""
+    kind = type(value)
+    if kind is str or kind is int or value is None or kind is bool or kind is float or kind is bytes:
+        return value
+    if kind is list:
+        return [pack(v) for v in value]
+    if kind is dict:
+        return {pack(k): pack(v) for k, v in value.items()}
+    index = _INDEX.get(kind)
+    if index is not None:
+        return (index, *[pack(getattr(value, name)) for name in _FIELDS[index]])
+    if kind is tuple:
+        return (_TUPLE, *[pack(v) for v in value])
+    if value is MISSING:
+        return (_MISSING,)
+    if kind is set or kind is frozenset:
+        return (_SET if kind is set else _FROZENSET, *[pack(v) for v in value])
+    raise CodecError(f"cannot pack a {kind.__name__}")
+
+
+def unpack(data: Any) -> Any:
+    """The inverse of ``pack``; a tag it does not know raises ``CodecError``."""
+    kind = type(data)
+    if kind is list:
+        return [unpack(v) for v in data]
+    if kind is tuple:
+        tag = data[0] if data else None
+        if type(tag) is not int or not _FROZENSET <= tag < len(_ORDER):
+            raise CodecError("not a packed value")
+        if tag >= 0:
+            return _ORDER[tag](*[unpack(v) for v in data[1:]])
+        if tag == _MISSING:
+            return MISSING
+        items = [unpack(v) for v in data[1:]]
+        return tuple(items) if tag == _TUPLE else set(items) if tag == _SET else frozenset(items)
+    if kind is dict:
+        return {unpack(k): unpack(v) for k, v in data.items()}
+    return data
 
 
 def _list(v: Any) -> list:

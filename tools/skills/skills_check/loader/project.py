@@ -24,6 +24,7 @@ from ..inputs import (
     rel,
 )
 from ..model import Project, Skill
+from . import prefetch
 from .config import SetupError, _config_path_ok, load_config
 from .documents import _link_target, _load_skill, _walk_files, load_markdown, load_rst, resolve_includes
 from .tools import _load_launchers, load_argspec
@@ -36,8 +37,12 @@ def load_project(
     overlay: Mapping[str, str] | None = None,
     cache: ParseCache | None = None,
     drift: bool = True,
+    jobs: int = 1,
 ) -> Project:
     """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
+
+    ``jobs`` > 1: worker processes parse part of a large tree's files meanwhile (``prefetch.py``); the project
+    is the same.
 
     ``drift=False`` (no drift rule will run): the launcher, the trainer, the configured tools and the
     scripts named in code are not read, since only the drift rules judge flags against their argparse.
@@ -49,11 +54,16 @@ def load_project(
     """
     fresh_resolution()
     with overlaid(overlay or {}):
-        return _load_project(root, overrides, use_cache, cache, drift)
+        return _load_project(root, overrides, use_cache, cache, drift, jobs)
 
 
 def _load_project(
-    root: Path, overrides: dict[str, str | None] | None, use_cache: bool, kept: ParseCache | None, drift: bool = True
+    root: Path,
+    overrides: dict[str, str | None] | None,
+    use_cache: bool,
+    kept: ParseCache | None,
+    drift: bool = True,
+    jobs: int = 1,
 ) -> Project:
     if not str(root).strip():
         raise SetupError("--root is empty: give the folder to check")
@@ -64,15 +74,28 @@ def _load_project(
     config = load_config(root, overrides)
     cache = kept or ParseCache(root, enabled=use_cache)
     try:
-        return _load(root, config, cache, drift)
+        return _load(root, config, cache, drift, jobs)
     finally:
         if kept is None:
             cache.save()
 
 
-def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = True) -> Project:
+def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = True, jobs: int = 1) -> Project:
     project = Project(root=root, config=config)
     folders = _discover(root, config, project)
+    shared = prefetch.start(project, folders, config["docs"], cache, jobs, drift)
+    try:
+        return _load_found(root, config, shared, drift, project, folders)
+    finally:
+        if isinstance(shared, prefetch.Prefetched):
+            shared.close()
+
+
+def _load_found(
+    root: Path, config: dict[str, Any], cache: ParseCache, drift: bool, project: Project, folders: list[str]
+) -> Project:
+    """Everything after discovery: the skills' documents, the RST pages and what they show, the tools, the
+    aliases, the scripts and links the documents name, the agent files."""
     ordered = sorted(project.files)
     for folder in folders:
         project.skills.append(_load_skill(root, root / folder / discover.SKILL_FILE, project, cache, ordered))
@@ -162,6 +185,12 @@ def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[s
         name = path[len(prefix) :]
         if name.startswith((".", "_")):
             continue
+        text = skill.script_texts.get(path)  # read by the skill's loader (a script of a known suffix, decoded)
+        if text is not None and "__main__" in text:
+            skill.entry_scripts.append(path)
+            continue
+        if text is not None and not text.startswith("#!"):
+            continue  # no shebang: decoding only drops a byte-order mark, it never makes one
         data = read_bytes_bounded(os.path.join(realpath(str(root)), path), MAX_BYTES)
         if isinstance(data, bytes) and (data.startswith(b"#!") or b"__main__" in data):
             skill.entry_scripts.append(path)

@@ -469,10 +469,24 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
     row: list[Cell] | None = None
     in_head = False
     col_index = 0
+    row_line = 0  # the table row being read: its line (0-based) and its cells' spans
+    spans: list[tuple[int, int]] = []
     quotes = 0  # block quotes open around the current token
     for i, tok in enumerate(tokens):
         t = tok.type
-        if t in ("blockquote_open", "blockquote_close"):
+        if t == "inline":  # the most common token first
+            if row is not None and table is not None:
+                cell = Cell(text=tok.content.strip(), line=row_line + 1, col=1)
+                if col_index < len(spans):
+                    cell.col = spans[col_index][0] + 1
+                _inline(doc, lines, tok, cell)
+                row.append(cell)
+                col_index += 1
+            elif not (i > 0 and tokens[i - 1].type == "heading_open"):
+                _inline(doc, lines, tok)
+            if "<!--" in tok.content:
+                _inline_comments(doc, lines, tok)
+        elif t in ("blockquote_open", "blockquote_close"):
             quotes += 1 if t == "blockquote_open" else -1
         elif t == "heading_open":
             inline = tokens[i + 1]
@@ -514,15 +528,4 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             else:
                 table.rows.append(row)
             row = None
-        elif t == "inline" and row is not None and table is not None:
-            cell = Cell(text=tok.content.strip(), line=row_line + 1, col=1)
-            if col_index < len(spans):
-                cell.col = spans[col_index][0] + 1
-            _inline(doc, lines, tok, cell)
-            row.append(cell)
-            col_index += 1
-        elif t == "inline" and not (i > 0 and tokens[i - 1].type == "heading_open"):
-            _inline(doc, lines, tok)
-        if t == "inline" and "<!--" in tok.content:
-            _inline_comments(doc, lines, tok)
     return doc

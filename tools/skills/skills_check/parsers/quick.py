@@ -158,10 +158,9 @@ def _block(lines: list[str], i: int, out: list[Tok], scanned: bool = False) -> i
             return None
         text = m.group(2).strip()
         span = [i, i + 1]
-        out += [
+        out += [  # (no heading_close: nothing reads it)
             Tok("heading_open", span, tag=f"h{len(m.group(1))}", markup=m.group(1)),
             Tok("inline", span, text, children=[Tok("text", content=text)]),
-            Tok("heading_close", tag=f"h{len(m.group(1))}", markup=m.group(1)),
         ]
         return i + 1
     marker = _MARKER.match(line)

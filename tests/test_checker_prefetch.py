@@ -1,0 +1,255 @@
+"""The worker process that parses a tree's RST pages and scripts while the check loads the rest
+(``loader/prefetch.py``): the project it helps load equals the one loaded in one process, a file is taken from
+it only when its text is the one the check read, and a worker that dies, stalls or answers with anything else
+costs only its help. Also the positional form its values travel in (``codec.pack``/``unpack``)."""
+
+from __future__ import annotations
+
+import marshal
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mgpu_testing import REPO
+from skills_check.caches import codec
+from skills_check.cli import main
+from skills_check.loader import load_project, prefetch
+from skills_check.loader.prefetch import Prefetched
+from skills_check.parsers.argspec import parse_argparse
+from skills_check.parsers.markdown import parse_markdown
+from skills_check.parsers.rst import parse_rst
+from skills_check.rules import load as load_rules
+from skills_check.runner import run_rules
+
+SKILL = """---
+name: {name}
+description: Trains agents on several GPUs for task {i}. Use when a run needs more than one GPU.
+---
+
+# Task {i}
+
+Run `python scripts/run_{i}.py --steps 10` first, then read [the guide](references/guide.md#steps).
+"""
+
+GUIDE = "# Guide\n\n## Steps\n\nRun `python scripts/run_{i}.py --stepz 5` to see the drift rule at work.\n"
+
+SCRIPT = """import argparse
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=1)
+parser.add_argument("--mode", choices=["fast", "slow"])
+args = parser.parse_args()
+"""
+
+PAGE = """Page {k}
+=======
+
+.. _page-{k}:
+
+Section
+-------
+
+Run ``python skills/task-{k}/scripts/run_{k}.py --steps 3``.
+
+.. list-table:: Settings
+   :header-rows: 1
+
+   * - Name
+     - Value
+   * - ``NCCL_P2P_DISABLE``
+     - ``1``
+"""
+
+
+def _tree(root: Path, skills: int = 6, pages: int = 3) -> Path:
+    """Skills with a reference and an argparse script each, and a Sphinx source with RST pages."""
+    for i in range(skills):
+        folder = root / "skills" / f"task-{i}"
+        (folder / "references").mkdir(parents=True)
+        (folder / "scripts").mkdir()
+        (folder / "SKILL.md").write_text(SKILL.format(name=f"task-{i}", i=i), encoding="utf-8")
+        (folder / "references" / "guide.md").write_text(GUIDE.format(i=i), encoding="utf-8")
+        (folder / "scripts" / f"run_{i}.py").write_text(SCRIPT, encoding="utf-8")
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "conf.py").write_text("project = 'x'\n", encoding="utf-8")
+    for k in range(pages):
+        (docs / f"page_{k}.rst").write_text(PAGE.format(k=k), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _single_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker forks only from a single-threaded process; this pytest process may hold idle threads that
+    earlier tests in it started, so the count the guard reads is the one a ``check`` process has (the guard
+    itself: ``test_a_process_with_threads_forks_nothing``)."""
+    monkeypatch.setattr(prefetch._thread, "_count", lambda: 0)
+
+
+def _load(
+    root: Path,
+    jobs: int,
+    taken: list[Any] | None = None,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+    finish: bool = False,
+) -> Any:
+    """The project with ``jobs``; ``taken`` gets the cache ``prefetch.start`` returned; ``finish``: the loader
+    starts once the worker has sent everything (so which process parses what does not depend on speed)."""
+    if monkeypatch is not None and taken is not None:
+        real = prefetch.start
+
+        def start(*args: Any, **kwargs: Any) -> Any:
+            taken.append(real(*args, **kwargs))
+            while finish and isinstance(taken[-1], Prefetched) and taken[-1].worker is not None:
+                taken[-1]._read(taken[-1].worker, wait=True)
+            return taken[-1]
+
+        monkeypatch.setattr(prefetch, "start", start)
+    return load_project(root, {}, use_cache=False, jobs=jobs)
+
+
+def _findings(project: Any) -> list[tuple[str, str, str]]:
+    return [(f.code, str(f.loc), f.message) for f in run_rules(project, load_rules(None))]
+
+
+def test_a_worker_parses_the_pages_and_scripts_and_the_project_is_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path)
+    alone = _load(root, 1)
+    taken: list[Any] = []
+    shared = _load(root, 2, taken, monkeypatch, finish=True)
+    assert isinstance(taken[0], Prefetched)
+    assert taken[0].received == 3 + 6  # every page and every script came from the worker
+    assert taken[0].worker is None  # stopped and reaped
+    assert shared == alone
+    found = _findings(shared)
+    assert found == _findings(alone)
+    assert any(code == "DR301" and "--stepz" in message for code, _, message in found)  # a script's spec was used
+
+
+def test_the_check_takes_the_pages_from_the_worker_and_meets_it_in_the_scripts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path)
+    alone = _load(root, 1)
+    taken: list[Any] = []
+    assert _load(root, 2, taken, monkeypatch) == alone  # both at their own speed
+    assert taken[0].received >= 3  # the pages are waited for; the scripts are parsed by whichever gets there first
+    assert taken[0].worker is None
+
+
+def test_one_job_or_a_small_tree_forks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _tree(tmp_path, skills=2, pages=0)
+    for jobs in (1, 2):
+        taken: list[Any] = []
+        with monkeypatch.context() as m:
+            _load(root, jobs, taken, m)
+        assert not isinstance(taken[0], Prefetched)
+
+
+def test_a_process_with_threads_forks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _tree(tmp_path)
+    monkeypatch.undo()  # the real thread count
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        taken: list[Any] = []
+        _load(root, 2, taken, monkeypatch)
+    finally:
+        stop.set()
+        thread.join()
+    assert not isinstance(taken[0], Prefetched)
+
+
+def _worker_parser(action: str) -> Any:
+    """A worker's parser that misbehaves on the first file it takes."""
+
+    def parser(kind: str, path: str, text: str) -> Any:
+        if action == "die":
+            os._exit(3)
+        if action == "stall":
+            signal.pause()  # until the check gives up waiting and ends it
+        if action == "unpackable":
+            return object()
+        return prefetch.parse(kind, path, text)
+
+    return parser
+
+
+@pytest.mark.parametrize("action", ["die", "stall", "unpackable"])
+def test_a_worker_that_fails_costs_only_its_help(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: str) -> None:
+    root = _tree(tmp_path)
+    alone = _load(root, 1)
+    real = prefetch.start
+    monkeypatch.setattr(prefetch, "DEADLINE", 1.0 if action == "stall" else prefetch.DEADLINE)
+    monkeypatch.setattr(prefetch, "start", lambda *a, **k: real(*a, **{**k, "parser": _worker_parser(action)}))
+    assert load_project(root, {}, use_cache=False, jobs=2) == alone
+
+
+def test_garbled_replies_and_changed_texts_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _tree(tmp_path)
+    alone = _load(root, 1)
+    real_send = prefetch._send
+
+    def garble(fd: int, record: tuple) -> None:
+        if len(record) == 4:
+            os.write(fd, prefetch._LENGTH.pack(3) + b"\xff\xfe\xfd")  # not a marshal record
+        else:
+            real_send(fd, record)
+
+    with monkeypatch.context() as m:
+        m.setattr(prefetch, "_send", garble)
+        assert _load(root, 2) == alone
+
+    real_read = prefetch.read_text
+
+    def edited(root_: Path, path: str) -> tuple[str | None, list]:  # the file as it was before an edit
+        text, problems = real_read(root_, path)
+        return (None if text is None else text + "\n.. an older text\n"), problems
+
+    taken: list[Any] = []
+    monkeypatch.setattr(prefetch, "read_text", edited)
+    assert _load(root, 2, taken, monkeypatch, finish=True) == alone
+    assert taken[0].received == 0
+
+
+def test_jobs_must_be_a_whole_number(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(SystemExit) as stop:
+            main(["check", "--root", str(tmp_path), "--jobs", bad])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--jobs" in err[0] and "whole number" in err[0]
+
+
+def _parsed_repository() -> list[Any]:
+    out = []
+    for path in sorted(REPO.glob("skills/**/*.md")) + sorted(REPO.glob("docs/**/*.rst")):
+        text = path.read_text(encoding="utf-8")
+        rel = str(path.relative_to(REPO))
+        out.append(parse_markdown(rel, text) if path.suffix == ".md" else parse_rst(rel, text))
+    for path in (REPO / "scripts" / "reinforcement_learning").glob("*.py"):
+        out.append(parse_argparse(str(path.relative_to(REPO)), path.read_text(encoding="utf-8"), []))
+    return out
+
+
+def test_pack_and_unpack_give_back_every_parse_of_the_repository() -> None:
+    values = _parsed_repository()
+    assert len(values) > 10
+    assert [codec.unpack(marshal.loads(marshal.dumps(codec.pack(v)))) for v in values] == values
+
+
+@pytest.mark.parametrize("data", [(99, "x"), ("Code", "x"), (-9,), (1.5, 2), ()])
+def test_unpack_refuses_what_pack_never_writes(data: tuple) -> None:
+    with pytest.raises(codec.CodecError):
+        codec.unpack(data)
+
+
+def test_pack_refuses_what_is_not_the_model() -> None:
+    with pytest.raises(codec.CodecError):
+        codec.pack({"x": object()})

@@ -1,0 +1,297 @@
+"""Parsing shared with a worker process: on a large tree, a forked worker parses files the loader will ask
+for while this process loads the tree in order. The worker takes the RST pages first (docutils, the slowest
+parser to import, is then imported by the worker alone), then the other files from the end of the load order
+backwards; this process parses from the start. The two meet wherever their speeds take them, so no estimate
+of the work is needed. The worker's results wait in a ``ParseCache`` stand-in (``Prefetched``) until the loader
+asks for them; the loader itself is unchanged, and each document is parsed once, here or in the worker.
+
+The worker says which file it starts before it parses it. So when the loader asks for a file, this process
+knows whether it has arrived (the worker then went past it and has done every file after it: it is stopped),
+is being parsed there or is an RST page still to come (this process waits for it), or is neither (this
+process parses it itself).
+
+Why a process: the check is CPU-bound Python, and one interpreter runs on one core. The forked worker starts
+with this process's imports and state (nothing is imported twice), reads the files through the same guards
+(``inputs.read_text``) and parses them with the same parsers. It sends back plain values (``codec.pack``,
+written by ``marshal``, in length-prefixed records) over a pipe only it and this process hold; only
+``codec.unpack``'s fixed table of the model's classes turns them into objects, so nothing received can run
+code, and a value is used only for the text this process read itself. A worker that dies, stalls past
+``DEADLINE`` or answers with anything else is stopped, and this process parses what it had not sent.
+
+Only a single-threaded process forks (the ``check`` command; never the language server), with ``fork``
+available, a cold parse cache, and enough to parse to be worth a worker's start (``MIN_FILES``, or an RST page).
+"""
+
+from __future__ import annotations
+
+import _thread
+import marshal
+import os
+import posixpath
+import select
+import signal
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..caches.codec import CodecError, pack, unpack
+from ..caches.parse import ParseCache
+from ..inputs import read_text
+from ..model import Project, paths_under
+
+Item = tuple[str, str]  # (kind: "md" | "rst" | "py", repository-relative path): a ParseCache key
+
+# What the worker parses: RST pages and Python files cost far more to parse than to send back; a skill's
+# markdown costs about four times what unpacking its parse costs here, too little to share on two busy cores.
+KINDS = ("rst", "py")
+MIN_FILES = 40  # files to parse below which one process parses them all (unless one is an RST page: docutils
+# takes longer to import than forty skill files take to parse)
+_LENGTH = struct.Struct("<I")  # a record's length, before it
+DEADLINE = 120.0  # seconds after its start past which this process no longer waits for the worker
+
+
+def default_jobs() -> int:
+    """2 (this process and a worker) where this process may run on two cores or more, else 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return 2 if cores >= 2 else 1
+
+
+def parse(kind: str, path: str, text: str) -> Any:
+    """What the loader parses ``text`` into for ``kind`` on a cache miss (``load_markdown``, ``load_rst``,
+    ``load_argspec``: a script's argparse read without helper modules)."""
+    if kind == "md":
+        from ..parsers.markdown import parse_markdown  # the loader's own import: a tree without markdown skips it
+
+        return parse_markdown(path, text)
+    if kind == "rst":
+        from .documents import import_parse_rst  # docutils: imported by whichever process parses an RST page
+
+        return import_parse_rst().parse_rst(path, text)
+    from ..parsers.argspec import parse_argparse
+
+    return parse_argparse(path, text, [])
+
+
+def plan(project: Project, folders: list[str], docs: str, drift: bool) -> list[Item]:
+    """The files the loader will parse, in its order: each skill's SKILL.md and other markdown, the RST pages
+    under ``docs``, and (``drift``: the scripts' argparse is read) the skills' Python files. An estimate only:
+    a file missing here is parsed by the loader, one extra is parsed for nothing."""
+    ordered = sorted(project.files)
+    items: list[Item] = []
+    py: list[Item] = []
+    for folder in folders:
+        prefix = f"{folder}/" if folder not in ("", ".") else ""
+        inside = paths_under(ordered, prefix)
+        skill_md = f"{prefix}SKILL.md"
+        items.append(("md", skill_md))
+        items += [("md", p) for p in sorted(inside, key=_walk_order) if p.endswith(".md") and p != skill_md]
+        py += [("py", p) for p in inside if p.endswith(".py")] if drift else []
+    docs = posixpath.normpath(docs)
+    pages = paths_under(ordered, f"{docs}/" if docs != "." else "")
+    items += [("rst", p) for p in sorted(pages, key=_walk_order) if p.endswith(".rst")]
+    return [item for item in dict.fromkeys([*items, *py]) if item[0] in KINDS]
+
+
+def _walk_order(path: str) -> list[str]:
+    return path.split("/")
+
+
+def _order(items: list[Item]) -> list[Item]:
+    """The worker's order: the RST pages (the loader waits for them), then the other files last first."""
+    return [i for i in items if i[0] == "rst"] + [i for i in reversed(items) if i[0] != "rst"]
+
+
+def _serve(root: Path, items: list[Item], fd: int, parser: Callable[[str, str, str], Any]) -> None:
+    """In the worker: for each of ``items`` (in ``_order``), a ``(kind, path)`` record as it starts, then a
+    ``(kind, path, text, packed value)`` record (none when it cannot be read or parsed: the loader then reads
+    and parses it and reports why); each record ``marshal``'d after its length."""
+    for kind, path in _order(items):
+        _send(fd, (kind, path))
+        text, _ = read_text(root, path)
+        if text is None:
+            continue
+        try:
+            value = pack(parser(kind, path, text))
+        except Exception:  # noqa: S112 (the loader parses it again and reports what failed)
+            continue
+        _send(fd, (kind, path, text, value))
+    _send(fd, ())  # done: nothing more is coming
+
+
+def _send(fd: int, record: tuple) -> None:
+    data = marshal.dumps(record)
+    view = memoryview(_LENGTH.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+@dataclass
+class _Worker:
+    pid: int
+    fd: int  # the pipe's read end (non-blocking)
+    started: float  # time.monotonic() at the fork
+    buffer: bytearray = field(default_factory=bytearray)
+    current: Item | None = None  # the file it said it started, until its value arrives
+    done: bool = False  # it said nothing more is coming
+
+
+def _fork(root: Path, items: list[Item], parser: Callable[[str, str, str], Any]) -> _Worker | None:
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
+    if pid == 0:  # the worker: never returns, never runs this process's exit handlers or flushes its buffers
+        status = 1
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends the worker; the parent reports it
+            os.close(read_fd)
+            _serve(root, items, write_fd, parser)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    os.set_blocking(read_fd, False)
+    return _Worker(pid, read_fd, time.monotonic())
+
+
+class Prefetched(ParseCache):
+    """The loader's parse cache with the worker's parses in front of it (see the module's doc); a value taken
+    from the worker is also ``put`` into the real cache, as a parse here would be."""
+
+    def __init__(self, inner: ParseCache, worker: _Worker, waited: set[Item]) -> None:
+        super().__init__(inner.root, enabled=False)
+        self.inner = inner
+        self.worker: _Worker | None = worker
+        self.waited = waited  # files the loader waits for rather than parse them here (the RST pages)
+        self.ready: dict[Item, tuple[str, Any]] = {}
+        self.received = 0  # values taken from the worker (what the tests read)
+
+    def get(self, kind: str, path: str, text: str, expect: Any = Any) -> Any | None:
+        key = (kind, path)
+        worker = self.worker
+        if worker is not None and key not in self.ready:
+            self._read(worker)
+            while key not in self.ready and self.worker is not None and (key in self.waited or worker.current == key):
+                self._read(worker, wait=True)
+        hit = self.ready.pop(key, None)
+        if hit is not None:
+            if key not in self.waited:
+                self.close()  # the worker went past this file: every file after it has arrived
+            value = self._value(hit, text, expect)
+            if value is not None:
+                self.inner.put(kind, path, text, value)
+                self.received += 1
+                return value
+        return self.inner.get(kind, path, text, expect)
+
+    @staticmethod
+    def _value(hit: tuple[str, Any], text: str, expect: Any) -> Any | None:
+        if hit[0] != text:
+            return None  # parsed from another text (the file changed between the two reads)
+        try:
+            value = unpack(hit[1])
+        except (CodecError, TypeError, ValueError, IndexError, RecursionError):
+            return None
+        return value if not isinstance(expect, type) or isinstance(value, expect) else None
+
+    def put(self, kind: str, path: str, text: str, value: Any) -> None:
+        self.inner.put(kind, path, text, value)
+
+    def save(self) -> None:
+        self.inner.save()
+
+    def _read(self, worker: _Worker, wait: bool = False) -> None:
+        """Take the records that have arrived (``wait``: block until more arrive, at most until ``DEADLINE``
+        after the worker's start); a worker that is done, gone, late or garbled is stopped."""
+        try:
+            if wait:
+                left = worker.started + DEADLINE - time.monotonic()
+                if worker.done or left <= 0 or not select.select([worker.fd], [], [], left)[0]:
+                    raise TimeoutError
+            while chunk := os.read(worker.fd, 1 << 16):
+                worker.buffer += chunk
+            if wait:  # the pipe closed: whatever it sent is read below, then the worker is stopped
+                worker.done = True
+        except BlockingIOError:
+            pass  # nothing more for now
+        except OSError:  # TimeoutError among them
+            self.close()
+            return
+        if not self._records(worker) or worker.done:
+            self.close()
+
+    def _records(self, worker: _Worker) -> bool:
+        """Move the complete records in ``worker``'s buffer into ``ready``; False for one that is not a record."""
+        data, at = worker.buffer, 0
+        while len(data) - at >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(data, at)
+            if len(data) - at - _LENGTH.size < size:
+                break
+            try:
+                entry = marshal.loads(data[at + _LENGTH.size : at + _LENGTH.size + size])
+            except (EOFError, ValueError, TypeError):
+                return False
+            at += _LENGTH.size + size
+            if type(entry) is not tuple or len(entry) not in (0, 2, 4):
+                return False
+            if not entry:
+                worker.done = True
+            elif len(entry) == 2:
+                worker.current = entry
+            elif type(entry[2]) is str:
+                self.ready[(entry[0], entry[1])] = (entry[2], entry[3])
+                worker.current = None
+        del data[:at]
+        return True
+
+    def close(self) -> None:
+        """Stop and reap the worker (what it has not sent is parsed here when asked for)."""
+        worker, self.worker = self.worker, None
+        if worker is None:
+            return
+        try:
+            os.kill(worker.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.close(worker.fd)
+        _reap(worker.pid)
+
+
+def _reap(pid: int) -> int:
+    """The worker's exit status (-1 when it cannot be had)."""
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    except OSError:
+        return -1
+
+
+def start(
+    project: Project,
+    folders: list[str],
+    docs: str,
+    cache: ParseCache,
+    jobs: int,
+    drift: bool,
+    parser: Callable[[str, str, str], Any] | None = None,
+) -> ParseCache:
+    """``cache``, or (``jobs`` > 1, a cold cache, enough files, a process that may fork) a ``Prefetched`` in
+    front of it whose worker has started. ``parser``: what the worker runs for each file (default ``parse``)."""
+    if jobs < 2 or cache.entries or not hasattr(os, "fork") or _thread._count() > 0:
+        return cache
+    items = plan(project, folders, docs, drift)
+    if len(items) < MIN_FILES and not any(kind == "rst" for kind, _ in items):
+        return cache
+    worker = _fork(project.root, items, parser or parse)
+    return Prefetched(cache, worker, {i for i in items if i[0] == "rst"}) if worker is not None else cache
