@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from mgpu_testing.checker import SKILL, TROUBLE, check, make_tree
 from skills_check import cli
+from skills_check.loader import config
 from skills_check.loader.config import PROFILE_NAMES, load_config, locate
 from skills_check.model import ConfigError, SetupError
 from skills_check.rules.registry import PROFILES
@@ -169,3 +170,46 @@ def test_an_unknown_code_in_per_file_ignores_is_reported_at_its_glob(tree: Path)
     rc, _, err = _run(tree)
     assert rc == 2 and err.count("\n") == 1
     assert err.startswith(f"error: pyproject.toml:{_line(tree, 'SK9203')}: ") and "did you mean SK203?" in err
+
+
+def _scan_locate(text: str, *path: str) -> int:
+    """``locate`` as a scan of the lines for each question, reading keys with the module's own patterns (what
+    its index of first lines must answer alike)."""
+    best, best_len, table = 1, 0, ()
+    for i, line in enumerate(text.split("\n"), start=1):
+        header = config._HEADER.match(line)
+        if header:
+            table = full = config._segments(header.group(1))
+        elif key := config._KEYLINE.match(line):
+            full = table + config._segments(key.group(1))
+        else:
+            continue
+        common = 0
+        while common < min(len(full), len(path)) and full[common] == path[common]:
+            common += 1
+        if common == len(path):
+            return i
+        if common > best_len:
+            best, best_len = i, common
+    return best
+
+
+def test_locate_answers_every_key_of_a_pyproject_like_a_scan_of_its_lines() -> None:
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    text += '\n[tool.skills-check.per-file-ignores]\n"docs/*.rst" = ["SK101"]\n\n[tool."quoted.name"]\nx = 1\n'
+    keys = {
+        tuple(k)
+        for k in (
+            ("tool", "skills-check", "docs"),
+            ("tool", "skills-check", "per-file-ignores", "docs/*.rst"),
+            ("tool", "skills-check", "nothing"),
+            ("tool", "quoted.name", "x"),
+            ("tool", "ruff", "line-length"),
+            ("project", "name"),
+            ("project",),
+            ("absent", "key"),
+            ("tool", "importlinter", "contracts"),
+        )
+    }
+    for path in sorted(keys):
+        assert locate(text, *path) == _scan_locate(text, *path), path

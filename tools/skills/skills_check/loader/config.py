@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -90,7 +91,19 @@ def locate(text: str, *path: str) -> int:
     """The 1-based line where the TOML key ``path`` (e.g. ``"tool", "skills-check", "docs"``) is set: its
     ``key = ...`` line or its table's header; failing that, the line of the longest prefix of ``path``
     found, else 1."""
-    best, best_len = 1, 0
+    first = _key_index(text)
+    for n in range(len(path), 0, -1):
+        line = first.get(path[:n])
+        if line is not None:
+            return line
+    return 1
+
+
+@functools.lru_cache(maxsize=4)
+def _key_index(text: str) -> dict[tuple[str, ...], int]:
+    """Every prefix of every key path set in the TOML ``text`` (a header's table, a ``key =`` line's table plus
+    key) -> the first line that sets it or something under it (``locate`` asks for dozens of keys per check)."""
+    first: dict[tuple[str, ...], int] = {}
     table: tuple[str, ...] = ()
     for i, line in enumerate(text.split("\n"), start=1):
         header = _HEADER.match(line)
@@ -102,14 +115,9 @@ def locate(text: str, *path: str) -> int:
             if key is None:
                 continue
             full = table + _segments(key.group(1))
-        common = 0
-        while common < min(len(full), len(path)) and full[common] == path[common]:
-            common += 1
-        if common == len(path):
-            return i
-        if common > best_len:
-            best, best_len = i, common
-    return best
+        for n in range(1, len(full) + 1):
+            first.setdefault(full[:n], i)
+    return first
 
 
 def _key_line(text: str, key: str) -> int:

@@ -94,11 +94,22 @@ def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = T
 def _load_found(
     root: Path, config: dict[str, Any], cache: ParseCache, drift: bool, project: Project, folders: list[str]
 ) -> Project:
-    """Everything after discovery: the skills' documents, the RST pages and what they show, the tools, the
-    aliases, the scripts and links the documents name, the agent files."""
+    """Everything after discovery: the skills' documents, the tools, the aliases, the agent files, the RST pages
+    and what they show, the scripts and links the documents name. (The RST pages come late: a worker may be
+    parsing them meanwhile, ``prefetch.py``; nothing before them reads them.)"""
     ordered = sorted(project.files)
     for folder in folders:
         project.skills.append(_load_skill(root, root / folder / discover.SKILL_FILE, project, cache, ordered))
+    if drift:
+        _load_launchers(root, config, project, cache)
+    _aliases(root, project)
+    by_folder: dict[str, list[str]] = {}
+    for path in project.files:
+        by_folder.setdefault(posixpath.dirname(path), []).append(path)
+    for skill in project.skills:
+        _entry_scripts(root, skill, project, by_folder)
+    for path in sorted(p for p in project.files if AGENT_FILE_RE.search(p)):
+        project.agent_files[path] = load_markdown(root, path, cache)
     docs = root / config["docs"]
     if not _config_path_ok(root, config, "docs", project):
         pass
@@ -113,8 +124,12 @@ def _load_found(
     for page in list(project.rst.values()):
         if page.readable:
             resolve_includes(root, page, project.included, shown_elsewhere)
-    if drift:
-        _load_launchers(root, config, project, cache)
+    _scripts_and_links(root, project, cache, drift)
+    return project
+
+
+def _aliases(root: Path, project: Project) -> None:
+    """The discovery links: ``.agents/skills/<name>`` entries and the ``.claude/skills`` link."""
     agents = root / ".agents" / "skills"
     if agents.is_dir():
         for entry in sorted(agents.iterdir(), key=lambda p: p.name):
@@ -127,15 +142,6 @@ def _load_found(
     claude = root / ".claude" / "skills"
     if claude.exists() or claude.is_symlink():
         project.claude_skills = _link_target(claude)
-    by_folder: dict[str, list[str]] = {}
-    for path in project.files:
-        by_folder.setdefault(posixpath.dirname(path), []).append(path)
-    for skill in project.skills:
-        _entry_scripts(root, skill, project, by_folder)
-    _scripts_and_links(root, project, cache, drift)
-    for path in sorted(p for p in project.files if AGENT_FILE_RE.search(p)):
-        project.agent_files[path] = load_markdown(root, path, cache)
-    return project
 
 
 # a Claude Code subagent: .claude/agents/<name>.md at the root, or a plugin's (plugins/<p>/agents/<name>.md)
