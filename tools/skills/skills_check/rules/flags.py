@@ -22,12 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..model import ArgSpec, Code, Finding, Loc, MarkdownDoc, Option, Project, RstDoc, Skill
 from .commands import Invocation, invocations, lookup, takes_value, usable
 from .common import all_skill_docs, cached, code_items, finding, negative_lines_of, rst_docs
 from .registry import rule
-from .shell import Word, command_lines
+from .shell import Word, place, relative_command_lines
 
 NOT_SHELL = frozenset(
     {
@@ -69,12 +70,33 @@ TOOL_TIE_RE = re.compile(
 
 @dataclass
 class Written:
-    """A command line or bare flag span found in a document."""
+    """A command line or bare flag span found in a document.
+
+    ``rel`` holds its words as :func:`shell.relative_command_lines` gives them (shared by every place the same
+    text is written): positions relative to the code's text. ``words`` and :meth:`at` give file positions, worked
+    out (with the code's column per line) only where a rule asks for them.
+    """
 
     doc: MarkdownDoc | RstDoc
     skill: Skill | None
-    words: list[Word]
+    rel: tuple[Word, ...]
     inline: bool
+    key: tuple[str, bool | None, int]  # (the tokenised text, prompts_only, which simple command): one per text
+    code: Code
+    lines: list[str]  # the document's lines (for the code's columns)
+
+    @cached_property
+    def cols(self) -> list[int]:
+        return _content_cols(self.doc, self.code, self.lines)
+
+    def at(self, word: Word) -> tuple[int, int]:
+        """The file (line, column) of one of ``rel``'s words (or of a word an invocation made from them)."""
+        return place(word, self.code.line, self.cols)
+
+    @cached_property
+    def words(self) -> list[Word]:
+        """The words with their file positions (what :func:`shell.command_lines` gives for this code)."""
+        return [Word(w.text, *self.at(w), op=w.op) for w in self.rel]
 
 
 def _content_cols(doc: MarkdownDoc | RstDoc, code: Code, lines: list[str]) -> list[int]:
@@ -119,9 +141,9 @@ def written_commands(project: Project) -> list[Written]:
                 inline = code.kind == "inline"
                 if inline:
                     text = text.replace("\n", " ")
-                cols = _content_cols(doc, code, lines)
-                for ws in command_lines(text, code.line, cols, prompts_only=False if inline else None):
-                    out.append(Written(doc, skill, ws, inline))
+                prompts_only = False if inline else None
+                for k, ws in enumerate(relative_command_lines(text, prompts_only)):
+                    out.append(Written(doc, skill, ws, inline, (text, prompts_only, k), code, lines))
         return out
 
     return cached(project, "written-commands", make)
@@ -141,8 +163,19 @@ def _base_dirs(w: Written) -> tuple[str, ...]:
 
 
 def all_invocations(project: Project) -> list[tuple[Written, Invocation]]:
+    """Each known tool a written command runs. The invocation's words are ``w.rel``'s (place them with ``w.at``):
+    one command text in one folder is looked up once, however often it is written."""
+
     def make() -> list[tuple[Written, Invocation]]:
-        return [(w, inv) for w in written_commands(project) for inv in invocations(project, w.words, _base_dirs(w))]
+        memo: dict[tuple[tuple[str, bool | None, int], tuple[str, ...]], list[Invocation]] = {}
+        out: list[tuple[Written, Invocation]] = []
+        for w in written_commands(project):
+            key = (w.key, _base_dirs(w))
+            found = memo.get(key)
+            if found is None:
+                found = memo[key] = list(invocations(project, list(w.rel), key[1]))
+            out.extend((w, inv) for inv in found)
+        return out
 
     return cached(project, "invocations", make)
 
@@ -274,7 +307,14 @@ def _choice_items(value: str) -> list[str]:
 
 def _problems(project: Project) -> list[tuple[Written, Problem]]:
     def make() -> list[tuple[Written, Problem]]:
-        return [(w, p) for w, inv in all_invocations(project) for p in check_invocation(inv)]
+        memo: dict[int, list[Problem]] = {}  # by invocation: shared by the places its command is written
+        out: list[tuple[Written, Problem]] = []
+        for w, inv in all_invocations(project):
+            found = memo.get(id(inv))
+            if found is None:
+                found = memo[id(inv)] = list(check_invocation(inv))
+            out.extend((w, p) for p in found)
+        return out
 
     return cached(project, "flag-problems", make)
 
@@ -282,7 +322,8 @@ def _problems(project: Project) -> list[tuple[Written, Problem]]:
 def _emit(project: Project, code: str) -> Iterator[Finding]:
     for w, p in _problems(project):
         if p.code == code:
-            yield finding(code, p.message, w.doc.path, p.word.line, p.word.col, truth=p.truth)
+            line, col = w.at(p.word)
+            yield finding(code, p.message, w.doc.path, line, col, truth=p.truth)
 
 
 @rule(
@@ -349,9 +390,9 @@ def _bare_scope(project: Project) -> dict[str, set[str]]:
         known = {id(w) for w, _ in all_invocations(project)}
         for w in written_commands(project):
             flags = per_doc.setdefault(w.doc.path, set(base))
-            if id(w) not in known and w.words and not w.words[0].text.startswith("-"):
+            if id(w) not in known and w.rel and not w.rel[0].text.startswith("-"):
                 # another program's command line (uv, pip ...): its flags are its own business
-                flags.update(x.text.split("=", 1)[0] for x in w.words if x.text.startswith("--"))
+                flags.update(x.text.split("=", 1)[0] for x in w.rel if x.text.startswith("--"))
         for w, inv in all_invocations(project):
             for spec in inv.specs:
                 per_doc.setdefault(w.doc.path, set(base)).update(spec.by_flag())
@@ -395,9 +436,9 @@ def bare_flag(project: Project) -> Iterator[Finding]:
     skip = _options_table_lines(project)
     names = sorted(scope[""])
     for w in written_commands(project):
-        if not w.inline or not w.words or not w.words[0].text.startswith("--"):
+        if not w.inline or not w.rel or not w.rel[0].text.startswith("--"):
             continue
-        if (w.doc.path, w.words[0].line) in skip:
+        if (w.doc.path, w.code.line + w.rel[0].line) in skip:
             continue
         allowed = scope.get(w.doc.path, scope[""])
         for word in w.words:
@@ -442,10 +483,5 @@ def script_path(project: Project) -> Iterator[Finding]:
     """
     for w, inv in all_invocations(project):
         if inv.tool == "missing-script" and inv.program is not None:
-            yield finding(
-                "DR305",
-                f"{inv.program.text} does not exist (the command runs it)",
-                w.doc.path,
-                inv.program.line,
-                inv.program.col,
-            )
+            line, col = w.at(inv.program)
+            yield finding("DR305", f"{inv.program.text} does not exist (the command runs it)", w.doc.path, line, col)
