@@ -26,7 +26,7 @@ from functools import cached_property
 
 from ..model import ArgSpec, Code, Finding, Loc, MarkdownDoc, Option, Project, RstDoc, Skill
 from .commands import Invocation, invocations, lookup, takes_value, usable
-from .common import all_skill_docs, cached, code_items, finding, negative_lines_of, rst_docs
+from .common import all_skill_docs, cached, code_items_of, finding, negative_lines_of, rst_docs
 from .registry import rule
 from .shell import Word, place, relative_command_lines
 
@@ -68,6 +68,17 @@ TOOL_TIE_RE = re.compile(
 )
 
 
+class _Lines:
+    """A document's lines, split when a written command's columns are first asked for (for a finding)."""
+
+    def __init__(self, doc: MarkdownDoc | RstDoc) -> None:
+        self.doc = doc
+
+    @cached_property
+    def all(self) -> list[str]:
+        return self.doc.text.split("\n")
+
+
 @dataclass
 class Written:
     """A command line or bare flag span found in a document.
@@ -83,11 +94,11 @@ class Written:
     inline: bool
     key: tuple[str, bool | None, int]  # (the tokenised text, prompts_only, which simple command): one per text
     code: Code
-    lines: list[str]  # the document's lines (for the code's columns)
+    lines: _Lines  # the document's lines (for the code's columns)
 
     @cached_property
     def cols(self) -> list[int]:
-        return _content_cols(self.doc, self.code, self.lines)
+        return _content_cols(self.doc, self.code, self.lines.all)
 
     def at(self, word: Word) -> tuple[int, int]:
         """The file (line, column) of one of ``rel``'s words (or of a word an invocation made from them)."""
@@ -128,20 +139,19 @@ def written_commands(project: Project) -> list[Written]:
         out: list[Written] = []
         for doc, skill in _documents(project):
             negative = negative_lines_of(project, doc)
-            lines = doc.text.split("\n")
-            for code in code_items(doc):
-                lang = (code.lang or "").lower() if code.kind == "block" else ""
-                if lang in NOT_SHELL and lang not in YAML:
-                    continue
+            lines = _Lines(doc)
+            for code in code_items_of(project, doc):
                 if code.line in negative:
                     continue  # a known failure mode: wrong on purpose
-                text = code.text.rstrip("\n")
-                if lang in YAML:
-                    text = _yaml_items(text)
-                inline = code.kind == "inline"
-                if inline:
-                    text = text.replace("\n", " ")
-                prompts_only = False if inline else None
+                if code.kind == "inline":
+                    text, prompts_only, inline = code.text.rstrip("\n").replace("\n", " "), False, True
+                else:
+                    lang = (code.lang or "").lower() if code.kind == "block" else ""
+                    if lang in NOT_SHELL and lang not in YAML:
+                        continue
+                    text, prompts_only, inline = code.text.rstrip("\n"), None, False
+                    if lang in YAML:
+                        text = _yaml_items(text)
                 for k, ws in enumerate(relative_command_lines(text, prompts_only)):
                     out.append(Written(doc, skill, ws, inline, (text, prompts_only, k), code, lines))
         return out
@@ -158,24 +168,26 @@ def _yaml_items(text: str) -> str:
     return "\n".join(out)
 
 
-def _base_dirs(w: Written) -> tuple[str, ...]:
-    return (w.skill.dir,) if w.skill is not None else ()
-
-
 def all_invocations(project: Project) -> list[tuple[Written, Invocation]]:
     """Each known tool a written command runs. The invocation's words are ``w.rel``'s (place them with ``w.at``):
     one command text in one folder is looked up once, however often it is written."""
+    return _invocation_table(project)[0]
 
-    def make() -> list[tuple[Written, Invocation]]:
+
+def _invocation_table(project: Project) -> tuple[list[tuple[Written, Invocation]], list[Invocation]]:
+    """``all_invocations``, and each distinct invocation once."""
+
+    def make() -> tuple[list[tuple[Written, Invocation]], list[Invocation]]:
         memo: dict[tuple[tuple[str, bool | None, int], tuple[str, ...]], list[Invocation]] = {}
         out: list[tuple[Written, Invocation]] = []
         for w in written_commands(project):
-            key = (w.key, _base_dirs(w))
+            key = (w.key, (w.skill.dir,) if w.skill is not None else ())
             found = memo.get(key)
             if found is None:
                 found = memo[key] = list(invocations(project, list(w.rel), key[1]))
-            out.extend((w, inv) for inv in found)
-        return out
+            for inv in found:
+                out.append((w, inv))
+        return out, [inv for found in memo.values() for inv in found]
 
     return cached(project, "invocations", make)
 
@@ -307,14 +319,12 @@ def _choice_items(value: str) -> list[str]:
 
 def _problems(project: Project) -> list[tuple[Written, Problem]]:
     def make() -> list[tuple[Written, Problem]]:
-        memo: dict[int, list[Problem]] = {}  # by invocation: shared by the places its command is written
-        out: list[tuple[Written, Problem]] = []
-        for w, inv in all_invocations(project):
-            found = memo.get(id(inv))
-            if found is None:
-                found = memo[id(inv)] = list(check_invocation(inv))
-            out.extend((w, p) for p in found)
-        return out
+        pairs, distinct = _invocation_table(project)
+        # each invocation checked once: it is shared by the places its command is written
+        found = {id(inv): problems for inv in distinct if (problems := list(check_invocation(inv)))}
+        if not found:
+            return []
+        return [(w, p) for w, inv in pairs for p in found.get(id(inv), ())]
 
     return cached(project, "flag-problems", make)
 
