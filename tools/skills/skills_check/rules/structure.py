@@ -129,9 +129,19 @@ MAX_BODY_TOKENS = 5000  # Agent Skills guidance: keep SKILL.md instructions unde
 MAX_SECTION_TOKENS = 2000  # one section past this belongs in a reference file
 
 
+# In ASCII text a run of letters is [A-Za-z]+ and one of digits [0-9]+: chunks of at most 6 (3) of them, taken
+# greedily, are one per started 6 (3) characters of each run, so counting chunks gives the same estimate
+# without a Python step per word. (Other text keeps the loop: a Unicode \w that is neither a \d nor alphabetic,
+# such as "²", is counted by its first character there.)
+_LETTER_CHUNKS_RE = re.compile(r"[A-Za-z]{1,6}")
+_DIGIT_CHUNKS_RE = re.compile(r"[0-9]{1,3}")
+
+
 def estimate_tokens(text: str) -> int:
     """An offline estimate of the tokens ``text`` costs in a model's context (see the patterns above)."""
     n = len(_ONES_RE.findall(text))
+    if text.isascii():
+        return n + len(_LETTER_CHUNKS_RE.findall(text)) + len(_DIGIT_CHUNKS_RE.findall(text))
     for word in _RUNS_RE.findall(text):
         first = word[0]
         n += -(-len(word) // 3) if first.isdigit() else -(-len(word) // 6) if first.isalpha() else 1
@@ -514,7 +524,7 @@ def _each_script_mention(skill: Skill) -> Iterator[tuple[MarkdownDoc, int, int, 
         if "scripts/" not in text:
             continue  # no token can name a script
         line, counted = 1, 0  # the line at offset ``counted`` (matches come in order: count each stretch once)
-        for m in RUN_SCRIPT_RE.finditer(text):
+        for m in _run_matches(text):
             for token in m.group(1).split():
                 token = token.strip("'\"")
                 if token.startswith("scripts/") or "/scripts/" in token:
@@ -524,6 +534,24 @@ def _each_script_mention(skill: Skill) -> Iterator[tuple[MarkdownDoc, int, int, 
                     col = start - (text.rfind("\n", 0, start) + 1) + 1
                     yield doc, line, col, token
                     break
+
+
+def _run_matches(text: str) -> Iterator[re.Match[str]]:
+    """``RUN_SCRIPT_RE.finditer(text)``, the pattern tried only where "run" is written (in any case): a scan by
+    ``str.find`` instead of the pattern at every offset."""
+    lower = text.lower()
+    if len(lower) != len(text):  # a character whose lower case is longer: offsets differ, scan as written
+        yield from RUN_SCRIPT_RE.finditer(text)
+        return
+    end = 0
+    pos = lower.find("run")
+    while pos >= 0:
+        if pos >= end:  # matches do not overlap, as finditer's
+            m = RUN_SCRIPT_RE.match(text, pos)  # (its \b sees the text before ``pos``)
+            if m is not None:
+                yield m
+                end = m.end()
+        pos = lower.find("run", pos + 1)
 
 
 def _script_path(skill: Skill, token: str) -> str:
