@@ -149,6 +149,8 @@ PLACEHOLDER_RE = re.compile(r"<[^<>]*>|\{[^{}]*\}|\$|(?:^|/)path/to(?:/|$)|\.\.\
 
 def skill_dir_relative(target: str) -> str | None:
     """``target`` without its `{baseDir}/` prefix (relative to the skill folder), or None without one."""
+    if not target.startswith(("{", "$")):
+        return None  # every spelling of the prefix starts so (most spans do not: no pattern run for them)
     m = SKILL_DIR_RE.match(target)
     return target[m.end() :] if m else None
 
