@@ -45,7 +45,7 @@ def cached(project: Project, key: str, make: Callable[[], Any]) -> Any:
 
 
 def per_doc(project: Project, key: str, doc: object, make: Callable[[], Any]) -> Any:
-    """``make()`` computed once per project and document (several rules read the same view of one document)."""
+    """``make()`` computed once per project and document, or skill (several rules read the same view of one)."""
     store: dict[int, tuple[object, Any]] = cached(project, key, dict)
     hit = store.get(id(doc))
     if hit is not None and hit[0] is doc:
