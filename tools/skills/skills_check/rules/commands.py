@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..model import ArgSpec, Option, Project
-from .common import is_file
+from .common import cached, is_file
 from .shell import Word
 
 ENV_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -164,7 +164,14 @@ def resolve_script(project: Project, token: str, base_dirs: tuple[str, ...]) -> 
     """A script path as written -> the repository path of an existing file (repo root, then ``base_dirs``)."""
     if not token.endswith(".py") or token.startswith(("<", "$", "/")) or "*" in token:
         return None
-    token = token.removeprefix("./")
+    memo: dict[tuple[str, tuple[str, ...]], str | None] = cached(project, "resolved-scripts", dict)
+    key = (token, base_dirs)
+    if key not in memo:  # one script is run in many command lines of a skill
+        memo[key] = _resolve_script(project, token.removeprefix("./"), base_dirs)
+    return memo[key]
+
+
+def _resolve_script(project: Project, token: str, base_dirs: tuple[str, ...]) -> str | None:
     for base in ("", *base_dirs):
         path = posixpath.normpath(posixpath.join(base, token)) if base else posixpath.normpath(token)
         if is_file(project, path):

@@ -44,6 +44,17 @@ def cached(project: Project, key: str, make: Callable[[], Any]) -> Any:
     return store[key]
 
 
+def per_doc(project: Project, key: str, doc: object, make: Callable[[], Any]) -> Any:
+    """``make()`` computed once per project and document, or skill (several rules read the same view of one)."""
+    store: dict[int, tuple[object, Any]] = cached(project, key, dict)
+    hit = store.get(id(doc))
+    if hit is not None and hit[0] is doc:
+        return hit[1]
+    value = make()
+    store[id(doc)] = (doc, value)  # the document is kept with its value: its id cannot be reused meanwhile
+    return value
+
+
 def files_under(project: Project, prefix: str) -> list[str]:
     """The files of the tree whose path starts with ``prefix``, sorted (a range of the sorted index, found by
     bisection: rules ask this once per skill)."""
@@ -138,6 +149,8 @@ PLACEHOLDER_RE = re.compile(r"<[^<>]*>|\{[^{}]*\}|\$|(?:^|/)path/to(?:/|$)|\.\.\
 
 def skill_dir_relative(target: str) -> str | None:
     """``target`` without its `{baseDir}/` prefix (relative to the skill folder), or None without one."""
+    if not target.startswith(("{", "$")):
+        return None  # every spelling of the prefix starts so (most spans do not: no pattern run for them)
     m = SKILL_DIR_RE.match(target)
     return target[m.end() :] if m else None
 
@@ -261,6 +274,12 @@ def offset_to_line_col(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     col = offset - (text.rfind("\n", 0, offset) + 1) + 1
     return line, col
+
+
+def code_items_of(project: Project, doc: MarkdownDoc | RstDoc) -> list[Code]:
+    """``code_items(doc)``, computed once per document (the flag and the path rules read every span)."""
+    found: list[Code] = per_doc(project, "code-items", doc, lambda: code_items(doc))
+    return found
 
 
 def code_items(doc: MarkdownDoc | RstDoc) -> list[Code]:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..model import ArgSpec, Code, Finding, Loc, MarkdownDoc, Option, Project, RstDoc, Skill
 from .commands import Invocation, invocations, lookup, takes_value, usable
-from .common import all_skill_docs, cached, code_items, finding, negative_lines_of, rst_docs
+from .common import all_skill_docs, cached, code_items_of, finding, negative_lines_of, rst_docs
 from .registry import rule
-from .shell import Word, command_lines
+from .shell import Word, place, relative_command_lines
 
 NOT_SHELL = frozenset(
     {
@@ -67,14 +68,46 @@ TOOL_TIE_RE = re.compile(
 )
 
 
+class _Lines:
+    """A document's lines, split when a written command's columns are first asked for (for a finding)."""
+
+    def __init__(self, doc: MarkdownDoc | RstDoc) -> None:
+        self.doc = doc
+
+    @cached_property
+    def all(self) -> list[str]:
+        return self.doc.text.split("\n")
+
+
 @dataclass
 class Written:
-    """A command line or bare flag span found in a document."""
+    """A command line or bare flag span found in a document.
+
+    ``rel`` holds its words as :func:`shell.relative_command_lines` gives them (shared by every place the same
+    text is written): positions relative to the code's text. ``words`` and :meth:`at` give file positions, worked
+    out (with the code's column per line) only where a rule asks for them.
+    """
 
     doc: MarkdownDoc | RstDoc
     skill: Skill | None
-    words: list[Word]
+    rel: tuple[Word, ...]
     inline: bool
+    key: tuple[str, bool | None, int]  # (the tokenised text, prompts_only, which simple command): one per text
+    code: Code
+    lines: _Lines  # the document's lines (for the code's columns)
+
+    @cached_property
+    def cols(self) -> list[int]:
+        return _content_cols(self.doc, self.code, self.lines.all)
+
+    def at(self, word: Word) -> tuple[int, int]:
+        """The file (line, column) of one of ``rel``'s words (or of a word an invocation made from them)."""
+        return place(word, self.code.line, self.cols)
+
+    @cached_property
+    def words(self) -> list[Word]:
+        """The words with their file positions (what :func:`shell.command_lines` gives for this code)."""
+        return [Word(w.text, *self.at(w), op=w.op) for w in self.rel]
 
 
 def _content_cols(doc: MarkdownDoc | RstDoc, code: Code, lines: list[str]) -> list[int]:
@@ -106,22 +139,21 @@ def written_commands(project: Project) -> list[Written]:
         out: list[Written] = []
         for doc, skill in _documents(project):
             negative = negative_lines_of(project, doc)
-            lines = doc.text.split("\n")
-            for code in code_items(doc):
-                lang = (code.lang or "").lower() if code.kind == "block" else ""
-                if lang in NOT_SHELL and lang not in YAML:
-                    continue
+            lines = _Lines(doc)
+            for code in code_items_of(project, doc):
                 if code.line in negative:
                     continue  # a known failure mode: wrong on purpose
-                text = code.text.rstrip("\n")
-                if lang in YAML:
-                    text = _yaml_items(text)
-                inline = code.kind == "inline"
-                if inline:
-                    text = text.replace("\n", " ")
-                cols = _content_cols(doc, code, lines)
-                for ws in command_lines(text, code.line, cols, prompts_only=False if inline else None):
-                    out.append(Written(doc, skill, ws, inline))
+                if code.kind == "inline":
+                    text, prompts_only, inline = code.text.rstrip("\n").replace("\n", " "), False, True
+                else:
+                    lang = (code.lang or "").lower() if code.kind == "block" else ""
+                    if lang in NOT_SHELL and lang not in YAML:
+                        continue
+                    text, prompts_only, inline = code.text.rstrip("\n"), None, False
+                    if lang in YAML:
+                        text = _yaml_items(text)
+                for k, ws in enumerate(relative_command_lines(text, prompts_only)):
+                    out.append(Written(doc, skill, ws, inline, (text, prompts_only, k), code, lines))
         return out
 
     return cached(project, "written-commands", make)
@@ -136,13 +168,26 @@ def _yaml_items(text: str) -> str:
     return "\n".join(out)
 
 
-def _base_dirs(w: Written) -> tuple[str, ...]:
-    return (w.skill.dir,) if w.skill is not None else ()
-
-
 def all_invocations(project: Project) -> list[tuple[Written, Invocation]]:
-    def make() -> list[tuple[Written, Invocation]]:
-        return [(w, inv) for w in written_commands(project) for inv in invocations(project, w.words, _base_dirs(w))]
+    """Each known tool a written command runs. The invocation's words are ``w.rel``'s (place them with ``w.at``):
+    one command text in one folder is looked up once, however often it is written."""
+    return _invocation_table(project)[0]
+
+
+def _invocation_table(project: Project) -> tuple[list[tuple[Written, Invocation]], list[Invocation]]:
+    """``all_invocations``, and each distinct invocation once."""
+
+    def make() -> tuple[list[tuple[Written, Invocation]], list[Invocation]]:
+        memo: dict[tuple[tuple[str, bool | None, int], tuple[str, ...]], list[Invocation]] = {}
+        out: list[tuple[Written, Invocation]] = []
+        for w in written_commands(project):
+            key = (w.key, (w.skill.dir,) if w.skill is not None else ())
+            found = memo.get(key)
+            if found is None:
+                found = memo[key] = list(invocations(project, list(w.rel), key[1]))
+            for inv in found:
+                out.append((w, inv))
+        return out, [inv for found in memo.values() for inv in found]
 
     return cached(project, "invocations", make)
 
@@ -274,7 +319,12 @@ def _choice_items(value: str) -> list[str]:
 
 def _problems(project: Project) -> list[tuple[Written, Problem]]:
     def make() -> list[tuple[Written, Problem]]:
-        return [(w, p) for w, inv in all_invocations(project) for p in check_invocation(inv)]
+        pairs, distinct = _invocation_table(project)
+        # each invocation checked once: it is shared by the places its command is written
+        found = {id(inv): problems for inv in distinct if (problems := list(check_invocation(inv)))}
+        if not found:
+            return []
+        return [(w, p) for w, inv in pairs for p in found.get(id(inv), ())]
 
     return cached(project, "flag-problems", make)
 
@@ -282,7 +332,8 @@ def _problems(project: Project) -> list[tuple[Written, Problem]]:
 def _emit(project: Project, code: str) -> Iterator[Finding]:
     for w, p in _problems(project):
         if p.code == code:
-            yield finding(code, p.message, w.doc.path, p.word.line, p.word.col, truth=p.truth)
+            line, col = w.at(p.word)
+            yield finding(code, p.message, w.doc.path, line, col, truth=p.truth)
 
 
 @rule(
@@ -349,9 +400,9 @@ def _bare_scope(project: Project) -> dict[str, set[str]]:
         known = {id(w) for w, _ in all_invocations(project)}
         for w in written_commands(project):
             flags = per_doc.setdefault(w.doc.path, set(base))
-            if id(w) not in known and w.words and not w.words[0].text.startswith("-"):
+            if id(w) not in known and w.rel and not w.rel[0].text.startswith("-"):
                 # another program's command line (uv, pip ...): its flags are its own business
-                flags.update(x.text.split("=", 1)[0] for x in w.words if x.text.startswith("--"))
+                flags.update(x.text.split("=", 1)[0] for x in w.rel if x.text.startswith("--"))
         for w, inv in all_invocations(project):
             for spec in inv.specs:
                 per_doc.setdefault(w.doc.path, set(base)).update(spec.by_flag())
@@ -395,9 +446,9 @@ def bare_flag(project: Project) -> Iterator[Finding]:
     skip = _options_table_lines(project)
     names = sorted(scope[""])
     for w in written_commands(project):
-        if not w.inline or not w.words or not w.words[0].text.startswith("--"):
+        if not w.inline or not w.rel or not w.rel[0].text.startswith("--"):
             continue
-        if (w.doc.path, w.words[0].line) in skip:
+        if (w.doc.path, w.code.line + w.rel[0].line) in skip:
             continue
         allowed = scope.get(w.doc.path, scope[""])
         for word in w.words:
@@ -442,10 +493,5 @@ def script_path(project: Project) -> Iterator[Finding]:
     """
     for w, inv in all_invocations(project):
         if inv.tool == "missing-script" and inv.program is not None:
-            yield finding(
-                "DR305",
-                f"{inv.program.text} does not exist (the command runs it)",
-                w.doc.path,
-                inv.program.line,
-                inv.program.col,
-            )
+            line, col = w.at(inv.program)
+            yield finding("DR305", f"{inv.program.text} does not exist (the command runs it)", w.doc.path, line, col)

@@ -242,7 +242,9 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
             ):
                 continue
             folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
-            if parts[-1] in text or inner in text or any(named(f) for f in folders):
+            # a folder already found named spares a search of the text (a folder of a hundred schema files); the
+            # file name then (``inner`` ends with it, so where the name is not in the text, ``inner`` is not)
+            if named.already(folders) or parts[-1] in text or any(named(f) for f in folders):
                 continue
             if inner in conventional:
                 continue
@@ -264,6 +266,10 @@ class _FolderNames:
     def __init__(self, text: str) -> None:
         self.bare = text.replace("./", "")
         self.known: dict[str, bool] = {}
+
+    def already(self, folders: list[str]) -> bool:
+        """Whether one of ``folders`` was asked about and found named (no new search)."""
+        return any(self.known.get(f) for f in folders)
 
     def __call__(self, folder: str) -> bool:
         if folder not in self.known:

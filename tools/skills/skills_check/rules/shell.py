@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 OPERATORS = ("&&", "||", ";;", "|&", "&>", ">>", ">&", "<<", "|", "&", ";", "(", ")", "<", ">")
 SEPARATORS = frozenset({"&&", "||", ";;", "|&", "|", "&", ";", "(", ")"})
@@ -229,3 +230,22 @@ def command_lines(
     for segments in logical_lines("\n".join(kept), first_line, adjusted):
         out.extend(simple_commands(words(segments)))
     return out
+
+
+@lru_cache(maxsize=4096)
+def relative_command_lines(text: str, prompts_only: bool | None = None) -> tuple[tuple[Word, ...], ...]:
+    """``command_lines(text, 0, prompts_only=...)``, tokenised once per distinct text: each word's ``line`` is the
+    index of its physical line in ``text`` and its ``col`` is 1 + its offset in that line.
+
+    Docs repeat command lines (one script run in every skill): :func:`place` turns a word into the file position
+    :func:`command_lines` would give it, for any ``first_line`` and ``cols``.
+    """
+    return tuple(tuple(ws) for ws in command_lines(text, 0, None, prompts_only=prompts_only))
+
+
+def place(word: Word, first_line: int, cols: list[int] | None) -> tuple[int, int]:
+    """The file (line, column) of a word of :func:`relative_command_lines` in text starting at ``first_line`` whose
+    physical lines start at the 1-based file columns ``cols`` (as :func:`command_lines` takes them)."""
+    i = word.line
+    col0 = cols[i] if cols and i < len(cols) else 1
+    return first_line + i, col0 + word.col - 1

@@ -11,7 +11,7 @@ from .common import (
     all_skill_docs,
     anchors_of,
     cached,
-    code_items,
+    code_items_of,
     docs_dir,
     exists,
     find_doc,
@@ -21,6 +21,7 @@ from .common import (
     is_placeholder,
     names_known,
     negative_lines_of,
+    per_doc,
     resolve,
     rst_docs,
     skill_dir_relative,
@@ -128,9 +129,19 @@ MAX_BODY_TOKENS = 5000  # Agent Skills guidance: keep SKILL.md instructions unde
 MAX_SECTION_TOKENS = 2000  # one section past this belongs in a reference file
 
 
+# In ASCII text a run of letters is [A-Za-z]+ and one of digits [0-9]+: chunks of at most 6 (3) of them, taken
+# greedily, are one per started 6 (3) characters of each run, so counting chunks gives the same estimate
+# without a Python step per word. (Other text keeps the loop: a Unicode \w that is neither a \d nor alphabetic,
+# such as "²", is counted by its first character there.)
+_LETTER_CHUNKS_RE = re.compile(r"[A-Za-z]{1,6}")
+_DIGIT_CHUNKS_RE = re.compile(r"[0-9]{1,3}")
+
+
 def estimate_tokens(text: str) -> int:
     """An offline estimate of the tokens ``text`` costs in a model's context (see the patterns above)."""
     n = len(_ONES_RE.findall(text))
+    if text.isascii():
+        return n + len(_LETTER_CHUNKS_RE.findall(text)) + len(_DIGIT_CHUNKS_RE.findall(text))
     for word in _RUNS_RE.findall(text):
         first = word[0]
         n += -(-len(word) // 3) if first.isdigit() else -(-len(word) // 6) if first.isalpha() else 1
@@ -230,8 +241,16 @@ def _doc_target(project: Project, doc: MarkdownDoc | RstDoc, target: str) -> str
     return path if path.endswith(".rst") else path + ".rst"
 
 
-def _link_targets(project: Project, doc: MarkdownDoc | RstDoc) -> Iterator[tuple[int, int, str, str, str]]:
-    """(line, col, as written, file path, fragment) for every local link in ``doc``."""
+def _link_targets(project: Project, doc: MarkdownDoc | RstDoc) -> list[tuple[int, int, str, str, str]]:
+    """(line, col, as written, file path, fragment) for every local link in ``doc`` (once per document: SK203,
+    SK204 and SK205 read them)."""
+    found: list[tuple[int, int, str, str, str]] = per_doc(
+        project, "link-targets", doc, lambda: list(_each_link_target(project, doc))
+    )
+    return found
+
+
+def _each_link_target(project: Project, doc: MarkdownDoc | RstDoc) -> Iterator[tuple[int, int, str, str, str]]:
     for link in doc.links:
         target = link.target.strip()
         kind = getattr(link, "kind", "md")
@@ -380,16 +399,26 @@ def is_repo_path(project: Project, path: str, skill: Skill | None) -> bool:
     return exists(project, first) or (skill is not None and exists(project, skill.join(first)))
 
 
-def _repo_path_codes(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, Skill | None, int, int, str]]:
+_PathCode = tuple[MarkdownDoc | RstDoc, Skill | None, int, int, str]
+
+
+def _repo_path_codes(project: Project) -> list[_PathCode]:
+    """(doc, skill, line, col, text) for every inline code span that may name a path (once per project: SK204,
+    SK206 and SK210 read them)."""
+    found: list[_PathCode] = cached(project, "repo-path-codes", lambda: list(_each_path_code(project)))
+    return found
+
+
+def _each_path_code(project: Project) -> Iterator[_PathCode]:
     for skill, doc in all_skill_docs(project):
         negative = negative_lines_of(project, doc)
-        for code in code_items(doc):
+        for code in code_items_of(project, doc):
             if code.kind == "inline" and code.line not in negative:
                 text = code.text.strip()
                 inner = skill_dir_relative(text)  # `{baseDir}/scripts/x.py`: judged in the skill folder
                 yield doc, skill, code.line, code.col, inner if inner is not None else text
     for rst in rst_docs(project):
-        for code in code_items(rst):
+        for code in code_items_of(project, rst):
             if code.kind == "inline":
                 yield rst, None, code.line, code.col, code.text.strip()
 
@@ -427,7 +456,9 @@ def repo_path(project: Project) -> Iterator[Finding]:
     component is nowhere in the tree (`cuda/12.1`, `owner/repo`) are not taken for paths, and spans with
     placeholders or globs (`<dir>`, `*`) are not paths.
     """
-    run_named = {(doc.path, line, token) for skill in project.skills for doc, line, _, token in _script_mentions(skill)}
+    run_named = {
+        (doc.path, line, token) for skill in project.skills for doc, line, _, token in _script_mentions(project, skill)
+    }
     for doc, skill, line, col, text in _repo_path_codes(project):
         if not REPO_PATH_RE.match(text):
             continue
@@ -479,17 +510,48 @@ def reference_contents(project: Project) -> Iterator[Finding]:
                 )
 
 
-def _script_mentions(skill: Skill) -> Iterator[tuple[MarkdownDoc, int, int, str]]:
-    """(doc, line, col, path) for every "Run `...scripts/...`" in the skill's markdown."""
+def _script_mentions(project: Project, skill: Skill) -> list[tuple[MarkdownDoc, int, int, str]]:
+    """(doc, line, col, path) for every "Run `...scripts/...`" in the skill's markdown (once per skill)."""
+    found: list[tuple[MarkdownDoc, int, int, str]] = per_doc(
+        project, "script-mentions", skill, lambda: list(_each_script_mention(skill))
+    )
+    return found
+
+
+def _each_script_mention(skill: Skill) -> Iterator[tuple[MarkdownDoc, int, int, str]]:
     for doc in skill_docs(skill):
-        for m in RUN_SCRIPT_RE.finditer(doc.text):
+        text = doc.text
+        if "scripts/" not in text:
+            continue  # no token can name a script
+        line, counted = 1, 0  # the line at offset ``counted`` (matches come in order: count each stretch once)
+        for m in _run_matches(text):
             for token in m.group(1).split():
                 token = token.strip("'\"")
                 if token.startswith("scripts/") or "/scripts/" in token:
-                    line = doc.text.count("\n", 0, m.start(1)) + 1
-                    col = m.start(1) - (doc.text.rfind("\n", 0, m.start(1)) + 1) + 1
+                    start = m.start(1)
+                    line += text.count("\n", counted, start)
+                    counted = start
+                    col = start - (text.rfind("\n", 0, start) + 1) + 1
                     yield doc, line, col, token
                     break
+
+
+def _run_matches(text: str) -> Iterator[re.Match[str]]:
+    """``RUN_SCRIPT_RE.finditer(text)``, the pattern tried only where "run" is written (in any case): a scan by
+    ``str.find`` instead of the pattern at every offset."""
+    lower = text.lower()
+    if len(lower) != len(text):  # a character whose lower case is longer: offsets differ, scan as written
+        yield from RUN_SCRIPT_RE.finditer(text)
+        return
+    end = 0
+    pos = lower.find("run")
+    while pos >= 0:
+        if pos >= end:  # matches do not overlap, as finditer's
+            m = RUN_SCRIPT_RE.match(text, pos)  # (its \b sees the text before ``pos``)
+            if m is not None:
+                yield m
+                end = m.end()
+        pos = lower.find("run", pos + 1)
 
 
 def _script_path(skill: Skill, token: str) -> str:
@@ -508,7 +570,7 @@ def run_script_exists(project: Project) -> Iterator[Finding]:
     A script named as "Run `scripts/...`" exists in the skill (or at the repository path written).
     """
     for skill in project.skills:
-        for doc, line, col, token in _script_mentions(skill):
+        for doc, line, col, token in _script_mentions(project, skill):
             if not is_file(project, _script_path(skill, token)):
                 yield finding("SK208", f'"Run `{token}`" names a script that does not exist', doc.path, line, col)
 
@@ -527,7 +589,7 @@ def script_documented(project: Project) -> Iterator[Finding]:
     `scripts/<file>`".
     """
     for skill in project.skills:
-        named = {_script_path(skill, token) for _, _, _, token in _script_mentions(skill)}
+        named = {_script_path(skill, token) for _, _, _, token in _script_mentions(project, skill)}
         for script in skill.entry_scripts:
             if script not in named:
                 rel = posixpath.relpath(script, skill.dir or ".")
