@@ -5,7 +5,8 @@ asserted in tests).
   RST parser, markdown-it-py, mdit-py-plugins' front-matter plugin, PyYAML) and nothing else.
 - *parse floor*: the same imports, then every file the check reads parsed once with them (markdown with
   markdown-it and its front matter with PyYAML, RST with docutils), nothing else.
-- *cold*: ``cli.py check --no-cache`` (target: at most 1.2x the parse floor).
+- *cold*: ``cli.py check --no-cache`` (target: at most 1.2x the parse floor); beside it ``--jobs 1``, the
+  same check without the worker process that parses the RST pages meanwhile (``loader/prefetch.py``).
 - *warm*: ``cli.py check`` with the parse cache filled and nothing changed (target: at most 0.7x the
   import floor: a warm check imports no parser).
 
@@ -203,6 +204,8 @@ def main() -> int:
     clis = {"ours": CLI, **({"baseline": args.baseline} if args.baseline else {})}
     for label, cli in clis.items():
         cmds[f"{label} cold"] = [py, str(cli), "check", "--no-cache"]
+        if label == "ours":  # the same check without its parsing worker (loader/prefetch.py): what the worker buys
+            cmds["ours cold -j1"] = [py, str(cli), "check", "--no-cache", "--jobs", "1"]
         cmds[f"{label} warm"] = [f"SKILLS_CHECK_CACHE_DIR={tmp / label}", py, str(cli), "check"]
         for _ in range(2):  # fill this checker's caches (a report is kept once its inputs are settled)
             timed(cmds[f"{label} warm"], REPO)
@@ -221,6 +224,8 @@ def main() -> int:
         ww, wc, _ = res[f"{label} warm"]
         print(f"{label}: cold / parse floor  wall {cw / pw:.2f}x  cpu {cc / pc:.2f}x  (target <= 1.2x)")
         print(f"{label}: warm / import floor wall {ww / iw:.2f}x  cpu {wc / ic:.2f}x  (target <= 0.7x)")
+    one_w, one_c, _ = res["ours cold -j1"]
+    print(f"ours --jobs 1 (one process): cold / parse floor  wall {one_w / pw:.2f}x  cpu {one_c / pc:.2f}x")
     if args.baseline:
         o, b = res, res
         print(

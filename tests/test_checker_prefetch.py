@@ -142,8 +142,8 @@ def test_the_check_takes_the_pages_from_the_worker_and_meets_it_in_the_scripts(
     assert taken[0].worker is None
 
 
-def test_one_job_or_a_small_tree_forks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _tree(tmp_path, skills=2, pages=0)
+def test_one_job_or_a_tree_without_rst_pages_forks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _tree(tmp_path, skills=40, pages=0)  # scripts alone do not pay for a worker
     for jobs in (1, 2):
         taken: list[Any] = []
         with monkeypatch.context() as m:
