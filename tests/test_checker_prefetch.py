@@ -16,7 +16,7 @@ import pytest
 from mgpu_testing import REPO
 from skills_check.caches import codec
 from skills_check.cli import main
-from skills_check.loader import load_project, prefetch
+from skills_check.loader import begin_load, load_project, prefetch
 from skills_check.loader.prefetch import Prefetched
 from skills_check.parsers.argspec import parse_argparse
 from skills_check.parsers.markdown import parse_markdown
@@ -253,3 +253,69 @@ def test_unpack_refuses_what_pack_never_writes(data: tuple) -> None:
 def test_pack_refuses_what_is_not_the_model() -> None:
     with pytest.raises(codec.CodecError):
         codec.pack({"x": object()})
+
+
+@pytest.fixture()
+def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids of the workers forked during the test."""
+    pids: list[int] = []
+    real = prefetch._fork
+
+    def fork(*args: Any) -> Any:
+        worker = real(*args)
+        if worker is not None:
+            pids.append(worker.pid)
+        return worker
+
+    monkeypatch.setattr(prefetch, "_fork", fork)
+    return pids
+
+
+def _reaped(pids: list[int]) -> bool:
+    """Every one of ``pids`` has ended and been reaped by this process (none left running or as a zombie)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return True
+
+
+def test_an_early_worker_walks_the_tree_itself_and_the_project_is_the_same(tmp_path: Path, forked: list[int]) -> None:
+    root = _tree(tmp_path)
+    alone = _load(root, 1)
+    early = begin_load(root, {}, False, 2)
+    assert isinstance(early, Prefetched)
+    assert load_project(root, {}, use_cache=False, jobs=2, early=early) == alone
+    assert early.received >= 3 and early.worker is None
+    assert len(forked) == 1 and _reaped(forked)
+
+
+def test_an_early_worker_with_nothing_to_parse_stops(tmp_path: Path, forked: list[int]) -> None:
+    root = _tree(tmp_path, skills=3, pages=0)
+    alone = _load(root, 1)
+    early = begin_load(root, {}, False, 2)
+    assert early is not None
+    assert load_project(root, {}, use_cache=False, jobs=2, early=early) == alone
+    assert early.received == 0 and len(forked) == 1 and _reaped(forked)
+
+
+def test_a_check_that_stops_before_loading_ends_its_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], forked: list[int]
+) -> None:
+    root = _tree(tmp_path)
+    assert main(["check", "--root", str(root), "--no-cache", "--jobs", "2", "--select", "XX999"]) == 2
+    assert "unknown rule code" in capsys.readouterr().err
+    assert len(forked) == 1 and _reaped(forked)  # started before the codes were read, ended when the check stopped
+
+
+def test_a_warm_tree_starts_no_early_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: list[int]) -> None:
+    root = _tree(tmp_path)
+    monkeypatch.setenv("SKILLS_CHECK_CACHE_DIR", str(tmp_path / "cache"))
+    load_project(root, {}, use_cache=True)  # writes the parse cache
+    assert begin_load(root, {}, True, 2) is None
+    cold = begin_load(root, {}, False, 2)  # --no-cache: parsed afresh, so a worker helps
+    assert isinstance(cold, Prefetched)
+    cold.close()
+    assert len(forked) == 1 and _reaped(forked)

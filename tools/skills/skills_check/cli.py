@@ -232,12 +232,15 @@ class _Scope(NamedTuple):
     why: str = "the defaults"  # why these profiles: --profile, [tool.skills-check] profiles, --select, the defaults
     jobs: int = 1  # processes that parse (--jobs)
 
-    def load(self) -> Any:
-        """The project under the root; launchers and scripts are read only when a drift rule runs."""
+    def load(self, early: Any = None) -> Any:
+        """The project under the root; launchers and scripts are read only when a drift rule runs (``early``: a
+        worker ``begin_load`` started)."""
         from .loader import load_project
 
         drift = any(r.profile == "drift" for r in self.rules)
-        return load_project(self.root, self.overrides, use_cache=self.use_cache, drift=drift, jobs=self.jobs)
+        return load_project(
+            self.root, self.overrides, use_cache=self.use_cache, drift=drift, jobs=self.jobs, early=early
+        )
 
     def run(self, project: Any, ignores: Any) -> tuple[list[Any], Any]:
         """(findings, hidden): the rules, then the suppression stage."""
@@ -319,25 +322,59 @@ def _check_report(args: argparse.Namespace) -> int:
         return 2
     writes = args.fix or args.add_suppressions
     if not writes and not args.no_cache and root.is_dir() and read is None and write_to is None:
-        from .caches.results import ResultCache  # a warm check: replay the last report when nothing changed
+        results, replayed = _replay(args, root, overrides)
+        if replayed is not None:
+            return replayed
+    from .loader import begin_load
 
-        results = ResultCache(
-            root,
-            {
-                "format": args.format,
-                "select": args.select,
-                "ignore": args.ignore,
-                "profile": args.profile,
-                "strict": args.strict,
-                **overrides,
-            },
-        )
-        hit = results.lookup()
-        if hit is not None:
-            _REPORTED.append(True)
-            sys.stdout.write(hit["stdout"])
-            sys.stderr.write(hit["stderr"])
-            return hit["rc"]
+    early = None if writes else begin_load(root, overrides, not args.no_cache, _jobs_wanted(args))
+    try:
+        return _checked(args, root, overrides, results, (recorded, read, write_to), early)
+    finally:
+        if early is not None:
+            early.close()
+
+
+def _replay(args: argparse.Namespace, root: Path, overrides: dict[str, Any]) -> tuple[Any, int | None]:
+    """(the result cache, the exit status of the report it replayed, or None when the inputs changed)."""
+    from .caches.results import ResultCache  # a warm check: replay the last report when nothing changed
+
+    results = ResultCache(
+        root,
+        {
+            "format": args.format,
+            "select": args.select,
+            "ignore": args.ignore,
+            "profile": args.profile,
+            "strict": args.strict,
+            **overrides,
+        },
+    )
+    hit = results.lookup()
+    if hit is None:
+        return results, None
+    _REPORTED.append(True)
+    sys.stdout.write(hit["stdout"])
+    sys.stderr.write(hit["stderr"])
+    return results, hit["rc"]
+
+
+def _jobs_wanted(args: argparse.Namespace) -> int:
+    """--jobs, else the default (loader/prefetch.py)."""
+    jobs = getattr(args, "jobs", None)
+    if jobs is None:
+        from .loader.prefetch import default_jobs
+
+        jobs = default_jobs()
+    return int(jobs)
+
+
+def _checked(
+    args: argparse.Namespace, root: Path, overrides: dict[str, Any], results: Any, baseline: tuple, early: Any
+) -> int:
+    """The check after the replay missed: rules chosen, tree loaded (``early``: a worker already parsing it),
+    findings staged against the baseline (``baseline``: what it recorded, where to read and write it), report."""
+    recorded, read, write_to = baseline
     from .loader import SetupError
     from .runner import load_rules, unknown_patterns
 
@@ -354,7 +391,7 @@ def _check_report(args: argparse.Namespace) -> int:
     try:
         scope = _scope(args, root, overrides, rules, select, ignore)
         with lock:  # --fix: one fixer per tree, for the whole read-fix-write cycle
-            outcome = _run_check(args, scope)
+            outcome = _run_check(args, scope, early)
     except errors as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -427,12 +464,8 @@ def _scope(
         if select
         else "the defaults"
     )
-    jobs = getattr(args, "jobs", None)
-    if jobs is None:
-        from .loader.prefetch import default_jobs
-
-        jobs = default_jobs()
-    return _Scope(root, overrides, chosen, Codes(r.code for r in rules), select, ignore, not args.no_cache, why, jobs)
+    known = Codes(r.code for r in rules)
+    return _Scope(root, overrides, chosen, known, select, ignore, not args.no_cache, why, _jobs_wanted(args))
 
 
 def _rule_sets(scope: _Scope, project: Any) -> list[dict[str, object]]:
@@ -455,13 +488,14 @@ def _rule_sets(scope: _Scope, project: Any) -> list[dict[str, object]]:
     return out
 
 
-def _run_check(args: argparse.Namespace, scope: _Scope) -> _Outcome | int:
-    """Load, check and (with --fix) fix; an exit status when it stops early. Raises SetupError or OSError."""
+def _run_check(args: argparse.Namespace, scope: _Scope, early: Any = None) -> _Outcome | int:
+    """Load (``early``: a worker already parsing the tree), check and (with --fix) fix; an exit status when it
+    stops early. Raises SetupError or OSError."""
     from .adoption.suppress import ConfigError, per_file_ignores
     from .loader import SetupError
     from .output.report import Summary
 
-    project = scope.load()
+    project = scope.load(early)
     if not project.skills:
         from .discover import NO_SKILLS, no_skill_line
 

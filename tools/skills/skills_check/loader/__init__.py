@@ -19,7 +19,7 @@ Split by what it loads: ``config`` (the settings), ``documents`` (Markdown, RST,
 
 from .config import CONVENTIONS, DEFAULTS, SetupError, load_config
 from .documents import import_parse_rst, load_evals, load_markdown, load_rst, load_rst_documents, resolve_includes
-from .project import all_problems, load_project
+from .project import all_problems, begin_load, load_project
 from .tools import load_argspec
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULTS",
     "SetupError",
     "all_problems",
+    "begin_load",
     "import_parse_rst",
     "load_argspec",
     "load_config",

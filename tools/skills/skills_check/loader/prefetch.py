@@ -18,6 +18,11 @@ written by ``marshal``, in length-prefixed records) over a pipe only it and this
 code, and a value is used only for the text this process read itself. A worker that dies, stalls past
 ``DEADLINE`` or answers with anything else is stopped, and this process parses what it had not sent.
 
+The ``check`` command forks its worker first thing (``begin``, through ``project.begin_load``): the worker
+reads the settings and walks the tree itself, so the RST pages are parsed while the check reads its settings
+and rules; the loader then puts it in front of its cache (``Prefetched.attach``). A loader that was given no
+worker starts one itself after walking the tree (``start``).
+
 Only a single-threaded process forks (the ``check`` command; never the language server), with ``fork``
 available, a cold parse cache, and an RST page to parse: docutils' import and parse are what pay for a worker's
 start; a tree of markdown and scripts only is parsed here (measured by ``benchmarks/bench_collection.py``).
@@ -106,11 +111,17 @@ def _order(items: list[Item]) -> list[Item]:
     return [i for i in items if i[0] == "rst"] + [i for i in reversed(items) if i[0] != "rst"]
 
 
-def _serve(root: Path, items: list[Item], fd: int, parser: Callable[[str, str, str], Any]) -> None:
-    """In the worker: for each of ``items`` (in ``_order``), a ``(kind, path)`` record as it starts, then a
-    ``(kind, path, text, packed value)`` record (none when it cannot be read or parsed: the loader then reads
-    and parses it and reports why); each record ``marshal``'d after its length."""
-    for kind, path in _order(items):
+def _serve(
+    root: Path, items: list[Item] | Callable[[], list[Item]], fd: int, parser: Callable[[str, str, str], Any]
+) -> None:
+    """In the worker: the plan (``items``, or what calling it gives: a worker started before the tree was
+    walked walks it itself) as a ``([item, ...],)`` record; then for each item (in ``_order``) a ``(kind, path)``
+    record as it starts and a ``(kind, path, text, packed value)`` record (none when it cannot be read or
+    parsed: the loader then reads and parses it and reports why); ``()`` at the end. Each record ``marshal``'d
+    after its length."""
+    todo = items() if callable(items) else items
+    _send(fd, (todo,))
+    for kind, path in _order(todo):
         _send(fd, (kind, path))
         text, _ = read_text(root, path)
         if text is None:
@@ -138,9 +149,12 @@ class _Worker:
     buffer: bytearray = field(default_factory=bytearray)
     current: Item | None = None  # the file it said it started, until its value arrives
     done: bool = False  # it said nothing more is coming
+    plan: frozenset[Item] | None = None  # the files it will parse, once it has said so
 
 
-def _fork(root: Path, items: list[Item], parser: Callable[[str, str, str], Any]) -> _Worker | None:
+def _fork(
+    root: Path, items: list[Item] | Callable[[], list[Item]], parser: Callable[[str, str, str], Any]
+) -> _Worker | None:
     try:
         read_fd, write_fd = os.pipe()
     except OSError:
@@ -169,24 +183,34 @@ class Prefetched(ParseCache):
     """The loader's parse cache with the worker's parses in front of it (see the module's doc); a value taken
     from the worker is also ``put`` into the real cache, as a parse here would be."""
 
-    def __init__(self, inner: ParseCache, worker: _Worker, waited: set[Item]) -> None:
+    def __init__(self, inner: ParseCache, worker: _Worker) -> None:
         super().__init__(inner.root, enabled=False)
         self.inner = inner
         self.worker: _Worker | None = worker
-        self.waited = waited  # files the loader waits for rather than parse them here (the RST pages)
         self.ready: dict[Item, tuple[str, Any]] = {}
         self.received = 0  # values taken from the worker (what the tests read)
+
+    def attach(self, cache: ParseCache) -> ParseCache:
+        """This worker (started before the loader had its cache) in front of ``cache``; just ``cache`` when it
+        holds parses already (a warm check has nothing for the worker to do)."""
+        if cache.entries:
+            self.close()
+            return cache
+        self.inner, self.root = cache, cache.root
+        return self
 
     def get(self, kind: str, path: str, text: str, expect: Any = Any) -> Any | None:
         key = (kind, path)
         worker = self.worker
         if worker is not None and key not in self.ready:
             self._read(worker)
-            while key not in self.ready and self.worker is not None and (key in self.waited or worker.current == key):
+            while self.worker is not None and worker.plan is None:
+                self._read(worker, wait=True)
+            while key not in self.ready and self.worker is not None and self._waits(worker, key):
                 self._read(worker, wait=True)
         hit = self.ready.pop(key, None)
         if hit is not None:
-            if key not in self.waited:
+            if key[0] != "rst":
                 self.close()  # the worker went past this file: every file after it has arrived
             value = self._value(hit, text, expect)
             if value is not None:
@@ -194,6 +218,12 @@ class Prefetched(ParseCache):
                 self.received += 1
                 return value
         return self.inner.get(kind, path, text, expect)
+
+    @staticmethod
+    def _waits(worker: _Worker, key: Item) -> bool:
+        """Whether the loader waits for ``key`` rather than parse it here: an RST page the worker will parse
+        (it parses those first), or the file it is parsing now."""
+        return worker.current == key or key[0] == "rst" and worker.plan is not None and key in worker.plan
 
     @staticmethod
     def _value(hit: tuple[str, Any], text: str, expect: Any) -> Any | None:
@@ -243,10 +273,14 @@ class Prefetched(ParseCache):
             except (EOFError, ValueError, TypeError):
                 return False
             at += _LENGTH.size + size
-            if type(entry) is not tuple or len(entry) not in (0, 2, 4):
+            if type(entry) is not tuple or len(entry) not in (0, 1, 2, 4):
                 return False
             if not entry:
                 worker.done = True
+            elif len(entry) == 1:
+                if type(entry[0]) is not list or not all(type(i) is tuple and len(i) == 2 for i in entry[0]):
+                    return False
+                worker.plan = frozenset(entry[0])
             elif len(entry) == 2:
                 worker.current = entry
             elif type(entry[2]) is str:
@@ -276,6 +310,10 @@ def _reap(pid: int) -> int:
         return -1
 
 
+def _may_fork(jobs: int) -> bool:
+    return jobs >= 2 and hasattr(os, "fork") and _thread._count() == 0
+
+
 def start(
     project: Project,
     folders: list[str],
@@ -285,12 +323,24 @@ def start(
     drift: bool,
     parser: Callable[[str, str, str], Any] | None = None,
 ) -> ParseCache:
-    """``cache``, or (``jobs`` > 1, a cold cache, enough files, a process that may fork) a ``Prefetched`` in
-    front of it whose worker has started. ``parser``: what the worker runs for each file (default ``parse``)."""
-    if jobs < 2 or cache.entries or not hasattr(os, "fork") or _thread._count() > 0:
+    """``cache``, or (``jobs`` > 1, a cold cache, an RST page, a process that may fork) a ``Prefetched`` in front
+    of it whose worker has started. ``parser``: what the worker runs for each file (default ``parse``)."""
+    if cache.entries or not _may_fork(jobs):
         return cache
     items = plan(project, folders, docs, drift)
     if not any(kind == "rst" for kind, _ in items):
         return cache  # scripts alone: on a collection of 80 skills the worker saved 0.01 s and cost 0.03 s of CPU
     worker = _fork(project.root, items, parser or parse)
-    return Prefetched(cache, worker, {i for i in items if i[0] == "rst"}) if worker is not None else cache
+    return Prefetched(cache, worker) if worker is not None else cache
+
+
+def begin(
+    root: Path, make_plan: Callable[[], list[Item]], jobs: int, parser: Callable[[str, str, str], Any] | None = None
+) -> Prefetched | None:
+    """A worker started before the tree is walked (a check forks it first thing, so the RST pages are parsed
+    while it reads its settings and rules): it runs ``make_plan`` itself (an empty plan: it stops at once).
+    ``Prefetched.attach`` puts it in front of the loader's cache; None where a process may not fork."""
+    if not _may_fork(jobs):
+        return None
+    worker = _fork(root, make_plan, parser or parse)
+    return Prefetched(ParseCache(root, enabled=False), worker) if worker is not None else None

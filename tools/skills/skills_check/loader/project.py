@@ -38,11 +38,12 @@ def load_project(
     cache: ParseCache | None = None,
     drift: bool = True,
     jobs: int = 1,
+    early: prefetch.Prefetched | None = None,
 ) -> Project:
     """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
 
-    ``jobs`` > 1: worker processes parse part of a large tree's files meanwhile (``prefetch.py``); the project
-    is the same.
+    ``jobs`` > 1: a worker process parses the RST pages and scripts meanwhile (``prefetch.py``), or ``early``,
+    one ``begin_load`` started; the project is the same.
 
     ``drift=False`` (no drift rule will run): the launcher, the trainer, the configured tools and the
     scripts named in code are not read, since only the drift rules judge flags against their argparse.
@@ -54,7 +55,31 @@ def load_project(
     """
     fresh_resolution()
     with overlaid(overlay or {}):
-        return _load_project(root, overrides, use_cache, cache, drift, jobs)
+        return _load_project(root, overrides, use_cache, cache, drift, jobs, early)
+
+
+def begin_load(
+    root: Path, overrides: dict[str, str | None] | None, use_cache: bool, jobs: int
+) -> prefetch.Prefetched | None:
+    """A worker started before the check reads its settings and rules (``prefetch.begin``; pass it to
+    ``load_project`` as ``early``, and close it when the check stops before loading): it reads the settings
+    and walks the tree itself, then parses the RST pages. None for a tree whose parse cache exists (a warm
+    check) or where the process may not fork."""
+    root = Path(root)
+    if not str(root).strip() or not root.is_dir():
+        return None
+    root = root.resolve()
+    if use_cache and ParseCache(root, enabled=False).file.exists():
+        return None
+    return prefetch.begin(root, lambda: _worker_plan(root, overrides), jobs)
+
+
+def _worker_plan(root: Path, overrides: dict[str, str | None] | None) -> list[prefetch.Item]:
+    """In an early worker: the files it parses, found as the loader finds them (nothing without an RST page)."""
+    config = load_config(root, overrides)
+    project = Project(root=root, config=config)
+    items = prefetch.plan(project, _discover(root, config, project), config["docs"], drift=True)
+    return items if any(kind == "rst" for kind, _ in items) else []
 
 
 def _load_project(
@@ -64,6 +89,7 @@ def _load_project(
     kept: ParseCache | None,
     drift: bool = True,
     jobs: int = 1,
+    early: prefetch.Prefetched | None = None,
 ) -> Project:
     if not str(root).strip():
         raise SetupError("--root is empty: give the folder to check")
@@ -74,16 +100,26 @@ def _load_project(
     config = load_config(root, overrides)
     cache = kept or ParseCache(root, enabled=use_cache)
     try:
-        return _load(root, config, cache, drift, jobs)
+        return _load(root, config, cache, drift, jobs, early)
     finally:
         if kept is None:
             cache.save()
 
 
-def _load(root: Path, config: dict[str, Any], cache: ParseCache, drift: bool = True, jobs: int = 1) -> Project:
+def _load(
+    root: Path,
+    config: dict[str, Any],
+    cache: ParseCache,
+    drift: bool = True,
+    jobs: int = 1,
+    early: prefetch.Prefetched | None = None,
+) -> Project:
     project = Project(root=root, config=config)
     folders = _discover(root, config, project)
-    shared = prefetch.start(project, folders, config["docs"], cache, jobs, drift)
+    if early is not None:
+        shared = early.attach(cache)
+    else:
+        shared = prefetch.start(project, folders, config["docs"], cache, jobs, drift)
     try:
         return _load_found(root, config, shared, drift, project, folders)
     finally:
