@@ -319,3 +319,16 @@ def test_a_warm_tree_starts_no_early_worker(tmp_path: Path, monkeypatch: pytest.
     assert isinstance(cold, Prefetched)
     cold.close()
     assert len(forked) == 1 and _reaped(forked)
+
+
+def test_a_tree_without_a_docs_folder_starts_no_early_worker(tmp_path: Path, forked: list[int]) -> None:
+    root = _tree(tmp_path, skills=3, pages=0)
+    (root / "docs" / "conf.py").unlink()
+    (root / "docs").rmdir()
+    assert begin_load(root, {}, False, 2) is None
+    assert begin_load(root, {"docs": "../elsewhere"}, False, 2) is None  # never read outside the root
+    assert begin_load(root, {}, False, 1) is None and not forked
+    named = begin_load(root, {"docs": "skills"}, False, 2)  # --docs names a folder that exists
+    assert isinstance(named, Prefetched)
+    named.close()
+    assert len(forked) == 1 and _reaped(forked)

@@ -63,14 +63,20 @@ def begin_load(
 ) -> prefetch.Prefetched | None:
     """A worker started before the check reads its settings and rules (``prefetch.begin``; pass it to
     ``load_project`` as ``early``, and close it when the check stops before loading): it reads the settings
-    and walks the tree itself, then parses the RST pages. None for a tree whose parse cache exists (a warm
-    check) or where the process may not fork."""
+    and walks the tree itself, then parses the RST pages. None for a tree without a docs folder, one whose
+    parse cache exists (a warm check), or where the process may not fork."""
     root = Path(root)
     if not str(root).strip() or not root.is_dir():
         return None
     root = root.resolve()
-    if use_cache and ParseCache(root, enabled=False).file.exists():
+    if jobs < 2 or use_cache and ParseCache(root, enabled=False).file.exists():
         return None
+    try:
+        docs = load_config(root, overrides)["docs"]
+    except SetupError:
+        return None  # the check reports it
+    if inside(root, str(docs)) is not None or not (root / docs).is_dir():
+        return None  # no RST pages to parse (none read outside the root): a worker would cost more than it saves
     return prefetch.begin(root, lambda: _worker_plan(root, overrides), jobs)
 
 
