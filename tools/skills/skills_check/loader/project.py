@@ -299,11 +299,10 @@ def all_problems(project: Project) -> list:
             out += doc.problems
     for rst in [*project.rst.values(), *project.included.values()]:
         out += rst.problems
-    for spec in (project.launcher, project.trainer, *project.scripts.values()):
+    scripts = {id(spec) for spec in project.scripts.values()}  # by identity: comparing specs field by field was
+    for spec in (project.launcher, project.trainer, *project.scripts.values()):  # quadratic in the scripts
         if spec is not None:
-            out += (
-                [p for p in spec.problems if p.code != "IN031"] if spec in project.scripts.values() else spec.problems
-            )
+            out += [p for p in spec.problems if p.code != "IN031"] if id(spec) in scripts else spec.problems
     for tool in project.tools.values():
         if tool.spec not in (project.launcher, project.trainer):
             out += tool.spec.problems

@@ -267,17 +267,19 @@ def _inline(doc: MarkdownDoc, lines: list[str], tok: Any, cell: Cell | None = No
     plain: list[str] = []
     link_stack: list[tuple[str, int, int, list[str]]] = []
     for child in tok.children or []:
-        lineno = base + offset
-        src = lines[lineno] if lineno < len(lines) else ""
-        if child.type in ("softbreak", "hardbreak"):
-            offset += 1
-            plain.append(" ")
-            continue
-        if child.type == "text":
+        kind = child.type
+        if kind == "text":  # the most common child, and the only one that needs no location
             plain.append(child.content)
             if link_stack:
                 link_stack[-1][3].append(child.content)
-        elif child.type == "code_inline":
+            continue
+        if kind in ("softbreak", "hardbreak"):
+            offset += 1
+            plain.append(" ")
+            continue
+        lineno = base + offset
+        src = lines[lineno] if lineno < len(lines) else ""
+        if kind == "code_inline":
             plain.append(child.content)
             if link_stack:
                 link_stack[-1][3].append(child.content)
@@ -291,7 +293,7 @@ def _inline(doc: MarkdownDoc, lines: list[str], tok: Any, cell: Cell | None = No
             doc.code.append(code)
             if cell is not None:
                 cell.code.append(code)
-        elif child.type in ("link_open", "image"):
+        elif kind in ("link_open", "image"):
             href = child.attrs.get("href") or child.attrs.get("src") or ""
             target = unquote(str(href))
             pos = _find_col(src, "](" + str(href), cursor.get(lineno, 0))
@@ -303,13 +305,13 @@ def _inline(doc: MarkdownDoc, lines: list[str], tok: Any, cell: Cell | None = No
                 pos = src.find("[", cursor.get(lineno, 0))
             else:
                 cursor[lineno] = pos + 1
-            if child.type == "image":
+            if kind == "image":
                 doc.links.append(
                     Link(target=target, text=child.content, line=lineno + 1, col=max(1, pos + 1) if pos >= 0 else 1)
                 )
             else:
                 link_stack.append((target, lineno + 1, max(1, pos + 1) if pos >= 0 else 1, []))
-        elif child.type == "link_close" and link_stack:
+        elif kind == "link_close" and link_stack:
             target, line, col, text = link_stack.pop()
             doc.links.append(Link(target=target, text="".join(text), line=line, col=col))
     return "".join(plain)
