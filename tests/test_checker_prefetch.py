@@ -8,12 +8,13 @@ from __future__ import annotations
 import marshal
 import os
 import signal
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mgpu_testing import REPO
+from mgpu_testing import PYTHON, REPO
 from skills_check.caches import codec
 from skills_check.cli import main
 from skills_check.loader import begin_load, load_project, prefetch
@@ -332,3 +333,16 @@ def test_a_tree_without_a_docs_folder_starts_no_early_worker(tmp_path: Path, for
     assert isinstance(named, Prefetched)
     named.close()
     assert len(forked) == 1 and _reaped(forked)
+
+
+def test_the_command_reports_the_same_with_its_worker_as_without(tmp_path: Path) -> None:
+    """``check`` as a process of its own (where its worker starts by default) against ``--jobs 1``."""
+    root = _tree(tmp_path)
+    cli = [PYTHON, str(REPO / "tools" / "skills" / "cli.py"), "check", "--no-cache", "--format", "json"]
+    runs = [
+        subprocess.run([*cli, "--root", str(root), *extra], capture_output=True, text=True, check=False, timeout=120)
+        for extra in ([], ["--jobs", "2"], ["--jobs", "1"])
+    ]
+    assert [r.returncode for r in runs] == [1, 1, 1], runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout == runs[2].stdout
+    assert '"DR301"' in runs[0].stdout  # the flag a script's argparse lacks, found through the worker's parse

@@ -1,9 +1,10 @@
-"""Parsing shared with a worker process: on a large tree, a forked worker parses files the loader will ask
-for while this process loads the tree in order. The worker takes the RST pages first (docutils, the slowest
-parser to import, is then imported by the worker alone), then the other files from the end of the load order
-backwards; this process parses from the start. The two meet wherever their speeds take them, so no estimate
-of the work is needed. The worker's results wait in a ``ParseCache`` stand-in (``Prefetched``) until the loader
-asks for them; the loader itself is unchanged, and each document is parsed once, here or in the worker.
+"""Parsing shared with a worker process: on a tree with RST pages, a forked worker parses the pages and the
+skills' scripts while this process loads the tree in order. The worker takes the RST pages first (docutils,
+the slowest parser to import, is then imported by the worker alone), then the scripts from the last one the
+loader will ask for backwards; this process parses scripts from the first. The two meet wherever their speeds
+take them, so no estimate of the work is needed. The worker's results wait in a ``ParseCache`` stand-in
+(``Prefetched``) until the loader asks for them; the loader itself is unchanged, and a file is parsed once, here
+or in the worker (at most one twice: the one both started at the meeting point).
 
 The worker says which file it starts before it parses it. So when the loader asks for a file, this process
 knows whether it has arrived (the worker then went past it and has done every file after it: it is stopped),
