@@ -2,7 +2,7 @@
 ``skills-check`` both call ``entry``).
 
     uv run --no-project python tools/skills/cli.py check [--root DIR] [--format text|json|github|sarif]
-        [--select CODES] [--ignore CODES] [--fix] [--strict] [--no-cache] [--explain CODE]
+        [--select CODES] [--ignore CODES] [--fix] [--strict] [--no-cache] [--jobs N] [--explain CODE]
         [--baseline FILE] [--write-baseline FILE] [--add-suppressions]
     uv run --no-project python tools/skills/cli.py explain [CODE]
     uv run --no-project python tools/skills/cli.py route "PROMPT" [--root DIR]
@@ -15,6 +15,8 @@ generic profiles (spec, claude, links); the house profiles run where the tree li
 Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup;
 3: no skill found (a folder holding SKILL.md), so nothing was checked: never reported as clean.
 Parsed files are cached by content digest (see caches/parse.py); ``--no-cache`` parses everything afresh.
+A cold check forks a worker that parses the RST pages and scripts meanwhile (loader/prefetch.py; ``--jobs 1``
+keeps everything in one process).
 When the parsers are not importable, it re-runs itself once through ``uv run --no-project --script``
 (the script's PEP 723 header), or says in one line what to run.
 """
@@ -130,9 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
     check.add_argument("--jobs", type=_jobs, default=None, metavar="N",
-                       help="processes that parse the tree's files (default: 2 where two or more cores are free to "
-                            "this process, else 1; 1 parses everything in this process; a second process is the most "
-                            "used): on a large tree a worker parses from the end while the check loads from the start")
+                       help="processes that parse the tree (default: 2 where two or more cores are free to this "
+                            "process, else 1): on a tree with a docs folder, a worker process parses the RST pages and "
+                            "the skills' scripts while the check loads the rest; 1 keeps everything in this process; "
+                            "more than 2 are not used")
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
     check.add_argument("--skills", default=None, help="skill folder or glob (overrides [tool.skills-check] skills; "
                        "default: every folder holding SKILL.md under the root)")
