@@ -346,3 +346,36 @@ def test_the_command_reports_the_same_with_its_worker_as_without(tmp_path: Path)
     assert [r.returncode for r in runs] == [1, 1, 1], runs[0].stderr
     assert runs[0].stdout == runs[1].stdout == runs[2].stdout
     assert '"DR301"' in runs[0].stdout  # the flag a script's argparse lacks, found through the worker's parse
+
+
+def test_a_page_the_worker_cannot_read_is_read_here_while_the_worker_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path)
+    alone = _load(root, 1)
+    real_read = prefetch.read_text
+
+    def unreadable(root_: Path, path: str) -> tuple[str | None, list]:  # in the worker only (it is forked after)
+        return (None, []) if path.endswith("page_1.rst") else real_read(root_, path)
+
+    def stall_on_the_last_page(kind: str, path: str, text: str) -> Any:
+        if path.endswith("page_2.rst"):
+            signal.pause()  # the worker stays on it until the check gives up (DEADLINE) and ends it
+        return prefetch.parse(kind, path, text)
+
+    asked: dict[str, bool] = {}  # page -> whether the worker was still at work when the check had its answer
+    real_get = Prefetched.get
+
+    def get(self: Prefetched, kind: str, path: str, text: str, expect: Any = Any) -> Any:
+        value = real_get(self, kind, path, text, expect)
+        asked.setdefault(path, self.worker is not None)
+        return value
+
+    real = prefetch.start
+    monkeypatch.setattr(prefetch, "DEADLINE", 3.0)
+    monkeypatch.setattr(prefetch, "read_text", unreadable)
+    monkeypatch.setattr(prefetch, "start", lambda *a, **k: real(*a, **{**k, "parser": stall_on_the_last_page}))
+    monkeypatch.setattr(Prefetched, "get", get)
+    assert load_project(root, {}, use_cache=False, jobs=2) == alone
+    assert asked["docs/page_1.rst"]  # read here at once: the worker had said it went past it
+    assert not asked["docs/page_2.rst"]  # waited for while the worker was on it, until its deadline

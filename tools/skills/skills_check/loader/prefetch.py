@@ -151,6 +151,7 @@ class _Worker:
     current: Item | None = None  # the file it said it started, until its value arrives
     done: bool = False  # it said nothing more is coming
     plan: frozenset[Item] | None = None  # the files it will parse, once it has said so
+    begun: set[Item] = field(default_factory=set)  # the files it has started (one it then skipped never comes)
 
 
 def _fork(
@@ -222,9 +223,11 @@ class Prefetched(ParseCache):
 
     @staticmethod
     def _waits(worker: _Worker, key: Item) -> bool:
-        """Whether the loader waits for ``key`` rather than parse it here: an RST page the worker will parse
+        """Whether the loader waits for ``key`` rather than parse it here: an RST page the worker has yet to start
         (it parses those first), or the file it is parsing now."""
-        return worker.current == key or key[0] == "rst" and worker.plan is not None and key in worker.plan
+        if worker.current == key:
+            return True
+        return key[0] == "rst" and worker.plan is not None and key in worker.plan and key not in worker.begun
 
     @staticmethod
     def _value(hit: tuple[str, Any], text: str, expect: Any) -> Any | None:
@@ -284,6 +287,7 @@ class Prefetched(ParseCache):
                 worker.plan = frozenset(entry[0])
             elif len(entry) == 2:
                 worker.current = entry
+                worker.begun.add(entry)
             elif type(entry[2]) is str:
                 self.ready[(entry[0], entry[1])] = (entry[2], entry[3])
                 worker.current = None
