@@ -19,9 +19,9 @@ written by ``marshal``, in length-prefixed records) over a pipe only it and this
 code, and a value is used only for the text this process read itself. A worker that dies, stalls past
 ``DEADLINE`` or answers with anything else is stopped, and this process parses what it had not sent.
 
-The ``check`` command forks its worker first thing (``begin``, through ``project.begin_load``): the worker
-reads the settings and walks the tree itself, so the RST pages are parsed while the check reads its settings
-and rules; the loader then puts it in front of its cache (``Prefetched.attach``). A loader that was given no
+The ``check`` command forks its worker first thing (``begin``, through ``project.begin_load``, once it has
+read the settings): the worker walks the tree itself, so the RST pages are parsed while the check reads its
+rules; the loader then puts it in front of its cache (``Prefetched.attach``). A loader that was given no
 worker starts one itself after walking the tree (``start``).
 
 Only a single-threaded process forks (the ``check`` command; never the language server), with ``fork``

@@ -62,8 +62,8 @@ def begin_load(
     root: Path, overrides: dict[str, str | None] | None, use_cache: bool, jobs: int
 ) -> prefetch.Prefetched | None:
     """A worker started before the check reads its settings and rules (``prefetch.begin``; pass it to
-    ``load_project`` as ``early``, and close it when the check stops before loading): it reads the settings
-    and walks the tree itself, then parses the RST pages. None for a tree without a docs folder, one whose
+    ``load_project`` as ``early``, and close it when the check stops before loading): with the settings read
+    here, it walks the tree itself, then parses the RST pages. None for a tree without a docs folder, one whose
     parse cache exists (a warm check), or where the process may not fork."""
     root = Path(root)
     if not str(root).strip() or not root.is_dir():
@@ -72,17 +72,17 @@ def begin_load(
     if jobs < 2 or use_cache and ParseCache(root, enabled=False).file.exists():
         return None
     try:
-        docs = load_config(root, overrides)["docs"]
+        config = load_config(root, overrides)
     except SetupError:
         return None  # the check reports it
+    docs = config["docs"]
     if inside(root, str(docs)) is not None or not (root / docs).is_dir():
         return None  # no RST pages to parse (none read outside the root): a worker would cost more than it saves
-    return prefetch.begin(root, lambda: _worker_plan(root, overrides), jobs)
+    return prefetch.begin(root, lambda: _worker_plan(root, config), jobs)
 
 
-def _worker_plan(root: Path, overrides: dict[str, str | None] | None) -> list[prefetch.Item]:
+def _worker_plan(root: Path, config: dict[str, Any]) -> list[prefetch.Item]:
     """In an early worker: the files it parses, found as the loader finds them (nothing without an RST page)."""
-    config = load_config(root, overrides)
     project = Project(root=root, config=config)
     items = prefetch.plan(project, _discover(root, config, project), config["docs"], drift=True)
     return items if any(kind == "rst" for kind, _ in items) else []
