@@ -93,14 +93,15 @@ def plan(project: Project, folders: list[str], docs: str, drift: bool) -> list[I
     for folder in folders:
         prefix = f"{folder}/" if folder not in ("", ".") else ""
         inside = paths_under(ordered, prefix)
-        skill_md = f"{prefix}SKILL.md"
-        items.append(("md", skill_md))
-        items += [("md", p) for p in sorted(inside, key=_walk_order) if p.endswith(".md") and p != skill_md]
-        py += [("py", p) for p in inside if p.endswith(".py")] if drift else []
+        if "md" in KINDS:
+            skill_md = f"{prefix}SKILL.md"
+            items.append(("md", skill_md))
+            items += [("md", p) for p in sorted(inside, key=_walk_order) if p.endswith(".md") and p != skill_md]
+        py += [("py", p) for p in inside if p.endswith(".py")] if drift and "py" in KINDS else []
     docs = posixpath.normpath(docs)
     pages = paths_under(ordered, f"{docs}/" if docs != "." else "")
     items += [("rst", p) for p in sorted(pages, key=_walk_order) if p.endswith(".rst")]
-    return [item for item in dict.fromkeys([*items, *py]) if item[0] in KINDS]
+    return list(dict.fromkeys([*items, *py]))
 
 
 def _walk_order(path: str) -> list[str]:
@@ -330,8 +331,8 @@ def start(
 ) -> ParseCache:
     """``cache``, or (``jobs`` > 1, a cold cache, an RST page, a process that may fork) a ``Prefetched`` in front
     of it whose worker has started. ``parser``: what the worker runs for each file (default ``parse``)."""
-    if cache.entries or not _may_fork(jobs):
-        return cache
+    if cache.entries or not _may_fork(jobs) or not (project.root / docs).is_dir():
+        return cache  # (no docs folder: no RST page)
     items = plan(project, folders, docs, drift)
     if not any(kind == "rst" for kind, _ in items):
         return cache  # scripts alone: on a collection of 80 skills the worker saved 0.01 s and cost 0.03 s of CPU
