@@ -128,6 +128,14 @@ def repo() -> Path:
     return REPO
 
 
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the checker's base fixture tree (tests/fixtures/checker/base), to edit."""
+    from mgpu_testing.checker import make_tree
+
+    return make_tree(tmp_path / "repo")
+
+
 @pytest.fixture(scope="session")
 def repo_check():
     """The checker run once on this repository (project, findings), shared by the checker tests."""

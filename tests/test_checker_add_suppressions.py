@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mgpu_testing.checker import EVALS_JSON, MGPU, SKILL, TROUBLE, check, edit, make_tree
+from mgpu_testing.checker import EVALS_JSON, MGPU, SKILL, TROUBLE, check, edit
 from skills_check import cli, fix
 from skills_check.adoption.add import REASON
 
@@ -41,11 +41,6 @@ def _break(root: Path) -> None:
     edit(root, TROUBLE, ":ref:`multi-gpu-nccl`", ":ref:`multi-gpu-nccls`")
     edit(root, MGPU, "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``")
     edit(root, EVALS_JSON, '"expected_skill": "isaaclab-demo"', '"expected_skill": "isaaclab-nope"')
-
-
-@pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "repo")
 
 
 def test_add_suppressions_then_check_is_clean_and_fix_removes_them_once_unused(tree: Path) -> None:

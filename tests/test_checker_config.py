@@ -9,22 +9,12 @@ import io
 from pathlib import Path
 
 import pytest
-from mgpu_testing.checker import SKILL, TROUBLE, check, make_tree
+from mgpu_testing.checker import SKILL, TROUBLE, append, check
 from skills_check import cli
 from skills_check.loader import config
 from skills_check.loader.config import PROFILE_NAMES, load_config, locate
 from skills_check.model import ConfigError, SetupError
 from skills_check.rules.registry import PROFILES
-
-
-@pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "repo")
-
-
-def _append(root: Path, rel: str, text: str) -> None:
-    with open(root / rel, "a", encoding="utf-8") as fh:
-        fh.write(text)
 
 
 def _run(root: Path, *extra: str) -> tuple[int, str, str]:
@@ -104,7 +94,7 @@ def test_a_wrong_type_is_one_line_naming_the_key(tree: Path, toml: str, key: str
 
 def test_the_error_is_one_typed_exception_with_file_line_and_key(tree: Path) -> None:
     """What the language server turns into a diagnostic on pyproject.toml."""
-    _append(tree, "pyproject.toml", '\n[tool.skills-check.per_file_ignores]\n"*.md" = ["SK1"]\n')
+    append(tree, "pyproject.toml", '\n[tool.skills-check.per_file_ignores]\n"*.md" = ["SK1"]\n')
     with pytest.raises(ConfigError) as caught:
         load_config(tree)
     exc = caught.value
@@ -123,7 +113,7 @@ def test_locate_finds_keys_in_tables_dotted_keys_and_headers() -> None:
 
 
 def test_a_known_section_of_another_tool_is_left_alone(tree: Path) -> None:
-    _append(tree, "pyproject.toml", '\n[tool.skills-ref]\nx = 1\n\n[tool.skill-creator]\ny = "z"\n')
+    append(tree, "pyproject.toml", '\n[tool.skills-ref]\nx = 1\n\n[tool.skill-creator]\ny = "z"\n')
     rc, _, err = _run(tree)
     assert rc == 0, err
 
@@ -134,7 +124,7 @@ def test_a_profile_flag_with_a_typo_names_the_nearest(tree: Path) -> None:
 
 
 def _ignores(root: Path, table: str) -> None:
-    _append(root, "pyproject.toml", f"\n[tool.skills-check.per-file-ignores]\n{table}\n")
+    append(root, "pyproject.toml", f"\n[tool.skills-check.per-file-ignores]\n{table}\n")
 
 
 def test_a_glob_matching_no_file_is_a_warning_at_its_line(tree: Path) -> None:
@@ -152,8 +142,8 @@ def test_a_glob_matching_no_file_is_a_warning_at_its_line(tree: Path) -> None:
 def test_su002_honours_per_file_ignores(tree: Path) -> None:
     """An unused suppression in an RST page is SU002; a per-file ignore of SU002 for docs/ hides it, as it hides
     SU001 and SU003 (and says so in the count)."""
-    _append(tree, TROUBLE, "\n.. skills-check: disable-next-line SK204 -- nothing to hide\n\nPlain text.\n")
-    _append(tree, SKILL, "\n<!-- skills-check: disable-next-line SK203 -- nothing either -->\nPlain text.\n")
+    append(tree, TROUBLE, "\n.. skills-check: disable-next-line SK204 -- nothing to hide\n\nPlain text.\n")
+    append(tree, SKILL, "\n<!-- skills-check: disable-next-line SK203 -- nothing either -->\nPlain text.\n")
     assert sorted((f["code"], f["path"]) for f in check(tree, "--no-cache")[1]) == [
         ("SU002", TROUBLE),
         ("SU002", SKILL),

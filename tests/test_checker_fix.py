@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from mgpu_testing.checker import DEMO, MGPU, REF, check, edit, make_tree
+from mgpu_testing.checker import DEMO, MGPU, REF, check, edit
 from skills_check import cli, fix
 
 SHM_ROW = (
@@ -24,11 +24,6 @@ def run_fix(root: Path, *extra: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = cli.main(["check", "--root", str(root), "--fix", "--no-cache", *extra])
     return rc, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "repo")
 
 
 def test_options_table_rows_and_defaults_come_from_argparse(tree: Path) -> None:

@@ -24,15 +24,9 @@ from mgpu_testing.checker import (
     assert_finding,
     check_bounded,
     edit,
-    make_tree,
 )
 
 SECRET = "OUTSIDE-SECRET-7f3a"
-
-
-@pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "repo")
 
 
 @pytest.fixture()

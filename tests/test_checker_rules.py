@@ -31,16 +31,9 @@ from mgpu_testing.checker import (
     check,
     edit,
     line_of,
-    make_tree,
 )
 from skills_check import cli
 from skills_check.rules.shell import command_lines, words
-
-
-@pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "repo")
-
 
 # ---------------------------------------------------------------------------------------------
 # Edits for the cases below. Each rule's own failing fixture and snapshot live in

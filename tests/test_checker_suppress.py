@@ -9,21 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from mgpu_testing.checker import MGPU, SKILL, TROUBLE, assert_finding, check, edit, line_of, make_tree
+from mgpu_testing.checker import MGPU, SKILL, TROUBLE, append, assert_finding, check, edit, line_of
 from skills_check import cli
 from skills_check.adoption.suppress import glob_match
 
 BROKEN = "See [gone](missing.md).\n"
-
-
-@pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "repo")
-
-
-def _append(root: Path, rel: str, text: str) -> None:
-    with open(root / rel, "a", encoding="utf-8") as fh:
-        fh.write(text)
 
 
 def _codes(findings: list[dict], path: str) -> list[str]:
@@ -31,7 +21,7 @@ def _codes(findings: list[dict], path: str) -> list[str]:
 
 
 def test_markdown_suppression_hides_its_finding_and_its_unused_twin_is_reported(tree: Path) -> None:
-    _append(
+    append(
         tree,
         SKILL,
         "\n<!-- skills-check: disable-next-line SK203 -- kept on purpose -->\n"
@@ -45,26 +35,26 @@ def test_markdown_suppression_hides_its_finding_and_its_unused_twin_is_reported(
 
 
 def test_without_the_suppression_the_finding_is_there(tree: Path) -> None:
-    _append(tree, SKILL, "\n" + BROKEN)
+    append(tree, SKILL, "\n" + BROKEN)
     _, findings = check(tree)
     assert_finding(findings, "SK203", SKILL, line_of(tree, SKILL, "missing.md"))
 
 
 def test_a_comment_inside_a_code_fence_is_code_not_a_suppression(tree: Path) -> None:
-    _append(tree, SKILL, "\n```markdown\n<!-- skills-check: disable-next-line SK203 -- in a fence -->\n```\n" + BROKEN)
+    append(tree, SKILL, "\n```markdown\n<!-- skills-check: disable-next-line SK203 -- in a fence -->\n```\n" + BROKEN)
     _, findings = check(tree)
     assert _codes(findings, SKILL) == ["SK203"]  # not hidden, and the fenced text is no unused suppression
 
 
 def test_a_bare_suppression_is_a_finding_and_hides_nothing(tree: Path) -> None:
-    _append(tree, SKILL, "\n<!-- skills-check: disable-next-line -->\n" + BROKEN)
+    append(tree, SKILL, "\n<!-- skills-check: disable-next-line -->\n" + BROKEN)
     _, findings = check(tree)
     assert _codes(findings, SKILL) == ["SK203", "SU001"]
     assert_finding(findings, "SU001", SKILL, line_of(tree, SKILL, "skills-check: disable-next-line"))
 
 
 def test_unknown_action_or_code_is_a_malformed_suppression(tree: Path) -> None:
-    _append(tree, SKILL, "\n<!-- skills-check: disable-nextline SK203 -->\n<!-- skills-check: disable-file SK999 -->\n")
+    append(tree, SKILL, "\n<!-- skills-check: disable-nextline SK203 -->\n<!-- skills-check: disable-file SK999 -->\n")
     _, findings = check(tree)
     assert [f["line"] for f in findings if f["code"] == "SU003"] == [
         line_of(tree, SKILL, "disable-nextline"),
@@ -73,7 +63,7 @@ def test_unknown_action_or_code_is_a_malformed_suppression(tree: Path) -> None:
 
 
 def test_disable_enable_block_and_disable_file(tree: Path) -> None:
-    _append(
+    append(
         tree,
         SKILL,
         "\n<!-- skills-check: disable SK203 -- a block -->\n\n"
@@ -82,7 +72,7 @@ def test_disable_enable_block_and_disable_file(tree: Path) -> None:
     )
     _, findings = check(tree)
     assert [f["line"] for f in findings if f["code"] == "SK203"] == [line_of(tree, SKILL, "after.md")]
-    _append(tree, SKILL, "\n<!-- skills-check: disable-file SK203 -- the whole file -->\n")
+    append(tree, SKILL, "\n<!-- skills-check: disable-file SK203 -- the whole file -->\n")
     _, findings = check(tree)
     assert _codes(findings, SKILL) == []
 
@@ -95,7 +85,7 @@ def test_rst_suppression_applies_to_the_next_non_blank_line(tree: Path) -> None:
         ".. skills-check: disable-next-line SK204 -- reason\n   that goes on\n\nA hang at world size 2",
     )
     edit(tree, TROUBLE, ":ref:`multi-gpu-nccl`", ":ref:`multi-gpu-nccls`")
-    _append(tree, TROUBLE, "\n.. skills-check: disable-next-line SK204 -- nothing to hide\n\nPlain text.\n")
+    append(tree, TROUBLE, "\n.. skills-check: disable-next-line SK204 -- nothing to hide\n\nPlain text.\n")
     _, findings = check(tree)
     assert _codes(findings, TROUBLE) == ["SU002"]
     assert_finding(findings, "SU002", TROUBLE, line_of(tree, TROUBLE, "nothing to hide"))
@@ -128,7 +118,7 @@ def test_frontmatter_yaml_comment_suppresses_a_key_finding(tree: Path) -> None:
 
 
 def test_a_suppressed_code_left_out_by_select_is_not_unused(tree: Path) -> None:
-    _append(tree, SKILL, "\n<!-- skills-check: disable-next-line SK203 -->\nPlain text.\n")
+    append(tree, SKILL, "\n<!-- skills-check: disable-next-line SK203 -->\nPlain text.\n")
     assert _codes(check(tree)[1], SKILL) == ["SU002"]
     assert _codes(check(tree, "--select", "SK1,SU")[1], SKILL) == []
 
@@ -137,7 +127,7 @@ def test_fix_never_adds_a_suppression(tree: Path) -> None:
     """--fix repairs the fixable drift and leaves the rest reported: no finding goes away by a comment."""
     clean = (tree / MGPU).read_text(encoding="utf-8")
     edit(tree, MGPU, "   * - ``--nnodes``\n     - ``1``", "   * - ``--nnodes``\n     - ``2``")  # fixable (DR204)
-    _append(tree, SKILL, "\n" + BROKEN)  # not fixable (SK203)
+    append(tree, SKILL, "\n" + BROKEN)  # not fixable (SK203)
     assert {f["code"] for f in check(tree)[1]} == {"DR204", "SK203"}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         rc = cli.main(["check", "--root", str(tree), "--fix", "--no-cache"])
@@ -154,7 +144,7 @@ def _pyproject_ignores(root: Path, table: str) -> None:
 
 
 def test_per_file_ignores_hide_codes_by_glob_and_say_how_many(tree: Path) -> None:
-    _append(tree, SKILL, "\n" + BROKEN)
+    append(tree, SKILL, "\n" + BROKEN)
     _pyproject_ignores(tree, '"skills/**/SKILL.md" = ["SK20"]')
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -189,7 +179,7 @@ def test_glob_match(pattern: str, path: str, hit: bool) -> None:
 
 
 def test_json_output_has_no_hidden_finding(tree: Path) -> None:
-    _append(tree, SKILL, "\n<!-- skills-check: disable-next-line SK203 -- kept -->\n" + BROKEN)
+    append(tree, SKILL, "\n<!-- skills-check: disable-next-line SK203 -- kept -->\n" + BROKEN)
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         cli.main(["check", "--root", str(tree), "--format", "json", "--no-cache"])

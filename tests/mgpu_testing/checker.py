@@ -55,6 +55,12 @@ def check(root: Path, *extra: str) -> tuple[int, list[dict]]:
     return rc, json.loads(out.getvalue())["findings"]
 
 
+def append(root: Path, rel: str, text: str) -> None:
+    """Add ``text`` at the end of ``root/rel``."""
+    with open(root / rel, "a", encoding="utf-8") as fh:
+        fh.write(text)
+
+
 def edit(root: Path, rel: str, old: str, new: str, count: int = 1) -> None:
     path = root / rel
     text = path.read_text(encoding="utf-8")
