@@ -1,6 +1,6 @@
-"""The worker process that parses a tree's RST pages and scripts while the check loads the rest
-(``loader/prefetch.py``): the project it helps load equals the one loaded in one process, a file is taken from
-it only when its text is the one the check read, and a worker that dies, stalls or answers with anything else
+"""The worker process that parses a tree's RST pages and scripts and loads its skills while the check loads the
+rest (``loader/prefetch.py``): the project it helps load equals the one loaded in one process, a file is taken
+from it only when its text is the one the check read, and a worker that dies, stalls or answers with anything else
 costs only its help. Also the positional form its values travel in (``codec.pack``/``unpack``)."""
 
 from __future__ import annotations
@@ -112,6 +112,16 @@ def _load(
     return load_project(root, {}, use_cache=False, jobs=jobs)
 
 
+def _recording(real: Any, taken: list[Any]) -> Any:
+    """``prefetch.start`` keeping what it returned in ``taken``."""
+
+    def start(*args: Any, **kwargs: Any) -> Any:
+        taken.append(real(*args, **kwargs))
+        return taken[-1]
+
+    return start
+
+
 def _findings(project: Any) -> list[tuple[str, str, str]]:
     return [(f.code, str(f.loc), f.message) for f in run_rules(project, load_rules(None))]
 
@@ -143,13 +153,63 @@ def test_the_check_takes_the_pages_from_the_worker_and_meets_it_in_the_scripts(
     assert taken[0].worker is None
 
 
-def test_one_job_or_a_tree_without_rst_pages_forks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _tree(tmp_path, skills=40, pages=0)  # scripts alone do not pay for a worker
+def test_one_job_or_a_few_skills_without_rst_pages_fork_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path, skills=prefetch.MIN_SHARED_SKILLS - 1, pages=0)  # scripts alone do not pay for a worker
     for jobs in (1, 2):
         taken: list[Any] = []
         with monkeypatch.context() as m:
             _load(root, jobs, taken, m)
         assert not isinstance(taken[0], Prefetched)
+
+
+def _odd_skills(root: Path) -> None:
+    """What a skill's loading adds to the project's problems, in a few of the skills: an evals.json that does
+    not parse, an agents/openai.yaml that is binary; and a reference starting with a byte-order mark."""
+    (root / "skills" / "task-3" / "evals").mkdir()
+    (root / "skills" / "task-3" / "evals" / "evals.json").write_text("{not json", encoding="utf-8")
+    guide = root / "skills" / "task-7" / "references" / "guide.md"
+    guide.write_bytes(b"\xef\xbb\xbf" + guide.read_bytes())
+    (root / "skills" / "task-11" / "agents").mkdir()
+    (root / "skills" / "task-11" / "agents" / "openai.yaml").write_bytes(b"name: x\0\n")
+
+
+def test_many_skills_are_loaded_whole_by_the_worker_and_the_project_is_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path, skills=40, pages=0)
+    _odd_skills(root)
+    alone = _load(root, 1)
+    assert {p.code for p in alone.problems} >= {"IN040", "IN002"}
+    taken: list[Any] = []
+    shared = _load(root, 2, taken, monkeypatch, finish=True)
+    assert isinstance(taken[0], Prefetched)
+    assert taken[0].received == 40 + 40  # every skill and every script came from the worker
+    assert shared == alone
+    assert _findings(shared) == _findings(alone)
+
+
+def test_a_skill_from_the_worker_fills_the_parse_cache_as_one_loaded_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree", skills=20, pages=0)
+    _odd_skills(root)
+    monkeypatch.setenv("SKILLS_CHECK_CACHE_DIR", str(tmp_path / "cache"))
+    entries = []
+    for jobs in (1, 2):
+        for file in (tmp_path / "cache").glob("*.json"):
+            file.unlink()
+        taken: list[Any] = []
+        with monkeypatch.context() as m:
+            m.setattr(prefetch, "start", _recording(prefetch.start, taken))
+            cold = load_project(root, {}, use_cache=True, jobs=jobs)
+        assert isinstance(taken[0], Prefetched) == (jobs == 2)
+        (file,) = (tmp_path / "cache").glob("*.json")
+        entries.append(file.read_text(encoding="utf-8"))
+        assert load_project(root, {}, use_cache=True) == cold  # a warm load from that cache
+    assert entries[0] == entries[1]
 
 
 def test_a_process_with_threads_forks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -322,17 +382,26 @@ def test_a_warm_tree_starts_no_early_worker(tmp_path: Path, monkeypatch: pytest.
     assert len(forked) == 1 and _reaped(forked)
 
 
-def test_a_tree_without_a_docs_folder_starts_no_early_worker(tmp_path: Path, forked: list[int]) -> None:
-    root = _tree(tmp_path, skills=3, pages=0)
+def test_an_early_worker_on_a_small_tree_without_docs_stops_and_reads_nothing_outside_the_root(
+    tmp_path: Path, forked: list[int]
+) -> None:
+    for folder in ("tree", "elsewhere"):
+        (tmp_path / folder).mkdir()
+    root = _tree(tmp_path / "tree", skills=3, pages=0)
     (root / "docs" / "conf.py").unlink()
     (root / "docs").rmdir()
-    assert begin_load(root, {}, False, 2) is None
-    assert begin_load(root, {"docs": "../elsewhere"}, False, 2) is None  # never read outside the root
+    _tree(tmp_path / "elsewhere", skills=0, pages=2)  # RST pages beside the root, never parsed
     assert begin_load(root, {}, False, 1) is None and not forked
-    named = begin_load(root, {"docs": "skills"}, False, 2)  # --docs names a folder that exists
-    assert isinstance(named, Prefetched)
-    named.close()
-    assert len(forked) == 1 and _reaped(forked)
+    for docs in ("docs", "../elsewhere/docs"):
+        early = begin_load(root, {"docs": docs}, False, 2)
+        assert isinstance(early, Prefetched)  # it walks the tree, finds too little to share and stops
+        assert load_project(root, {"docs": docs}, use_cache=False, jobs=2, early=early) == _load_with(root, docs)
+        assert early.received == 0 and early.worker is None
+    assert len(forked) == 2 and _reaped(forked)
+
+
+def _load_with(root: Path, docs: str) -> Any:
+    return load_project(root, {"docs": docs}, use_cache=False, jobs=1)
 
 
 def test_the_command_reports_the_same_with_its_worker_as_without(tmp_path: Path) -> None:

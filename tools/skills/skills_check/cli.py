@@ -15,8 +15,8 @@ generic profiles (spec, claude, links); the house profiles run where the tree li
 Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup;
 3: no skill found (a folder holding SKILL.md), so nothing was checked: never reported as clean.
 Parsed files are cached by content digest (see caches/parse.py); ``--no-cache`` parses everything afresh.
-A cold check forks a worker that parses the RST pages and scripts meanwhile (loader/prefetch.py; ``--jobs 1``
-keeps everything in one process).
+A cold check forks a worker that parses the RST pages, skills and scripts meanwhile (loader/prefetch.py), and on
+a large tree a process that shares the rules (forked.py); ``--jobs 1`` keeps everything in one process.
 When the parsers are not importable, it re-runs itself once through ``uv run --no-project --script``
 (the script's PEP 723 header), or says in one line what to run.
 """
@@ -132,9 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true",
                        help="parse every file afresh (the parse cache lives in ~/.cache/skills-check)")
     check.add_argument("--jobs", type=_jobs, default=None, metavar="N",
-                       help="processes that parse the tree (default: 2 where two or more cores are free to this "
-                            "process, else 1): on a tree with a docs folder, a worker process parses the RST pages and "
-                            "the skills' scripts while the check loads the rest; 1 keeps everything in this process; "
+                       help="processes that load and check the tree (default: 2 where two or more cores are free "
+                            "to this process, else 1): on a tree with RST pages or many skills, a worker process "
+                            "parses the pages, loads skills and parses the scripts while the check loads the rest, "
+                            "and on a large tree a second one shares the rules; 1 keeps everything in this process; "
                             "more than 2 are not used")
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
     check.add_argument("--skills", default=None, help="skill folder or glob (overrides [tool.skills-check] skills; "
@@ -233,7 +234,7 @@ class _Scope(NamedTuple):
     ignore: list[str]
     use_cache: bool
     why: str = "the defaults"  # why these profiles: --profile, [tool.skills-check] profiles, --select, the defaults
-    jobs: int = 1  # processes that parse (--jobs)
+    jobs: int = 1  # processes that parse and run the rules (--jobs)
 
     def load(self, early: Any = None) -> Any:
         """The project under the root; launchers and scripts are read only when a drift rule runs (``early``: a
@@ -250,7 +251,7 @@ class _Scope(NamedTuple):
         from .adoption.suppress import apply as suppress
         from .runner import active_codes, run_rules
 
-        findings = run_rules(project, self.rules, self.select, self.ignore)
+        findings = run_rules(project, self.rules, self.select, self.ignore, self.jobs)
         return suppress(project, findings, active_codes(self.rules, self.select, self.ignore), self.known, ignores)
 
 

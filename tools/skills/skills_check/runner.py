@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from .adoption.suppress import SUPPRESSION_CODES
+from .forked import from_both_ends
 from .inputs import INPUT_CODES, problem
 from .loader import all_problems
 from .model import Finding, Project
@@ -122,9 +123,15 @@ def active_codes(rules: list[Rule], select: list[str] | None = None, ignore: lis
 
 
 def run_rules(
-    project: Project, rules: list[Rule], select: list[str] | None = None, ignore: list[str] | None = None
+    project: Project,
+    rules: list[Rule],
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    jobs: int = 1,
 ) -> list[Finding]:
-    """Parser findings plus every selected rule's findings, filtered, de-duplicated and sorted."""
+    """Parser findings plus every selected rule's findings, filtered, de-duplicated and sorted. ``jobs`` > 1 on a
+    project of ``SHARED_RULES_CHARS`` or more: a forked process runs rules from the last one back meanwhile
+    (``forked.py``); the findings are the same."""
 
     def wanted(code: str) -> bool:
         if select and not matches(code, select):
@@ -132,28 +139,49 @@ def run_rules(
         return not (ignore and matches(code, ignore))
 
     findings: list[Finding] = [f for f in all_problems(project) if wanted(f.code)]
-    for r in rules:
-        if r.func is None or not wanted(r.code):
-            continue
-        try:
-            for f in r.func(project) or ():
-                if f.code != r.code:  # a finding carries the code its rule was registered under, no other
-                    raise ValueError(f"it yielded a finding coded {f.code!r} ({f.message})")
-                findings.append(f)
-        except Exception as exc:  # a rule bug must not stop the check
-            import traceback  # only when a rule fails: a check that passes never loads it
+    chosen = [r for r in rules if r.func is not None and wanted(r.code)]
+    processes = jobs if _text_size(project) >= SHARED_RULES_CHARS else 1
+    for found in from_both_ends(chosen, lambda r: _run_rule(project, r), processes):
+        findings += found
+    return _unique(findings)
 
-            tb = traceback.extract_tb(exc.__traceback__)
-            where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
-            findings.append(
-                problem(
-                    "IN090",
-                    "tools/skills/skills_check/rules",
-                    1,
-                    1,
-                    f"rule {r.code} failed: {type(exc).__name__}: {exc}{where}",
-                )
+
+SHARED_RULES_CHARS = 200_000  # characters of documents from which a second process shares the rules
+
+
+def _text_size(project: Project) -> int:
+    """Characters of the skills' documents and the RST pages: what the rules' work grows with."""
+    skills = sum(len(d.text) for s in project.skills for d in (s.skill_md, *s.files.values()))
+    return skills + sum(len(d.text) for d in project.rst.values())
+
+
+def _run_rule(project: Project, r: Rule) -> list[Finding]:
+    """Rule ``r``'s findings; a rule that raises, or yields a finding of another code, is one IN090 finding."""
+    found: list[Finding] = []
+    try:
+        for f in r.func(project) or ():  # type: ignore[misc]
+            if f.code != r.code:  # a finding carries the code its rule was registered under, no other
+                raise ValueError(f"it yielded a finding coded {f.code!r} ({f.message})")
+            found.append(f)
+    except Exception as exc:  # a rule bug must not stop the check
+        import traceback  # only when a rule fails: a check that passes never loads it
+
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
+        found.append(
+            problem(
+                "IN090",
+                "tools/skills/skills_check/rules",
+                1,
+                1,
+                f"rule {r.code} failed: {type(exc).__name__}: {exc}{where}",
             )
+        )
+    return found
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    """De-duplicated, sorted and capped per file."""
     seen: set[tuple] = set()
     unique: list[Finding] = []
     for f in findings:

@@ -34,6 +34,7 @@ from ..model import (
     MarkdownDoc,
     Option,
     RstDoc,
+    Skill,
     Table,
     TextEdit,
 )
@@ -54,6 +55,7 @@ CLASSES: dict[str, type] = {
         MarkdownDoc,
         Option,
         RstDoc,
+        Skill,
         Table,
         TextEdit,
     )

@@ -15,7 +15,9 @@ from ..inputs import (
     inside,
     link_problem,
     problem,
+    read_bytes_bounded,
     read_text,
+    realpath,
     rel,
 )
 from ..model import Code, MarkdownDoc, Project, RstDoc, Skill, paths_under
@@ -329,7 +331,28 @@ def _load_skill(
             skill.evals_text = text
             skill.evals, problems = load_evals(relpath, text)
             project.problems.extend(problems)
+    _entry_scripts(root, skill, ordered)
     return skill
+
+
+def _entry_scripts(root: Path, skill: Skill, ordered: list[str]) -> None:
+    """The skill's scripts/ files that are entry points (a shebang or a ``__main__`` guard); ``ordered``: the
+    tree's files, sorted."""
+    folder = skill.join("scripts")
+    prefix = f"{folder}/"
+    for path in [p for p in paths_under(ordered, prefix) if "/" not in p[len(prefix) :]]:
+        name = path[len(prefix) :]
+        if name.startswith((".", "_")):
+            continue
+        text = skill.script_texts.get(path)  # read by the skill's loader (a script of a known suffix, decoded)
+        if text is not None and "__main__" in text:
+            skill.entry_scripts.append(path)
+            continue
+        if text is not None and not text.startswith("#!"):
+            continue  # no shebang: decoding only drops a byte-order mark, it never makes one
+        data = read_bytes_bounded(os.path.join(realpath(str(root)), path), MAX_BYTES)
+        if isinstance(data, bytes) and (data.startswith(b"#!") or b"__main__" in data):
+            skill.entry_scripts.append(path)
 
 
 MAX_EVAL_ENTRIES = 1000  # evals.json entries checked; past it, one finding

@@ -1,38 +1,41 @@
-"""Parsing shared with a worker process: on a tree with RST pages, a forked worker parses the pages and the
-skills' scripts while this process loads the tree in order. The worker takes the RST pages first (docutils,
-the slowest parser to import, is then imported by the worker alone), then the scripts from the last one the
-loader will ask for backwards; this process parses scripts from the first. The two meet wherever their speeds
-take them, so no estimate of the work is needed. The worker's results wait in a ``ParseCache`` stand-in
-(``Prefetched``) until the loader asks for them; the loader itself is unchanged, and a file is parsed once, here
-or in the worker (at most one twice: the one both started at the meeting point).
+"""Loading shared with a worker process: on a tree with RST pages or many skills, a forked worker parses the
+pages, loads whole skills and parses the skills' scripts while this process loads the tree in order. The worker
+takes the RST pages first (docutils, the slowest parser to import, is then imported by the worker alone), then
+each lane (the skills, then the scripts) from its last item back, while this process takes it from the first.
+The two meet wherever their speeds take them, so no estimate of the work is needed: this process writes where it
+has got to in each lane into memory the two share (``_Frontier``), and the worker ends a lane there. The
+worker's results wait in a ``ParseCache`` stand-in (``Prefetched``) until the loader asks for them; an item is
+made once, here or in the worker (at most one twice: the one both started at the meeting point).
 
-The worker says which file it starts before it parses it. So when the loader asks for a file, this process
-knows whether it has arrived (the worker then went past it and has done every file after it: it is stopped),
-is being parsed there or is an RST page still to come (this process waits for it), or is neither (this
-process parses it itself).
+The worker says which item it starts before it makes it. So when the loader asks for one, this process knows
+whether it has arrived, is being made there or is an RST page still to come (this process waits for it), or is
+neither (this process makes it itself, and says so in the lane).
 
 Why a process: the check is CPU-bound Python, and one interpreter runs on one core. The forked worker starts
 with this process's imports and state (nothing is imported twice), reads the files through the same guards
-(``inputs.read_text``) and parses them with the same parsers. It sends back plain values (``codec.pack``,
-written by ``marshal``, in length-prefixed records) over a pipe only it and this process hold; only
-``codec.unpack``'s fixed table of the model's classes turns them into objects, so nothing received can run
-code, and a value is used only for the text this process read itself. A worker that dies, stalls past
-``DEADLINE`` or answers with anything else is stopped, and this process parses what it had not sent.
+(``inputs.read_text``) and parses them with the same parsers and loader. It sends back plain values
+(``codec.pack``, written by ``marshal``, in length-prefixed records) over a pipe only it and this process hold;
+only ``codec.unpack``'s fixed table of the model's classes turns them into objects, so nothing received can run
+code. A parsed file is used only for the text this process read itself; a skill (``Plan.load_skill``: its
+documents, scripts' texts and the problems its loading found) is taken whole, its files read once, by the
+worker, as this process would have read them. A worker that dies, stalls past ``DEADLINE`` or answers with
+anything else is stopped, and this process makes what it had not sent.
 
 The ``check`` command forks its worker first thing (``begin``, through ``project.begin_load``, once it has
-read the settings): the worker walks the tree itself, so the RST pages are parsed while the check reads its
-rules; the loader then puts it in front of its cache (``Prefetched.attach``). A loader that was given no
-worker starts one itself after walking the tree (``start``).
+read the settings): the worker walks the tree itself and stops at once where too little would be shared
+(``worth_a_worker``); the loader then puts it in front of its cache (``Prefetched.attach``). A loader that was
+given no worker starts one itself after walking the tree (``start``).
 
 Only a single-threaded process forks (the ``check`` command; never the language server), with ``fork``
-available, a cold parse cache, and an RST page to parse: docutils' import and parse are what pay for a worker's
-start; a tree of markdown and scripts only is parsed here (measured by ``benchmarks/bench_collection.py``).
+available and a cold parse cache.
 """
 
 from __future__ import annotations
 
 import _thread
+import copy
 import marshal
+import mmap
 import os
 import posixpath
 import select
@@ -49,11 +52,15 @@ from ..caches.parse import ParseCache
 from ..inputs import read_text
 from ..model import Project, paths_under
 
-Item = tuple[str, str]  # (kind: "md" | "rst" | "py", repository-relative path): a ParseCache key
+Item = tuple[str, str]  # (kind, path): ("md" | "rst" | "py", a file's path), a ParseCache key; ("skill", its folder)
 
 # What the worker parses: RST pages and Python files cost far more to parse than to send back; a skill's
-# markdown costs about four times what unpacking its parse costs here, too little to share.
-KINDS = ("rst", "py")
+# markdown costs about four times what unpacking its parse costs here, too little to share file by file, but
+# a whole skill (its documents read, walked and parsed) costs about five times what unpacking it costs, and
+# this process then reads none of its files.
+KINDS = ("rst", "skill", "py")
+LANES = ("skill", "py")  # the kinds both processes take from opposite ends (``_Frontier``)
+MIN_SHARED_SKILLS = 16  # fewer skills are loaded here: a worker's start would cost more than it saves
 _LENGTH = struct.Struct("<I")  # a record's length, before it
 DEADLINE = 120.0  # seconds after its start past which this process no longer waits for the worker
 
@@ -84,20 +91,15 @@ def parse(kind: str, path: str, text: str) -> Any:
 
 
 def plan(project: Project, folders: list[str], docs: str, drift: bool) -> list[Item]:
-    """The files the loader will parse, in its order: each skill's SKILL.md and other markdown, the RST pages
-    under ``docs``, and (``drift``: the scripts' argparse is read) the skills' Python files. An estimate only:
-    a file missing here is parsed by the loader, one extra is parsed for nothing."""
+    """What the loader will ask for, in its order: the skills (whole, where there are ``MIN_SHARED_SKILLS``), the
+    RST pages under ``docs``, and (``drift``: the scripts' argparse is read) the skills' Python files. An estimate
+    only: a file missing here is parsed by the loader, one extra is parsed for nothing."""
     ordered = sorted(project.files)
-    items: list[Item] = []
+    items: list[Item] = [("skill", f) for f in folders] if len(folders) >= MIN_SHARED_SKILLS else []
     py: list[Item] = []
-    for folder in folders:
+    for folder in folders if drift else ():
         prefix = f"{folder}/" if folder not in ("", ".") else ""
-        inside = paths_under(ordered, prefix)
-        if "md" in KINDS:
-            skill_md = f"{prefix}SKILL.md"
-            items.append(("md", skill_md))
-            items += [("md", p) for p in sorted(inside, key=_walk_order) if p.endswith(".md") and p != skill_md]
-        py += [("py", p) for p in inside if p.endswith(".py")] if drift and "py" in KINDS else []
+        py += [("py", p) for p in paths_under(ordered, prefix) if p.endswith(".py")]
     docs = posixpath.normpath(docs)
     pages = paths_under(ordered, f"{docs}/" if docs != "." else "")
     items += [("rst", p) for p in sorted(pages, key=_walk_order) if p.endswith(".rst")]
@@ -109,30 +111,76 @@ def _walk_order(path: str) -> list[str]:
 
 
 def _order(items: list[Item]) -> list[Item]:
-    """The worker's order: the RST pages (the loader waits for them), then the other files last first."""
-    return [i for i in items if i[0] == "rst"] + [i for i in reversed(items) if i[0] != "rst"]
+    """The worker's order: the RST pages (the loader waits for them), then each lane (the skills, the scripts)
+    from its last item back: the loader takes a lane from its first item, and the two meet (``_Frontier``)."""
+    return [i for i in items if i[0] == "rst"] + [i for kind in LANES for i in reversed(items) if i[0] == kind]
+
+
+def _lane_index(items: list[Item]) -> dict[Item, int]:
+    """Each lane item's place in its lane (in the loader's order): what ``_Frontier`` holds."""
+    out: dict[Item, int] = {}
+    for kind in LANES:
+        out.update((item, n) for n, item in enumerate(i for i in items if i[0] == kind))
+    return out
+
+
+class _Frontier:
+    """Where this process has got to in each lane: the last place it took an item there itself, in memory the
+    worker shares (an anonymous shared map made before the fork). The worker reads it before each item and ends
+    the lane once this process has got that far: a hint, never a lock; at worst both parse the item at the
+    meeting point, and this process uses its own parse."""
+
+    _SLOT = struct.Struct("<i")
+
+    def __init__(self) -> None:
+        self.map = mmap.mmap(-1, self._SLOT.size * len(LANES))
+        for n in range(len(LANES)):
+            self._SLOT.pack_into(self.map, n * self._SLOT.size, -1)
+
+    def get(self, kind: str) -> int:
+        return self._SLOT.unpack_from(self.map, LANES.index(kind) * self._SLOT.size)[0]
+
+    def reach(self, kind: str, place: int) -> None:
+        if place > self.get(kind):
+            self._SLOT.pack_into(self.map, LANES.index(kind) * self._SLOT.size, place)
+
+
+@dataclass
+class Plan:
+    """What a worker does: ``items`` in ``_order``; ``load_skill(folder)`` makes the value sent for a
+    ``("skill", folder)`` item (a forked worker holds the walked tree it needs)."""
+
+    items: list[Item]
+    load_skill: Callable[[str], Any] | None = None
 
 
 def _serve(
-    root: Path, items: list[Item] | Callable[[], list[Item]], fd: int, parser: Callable[[str, str, str], Any]
+    root: Path, given: Plan | Callable[[], Plan], fd: int, parser: Callable[[str, str, str], Any], frontier: _Frontier
 ) -> None:
-    """In the worker: the plan (``items``, or what calling it gives: a worker started before the tree was
-    walked walks it itself) as a ``([item, ...],)`` record; then for each item (in ``_order``) a ``(kind, path)``
-    record as it starts and a ``(kind, path, text, packed value)`` record (none when it cannot be read or
-    parsed: the loader then reads and parses it and reports why); ``()`` at the end. Each record ``marshal``'d
-    after its length."""
-    todo = items() if callable(items) else items
-    _send(fd, (todo,))
-    for kind, path in _order(todo):
+    """In the worker: the plan's items (``given``, or what calling it gives: a worker started before the tree was
+    walked walks it itself) as a ``([item, ...],)`` record; then for each item (in ``_order``, a lane ended where
+    ``frontier`` says this process has got to) a ``(kind, path)`` record as it starts and a ``(kind, path, text,
+    packed value)`` record (none when it cannot be read or parsed: the loader then reads and parses it and
+    reports why; a skill's text is ""); ``()`` at the end. Each record ``marshal``'d after its length."""
+    plan = given() if callable(given) else given
+    _send(fd, (plan.items,))
+    places = _lane_index(plan.items)
+    for kind, path in _order(plan.items):
+        if kind in LANES and places[(kind, path)] <= frontier.get(kind):
+            continue  # this process has taken the lane this far: the rest of it is its own
         _send(fd, (kind, path))
-        text, _ = read_text(root, path)
-        if text is None:
-            continue
         try:
-            value = pack(parser(kind, path, text))
+            if kind == "skill":
+                text, value = "", plan.load_skill(path)  # type: ignore[misc]
+            else:
+                read, _ = read_text(root, path)
+                if read is None:
+                    continue
+                text, value = read, parser(kind, path, read)
+            packed = pack(value)
         except Exception:  # noqa: S112 (the loader parses it again and reports what failed)
             continue
-        _send(fd, (kind, path, text, value))
+        _send(fd, (kind, path, text, packed))
     _send(fd, ())  # done: nothing more is coming
 
 
@@ -149,16 +197,17 @@ class _Worker:
     fd: int  # the pipe's read end (non-blocking)
     started: float  # time.monotonic() at the fork
     buffer: bytearray = field(default_factory=bytearray)
+    frontier: _Frontier = field(default_factory=_Frontier)  # shared with the worker
     current: Item | None = None  # the file it said it started, until its value arrives
     done: bool = False  # it said nothing more is coming
     plan: frozenset[Item] | None = None  # the files it will parse, once it has said so
+    places: dict[Item, int] = field(default_factory=dict)  # each lane item's place (``_lane_index``)
     begun: set[Item] = field(default_factory=set)  # the files it has started (one it then skipped never comes)
 
 
-def _fork(
-    root: Path, items: list[Item] | Callable[[], list[Item]], parser: Callable[[str, str, str], Any]
-) -> _Worker | None:
+def _fork(root: Path, plan: Plan | Callable[[], Plan], parser: Callable[[str, str, str], Any]) -> _Worker | None:
     try:
+        frontier = _Frontier()
         read_fd, write_fd = os.pipe()
     except OSError:
         return None
@@ -173,13 +222,13 @@ def _fork(
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends the worker; the parent reports it
             os.close(read_fd)
-            _serve(root, items, write_fd, parser)
+            _serve(root, plan, write_fd, parser, frontier)
             status = 0
         finally:
             os._exit(status)
     os.close(write_fd)
     os.set_blocking(read_fd, False)
-    return _Worker(pid, read_fd, time.monotonic())
+    return _Worker(pid, read_fd, time.monotonic(), frontier=frontier)
 
 
 class Prefetched(ParseCache):
@@ -203,24 +252,37 @@ class Prefetched(ParseCache):
         return self
 
     def get(self, kind: str, path: str, text: str, expect: Any = Any) -> Any | None:
-        key = (kind, path)
-        worker = self.worker
-        if worker is not None and key not in self.ready:
-            self._read(worker)
-            while self.worker is not None and worker.plan is None:
-                self._read(worker, wait=True)
-            while key not in self.ready and self.worker is not None and self._waits(worker, key):
-                self._read(worker, wait=True)
-        hit = self.ready.pop(key, None)
+        hit = self._arrived((kind, path))
         if hit is not None:
-            if key[0] != "rst":
-                self.close()  # the worker went past this file: every file after it has arrived
             value = self._value(hit, text, expect)
             if value is not None:
                 self.inner.put(kind, path, text, value)
                 self.received += 1
                 return value
         return self.inner.get(kind, path, text, expect)
+
+    def take(self, kind: str, path: str, expect: type) -> Any | None:
+        """The value the worker made for ``(kind, path)`` from files this process never reads (a whole skill:
+        ``Plan.load_skill``), or None: the caller makes it itself."""
+        hit = self._arrived((kind, path))
+        value = None if hit is None else self._value(hit, hit[0], expect)
+        self.received += value is not None
+        return value
+
+    def _arrived(self, key: Item) -> tuple[str, Any] | None:
+        """The worker's (text, packed value) for ``key``; it is waited for when the worker is on it or it is an
+        RST page still to come. None: this process makes it itself (and says so in the worker's lane)."""
+        worker = self.worker
+        if worker is not None and key not in self.ready:
+            self._read(worker)
+            while self.worker is not None and worker.plan is None:
+                self._read(worker, wait=True)
+            if key not in self.ready and self.worker is not None and key in worker.places:
+                worker.frontier.reach(key[0], worker.places[key])
+                self._read(worker)  # a start the worker sent before it saw the frontier
+            while key not in self.ready and self.worker is not None and self._waits(worker, key):
+                self._read(worker, wait=True)
+        return self.ready.pop(key, None)
 
     @staticmethod
     def _waits(worker: _Worker, key: Item) -> bool:
@@ -286,6 +348,7 @@ class Prefetched(ParseCache):
                 if type(entry[0]) is not list or not all(type(i) is tuple and len(i) == 2 for i in entry[0]):
                     return False
                 worker.plan = frozenset(entry[0])
+                worker.places = _lane_index(entry[0])
             elif len(entry) == 2:
                 worker.current = entry
                 worker.begun.add(entry)
@@ -320,6 +383,27 @@ def _may_fork(jobs: int) -> bool:
     return jobs >= 2 and hasattr(os, "fork") and _thread._count() == 0
 
 
+class Recorder(ParseCache):
+    """A worker's stand-in for the loader's cache: nothing cached to get; with ``keep`` (the check keeps a parse
+    cache), each ``put`` is kept (a copy: the loader then adds read problems to the value it got) for the
+    check to put in its own."""
+
+    def __init__(self, root: Path, keep: bool) -> None:
+        super().__init__(root, enabled=False)
+        self.keep = keep
+        self.puts: list[tuple[str, str, str, Any]] = []
+
+    def put(self, kind: str, path: str, text: str, value: Any) -> None:
+        if self.keep:
+            self.puts.append((kind, path, text, copy.copy(value)))
+
+
+def worth_a_worker(items: list[Item]) -> bool:
+    """Whether a plan pays for a worker's start: an RST page, or skills enough to share (a plan of scripts
+    alone saved 0.01 s and cost 0.03 s of CPU on a collection of 80 skills)."""
+    return any(kind in ("rst", "skill") for kind, _ in items)
+
+
 def start(
     project: Project,
     folders: list[str],
@@ -327,24 +411,28 @@ def start(
     cache: ParseCache,
     jobs: int,
     drift: bool,
+    load_skill: Callable[[str], Any] | None = None,
     parser: Callable[[str, str, str], Any] | None = None,
 ) -> ParseCache:
-    """``cache``, or (``jobs`` > 1, a cold cache, an RST page, a process that may fork) a ``Prefetched`` in front
-    of it whose worker has started. ``parser``: what the worker runs for each file (default ``parse``)."""
-    if cache.entries or not _may_fork(jobs) or not (project.root / docs).is_dir():
-        return cache  # (no docs folder: no RST page)
+    """``cache``, or (``jobs`` > 1, a cold cache, a plan ``worth_a_worker``, a process that may fork) a
+    ``Prefetched`` in front of it whose worker has started. ``load_skill``: ``Plan.load_skill`` (without it no
+    skill is shared); ``parser``: what the worker runs for each file (default ``parse``)."""
+    if cache.entries or not _may_fork(jobs):
+        return cache
     items = plan(project, folders, docs, drift)
-    if not any(kind == "rst" for kind, _ in items):
-        return cache  # scripts alone: on a collection of 80 skills the worker saved 0.01 s and cost 0.03 s of CPU
-    worker = _fork(project.root, items, parser or parse)
+    if load_skill is None:
+        items = [i for i in items if i[0] != "skill"]
+    if not worth_a_worker(items):
+        return cache
+    worker = _fork(project.root, Plan(items, load_skill), parser or parse)
     return Prefetched(cache, worker) if worker is not None else cache
 
 
 def begin(
-    root: Path, make_plan: Callable[[], list[Item]], jobs: int, parser: Callable[[str, str, str], Any] | None = None
+    root: Path, make_plan: Callable[[], Plan], jobs: int, parser: Callable[[str, str, str], Any] | None = None
 ) -> Prefetched | None:
-    """A worker started before the tree is walked (a check forks it first thing, so the RST pages are parsed
-    while it reads its settings and rules): it runs ``make_plan`` itself (an empty plan: it stops at once).
+    """A worker started before the tree is walked (a check forks it first thing, so it parses while the check
+    reads its settings and rules): it runs ``make_plan`` itself (an empty plan: it stops at once).
     ``Prefetched.attach`` puts it in front of the loader's cache; None where a process may not fork."""
     if not _may_fork(jobs):
         return None

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -13,14 +12,11 @@ from urllib.parse import unquote
 from .. import discover
 from ..caches.parse import ParseCache
 from ..inputs import (
-    MAX_BYTES,
     fresh_resolution,
     inside,
     link_problem,
     overlaid,  # the language server's unsaved buffers (load_project(overlay=...))
     problem,
-    read_bytes_bounded,
-    realpath,
     rel,
 )
 from ..model import Project, Skill
@@ -42,8 +38,8 @@ def load_project(
 ) -> Project:
     """Parse everything the rules need from the tree at ``root`` (``use_cache``: see cache.py).
 
-    ``jobs`` > 1: a worker process parses the RST pages and scripts meanwhile (``prefetch.py``), or ``early``,
-    one ``begin_load`` started; the project is the same.
+    ``jobs`` > 1: a worker process loads skills and parses the RST pages and scripts meanwhile
+    (``prefetch.py``), or ``early``, one ``begin_load`` started; the project is the same.
 
     ``drift=False`` (no drift rule will run): the launcher, the trainer, the configured tools and the
     scripts named in code are not read, since only the drift rules judge flags against their argparse.
@@ -63,8 +59,8 @@ def begin_load(
 ) -> prefetch.Prefetched | None:
     """A worker started before the check reads its settings and rules (``prefetch.begin``; pass it to
     ``load_project`` as ``early``, and close it when the check stops before loading): with the settings read
-    here, it walks the tree itself, then parses the RST pages. None for a tree without a docs folder, one whose
-    parse cache exists (a warm check), or where the process may not fork."""
+    here, it walks the tree itself, then loads what it shares (``_worker_plan``). None for a tree whose parse
+    cache exists (a warm check), or where the process may not fork."""
     root = Path(root)
     if not str(root).strip() or not root.is_dir():
         return None
@@ -75,17 +71,46 @@ def begin_load(
         config = load_config(root, overrides)
     except SetupError:
         return None  # the check reports it
-    docs = config["docs"]
-    if inside(root, str(docs)) is not None or not (root / docs).is_dir():
-        return None  # no RST pages to parse (none read outside the root): a worker would cost more than it saves
-    return prefetch.begin(root, lambda: _worker_plan(root, config), jobs)
+    return prefetch.begin(root, lambda: _worker_plan(root, config, use_cache), jobs)
 
 
-def _worker_plan(root: Path, config: dict[str, Any]) -> list[prefetch.Item]:
-    """In an early worker: the files it parses, found as the loader finds them (nothing without an RST page)."""
+def _worker_plan(root: Path, config: dict[str, Any], keep: bool) -> prefetch.Plan:
+    """In an early worker: what it shares, found as the loader finds it (nothing when that would not pay for
+    the worker: ``prefetch.worth_a_worker``); ``keep``: the check keeps a parse cache."""
     project = Project(root=root, config=config)
     items = prefetch.plan(project, _discover(root, config, project), config["docs"], drift=True)
-    return items if any(kind == "rst" for kind, _ in items) else []
+    if not prefetch.worth_a_worker(items):
+        return prefetch.Plan([])
+    return prefetch.Plan(items, _skill_loader(project, keep))
+
+
+def _skill_loader(project: Project, keep: bool) -> Callable[[str], tuple[Skill, list, list]]:
+    """In a worker, for the walked ``project``: a skill folder -> (the skill, the problems its loading adds to
+    the project, and with ``keep`` the parses it put in the cache), what ``_shared_skill`` takes."""
+    root, ordered = project.root, sorted(project.files)
+
+    def load(folder: str) -> tuple[Skill, list, list]:
+        scratch = Project(root=root, config=project.config)
+        cache = prefetch.Recorder(root, keep)
+        skill = _load_skill(root, root / folder / discover.SKILL_FILE, scratch, cache, ordered)
+        return skill, scratch.problems, cache.puts
+
+    return load
+
+
+def _shared_skill(cache: ParseCache, folder: str, project: Project) -> Skill | None:
+    """The skill in ``folder`` as the worker loaded it (its problems added to ``project``'s and its parses to
+    the cache, as ``_load_skill`` here would), or None: this process loads it."""
+    if not isinstance(cache, prefetch.Prefetched):
+        return None
+    got = cache.take("skill", folder, tuple)
+    if got is None or len(got) != 3 or not isinstance(got[0], Skill) or not all(type(p) is list for p in got[1:]):
+        return None
+    skill, problems, puts = got
+    project.problems += problems
+    for kind, path, text, value in puts:
+        cache.put(kind, path, text, value)
+    return skill
 
 
 def _load_project(
@@ -125,7 +150,7 @@ def _load(
     if early is not None:
         shared = early.attach(cache)
     else:
-        shared = prefetch.start(project, folders, config["docs"], cache, jobs, drift)
+        shared = prefetch.start(project, folders, config["docs"], cache, jobs, drift, _skill_loader(project, True))
     try:
         return _load_found(root, config, shared, drift, project, folders)
     finally:
@@ -141,15 +166,11 @@ def _load_found(
     parsing them meanwhile, ``prefetch.py``; nothing before them reads them.)"""
     ordered = sorted(project.files)
     for folder in folders:
-        project.skills.append(_load_skill(root, root / folder / discover.SKILL_FILE, project, cache, ordered))
+        skill = _shared_skill(cache, folder, project)
+        project.skills.append(skill or _load_skill(root, root / folder / discover.SKILL_FILE, project, cache, ordered))
     if drift:
         _load_launchers(root, config, project, cache)
     _aliases(root, project)
-    by_folder: dict[str, list[str]] = {}
-    for path in project.files:
-        by_folder.setdefault(posixpath.dirname(path), []).append(path)
-    for skill in project.skills:
-        _entry_scripts(root, skill, project, by_folder)
     for path in sorted(p for p in project.files if AGENT_FILE_RE.search(p)):
         project.agent_files[path] = load_markdown(root, path, cache)
     docs = root / config["docs"]
@@ -225,25 +246,6 @@ def _discover(root: Path, config: dict[str, Any], project: Project) -> list[str]
     return skills
 
 
-def _entry_scripts(root: Path, skill: Skill, project: Project, by_folder: dict[str, list[str]]) -> None:
-    """The skill's scripts/ files that are entry points (a shebang or a ``__main__`` guard)."""
-    folder = skill.join("scripts")
-    prefix = f"{folder}/"
-    for path in sorted(by_folder.get(folder, [])):
-        name = path[len(prefix) :]
-        if name.startswith((".", "_")):
-            continue
-        text = skill.script_texts.get(path)  # read by the skill's loader (a script of a known suffix, decoded)
-        if text is not None and "__main__" in text:
-            skill.entry_scripts.append(path)
-            continue
-        if text is not None and not text.startswith("#!"):
-            continue  # no shebang: decoding only drops a byte-order mark, it never makes one
-        data = read_bytes_bounded(os.path.join(realpath(str(root)), path), MAX_BYTES)
-        if isinstance(data, bytes) and (data.startswith(b"#!") or b"__main__" in data):
-            skill.entry_scripts.append(path)
-
-
 def _documents(project: Project) -> list[Any]:
     docs: list[Any] = [d for s in project.skills for d in (s.skill_md, *s.files.values())]
     return [d for d in [*docs, *project.rst.values(), *project.included.values()] if d.readable]
@@ -258,18 +260,14 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache, drift: b
         t.spec.path for t in project.tools.values()
     }
     skill_dirs = {d.path: s.dir for s in project.skills for d in (s.skill_md, *s.files.values())}
+    read = {path: text for s in project.skills for path, text in s.script_texts.items()}  # read by _load_skill
     for doc in docs:
-        texts = [c.text for c in doc.code] + [
-            c.text for t in doc.tables for r in [t.header, *t.rows] for cell in r for c in cell.code
-        ]
         bases = ("", skill_dirs[doc.path]) if doc.path in skill_dirs else ("",)
-        for text in texts if drift else ():
-            for token in PY_TOKEN_RE.findall(text):
-                token = token.removeprefix("./")
-                for base in bases:
-                    path = posixpath.normpath(posixpath.join(base, token)) if base else posixpath.normpath(token)
-                    if path in project.files and path not in project.scripts and path not in tool_paths:
-                        project.scripts[path] = load_argspec(root, path, cache)
+        for token in _py_tokens(doc) if drift else ():
+            for base in bases:
+                path = posixpath.normpath(posixpath.join(base, token)) if base else posixpath.normpath(token)
+                if path in project.files and path not in project.scripts and path not in tool_paths:
+                    project.scripts[path] = load_argspec(root, path, cache, read.get(path))
         for link in doc.links:
             target = link.target.split("#", 1)[0]
             if not target or "://" in target or target.startswith(("mailto:", "//")):
@@ -288,6 +286,16 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache, drift: b
                 project.linked[path] = load_markdown(root, path, cache)
             elif path.endswith(".rst"):
                 project.linked[path] = load_rst(root, path, cache)
+
+
+def _py_tokens(doc: Any) -> list[str]:
+    """The Python file names ``doc``'s code (spans, blocks, table cells) shows, each once, in order. One search
+    over the texts joined by newlines finds what a search of each finds: a name holds no newline, and a newline
+    before one is no character the pattern refuses there."""
+    texts = [c.text for c in doc.code] + [
+        c.text for t in doc.tables for r in [t.header, *t.rows] for cell in r for c in cell.code
+    ]
+    return list(dict.fromkeys(t.removeprefix("./") for t in PY_TOKEN_RE.findall("\n".join(texts))))
 
 
 def all_problems(project: Project) -> list:

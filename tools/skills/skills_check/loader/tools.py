@@ -73,11 +73,13 @@ def _load_tools(root: Path, config: dict[str, Any], project: Project, cache: Par
         )
 
 
-def load_argspec(root: Path, relpath: str, cache: ParseCache | None = None) -> ArgSpec:
-    """A script's argparse options, read with ``ast`` (the script is never imported or run)."""
-    text, problems = read_text(root, relpath)
+def load_argspec(root: Path, relpath: str, cache: ParseCache | None = None, text: str | None = None) -> ArgSpec:
+    """A script's argparse options, read with ``ast`` (the script is never imported or run); ``text``: the
+    script's text as ``read_text`` gave it already (it is not read again)."""
     if text is None:
-        return ArgSpec(path=relpath, problems=problems)
+        text, problems = read_text(root, relpath)
+        if text is None:
+            return ArgSpec(path=relpath, problems=problems)
     return _argspec(relpath, text, [], cache)
 
 

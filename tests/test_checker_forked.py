@@ -1,0 +1,126 @@
+"""Jobs shared with a forked child from the two ends of a list (``skills_check/forked.py``) and the rules phase
+that uses it: the results are those of one process, in order, whoever ran each job, and a child that dies,
+stalls or sends anything else costs only its help."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from skills_check import forked, runner
+from skills_check.loader import load_project
+from skills_check.model import Finding, Loc
+from skills_check.rules import load as load_rules
+from test_checker_prefetch import _odd_skills, _tree
+
+
+@pytest.fixture(autouse=True)
+def _single_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in test_checker_prefetch.py: the count the fork guard reads is that of a ``check`` process."""
+    monkeypatch.setattr(forked._thread, "_count", lambda: 0)
+
+
+def _finding(n: int) -> list[Finding]:
+    return [Finding("SK100", f"job {n}", Loc(f"f{n}.md", n, 1))]
+
+
+def _who(n: int) -> list[Finding]:
+    """The job's finding, saying which process ran it."""
+    return [Finding("SK100", f"job {n} in {os.getpid()}", Loc(f"f{n}.md", n, 1))]
+
+
+def test_the_results_are_in_order_and_the_child_ran_the_last_jobs() -> None:
+    """The two meet between jobs 0 and 1 whatever their speeds: this process, on job 0 (claimed before it runs
+    it), waits until the child is on job 1, and the child waits there until this process has got that far."""
+    parent = os.getpid()
+    at_one, go = os.pipe(), os.pipe()
+
+    def run(n: int) -> list[Finding]:
+        if n == 1 and os.getpid() != parent:
+            os.write(at_one[1], b"1")
+            assert select.select([go[0]], [], [], 60)[0]
+        if n == 0 and os.getpid() == parent:
+            assert select.select([at_one[0]], [], [], 60)[0]
+            os.write(go[1], b"1")
+        return _who(n)
+
+    try:
+        got = forked.from_both_ends(list(range(40)), run)
+    finally:
+        for fd in (*at_one, *go):
+            os.close(fd)
+    assert [f[0].message.split(" in ")[0] for f in got] == [f"job {n}" for n in range(40)]
+    pids = [int(f[0].message.rsplit(" ", 1)[1]) for f in got]
+    assert pids[0] == parent and len(set(pids[1:])) == 1 and pids[1] != parent
+
+
+@pytest.mark.parametrize("action", ["die", "stall", "unpackable", "garble"])
+def test_a_child_that_fails_costs_only_its_help(monkeypatch: pytest.MonkeyPatch, action: str) -> None:
+    parent = os.getpid()
+    monkeypatch.setattr(forked, "DEADLINE", 1.0)
+
+    def run(n: int) -> Any:
+        if os.getpid() != parent:
+            if action == "die":
+                os._exit(3)
+            if action == "stall":
+                signal.pause()  # until this process gives up waiting and ends it
+            if action == "unpackable":
+                return object()
+        return _finding(n)
+
+    if action == "garble":
+        real = forked._send
+        monkeypatch.setattr(
+            forked, "_send", lambda fd, record: os.write(fd, forked._LENGTH.pack(2) + b"\xff\xfe")
+            if isinstance(record, tuple) else real(fd, record)
+        )  # fmt: skip
+    assert forked.from_both_ends(list(range(12)), run) == [_finding(n) for n in range(12)]
+
+
+def test_one_process_a_single_job_or_threads_fork_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    real = forked._fork
+    monkeypatch.setattr(forked, "_fork", lambda *a: calls.append(a) or real(*a))
+    assert forked.from_both_ends([1, 2, 3], _finding, processes=1) == [_finding(n) for n in (1, 2, 3)]
+    assert forked.from_both_ends([5], _finding) == [_finding(5)]
+    monkeypatch.setattr(forked._thread, "_count", lambda: 1)
+    assert forked.from_both_ends([1, 2], _finding) == [_finding(1), _finding(2)]
+    assert not calls
+
+
+def test_every_child_is_reaped() -> None:
+    pids: list[int] = []
+
+    def run(n: int) -> list[Finding]:
+        return _who(n)
+
+    for _ in range(3):
+        got = forked.from_both_ends(list(range(30)), run)
+        pids += [int(f[0].message.rsplit(" ", 1)[1]) for f in got if not f[0].message.endswith(str(os.getpid()))]
+    for pid in set(pids):
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_the_rules_shared_with_a_child_find_what_one_process_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path, skills=30, pages=3)
+    _odd_skills(root)
+    project = load_project(root, {}, use_cache=False)
+    rules = load_rules(None)
+    alone = runner.run_rules(project, rules)
+    assert {f.code for f in alone} >= {"DR301", "IN040", "IN008"}
+    forks: list[Any] = []
+    real = forked._fork
+    monkeypatch.setattr(forked, "_fork", lambda *a: forks.append(real(*a)) or forks[-1])
+    assert runner.run_rules(project, rules, jobs=2) == alone  # under SHARED_RULES_CHARS: one process
+    assert not forks
+    monkeypatch.setattr(runner, "SHARED_RULES_CHARS", 0)
+    assert runner.run_rules(project, rules, jobs=2) == alone
+    assert len(forks) == 1 and forks[0] is not None

@@ -1,0 +1,181 @@
+"""A list of jobs done by two processes from its two ends: this process from the first job on, a forked child
+from the last one back (``from_both_ends``). The rules phase uses it: each rule is a job, its findings the
+result.
+
+The child says which job it starts before it runs it, and sends each result as plain values (``codec.pack``,
+written by ``marshal`` in length-prefixed records over a pipe only the two processes hold; ``codec.unpack``'s
+fixed table of the model's classes is all that turns them back into objects, so nothing received can run code).
+Before each job this process reads what has arrived: a job the child has finished is taken, the one it is on is
+waited for, and any other is run here, after this process has written how far it has got into memory the two
+share; the child reads that before each job and stops where this process has been. So the two meet wherever
+their speeds take them, and at most the job at the meeting point is run twice (this process uses its own
+result). A child that dies, stalls past ``DEADLINE`` or sends anything else is stopped, and this process runs
+what it had not sent. The results come back in the jobs' order, as one process would have made them.
+
+Only a single-threaded process with ``fork`` forks (``may_fork``); the child never returns into the caller's
+code, and is reaped before ``from_both_ends`` returns.
+"""
+
+from __future__ import annotations
+
+import _thread
+import marshal
+import mmap
+import os
+import select
+import signal
+import struct
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from .caches.codec import CodecError, pack, unpack
+
+T = TypeVar("T")
+DEADLINE = 120.0  # seconds after the fork past which this process no longer waits for the child
+_LENGTH = struct.Struct("<I")  # a record's length, before it
+_PLACE = struct.Struct("<i")  # how far this process has got (the index of the last job it ran), shared
+
+
+def may_fork(jobs: int) -> bool:
+    """Whether a second process may share the work: ``jobs`` > 1, ``fork`` available, no other thread running
+    (a forked thread's locks would stay held in the child)."""
+    return jobs >= 2 and hasattr(os, "fork") and _thread._count() == 0
+
+
+def from_both_ends(jobs: Sequence[T], run: Callable[[T], Any], processes: int = 2) -> list[Any]:
+    """``[run(job) for job in jobs]``, with a forked child running jobs from the last one back where
+    ``processes`` > 1 and ``may_fork``; each result must be what ``codec.pack`` takes."""
+    child = _fork(jobs, run) if len(jobs) > 1 and may_fork(processes) else None
+    if child is None:
+        return [run(job) for job in jobs]
+    try:
+        return [child.result(i) if child.has(i) else run(job) for i, job in enumerate(jobs)]
+    finally:
+        child.stop()
+
+
+class _Child:
+    """This process's side: what the child has started and sent (see the module's doc)."""
+
+    def __init__(self, pid: int, fd: int, place: mmap.mmap) -> None:
+        self.pid, self.fd, self.place = pid, fd, place
+        self.started = time.monotonic()
+        self.buffer = bytearray()
+        self.current: int | None = None  # the job it said it started, until its result arrives
+        self.results: dict[int, Any] = {}
+        self.alive = True
+
+    def has(self, index: int) -> bool:
+        """Whether the child ran (or is running) job ``index``; if not, it is this process's, and the child
+        stops short of it."""
+        self._read()
+        if index not in self.results and self.current != index:
+            _PLACE.pack_into(self.place, 0, index)
+            self._read()  # a start it sent before it saw the place
+        while self.alive and self.current == index and index not in self.results:
+            self._read(wait=True)
+        return index in self.results
+
+    def result(self, index: int) -> Any:
+        return self.results.pop(index)
+
+    def _read(self, wait: bool = False) -> None:
+        if not self.alive:
+            return
+        try:
+            if wait:
+                left = self.started + DEADLINE - time.monotonic()
+                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                    raise TimeoutError
+            while chunk := os.read(self.fd, 1 << 16):
+                self.buffer += chunk
+            if wait:
+                self.alive = False  # the pipe closed: it has sent all it will
+        except BlockingIOError:
+            pass
+        except OSError:  # TimeoutError among them
+            self.alive = False
+        if not self._records():
+            self.alive = False
+        if not self.alive:
+            self.current = None
+
+    def _records(self) -> bool:
+        """Take the complete records in the buffer; False for one that is not a record of ours."""
+        data, at = self.buffer, 0
+        while len(data) - at >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(data, at)
+            if len(data) - at - _LENGTH.size < size:
+                break
+            try:
+                entry = marshal.loads(data[at + _LENGTH.size : at + _LENGTH.size + size])
+                at += _LENGTH.size + size
+                if type(entry) is int:
+                    self.current = entry
+                elif type(entry) is tuple and len(entry) == 2 and type(entry[0]) is int:
+                    self.results[entry[0]] = unpack(entry[1])
+                    self.current = None
+                else:
+                    return False
+            except (EOFError, ValueError, TypeError, IndexError, RecursionError, CodecError):
+                return False
+        del data[:at]
+        return True
+
+    def stop(self) -> None:
+        """End and reap the child (what it had not sent was run here)."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.close(self.fd)
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+        self.place.close()
+
+
+def _fork(jobs: Sequence[T], run: Callable[[T], Any]) -> _Child | None:
+    try:
+        place = mmap.mmap(-1, _PLACE.size)  # anonymous and shared with the child
+        _PLACE.pack_into(place, 0, -1)
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
+    if pid == 0:  # the child: never returns, never runs this process's exit handlers or flushes its buffers
+        status = 1
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends the child; the parent reports it
+            os.close(read_fd)
+            _serve(jobs, run, write_fd, place)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    os.set_blocking(read_fd, False)
+    return _Child(pid, read_fd, place)
+
+
+def _serve(jobs: Sequence[T], run: Callable[[T], Any], fd: int, place: mmap.mmap) -> None:
+    """In the child: from the last job back to where this process has got, ``index`` as it starts a job and
+    ``(index, packed result)`` when it is done."""
+    for index in range(len(jobs) - 1, -1, -1):
+        if index <= _PLACE.unpack_from(place, 0)[0]:
+            return
+        _send(fd, index)
+        _send(fd, (index, pack(run(jobs[index]))))
+
+
+def _send(fd: int, record: Any) -> None:
+    data = marshal.dumps(record)
+    view = memoryview(_LENGTH.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
