@@ -359,7 +359,7 @@ def test_an_early_worker_with_nothing_to_parse_stops(tmp_path: Path, forked: lis
     early = begin_load(root, {}, False, 2)
     assert early is not None
     assert load_project(root, {}, use_cache=False, jobs=2, early=early) == alone
-    assert early.received == 0 and len(forked) == 1 and _reaped(forked)
+    assert early.received == 1 and len(forked) == 1 and _reaped(forked)  # its walk of the tree only
 
 
 def test_a_check_that_stops_before_loading_ends_its_worker(
@@ -396,7 +396,7 @@ def test_an_early_worker_on_a_small_tree_without_docs_stops_and_reads_nothing_ou
         early = begin_load(root, {"docs": docs}, False, 2)
         assert isinstance(early, Prefetched)  # it walks the tree, finds too little to share and stops
         assert load_project(root, {"docs": docs}, use_cache=False, jobs=2, early=early) == _load_with(root, docs)
-        assert early.received == 0 and early.worker is None
+        assert early.received == 1 and early.worker is None  # its walk of the tree only
     assert len(forked) == 2 and _reaped(forked)
 
 

@@ -148,10 +148,12 @@ class _Frontier:
 @dataclass
 class Plan:
     """What a worker does: ``items`` in ``_order``; ``load_skill(folder)`` makes the value sent for a
-    ``("skill", folder)`` item (a forked worker holds the walked tree it needs)."""
+    ``("skill", folder)`` item (a forked worker holds the walked tree it needs); ``made``: values it has
+    already, sent before the items (an early worker's walk of the tree)."""
 
     items: list[Item]
     load_skill: Callable[[str], Any] | None = None
+    made: dict[Item, Any] = field(default_factory=dict)
 
 
 def _serve(
@@ -163,6 +165,8 @@ def _serve(
     packed value)`` record (none when it cannot be read or parsed: the loader then reads and parses it and
     reports why; a skill's text is ""); ``()`` at the end. Each record ``marshal``'d after its length."""
     plan = given() if callable(given) else given
+    for (kind, path), value in plan.made.items():  # before the plan: the loader has them once it has the plan
+        _send(fd, (kind, path, "", pack(value)))
     _send(fd, (plan.items,))
     places = _lane_index(plan.items)
     for kind, path in _order(plan.items):

@@ -78,10 +78,23 @@ def _worker_plan(root: Path, config: dict[str, Any], keep: bool) -> prefetch.Pla
     """In an early worker: what it shares, found as the loader finds it (nothing when that would not pay for
     the worker: ``prefetch.worth_a_worker``); ``keep``: the check keeps a parse cache."""
     project = Project(root=root, config=config)
-    items = prefetch.plan(project, _discover(root, config, project), config["docs"], drift=True)
+    found = _walk(root, config)
+    walked = {WALKED: (found.paths, found.files, found.dir_links, found.skills, found.orphans, found.problems)}
+    items = prefetch.plan(project, _discover(root, config, project, found), config["docs"], drift=True)
     if not prefetch.worth_a_worker(items):
-        return prefetch.Plan([])
-    return prefetch.Plan(items, _skill_loader(project, keep))
+        return prefetch.Plan([], made=walked)
+    return prefetch.Plan(items, _skill_loader(project, keep), walked)
+
+
+WALKED = ("walk", "")  # an early worker's walk of the tree (``discover.Walk``'s fields, in order)
+
+
+def _walk(root: Path, config: dict[str, Any], early: prefetch.Prefetched | None = None) -> discover.Walk:
+    """The tree's walk: ``early``'s (its worker walked the tree with the same settings), else walked here."""
+    got = early.take(*WALKED, tuple) if early is not None else None
+    if got is not None and len(got) == 6:
+        return discover.Walk(*got)
+    return discover.walk(root, gitignore=discover.configured(config.get("skills")) is None)
 
 
 def _skill_loader(project: Project, keep: bool) -> Callable[[str], tuple[Skill, list, list]]:
@@ -146,7 +159,7 @@ def _load(
     early: prefetch.Prefetched | None = None,
 ) -> Project:
     project = Project(root=root, config=config)
-    folders = _discover(root, config, project)
+    folders = _discover(root, config, project, _walk(root, config, early))
     if early is not None:
         shared = early.attach(cache)
     else:
@@ -214,11 +227,11 @@ AGENT_FILE_RE = re.compile(r"^(?:\.claude/agents|plugins/[^/]+/agents)/[^/]+\.md
 PY_TOKEN_RE = re.compile(r"(?<![\w./-])((?:\./)?[\w.-]+(?:/[\w.-]+)*\.py)\b")
 
 
-def _discover(root: Path, config: dict[str, Any], project: Project) -> list[str]:
-    """Index the tree (``project.paths``/``files``/``dir_links``) and return its skill folders (discover.py);
-    a configured ``skills`` folder or glob that names nothing is a finding where it was set."""
+def _discover(root: Path, config: dict[str, Any], project: Project, found: discover.Walk) -> list[str]:
+    """Index the tree from its walk ``found`` (``project.paths``/``files``/``dir_links``) and return its skill
+    folders (discover.py); a configured ``skills`` folder or glob that names nothing is a finding where it was
+    set."""
     patterns = discover.configured(config.get("skills"))
-    found = discover.walk(root, gitignore=patterns is None)
     project.paths, project.files, project.dir_links = found.paths, found.files, found.dir_links
     project.problems += found.problems
     if patterns is None:
