@@ -6,7 +6,8 @@ asserted in tests).
 - *parse floor*: the same imports, then every file the check reads parsed once with them (markdown with
   markdown-it and its front matter with PyYAML, RST with docutils), nothing else.
 - *cold*: ``cli.py check --no-cache`` (target: at most 1.2x the parse floor); beside it ``--jobs 1``, the
-  same check without the worker process that parses the RST pages meanwhile (``loader/prefetch.py``).
+  same check in one process (without the worker that parses the RST pages meanwhile, ``loader/prefetch.py``,
+  and the fork that shares the rules, ``forked.py``).
 - *warm*: ``cli.py check`` with the parse cache filled and nothing changed (target: at most 0.7x the
   import floor: a warm check imports no parser).
 
@@ -204,7 +205,7 @@ def main() -> int:
     clis = {"ours": CLI, **({"baseline": args.baseline} if args.baseline else {})}
     for label, cli in clis.items():
         cmds[f"{label} cold"] = [py, str(cli), "check", "--no-cache"]
-        if label == "ours":  # the same check without its parsing worker (loader/prefetch.py): what the worker buys
+        if label == "ours":  # the same check in one process: what the worker and the rules' fork buy
             cmds["ours cold -j1"] = [py, str(cli), "check", "--no-cache", "--jobs", "1"]
         cmds[f"{label} warm"] = [f"SKILLS_CHECK_CACHE_DIR={tmp / label}", py, str(cli), "check"]
         for _ in range(2):  # fill this checker's caches (a report is kept once its inputs are settled)

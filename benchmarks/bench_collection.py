@@ -6,8 +6,8 @@ The collection (written into a temporary folder) has the shape of the large publ
 each skill a SKILL.md with references, scripts and assets (binary ones too), a license, and in one skill in
 eight a folder of a hundred schema files, about 2,000 files for 80 skills (``--small``: four files a skill);
 no ``[tool.skills-check]`` (so the generic rules run, as for any tree). Both tools check the whole collection in one call, cold: ours with
-``--no-cache`` (and, for comparison, with ``--jobs 1``: without the worker process that parses the skills'
-scripts meanwhile), agnix as it ships. Each figure is the median of ``--repeat`` fresh processes, the tools
+``--no-cache`` (and, for comparison, with ``--jobs 1``: without the worker process that loads skills and parses
+scripts meanwhile, nor the one that shares the rules), agnix as it ships. Each figure is the median of ``--repeat`` fresh processes, the tools
 interleaved so that load on a shared machine hits both alike; the target is ours at most 2x agnix's wall
 and CPU time (issue 35).
 
@@ -171,7 +171,7 @@ def main() -> int:
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as on a user's machine
         (tmp / "home").mkdir()
         ours = [sys.executable, str(CLI), "check", "--no-cache", "--root", str(tree)]
-        cmds = {"ours": ours, "ours-j1": [*ours, "--jobs", "1"]}  # -j1: without its parsing worker
+        cmds = {"ours": ours, "ours-j1": [*ours, "--jobs", "1"]}  # -j1: all in one process
         if args.agnix:
             cmds["agnix"] = [args.agnix, str(tree)]
         else:

@@ -31,6 +31,8 @@ class ConfigError(SetupError):
 
 @dataclass(frozen=True, order=True)
 class Loc:
+    """A place in a file: repository-relative path, 1-based line and column."""
+
     path: str
     line: int = 1
     col: int = 1
@@ -63,6 +65,8 @@ class Fix:
 
 @dataclass
 class Finding:
+    """One problem a rule or the loader reports, where it is, and (for drift) where the truth lives."""
+
     code: str  # stable rule code, e.g. "SK101"
     message: str  # one line; for drift, names where the truth lives
     loc: Loc
@@ -73,6 +77,8 @@ class Finding:
 
 @dataclass
 class Heading:
+    """A markdown or RST heading: its level, plain text, anchor and line."""
+
     level: int
     text: str  # plain text of the heading
     anchor: str  # GitHub-style (markdown) or docutils id (rst)
@@ -81,6 +87,8 @@ class Heading:
 
 @dataclass
 class Link:
+    """A link or image target as written, with its text and place."""
+
     target: str  # as written (may carry a #fragment)
     text: str
     line: int
@@ -122,6 +130,8 @@ class Comment:
 
 @dataclass
 class Cell:
+    """One table cell: its text, place and the code spans in it."""
+
     text: str
     line: int
     col: int = 1
@@ -130,6 +140,8 @@ class Cell:
 
 @dataclass
 class Table:
+    """A markdown or RST table: header cells, rows of cells, its line and the heading above it."""
+
     header: list[Cell]
     rows: list[list[Cell]]
     line: int
@@ -138,6 +150,8 @@ class Table:
 
 @dataclass
 class MarkdownDoc:
+    """A parsed markdown file: frontmatter, headings, links, code, tables, comments and problems."""
+
     path: str
     text: str
     n_lines: int
@@ -156,6 +170,8 @@ class MarkdownDoc:
 
 @dataclass
 class RstDoc:
+    """A parsed RST page: labels, ids, headings, links, code, tables, includes and problems."""
+
     path: str
     text: str
     n_lines: int
@@ -183,6 +199,8 @@ MISSING = _Missing()  # an argparse default that was not given
 
 @dataclass
 class Option:
+    """One argparse option as the script declares it (read statically)."""
+
     flags: tuple[str, ...]  # option strings, first is the canonical one
     dest: str
     line: int
@@ -232,6 +250,8 @@ class Tool:
 
 @dataclass
 class Skill:
+    """A skill folder: SKILL.md, its other markdown, evals, scripts' texts and convention files."""
+
     dir: str  # e.g. "skills/user/train-multi-gpu" ("" when the checked root is itself one skill)
     audience: str  # the folder holding the skill folder ("user" under skills/user/; "" for a root skill)
     skill_md: MarkdownDoc
@@ -259,6 +279,8 @@ class Skill:
 
 @dataclass
 class Project:
+    """Everything the rules read about the checked tree."""
+
     root: Path
     config: dict[str, Any]
     skills: list[Skill] = field(default_factory=list)

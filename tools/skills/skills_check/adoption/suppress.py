@@ -26,7 +26,6 @@ A per-file-ignores glob matching no path and hiding nothing is SU004. Per-file i
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -237,6 +236,8 @@ def per_file_ignores(config: dict[str, Any], known: Iterable[str]) -> list[tuple
             raise ConfigError(f"{where} {glob!r} must be a non-empty list of codes", line=line, key=CONFIG_KEY)
         bad = [c for c in codes if not any(k.startswith(c.strip().upper()) for k in known)]
         if bad:
+            import difflib  # only for a code that is not known: a check without such a typo never loads it
+
             near = [n for n in (difflib.get_close_matches(bad[0].strip().upper(), known, n=1),) if n]
             hint = f"; did you mean {near[0][0]}?" if near else ""
             raise ConfigError(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from collections.abc import Callable, Iterable
@@ -66,6 +65,8 @@ def nearest(word: str, valid: Iterable[str]) -> str | None:
     for other in (word.replace("_", "-"), word.replace("-", "_"), word.lower()):
         if other in valid:
             return other
+    import difflib  # only for a name that is not valid: a check of a good setting never loads it
+
     close = difflib.get_close_matches(word, valid, n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -125,14 +126,19 @@ def _key_line(text: str, key: str) -> int:
     return locate(text, "tool", SECTION, key)
 
 
+def _near(name: str, section: str) -> bool:
+    """Whether ``name`` is a near miss of ``section`` (difflib's ratio at least 0.85)."""
+    import difflib  # for a tree whose pyproject.toml has [tool] tables only: most checked trees never load it
+
+    return difflib.SequenceMatcher(None, name, section).ratio() >= 0.85
+
+
 def _check_sections(tool: dict[str, Any], text: str) -> None:
     """A ``[tool.X]`` table whose name is a near miss of ``skills-check`` (``skill-check``, ``skills_check``) is
     an error, not a table silently ignored."""
     for name in tool:
         squashed = re.sub(r"[^a-z0-9]", "", name.lower())
-        if name != SECTION and (
-            squashed == "skillscheck" or difflib.SequenceMatcher(None, name.lower(), SECTION).ratio() >= 0.85
-        ):
+        if name != SECTION and (squashed == "skillscheck" or _near(name.lower(), SECTION)):
             raise ConfigError(
                 f"unknown section [tool.{name}]; did you mean [tool.{SECTION}]? (the checker reads only [tool.{SECTION}])",
                 line=locate(text, "tool", name),
