@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +65,10 @@ TAG = "$"
 _ORDER = tuple(CLASSES.values())  # pack's class indexes
 _INDEX = {cls: i for i, cls in enumerate(_ORDER)}
 _FIELDS = tuple(tuple(f.name for f in dataclasses.fields(cls)) for cls in _ORDER)
+# each class's field values as one tuple, read in one call (pack's hot path)
+_VALUES = tuple(
+    operator.attrgetter(*names) if len(names) > 1 else (lambda v, n=names[0]: (getattr(v, n),)) for names in _FIELDS
+)
 # pack's tags for what is not a model class (a class's tag is its index, from 0)
 _MISSING, _TUPLE, _SET, _FROZENSET = -1, -2, -3, -4
 
@@ -147,21 +152,25 @@ def decode(data: Any) -> Any:
     return cls(**{k: decode(x) for k, x in v.items()})
 
 
+_LEAVES = frozenset({str, int, bool, float, bytes, type(None)})  # what pack and unpack pass through as it is
+
+
 def pack(value: Any) -> Any:
     """``value`` as nested str, int, float, bool, None, bytes, list, dict and tagged tuples (``marshal``
-    writes them): a model object is ``(class index, field, ...)``, a tuple ``(-2, item, ...)``."""
+    writes them): a model object is ``(class index, field, ...)``, a tuple ``(-2, item, ...)``. (Leaves are
+    passed through where they are met rather than in a call each: most of a model's values are leaves.)"""
     kind = type(value)
-    if kind is str or kind is int or value is None or kind is bool or kind is float or kind is bytes:
+    if kind in _LEAVES:
         return value
     if kind is list:
-        return [pack(v) for v in value]
+        return [v if type(v) in _LEAVES else pack(v) for v in value]
     if kind is dict:
-        return {pack(k): pack(v) for k, v in value.items()}
+        return {pack(k): v if type(v) in _LEAVES else pack(v) for k, v in value.items()}
     index = _INDEX.get(kind)
     if index is not None:
-        return (index, *[pack(getattr(value, name)) for name in _FIELDS[index]])
+        return (index, *[v if type(v) in _LEAVES else pack(v) for v in _VALUES[index](value)])
     if kind is tuple:
-        return (_TUPLE, *[pack(v) for v in value])
+        return (_TUPLE, *[v if type(v) in _LEAVES else pack(v) for v in value])
     if value is MISSING:
         return (_MISSING,)
     if kind is set or kind is frozenset:
@@ -173,19 +182,19 @@ def unpack(data: Any) -> Any:
     """The inverse of ``pack``; a tag it does not know raises ``CodecError``."""
     kind = type(data)
     if kind is list:
-        return [unpack(v) for v in data]
+        return [v if type(v) in _LEAVES else unpack(v) for v in data]
     if kind is tuple:
         tag = data[0] if data else None
         if type(tag) is not int or not _FROZENSET <= tag < len(_ORDER):
             raise CodecError("not a packed value")
         if tag >= 0:
-            return _ORDER[tag](*[unpack(v) for v in data[1:]])
+            return _ORDER[tag](*[v if type(v) in _LEAVES else unpack(v) for v in data[1:]])
         if tag == _MISSING:
             return MISSING
         items = [unpack(v) for v in data[1:]]
         return tuple(items) if tag == _TUPLE else set(items) if tag == _SET else frozenset(items)
     if kind is dict:
-        return {unpack(k): unpack(v) for k, v in data.items()}
+        return {unpack(k): v if type(v) in _LEAVES else unpack(v) for k, v in data.items()}
     return data
 
 
