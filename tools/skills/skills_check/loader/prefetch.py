@@ -148,25 +148,28 @@ class _Frontier:
 @dataclass
 class Plan:
     """What a worker does: ``items`` in ``_order``; ``load_skill(folder)`` makes the value sent for a
-    ``("skill", folder)`` item (a forked worker holds the walked tree it needs); ``made``: values it has
-    already, sent before the items (an early worker's walk of the tree)."""
+    ``("skill", folder)`` item (a forked worker holds the walked tree it needs)."""
 
     items: list[Item]
     load_skill: Callable[[str], Any] | None = None
-    made: dict[Item, Any] = field(default_factory=dict)
+
+
+Send = Callable[[Item, Any], None]  # sends a value the worker has made before its plan (its walk of the tree)
 
 
 def _serve(
-    root: Path, given: Plan | Callable[[], Plan], fd: int, parser: Callable[[str, str, str], Any], frontier: _Frontier
+    root: Path,
+    given: Plan | Callable[[Send], Plan],
+    fd: int,
+    parser: Callable[[str, str, str], Any],
+    frontier: _Frontier,
 ) -> None:
     """In the worker: the plan's items (``given``, or what calling it gives: a worker started before the tree was
     walked walks it itself) as a ``([item, ...],)`` record; then for each item (in ``_order``, a lane ended where
     ``frontier`` says this process has got to) a ``(kind, path)`` record as it starts and a ``(kind, path, text,
     packed value)`` record (none when it cannot be read or parsed: the loader then reads and parses it and
     reports why; a skill's text is ""); ``()`` at the end. Each record ``marshal``'d after its length."""
-    plan = given() if callable(given) else given
-    for (kind, path), value in plan.made.items():  # before the plan: the loader has them once it has the plan
-        _send(fd, (kind, path, "", pack(value)))
+    plan = given(lambda item, value: _send(fd, (*item, "", pack(value)))) if callable(given) else given
     _send(fd, (plan.items,))
     places = _lane_index(plan.items)
     for kind, path in _order(plan.items):
@@ -209,7 +212,7 @@ class _Worker:
     begun: set[Item] = field(default_factory=set)  # the files it has started (one it then skipped never comes)
 
 
-def _fork(root: Path, plan: Plan | Callable[[], Plan], parser: Callable[[str, str, str], Any]) -> _Worker | None:
+def _fork(root: Path, plan: Plan | Callable[[Send], Plan], parser: Callable[[str, str, str], Any]) -> _Worker | None:
     try:
         frontier = _Frontier()
         read_fd, write_fd = os.pipe()
@@ -279,7 +282,7 @@ class Prefetched(ParseCache):
         worker = self.worker
         if worker is not None and key not in self.ready:
             self._read(worker)
-            while self.worker is not None and worker.plan is None:
+            while self.worker is not None and worker.plan is None and key not in self.ready:
                 self._read(worker, wait=True)
             if key not in self.ready and self.worker is not None and key in worker.places:
                 worker.frontier.reach(key[0], worker.places[key])
@@ -433,10 +436,11 @@ def start(
 
 
 def begin(
-    root: Path, make_plan: Callable[[], Plan], jobs: int, parser: Callable[[str, str, str], Any] | None = None
+    root: Path, make_plan: Callable[[Send], Plan], jobs: int, parser: Callable[[str, str, str], Any] | None = None
 ) -> Prefetched | None:
     """A worker started before the tree is walked (a check forks it first thing, so it parses while the check
-    reads its settings and rules): it runs ``make_plan`` itself (an empty plan: it stops at once).
+    reads its settings and rules): it runs ``make_plan`` itself, which may send values it makes on the way (its
+    walk of the tree, ``Prefetched.take`` gets it at once); an empty plan: it stops then.
     ``Prefetched.attach`` puts it in front of the loader's cache; None where a process may not fork."""
     if not _may_fork(jobs):
         return None

@@ -71,19 +71,20 @@ def begin_load(
         config = load_config(root, overrides)
     except SetupError:
         return None  # the check reports it
-    return prefetch.begin(root, lambda: _worker_plan(root, config, use_cache), jobs)
+    return prefetch.begin(root, lambda send: _worker_plan(root, config, use_cache, send), jobs)
 
 
-def _worker_plan(root: Path, config: dict[str, Any], keep: bool) -> prefetch.Plan:
-    """In an early worker: what it shares, found as the loader finds it (nothing when that would not pay for
-    the worker: ``prefetch.worth_a_worker``); ``keep``: the check keeps a parse cache."""
+def _worker_plan(root: Path, config: dict[str, Any], keep: bool, send: prefetch.Send) -> prefetch.Plan:
+    """In an early worker: its walk of the tree (sent at once: the check takes it instead of walking), then what
+    it shares, found as the loader finds it (nothing when that would not pay for the worker:
+    ``prefetch.worth_a_worker``); ``keep``: the check keeps a parse cache."""
     project = Project(root=root, config=config)
     found = _walk(root, config)
-    walked = {WALKED: (found.paths, found.files, found.dir_links, found.skills, found.orphans, found.problems)}
+    send(WALKED, (found.paths, found.files, found.dir_links, found.skills, found.orphans, found.problems))
     items = prefetch.plan(project, _discover(root, config, project, found), config["docs"], drift=True)
     if not prefetch.worth_a_worker(items):
-        return prefetch.Plan([], made=walked)
-    return prefetch.Plan(items, _skill_loader(project, keep), walked)
+        return prefetch.Plan([])
+    return prefetch.Plan(items, _skill_loader(project, keep))
 
 
 WALKED = ("walk", "")  # an early worker's walk of the tree (``discover.Walk``'s fields, in order)
