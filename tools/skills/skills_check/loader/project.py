@@ -164,7 +164,9 @@ def _load(
     if early is not None:
         shared = early.attach(cache)
     else:
-        shared = prefetch.start(project, folders, config["docs"], cache, jobs, drift, _skill_loader(project, True))
+        shared = prefetch.start(
+            project, folders, config["docs"], cache, jobs, drift, _skill_loader(project, cache.enabled)
+        )
     try:
         return _load_found(root, config, shared, drift, project, folders)
     finally:

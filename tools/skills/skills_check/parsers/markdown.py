@@ -492,7 +492,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             quotes += 1 if t == "blockquote_open" else -1
         elif t == "heading_open":
             inline = tokens[i + 1]
-            title = _inline(doc, lines, inline)
+            title = inline.content if inline.children is None else _inline(doc, lines, inline)  # None: quick's
             last_heading = title.strip()
             doc.headings.append(
                 Heading(

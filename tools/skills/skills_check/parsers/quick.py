@@ -20,11 +20,16 @@ scalar that YAML reads as a string; anything else goes to PyYAML.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
+
+NO_ATTRS: Mapping[str, str] = MappingProxyType({})  # a token without attributes (read, never written)
 
 
 class Tok:
-    """The attributes of a markdown-it token that ``parsers.markdown`` reads."""
+    """The attributes of a markdown-it token that ``parsers.markdown`` reads (given by position: the reader
+    makes thousands of them a document collection)."""
 
     __slots__ = ("attrs", "children", "content", "info", "map", "markup", "tag", "type")
 
@@ -33,15 +38,14 @@ class Tok:
         type: str,
         map: list[int] | None = None,
         content: str = "",
-        *,
         tag: str = "",
         markup: str = "",
         info: str = "",
-        attrs: dict[str, str] | None = None,
+        attrs: Mapping[str, str] = NO_ATTRS,
         children: list[Tok] | None = None,
     ) -> None:
         self.type, self.map, self.content, self.tag = type, map, content, tag
-        self.markup, self.info, self.attrs, self.children = markup, info, attrs or {}, children
+        self.markup, self.info, self.attrs, self.children = markup, info, attrs, children
 
 
 # A character that could start a construct outside the subset anywhere on a line (outside code fences):
@@ -82,7 +86,7 @@ def _inline(line: str) -> list[Tok] | None:
             content = line[at + 1 : end]
             if content.startswith(" ") and content.endswith(" ") and content.strip():
                 content = content[1:-1]
-            out.append(Tok("code_inline", content=content, markup="`"))
+            out.append(Tok("code_inline", None, content, "", "`"))
             pos = end + 1
         elif ch == "!" and not line.startswith("![", at):
             pos = at + 1
@@ -93,11 +97,11 @@ def _inline(line: str) -> list[Tok] | None:
                 return None
             label, dest = found.group(1), found.group(2)
             if image:
-                out.append(Tok("image", content=label, attrs={"src": dest}))
+                out.append(Tok("image", None, label, "", "", "", {"src": dest}))
             else:
-                out.append(Tok("link_open", attrs={"href": dest}))
+                out.append(Tok("link_open", None, "", "", "", "", {"href": dest}))
                 if label:
-                    out.append(Tok("text", content=label))
+                    out.append(Tok("text", None, label))
                 out.append(Tok("link_close"))
             pos = found.end()
 
@@ -114,7 +118,7 @@ def _fence(lines: list[str], i: int) -> Tok | None:
         if closer.fullmatch(lines[j]):
             body = lines[i + 1 : j]
             content = "\n".join(body) + "\n" if body else ""
-            return Tok("fence", [i, j + 1], content, tag="code", markup=markup, info=info)
+            return Tok("fence", [i, j + 1], content, "code", markup, info)
     return None
 
 
@@ -129,7 +133,7 @@ def _front_matter(lines: list[str]) -> tuple[Tok | None, int] | None:
         if line == "---":
             if j == 1:
                 return None
-            return Tok("front_matter", [0, j + 1], "\n".join(lines[1:j]), markup="---"), j + 1
+            return Tok("front_matter", [0, j + 1], "\n".join(lines[1:j]), "", "---"), j + 1
         if line.startswith("...") or line.lstrip(" ").startswith("---"):
             return None
     return None
@@ -158,9 +162,9 @@ def _block(lines: list[str], i: int, out: list[Tok], scanned: bool = False) -> i
             return None
         text = m.group(2).strip()
         span = [i, i + 1]
-        out += [  # (no heading_close: nothing reads it)
-            Tok("heading_open", span, tag=f"h{len(m.group(1))}", markup=m.group(1)),
-            Tok("inline", span, text, children=[Tok("text", content=text)]),
+        out += [  # (no heading_close: nothing reads it; no children: the title is plain text, its content)
+            Tok("heading_open", span, "", f"h{len(m.group(1))}", m.group(1)),
+            Tok("inline", span, text),
         ]
         return i + 1
     marker = _MARKER.match(line)
@@ -172,7 +176,7 @@ def _block(lines: list[str], i: int, out: list[Tok], scanned: bool = False) -> i
     if children is None:
         return None
     if children:  # a line without a link, image or code span holds nothing parsers.markdown reads
-        out.append(Tok("inline", [i, i + 1], line.strip(), children=children))
+        out.append(Tok("inline", [i, i + 1], line.strip(), "", "", "", NO_ATTRS, children))
     return i + 1
 
 
