@@ -1,9 +1,10 @@
 """Jobs shared with a forked child from the two ends of a list (``skills_check/forked.py``) and the rules phase
 that uses it: the results are those of one process, in order, whoever ran each job, and a child that dies,
-stalls or sends anything else costs only its help."""
+stalls or sends anything else costs only its help. Also the collector's threshold a check runs under."""
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import signal
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from skills_check import forked, runner
+from skills_check import cli, forked, runner
 from skills_check.loader import load_project
 from skills_check.model import Finding, Loc
 from skills_check.rules import load as load_rules
@@ -124,3 +125,16 @@ def test_the_rules_shared_with_a_child_find_what_one_process_finds(
     monkeypatch.setattr(runner, "SHARED_RULES_CHARS", 0)
     assert runner.run_rules(project, rules, jobs=2) == alone
     assert len(forks) == 1 and forks[0] is not None
+
+
+def test_a_check_raises_the_collectors_threshold_while_it_runs_and_restores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path, skills=2, pages=1)
+    seen: list[tuple[int, ...]] = []
+    real = runner.run_rules
+    monkeypatch.setattr(runner, "run_rules", lambda *a, **k: seen.append(gc.get_threshold()) or real(*a, **k))
+    before = gc.get_threshold()
+    assert cli.main(["check", "--root", str(root), "--no-cache"]) == 1  # the guide's --stepz flag
+    assert seen == [cli.GC_THRESHOLD]
+    assert gc.get_threshold() == before
