@@ -197,6 +197,9 @@ def quick_tokens(text: str) -> list[Any] | None:
     if scanned and _OUTSIDE_LINE.search(text, len(fm.content) + 8 if fm is not None else 0):
         return None
     while i < len(lines):
+        if not lines[i]:  # an empty line (most blank lines): nothing to read, no call
+            i += 1
+            continue
         nxt = _block(lines, i, out, scanned)
         if nxt is None:
             return None
