@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Callable, Mapping
@@ -305,13 +306,18 @@ def _scripts_and_links(root: Path, project: Project, cache: ParseCache, drift: b
 
 
 def _py_tokens(doc: Any) -> list[str]:
-    """The Python file names ``doc``'s code (spans, blocks, table cells) shows, each once, in order. One search
-    over the texts joined by newlines finds what a search of each finds: a name holds no newline, and a newline
-    before one is no character the pattern refuses there."""
+    """The Python file names ``doc``'s code (spans, blocks, table cells) shows, each once, in order."""
     texts = [c.text for c in doc.code] + [
         c.text for t in doc.tables for r in [t.header, *t.rows] for cell in r for c in cell.code
     ]
-    return list(dict.fromkeys(t.removeprefix("./") for t in PY_TOKEN_RE.findall("\n".join(texts))))
+    return list(dict.fromkeys(token for text in texts for token in _named_py(text)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _named_py(text: str) -> tuple[str, ...]:
+    """The Python file names one code text shows (a collection writes the same command in many files: each
+    text is searched once)."""
+    return tuple(t.removeprefix("./") for t in PY_TOKEN_RE.findall(text))
 
 
 def all_problems(project: Project) -> list:
