@@ -2,10 +2,11 @@
 same run folder (issue 37 item 1), with the c10d rendezvous and with the static one.
 
 Two real launchers on this machine play two nodes (one CPU rank each, gloo on loopback, ``OMP_NUM_THREADS=1``),
-the real train.py (rsl_rl), ``--max_restarts 3``. ``--rehearse_fault signal:1:6`` SIGKILLs rank 1 at the first
-step of iteration 6, on the first attempt only; with ``--save_interval 2`` rank 0 saved ``model_4.pt``
-(iterations 0-4) before it, so the resume point is exact: iteration 5. One job per rendezvous form runs once for
-the module, and each test reads it.
+the real train.py (rsl_rl), ``--max_restarts 3``. ``--rehearse_fault signal:1:4`` SIGKILLs rank 1 at the first
+step of iteration 4, on the first attempt only; with ``--save_interval 2`` rank 0 saved ``model_2.pt``
+(iterations 0-2) before it (rank 1 reaches iteration 4 only after a collective of iteration 3's update, which rank
+0 enters after that save), so the resume point is exact: iteration 3. The job's total is 6 iterations: the
+restarted group trains 3 of them. One job per rendezvous form runs once for the module, and each test reads it.
 
 Then the bound: a node whose peers gave up (node 1 has no restart left) stops by itself once ``--rdzv_timeout``
 passed after its restart, with exit 4 and a line that names the bound, instead of waiting for its watchdog.
@@ -28,8 +29,8 @@ from mgpu_lab.health.failures import FIRST_FAILURE
 
 pytestmark = pytest.mark.e2e
 
-MAX_ITERATIONS = 9
-KILL_AT, RESUMED_AT = 6, 5
+MAX_ITERATIONS = 6
+KILL_AT, RESUMED_AT = 4, 3
 TRAIN = ["--num_gpus", "1", "--device", "cpu", "--task", TASK, "--num_envs", "8", "--seed", "3"]
 RESUMED = re.compile(r"\[INFO\] restart 1: resumed from (\S+) at iteration (\d+)$", re.M)
 AGREED = re.compile(r"\[INFO\] rank (\d)/2: restart (\d+) of the job \(torchrun's count on this node: (\d+)\)$", re.M)
