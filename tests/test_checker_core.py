@@ -467,6 +467,21 @@ def test_bad_inputs_become_findings_and_the_check_goes_on(tmp_path: Path) -> Non
     assert full.returncode == 1 and "Traceback" not in full.stderr and "IN090" not in full.stdout
 
 
+def test_entry_scripts_are_those_with_a_shebang_or_a_main_guard(tmp_path: Path) -> None:
+    """A shebang counts only at the very start of the file: one after a byte-order mark is none (the text the
+    loader keeps has the mark dropped, so the bytes decide), as in a file of a suffix it does not read as text."""
+    root = tiny_tree(tmp_path)
+    d = "skills/user/demo/scripts"
+    write(root, f"{d}/shebang.py", "#!/usr/bin/env python3\nprint(1)\n")
+    write(root, f"{d}/marked.py", b"\xef\xbb\xbf#!/usr/bin/env python3\nprint(1)\n")
+    write(root, f"{d}/guarded.py", "def main():\n    pass\n\nif __name__ == '__main__':\n    main()\n")
+    write(root, f"{d}/module.py", "def helper():\n    return 1\n")
+    write(root, f"{d}/run", "#!/bin/sh\necho hi\n")
+    write(root, f"{d}/_private.py", "#!/usr/bin/env python3\n")
+    (skill,) = [s for s in load_project(root, {}).skills if s.dir == "skills/user/demo"]
+    assert sorted(skill.entry_scripts) == [f"{d}/guarded.py", f"{d}/run", f"{d}/shebang.py"]
+
+
 def test_never_imports_or_runs_project_code(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path)
     marker = tmp_path / "PWNED"

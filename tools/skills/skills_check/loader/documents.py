@@ -28,11 +28,16 @@ def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Pa
 
     ``os.walk``'s top-down order (folders by name, the skipped ones pruned), read with ``os.scandir``, whose
     entries already know whether they are links: no path is looked at again unless it is one."""
+    return [Path(p) for p in _walk_paths(root, top, suffix, project)]
+
+
+def _walk_paths(root: Path, top: Path, suffix: str, project: Project) -> list[str]:
+    """``_walk_files`` as strings (``top`` joined with each name): a skill's walk makes no path objects."""
     out: list[str] = []
     if not top.is_dir():
         return []
     _walk_folder(root, os.fspath(top), suffix, project, out)
-    return [Path(p) for p in sorted(out, key=lambda p: p.split(os.sep))]
+    return sorted(out, key=lambda p: p.split(os.sep))
 
 
 def _walk_folder(root: Path, folder: str, suffix: str, project: Project, out: list[str]) -> None:
@@ -305,17 +310,21 @@ def _load_skill(
     skill = Skill(
         dir=srel, audience=sdir.parent.name if srel else "", skill_md=load_markdown(root, rel(root, skill_md), cache)
     )
-    for md in _walk_files(root, sdir, ".md", project):
-        if md == skill_md:
+    top, own = os.fspath(root) + os.sep, os.fspath(skill_md)
+    for md in _walk_paths(root, sdir, ".md", project):
+        if md == own:
             continue
-        relpath = rel(root, md)
+        relpath = md[len(top) :].replace(os.sep, "/") if md.startswith(top) else rel(root, Path(md))
         skill.files[relpath] = load_markdown(root, relpath, cache)
     prefix = f"{srel}/" if srel else ""
     ordered = sorted(project.files) if ordered is None else ordered
+    marked: set[str] = set()  # scripts that start with a byte-order mark (their text does not show it)
     for path in [p for p in paths_under(ordered, prefix) if p.endswith(SCRIPT_SUFFIXES)]:
-        text, _ = read_text(root, path)
+        text, problems = read_text(root, path)
         if text is not None:
             skill.script_texts[path] = text
+        if any(p.code == "IN008" for p in problems):
+            marked.add(path)
     for name in CONVENTION_FILES:
         if (sdir / name).is_file():
             text, problems = read_text(root, rel(root, sdir / name))
@@ -331,13 +340,14 @@ def _load_skill(
             skill.evals_text = text
             skill.evals, problems = load_evals(relpath, text)
             project.problems.extend(problems)
-    _entry_scripts(root, skill, ordered)
+    _entry_scripts(root, skill, ordered, marked)
     return skill
 
 
-def _entry_scripts(root: Path, skill: Skill, ordered: list[str]) -> None:
+def _entry_scripts(root: Path, skill: Skill, ordered: list[str], marked: set[str]) -> None:
     """The skill's scripts/ files that are entry points (a shebang or a ``__main__`` guard); ``ordered``: the
-    tree's files, sorted."""
+    tree's files, sorted; ``marked``: the scripts whose text was read from bytes starting with a byte-order mark
+    (a shebang after one is none)."""
     folder = skill.join("scripts")
     prefix = f"{folder}/"
     for path in [p for p in paths_under(ordered, prefix) if "/" not in p[len(prefix) :]]:
@@ -350,6 +360,9 @@ def _entry_scripts(root: Path, skill: Skill, ordered: list[str]) -> None:
             continue
         if text is not None and not text.startswith("#!"):
             continue  # no shebang: decoding only drops a byte-order mark, it never makes one
+        if text is not None and path not in marked:
+            skill.entry_scripts.append(path)  # the bytes start as the text does
+            continue
         data = read_bytes_bounded(os.path.join(realpath(str(root)), path), MAX_BYTES)
         if isinstance(data, bytes) and (data.startswith(b"#!") or b"__main__" in data):
             skill.entry_scripts.append(path)
