@@ -5,6 +5,7 @@ costs only its help. Also the positional form its values travel in (``codec.pack
 
 from __future__ import annotations
 
+import _thread
 import marshal
 import os
 import signal
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from mgpu_testing import PYTHON, REPO
+from skills_check import forked as forked_module
 from skills_check.caches import codec
 from skills_check.cli import main
 from skills_check.loader import begin_load, load_project, prefetch
@@ -87,7 +89,7 @@ def _single_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
     """The checker forks only from a single-threaded process; this pytest process may hold idle threads that
     earlier tests in it started, so the count the guard reads is the one a ``check`` process has (the guard
     itself: ``test_a_process_with_threads_forks_nothing``)."""
-    monkeypatch.setattr(prefetch._thread, "_count", lambda: 0)
+    monkeypatch.setattr(_thread, "_count", lambda: 0)
 
 
 def _load(
@@ -333,7 +335,9 @@ def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def _reaped(pids: list[int]) -> bool:
-    """Every one of ``pids`` has ended and been reaped by this process (none left running or as a zombie)."""
+    """Every one of ``pids`` has ended and been reaped by this process (none left running or as a zombie), once
+    ``forked.reap`` has waited for those still exiting (a check does not wait for them)."""
+    forked_module.reap()
     for pid in pids:
         try:
             os.waitpid(pid, os.WNOHANG)

@@ -13,7 +13,8 @@ result). A child that dies, stalls past ``DEADLINE`` or sends anything else is s
 what it had not sent. The results come back in the jobs' order, as one process would have made them.
 
 Only a single-threaded process with ``fork`` forks (``may_fork``); the child never returns into the caller's
-code, and is reaped before ``from_both_ends`` returns.
+code. It is reaped when ``from_both_ends`` returns if it has exited by then, else by the next call or ``reap()``
+(the ``check`` command ends without waiting for it: its process ends at once, ``cli._leave``).
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ from .caches.codec import CodecError, pack, unpack
 
 T = TypeVar("T")
 DEADLINE = 120.0  # seconds after the fork past which this process no longer waits for the child
-_LENGTH = struct.Struct("<I")  # a record's length, before it
-_PLACE = struct.Struct("<i")  # how far this process has got (the index of the last job it ran), shared
+LENGTH = struct.Struct("<I")  # a record's length, before it (the records of this module and loader/prefetch.py)
 
 
 def may_fork(jobs: int) -> bool:
@@ -46,6 +46,7 @@ def may_fork(jobs: int) -> bool:
 def from_both_ends(jobs: Sequence[T], run: Callable[[T], Any], processes: int = 2) -> list[Any]:
     """``[run(job) for job in jobs]``, with a forked child running jobs from the last one back where
     ``processes`` > 1 and ``may_fork``; each result must be what ``codec.pack`` takes."""
+    reap(wait=False)
     child = _fork(jobs, run) if len(jobs) > 1 and may_fork(processes) else None
     if child is None:
         return [run(job) for job in jobs]
@@ -58,7 +59,7 @@ def from_both_ends(jobs: Sequence[T], run: Callable[[T], Any], processes: int = 
 class _Child:
     """This process's side: what the child has started and sent (see the module's doc)."""
 
-    def __init__(self, pid: int, fd: int, place: mmap.mmap) -> None:
+    def __init__(self, pid: int, fd: int, place: Frontier) -> None:
         self.pid, self.fd, self.place = pid, fd, place
         self.started = time.monotonic()
         self.buffer = bytearray()
@@ -71,7 +72,7 @@ class _Child:
         stops short of it."""
         self._read()
         if index not in self.results and self.current != index:
-            _PLACE.pack_into(self.place, 0, index)
+            self.place.reach(0, index)
             self._read()  # a start it sent before it saw the place
         while self.alive and self.current == index and index not in self.results:
             self._read(wait=True)
@@ -104,13 +105,13 @@ class _Child:
     def _records(self) -> bool:
         """Take the complete records in the buffer; False for one that is not a record of ours."""
         data, at = self.buffer, 0
-        while len(data) - at >= _LENGTH.size:
-            (size,) = _LENGTH.unpack_from(data, at)
-            if len(data) - at - _LENGTH.size < size:
+        while len(data) - at >= LENGTH.size:
+            (size,) = LENGTH.unpack_from(data, at)
+            if len(data) - at - LENGTH.size < size:
                 break
             try:
-                entry = marshal.loads(data[at + _LENGTH.size : at + _LENGTH.size + size])
-                at += _LENGTH.size + size
+                entry = marshal.loads(data[at + LENGTH.size : at + LENGTH.size + size])
+                at += LENGTH.size + size
                 if type(entry) is int:
                     self.current = entry
                 elif type(entry) is tuple and len(entry) == 2 and type(entry[0]) is int:
@@ -124,23 +125,63 @@ class _Child:
         return True
 
     def stop(self) -> None:
-        """End and reap the child (what it had not sent was run here)."""
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        """End the child (what it had not sent was run here; ``end``)."""
         os.close(self.fd)
-        try:
-            os.waitpid(self.pid, 0)
-        except OSError:
-            pass
-        self.place.close()
+        self.place.map.close()
+        end(self.pid)
 
 
-def _fork(jobs: Sequence[T], run: Callable[[T], Any]) -> _Child | None:
+_EXITING: list[int] = []  # children ended and not reaped yet
+
+
+def end(pid: int) -> None:
+    """Kill the child ``pid`` (one exiting already is not slowed by it) and reap it if it has exited, else at the
+    next ``reap``: a child is still freeing its memory for a few milliseconds after its last word."""
     try:
-        place = mmap.mmap(-1, _PLACE.size)  # anonymous and shared with the child
-        _PLACE.pack_into(place, 0, -1)
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    _EXITING.append(pid)
+    reap(wait=False)
+
+
+def reap(wait: bool = True) -> None:
+    """Reap the children ``stop`` ended (``wait``: blocking until each has exited; else those that have)."""
+    for pid in list(_EXITING):
+        try:
+            done, _ = os.waitpid(pid, 0 if wait else os.WNOHANG)
+        except ChildProcessError:
+            done = pid  # reaped elsewhere: nothing left to wait for
+        if done:
+            _EXITING.remove(pid)
+
+
+class Frontier:
+    """How far this process has got in each of ``lanes`` lists of work (the index of the last item it took there
+    itself, -1 at first), in memory a forked child shares (an anonymous shared map made before the fork). The child
+    reads it before each item and stops a lane once this process has got that far: a hint, never a lock; at worst
+    both do the item at the meeting point, and this process uses its own result."""
+
+    _SLOT = struct.Struct("<i")
+
+    def __init__(self, lanes: int = 1) -> None:
+        self.map = mmap.mmap(-1, self._SLOT.size * lanes)
+        for lane in range(lanes):
+            self._SLOT.pack_into(self.map, lane * self._SLOT.size, -1)
+
+    def get(self, lane: int) -> int:
+        return self._SLOT.unpack_from(self.map, lane * self._SLOT.size)[0]
+
+    def reach(self, lane: int, place: int) -> None:
+        if place > self.get(lane):
+            self._SLOT.pack_into(self.map, lane * self._SLOT.size, place)
+
+
+def spawn(serve: Callable[[int], None]) -> tuple[int, int] | None:
+    """Fork a child that runs ``serve(fd)``, ``fd`` the write end of a pipe, and ends (it never returns into the
+    caller's code, runs its exit handlers or flushes its buffers; an interrupt ends it, the parent reports it);
+    (its pid, the pipe's non-blocking read end), or None when the pipe or the fork failed."""
+    try:
         read_fd, write_fd = os.pipe()
     except OSError:
         return None
@@ -150,32 +191,42 @@ def _fork(jobs: Sequence[T], run: Callable[[T], Any]) -> _Child | None:
         os.close(read_fd)
         os.close(write_fd)
         return None
-    if pid == 0:  # the child: never returns, never runs this process's exit handlers or flushes its buffers
+    if pid == 0:
         status = 1
         try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends the child; the parent reports it
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.close(read_fd)
-            _serve(jobs, run, write_fd, place)
+            serve(write_fd)
             status = 0
         finally:
             os._exit(status)
     os.close(write_fd)
     os.set_blocking(read_fd, False)
-    return _Child(pid, read_fd, place)
+    return pid, read_fd
 
 
-def _serve(jobs: Sequence[T], run: Callable[[T], Any], fd: int, place: mmap.mmap) -> None:
+def _fork(jobs: Sequence[T], run: Callable[[T], Any]) -> _Child | None:
+    try:
+        place = Frontier()
+    except OSError:
+        return None
+    started = spawn(lambda fd: _serve(jobs, run, fd, place))
+    return _Child(*started, place) if started is not None else None
+
+
+def _serve(jobs: Sequence[T], run: Callable[[T], Any], fd: int, place: Frontier) -> None:
     """In the child: from the last job back to where this process has got, ``index`` as it starts a job and
     ``(index, packed result)`` when it is done."""
     for index in range(len(jobs) - 1, -1, -1):
-        if index <= _PLACE.unpack_from(place, 0)[0]:
+        if index <= place.get(0):
             return
-        _send(fd, index)
-        _send(fd, (index, pack(run(jobs[index]))))
+        send(fd, index)
+        send(fd, (index, pack(run(jobs[index]))))
 
 
-def _send(fd: int, record: Any) -> None:
+def send(fd: int, record: Any) -> None:
+    """Write ``record`` (``marshal``'d, after its length) whole to the pipe ``fd``."""
     data = marshal.dumps(record)
-    view = memoryview(_LENGTH.pack(len(data)) + data)
+    view = memoryview(LENGTH.pack(len(data)) + data)
     while view:
         view = view[os.write(fd, view) :]

@@ -3,7 +3,7 @@ pages, loads whole skills and parses the skills' scripts while this process load
 takes the RST pages first (docutils, the slowest parser to import, is then imported by the worker alone), then
 each lane (the skills, then the scripts) from its last item back, while this process takes it from the first.
 The two meet wherever their speeds take them, so no estimate of the work is needed: this process writes where it
-has got to in each lane into memory the two share (``_Frontier``), and the worker ends a lane there. The
+has got to in each lane into memory the two share (``forked.Frontier``), and the worker ends a lane there. The
 worker's results wait in a ``ParseCache`` stand-in (``Prefetched``) until the loader asks for them; an item is
 made once, here or in the worker (at most one twice: the one both started at the meeting point).
 
@@ -32,15 +32,11 @@ available and a cold parse cache.
 
 from __future__ import annotations
 
-import _thread
 import copy
 import marshal
-import mmap
 import os
 import posixpath
 import select
-import signal
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +45,10 @@ from typing import Any
 
 from ..caches.codec import CodecError, pack, unpack
 from ..caches.parse import ParseCache
+from ..forked import LENGTH as _LENGTH
+from ..forked import Frontier, end, spawn
+from ..forked import may_fork as _may_fork
+from ..forked import send as _send
 from ..inputs import read_text
 from ..model import Project, paths_under
 
@@ -59,9 +59,8 @@ Item = tuple[str, str]  # (kind, path): ("md" | "rst" | "py", a file's path), a 
 # a whole skill (its documents read, walked and parsed) costs about five times what unpacking it costs, and
 # this process then reads none of its files.
 KINDS = ("rst", "skill", "py")
-LANES = ("skill", "py")  # the kinds both processes take from opposite ends (``_Frontier``)
+LANES = ("skill", "py")  # the kinds both processes take from opposite ends (``forked.Frontier``)
 MIN_SHARED_SKILLS = 16  # fewer skills are loaded here: a worker's start would cost more than it saves
-_LENGTH = struct.Struct("<I")  # a record's length, before it
 DEADLINE = 120.0  # seconds after its start past which this process no longer waits for the worker
 
 
@@ -112,37 +111,16 @@ def _walk_order(path: str) -> list[str]:
 
 def _order(items: list[Item]) -> list[Item]:
     """The worker's order: the RST pages (the loader waits for them), then each lane (the skills, the scripts)
-    from its last item back: the loader takes a lane from its first item, and the two meet (``_Frontier``)."""
+    from its last item back: the loader takes a lane from its first item, and the two meet (``forked.Frontier``)."""
     return [i for i in items if i[0] == "rst"] + [i for kind in LANES for i in reversed(items) if i[0] == kind]
 
 
 def _lane_index(items: list[Item]) -> dict[Item, int]:
-    """Each lane item's place in its lane (in the loader's order): what ``_Frontier`` holds."""
+    """Each lane item's place in its lane (in the loader's order): what the ``forked.Frontier`` holds."""
     out: dict[Item, int] = {}
     for kind in LANES:
         out.update((item, n) for n, item in enumerate(i for i in items if i[0] == kind))
     return out
-
-
-class _Frontier:
-    """Where this process has got to in each lane: the last place it took an item there itself, in memory the
-    worker shares (an anonymous shared map made before the fork). The worker reads it before each item and ends
-    the lane once this process has got that far: a hint, never a lock; at worst both parse the item at the
-    meeting point, and this process uses its own parse."""
-
-    _SLOT = struct.Struct("<i")
-
-    def __init__(self) -> None:
-        self.map = mmap.mmap(-1, self._SLOT.size * len(LANES))
-        for n in range(len(LANES)):
-            self._SLOT.pack_into(self.map, n * self._SLOT.size, -1)
-
-    def get(self, kind: str) -> int:
-        return self._SLOT.unpack_from(self.map, LANES.index(kind) * self._SLOT.size)[0]
-
-    def reach(self, kind: str, place: int) -> None:
-        if place > self.get(kind):
-            self._SLOT.pack_into(self.map, LANES.index(kind) * self._SLOT.size, place)
 
 
 @dataclass
@@ -162,7 +140,7 @@ def _serve(
     given: Plan | Callable[[Send], Plan],
     fd: int,
     parser: Callable[[str, str, str], Any],
-    frontier: _Frontier,
+    frontier: Frontier,
 ) -> None:
     """In the worker: the plan's items (``given``, or what calling it gives: a worker started before the tree was
     walked walks it itself) as a ``([item, ...],)`` record; then for each item (in ``_order``, a lane ended where
@@ -173,7 +151,7 @@ def _serve(
     _send(fd, (plan.items,))
     places = _lane_index(plan.items)
     for kind, path in _order(plan.items):
-        if kind in LANES and places[(kind, path)] <= frontier.get(kind):
+        if kind in LANES and places[(kind, path)] <= frontier.get(LANES.index(kind)):
             continue  # this process has taken the lane this far: the rest of it is its own
         _send(fd, (kind, path))
         try:
@@ -191,20 +169,13 @@ def _serve(
     _send(fd, ())  # done: nothing more is coming
 
 
-def _send(fd: int, record: tuple) -> None:
-    data = marshal.dumps(record)
-    view = memoryview(_LENGTH.pack(len(data)) + data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 @dataclass
 class _Worker:
     pid: int
     fd: int  # the pipe's read end (non-blocking)
     started: float  # time.monotonic() at the fork
     buffer: bytearray = field(default_factory=bytearray)
-    frontier: _Frontier = field(default_factory=_Frontier)  # shared with the worker
+    frontier: Frontier = field(default_factory=Frontier)  # shared with the worker (``_fork``)
     current: Item | None = None  # the file it said it started, until its value arrives
     done: bool = False  # it said nothing more is coming
     plan: frozenset[Item] | None = None  # the files it will parse, once it has said so
@@ -214,28 +185,11 @@ class _Worker:
 
 def _fork(root: Path, plan: Plan | Callable[[Send], Plan], parser: Callable[[str, str, str], Any]) -> _Worker | None:
     try:
-        frontier = _Frontier()
-        read_fd, write_fd = os.pipe()
+        frontier = Frontier(len(LANES))  # where this process has got in each lane (``LANES`` order)
     except OSError:
         return None
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read_fd)
-        os.close(write_fd)
-        return None
-    if pid == 0:  # the worker: never returns, never runs this process's exit handlers or flushes its buffers
-        status = 1
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends the worker; the parent reports it
-            os.close(read_fd)
-            _serve(root, plan, write_fd, parser, frontier)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_fd)
-    os.set_blocking(read_fd, False)
-    return _Worker(pid, read_fd, time.monotonic(), frontier=frontier)
+    started = spawn(lambda fd: _serve(root, plan, fd, parser, frontier))
+    return _Worker(*started, time.monotonic(), frontier=frontier) if started is not None else None
 
 
 class Prefetched(ParseCache):
@@ -285,7 +239,7 @@ class Prefetched(ParseCache):
             while self.worker is not None and worker.plan is None and key not in self.ready:
                 self._read(worker, wait=True)
             if key not in self.ready and self.worker is not None and key in worker.places:
-                worker.frontier.reach(key[0], worker.places[key])
+                worker.frontier.reach(LANES.index(key[0]), worker.places[key])
                 self._read(worker)  # a start the worker sent before it saw the frontier
             while key not in self.ready and self.worker is not None and self._waits(worker, key):
                 self._read(worker, wait=True)
@@ -366,28 +320,12 @@ class Prefetched(ParseCache):
         return True
 
     def close(self) -> None:
-        """Stop and reap the worker (what it has not sent is parsed here when asked for)."""
+        """Stop the worker (what it has not sent is parsed here when asked for; ``forked.end`` reaps it)."""
         worker, self.worker = self.worker, None
         if worker is None:
             return
-        try:
-            os.kill(worker.pid, signal.SIGKILL)
-        except OSError:
-            pass
         os.close(worker.fd)
-        _reap(worker.pid)
-
-
-def _reap(pid: int) -> int:
-    """The worker's exit status (-1 when it cannot be had)."""
-    try:
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    except OSError:
-        return -1
-
-
-def _may_fork(jobs: int) -> bool:
-    return jobs >= 2 and hasattr(os, "fork") and _thread._count() == 0
+        end(worker.pid)
 
 
 class Recorder(ParseCache):
