@@ -261,13 +261,23 @@ def test_garbled_replies_and_changed_texts_are_not_used(tmp_path: Path, monkeypa
 
     def garble(fd: int, record: tuple) -> None:
         if len(record) == 4:
-            os.write(fd, prefetch._LENGTH.pack(3) + b"\xff\xfe\xfd")  # not a marshal record
+            os.write(fd, forked_module.LENGTH.pack(3) + b"\xff\xfe\xfd")  # not a marshal record
         else:
             real_send(fd, record)
 
+    refused: list[bool] = []  # the check read the garbage (the worker was not stopped by anything else)
+    real_records = prefetch.records
+
+    def records(buffer: bytearray) -> Any:
+        entries = real_records(buffer)
+        refused.append(entries is None)
+        return entries
+
     with monkeypatch.context() as m:
         m.setattr(prefetch, "_send", garble)
+        m.setattr(prefetch, "records", records)
         assert _load(root, 2) == alone
+    assert any(refused)
 
     real_read = prefetch.read_text
 

@@ -84,44 +84,26 @@ class _Child:
     def _read(self, wait: bool = False) -> None:
         if not self.alive:
             return
-        try:
-            if wait:
-                left = self.started + DEADLINE - time.monotonic()
-                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                    raise TimeoutError
-            while chunk := os.read(self.fd, 1 << 16):
-                self.buffer += chunk
-            if wait:
-                self.alive = False  # the pipe closed: it has sent all it will
-        except BlockingIOError:
-            pass
-        except OSError:  # TimeoutError among them
-            self.alive = False
-        if not self._records():
-            self.alive = False
-        if not self.alive:
+        open_ = drain(self.fd, self.buffer, self.started + DEADLINE, wait)
+        entries = records(self.buffer)
+        if entries is None or not self._take(entries) or not open_:
+            self.alive = False  # it has sent all it will, or anything else
             self.current = None
 
-    def _records(self) -> bool:
-        """Take the complete records in the buffer; False for one that is not a record of ours."""
-        data, at = self.buffer, 0
-        while len(data) - at >= LENGTH.size:
-            (size,) = LENGTH.unpack_from(data, at)
-            if len(data) - at - LENGTH.size < size:
-                break
-            try:
-                entry = marshal.loads(data[at + LENGTH.size : at + LENGTH.size + size])
-                at += LENGTH.size + size
-                if type(entry) is int:
-                    self.current = entry
-                elif type(entry) is tuple and len(entry) == 2 and type(entry[0]) is int:
+    def _take(self, entries: list[Any]) -> bool:
+        """Note the child's records (a job's ``index`` as it starts, ``(index, packed result)``); False for one
+        that is not of these."""
+        for entry in entries:
+            if type(entry) is int:
+                self.current = entry
+            elif type(entry) is tuple and len(entry) == 2 and type(entry[0]) is int:
+                try:
                     self.results[entry[0]] = unpack(entry[1])
-                    self.current = None
-                else:
+                except (CodecError, TypeError, ValueError, IndexError, RecursionError):
                     return False
-            except (EOFError, ValueError, TypeError, IndexError, RecursionError, CodecError):
+                self.current = None
+            else:
                 return False
-        del data[:at]
         return True
 
     def stop(self) -> None:
@@ -222,6 +204,41 @@ def _serve(jobs: Sequence[T], run: Callable[[T], Any], fd: int, place: Frontier)
             return
         send(fd, index)
         send(fd, (index, pack(run(jobs[index]))))
+
+
+def drain(fd: int, buffer: bytearray, deadline: float, wait: bool) -> bool:
+    """Add what the non-blocking pipe ``fd`` holds to ``buffer`` (``wait``: once something has arrived, waiting at
+    most until ``deadline``, a ``time.monotonic()``); False when the pipe has closed, the deadline has passed or
+    reading failed."""
+    try:
+        if wait:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return False
+        while chunk := os.read(fd, 1 << 16):
+            buffer += chunk
+        return False  # the pipe closed
+    except BlockingIOError:
+        return True  # nothing more for now
+    except OSError:
+        return False
+
+
+def records(buffer: bytearray) -> list[Any] | None:
+    """The complete records at the start of ``buffer`` (each ``marshal``'d after its length, ``send``), removed
+    from it; None when one does not load."""
+    entries, at = [], 0
+    while len(buffer) - at >= LENGTH.size:
+        (size,) = LENGTH.unpack_from(buffer, at)
+        if len(buffer) - at - LENGTH.size < size:
+            break
+        try:
+            entries.append(marshal.loads(buffer[at + LENGTH.size : at + LENGTH.size + size]))
+        except (EOFError, ValueError, TypeError):
+            return None
+        at += LENGTH.size + size
+    del buffer[:at]
+    return entries
 
 
 def send(fd: int, record: Any) -> None:

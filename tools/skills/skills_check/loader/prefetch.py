@@ -33,10 +33,8 @@ available and a cold parse cache.
 from __future__ import annotations
 
 import copy
-import marshal
 import os
 import posixpath
-import select
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,8 +43,7 @@ from typing import Any
 
 from ..caches.codec import CodecError, pack, unpack
 from ..caches.parse import ParseCache
-from ..forked import LENGTH as _LENGTH
-from ..forked import Frontier, end, spawn
+from ..forked import Frontier, drain, end, records, spawn
 from ..forked import may_fork as _may_fork
 from ..forked import send as _send
 from ..inputs import read_text
@@ -272,35 +269,15 @@ class Prefetched(ParseCache):
     def _read(self, worker: _Worker, wait: bool = False) -> None:
         """Take the records that have arrived (``wait``: block until more arrive, at most until ``DEADLINE``
         after the worker's start); a worker that is done, gone, late or garbled is stopped."""
-        try:
-            if wait:
-                left = worker.started + DEADLINE - time.monotonic()
-                if worker.done or left <= 0 or not select.select([worker.fd], [], [], left)[0]:
-                    raise TimeoutError
-            while chunk := os.read(worker.fd, 1 << 16):
-                worker.buffer += chunk
-            if wait:  # the pipe closed: whatever it sent is read below, then the worker is stopped
-                worker.done = True
-        except BlockingIOError:
-            pass  # nothing more for now
-        except OSError:  # TimeoutError among them
-            self.close()
-            return
-        if not self._records(worker) or worker.done:
+        open_ = not (wait and worker.done) and drain(worker.fd, worker.buffer, worker.started + DEADLINE, wait)
+        entries = records(worker.buffer)
+        if entries is None or not self._take(worker, entries) or not open_ or worker.done:
             self.close()
 
-    def _records(self, worker: _Worker) -> bool:
-        """Move the complete records in ``worker``'s buffer into ``ready``; False for one that is not a record."""
-        data, at = worker.buffer, 0
-        while len(data) - at >= _LENGTH.size:
-            (size,) = _LENGTH.unpack_from(data, at)
-            if len(data) - at - _LENGTH.size < size:
-                break
-            try:
-                entry = marshal.loads(data[at + _LENGTH.size : at + _LENGTH.size + size])
-            except (EOFError, ValueError, TypeError):
-                return False
-            at += _LENGTH.size + size
+    def _take(self, worker: _Worker, entries: list[Any]) -> bool:
+        """Note the worker's records (``_serve`` says which) and keep its values in ``ready``; False for one that
+        is not of these."""
+        for entry in entries:
             if type(entry) is not tuple or len(entry) not in (0, 1, 2, 4):
                 return False
             if not entry:
@@ -316,7 +293,6 @@ class Prefetched(ParseCache):
             elif type(entry[2]) is str:
                 self.ready[(entry[0], entry[1])] = (entry[2], entry[3])
                 worker.current = None
-        del data[:at]
         return True
 
     def close(self) -> None:
