@@ -490,9 +490,8 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
                 _inline_comments(doc, lines, tok)
         elif t in ("blockquote_open", "blockquote_close"):
             quotes += 1 if t == "blockquote_open" else -1
-        elif t == "heading_open":
-            inline = tokens[i + 1]
-            title = inline.content if inline.children is None else _inline(doc, lines, inline)  # None: quick's
+        elif t in ("heading_open", "heading"):  # "heading": the quick reader's, a plain title in one token
+            title = tok.content if t == "heading" else _inline(doc, lines, tokens[i + 1])
             last_heading = title.strip()
             doc.headings.append(
                 Heading(

@@ -8,8 +8,9 @@ it has one reading: a line that could start anything else (an indented line, a b
 row, a thematic break or setext underline, a link reference definition, an escape or entity, a tab or a
 control character, a bracket that is not a simple link) sends the whole document to markdown-it. Only the
 tokens ``parsers.markdown`` reads are made (headings, inline children with links, images and code spans, code
-fences, the front matter block); paragraph and list wrappers are left out, and each paragraph line is its
-own inline token (nothing in the subset spans two lines), made only for a line with a link, image or code span. ``tests/test_checker_quick_markdown.py`` checks the
+fences, the front matter block); paragraph and list wrappers are left out, a heading is one ``heading`` token
+(its plain title as content), and each paragraph line is its own inline token (nothing in the subset spans two
+lines), made only for a line with a link, image or code span. ``tests/test_checker_quick_markdown.py`` checks the
 document built from these tokens equals the one built from markdown-it's, over every markdown file of the
 repository and generated variants.
 
@@ -162,10 +163,8 @@ def _block(lines: list[str], i: int, out: list[Tok], scanned: bool = False) -> i
             return None
         text = m.group(2).strip()
         span = [i, i + 1]
-        out += [  # (no heading_close: nothing reads it; no children: the title is plain text, its content)
-            Tok("heading_open", span, "", f"h{len(m.group(1))}", m.group(1)),
-            Tok("inline", span, text),
-        ]
+        # one token where markdown-it gives three (heading_open, inline, heading_close): a plain title is its text
+        out.append(Tok("heading", span, text, f"h{len(m.group(1))}", m.group(1)))
         return i + 1
     marker = _MARKER.match(line)
     if marker is not None:
