@@ -7,11 +7,11 @@ from __future__ import annotations
 import gc
 import os
 import select
-import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mgpu_testing.checker import misbehave
 from skills_check import cli, forked, runner
 from skills_check.loader import load_project
 from skills_check.model import Finding, Loc
@@ -65,14 +65,8 @@ def test_a_child_that_fails_costs_only_its_help(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(forked, "DEADLINE", 1.0)
 
     def run(n: int) -> Any:
-        if os.getpid() != parent:
-            if action == "die":
-                os._exit(3)
-            if action == "stall":
-                signal.pause()  # until this process gives up waiting and ends it
-            if action == "unpackable":
-                return object()
-        return _finding(n)
+        wrong = misbehave(action) if os.getpid() != parent else None
+        return wrong if wrong is not None else _finding(n)
 
     if action == "garble":
         real = forked.send

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from mgpu_testing import PYTHON, REPO
+from mgpu_testing.checker import misbehave
 from skills_check import forked as forked_module
 from skills_check.caches import codec
 from skills_check.cli import main
@@ -233,13 +234,8 @@ def _worker_parser(action: str) -> Any:
     """A worker's parser that misbehaves on the first file it takes."""
 
     def parser(kind: str, path: str, text: str) -> Any:
-        if action == "die":
-            os._exit(3)
-        if action == "stall":
-            signal.pause()  # until the check gives up waiting and ends it
-        if action == "unpackable":
-            return object()
-        return prefetch.parse(kind, path, text)
+        wrong = misbehave(action)
+        return wrong if wrong is not None else prefetch.parse(kind, path, text)
 
     return parser
 

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import shutil
+import signal
 from pathlib import Path
 
 from mgpu_testing import PYTHON, REPO, run
@@ -66,6 +67,19 @@ def edit(root: Path, rel: str, old: str, new: str, count: int = 1) -> None:
     text = path.read_text(encoding="utf-8")
     assert old in text, f"fixture text not found in {rel}: {old!r}"
     path.write_text(text.replace(old, new, count), encoding="utf-8")
+
+
+def misbehave(action: str) -> object | None:
+    """What a forked helper of the checker does wrong on its first job, by ``action``: "die" (exit 3), "stall"
+    (until its parent gives up waiting and kills it), "unpackable" (a value the codec refuses, returned); None for
+    any other action (the job is done as usual)."""
+    if action == "die":
+        os._exit(3)
+    if action == "stall":
+        signal.pause()
+    if action == "unpackable":
+        return object()
+    return None
 
 
 def line_of(root: Path, rel: str, needle: str, nth: int = 1) -> int:
