@@ -140,7 +140,7 @@ def _serve(
     frontier: Frontier,
 ) -> None:
     """In the worker: the plan's items (``given``, or what calling it gives: a worker started before the tree was
-    walked walks it itself) as a ``([item, ...],)`` record; then for each item (in ``_order``, a lane ended where
+    walked walks it itself, and sends its walk on the way as a value record) as a ``([item, ...],)`` record; then for each item (in ``_order``, a lane ended where
     ``frontier`` says this process has got to) a ``(kind, path)`` record as it starts and a ``(kind, path, text,
     packed value)`` record (none when it cannot be read or parsed: the loader then reads and parses it and
     reports why; a skill's text is ""); ``()`` at the end. Each record ``marshal``'d after its length."""
@@ -171,8 +171,8 @@ class _Worker:
     pid: int
     fd: int  # the pipe's read end (non-blocking)
     started: float  # time.monotonic() at the fork
+    frontier: Frontier  # where this process has got in each lane, shared with the worker
     buffer: bytearray = field(default_factory=bytearray)
-    frontier: Frontier = field(default_factory=Frontier)  # shared with the worker (``_fork``)
     current: Item | None = None  # the file it said it started, until its value arrives
     done: bool = False  # it said nothing more is coming
     plan: frozenset[Item] | None = None  # the files it will parse, once it has said so
@@ -186,7 +186,7 @@ def _fork(root: Path, plan: Plan | Callable[[Send], Plan], parser: Callable[[str
     except OSError:
         return None
     started = spawn(lambda fd: _serve(root, plan, fd, parser, frontier))
-    return _Worker(*started, time.monotonic(), frontier=frontier) if started is not None else None
+    return _Worker(*started, time.monotonic(), frontier) if started is not None else None
 
 
 class Prefetched(ParseCache):
