@@ -134,3 +134,23 @@ def test_a_check_raises_the_collectors_threshold_while_it_runs_and_restores_it(
     assert cli.main(["check", "--root", str(root), "--no-cache"]) == 1  # the guide's --stepz flag
     assert seen == [cli.GC_THRESHOLD]
     assert gc.get_threshold() == before
+
+
+def test_the_process_reaps_its_helpers_before_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cli._leave`` ends the check's process at once, but not before it has waited for the helpers it ended
+    (none is left to the system, and their time counts in the process's own): here a helper still running when
+    the check ends, which exits once this process lets it."""
+    hold_r, hold_w = os.pipe()
+    started = forked.spawn(lambda fd: (os.close(hold_w), os.read(hold_r, 1)))
+    assert started is not None
+    pid, fd = started
+    forked._EXITING.append(pid)  # ended as far as the check knows, not reaped yet
+    os.close(hold_w)
+    os.close(hold_r)
+    os.close(fd)
+    ended: list[int] = []
+    monkeypatch.setattr(cli.os, "_exit", lambda status: ended.append(status))
+    cli._leave(0)
+    assert ended == [0] and not forked._EXITING
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped by _leave
