@@ -112,15 +112,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def _checks_parse_in_this_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A check called in this process parses without its worker (``--jobs`` defaults to 1): a pytest worker is a
-    large process (torch imported), and forking it for every check of a small tree cost the checker's tests 15%
-    more CPU than they spend checking. The worker is tested in tests/test_checker_prefetch.py, and every check
-    run as a process of its own (the documented commands) keeps the default."""
+    """A check called in this process forks no helper (``--jobs`` defaults to 1): a pytest worker is a large
+    process (torch imported), and forking it for every check of a small tree cost the checker's tests 15% more
+    CPU than they spend checking. The parsing worker and the rules' child are tested in
+    tests/test_checker_prefetch.py and tests/test_checker_forked.py, and every check run as a process of its own
+    (the documented commands) keeps the default."""
     if request.node.path.name == "test_checker_prefetch.py":
         return
-    from skills_check.loader import prefetch
+    from skills_check import forked
 
-    monkeypatch.setattr(prefetch, "default_jobs", lambda: 1)
+    monkeypatch.setattr(forked, "default_jobs", lambda: 1)
 
 
 @pytest.fixture

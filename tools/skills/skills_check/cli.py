@@ -381,10 +381,10 @@ def _replay(args: argparse.Namespace, root: Path, overrides: dict[str, Any]) -> 
 
 
 def _jobs_wanted(args: argparse.Namespace) -> int:
-    """--jobs, else the default (loader/prefetch.py)."""
+    """--jobs, else the default (``forked.default_jobs``)."""
     jobs = getattr(args, "jobs", None)
     if jobs is None:
-        from .loader.prefetch import default_jobs
+        from .forked import default_jobs
 
         jobs = default_jobs()
     return int(jobs)

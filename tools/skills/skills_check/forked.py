@@ -14,7 +14,8 @@ what it had not sent. The results come back in the jobs' order, as one process w
 
 Only a single-threaded process with ``fork`` forks (``may_fork``); the child never returns into the caller's
 code. It is reaped when ``from_both_ends`` returns if it has exited by then, else by the next call or ``reap()``
-(the ``check`` command ends without waiting for it: its process ends at once, ``cli._leave``).
+(the ``check`` command reaps what is left just before its process ends, ``cli._leave``). The parsing worker
+(``loader/prefetch.py``) forks, writes, reads and ends through the same functions.
 """
 
 from __future__ import annotations
@@ -33,8 +34,18 @@ from typing import Any, TypeVar
 from .caches.codec import CodecError, pack, unpack
 
 T = TypeVar("T")
-DEADLINE = 120.0  # seconds after the fork past which this process no longer waits for the child
+DEADLINE = 120.0  # seconds after the fork past which this process no longer waits for a child (either kind)
 LENGTH = struct.Struct("<I")  # a record's length, before it (the records of this module and loader/prefetch.py)
+
+
+def default_jobs() -> int:
+    """``check --jobs``'s default: 2 (this process and a forked helper at a time) where this process may run on
+    two cores or more, else 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return 2 if cores >= 2 else 1
 
 
 def may_fork(jobs: int) -> bool:

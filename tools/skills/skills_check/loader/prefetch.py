@@ -43,7 +43,7 @@ from typing import Any
 
 from ..caches.codec import CodecError, pack, unpack
 from ..caches.parse import ParseCache
-from ..forked import Frontier, drain, end, records, spawn
+from ..forked import DEADLINE, Frontier, drain, end, records, spawn
 from ..forked import may_fork as _may_fork
 from ..forked import send as _send
 from ..inputs import read_text
@@ -51,23 +51,12 @@ from ..model import Project, paths_under
 
 Item = tuple[str, str]  # (kind, path): ("md" | "rst" | "py", a file's path), a ParseCache key; ("skill", its folder)
 
-# What the worker parses: RST pages and Python files cost far more to parse than to send back; a skill's
-# markdown costs about four times what unpacking its parse costs here, too little to share file by file, but
-# a whole skill (its documents read, walked and parsed) costs about five times what unpacking it costs, and
+# What the worker makes (``plan``): RST pages and Python files cost far more to parse than to send back; a
+# skill's markdown costs about four times what unpacking its parse costs here, too little to share file by file,
+# but a whole skill (its documents read, walked and parsed) costs about five times what unpacking it costs, and
 # this process then reads none of its files.
-KINDS = ("rst", "skill", "py")
 LANES = ("skill", "py")  # the kinds both processes take from opposite ends (``forked.Frontier``)
 MIN_SHARED_SKILLS = 16  # fewer skills are loaded here: a worker's start would cost more than it saves
-DEADLINE = 120.0  # seconds after its start past which this process no longer waits for the worker
-
-
-def default_jobs() -> int:
-    """2 (this process and a worker) where this process may run on two cores or more, else 1."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return 2 if cores >= 2 else 1
 
 
 def parse(kind: str, path: str, text: str) -> Any:
@@ -349,14 +338,12 @@ def start(
     return Prefetched(cache, worker) if worker is not None else cache
 
 
-def begin(
-    root: Path, make_plan: Callable[[Send], Plan], jobs: int, parser: Callable[[str, str, str], Any] | None = None
-) -> Prefetched | None:
+def begin(root: Path, make_plan: Callable[[Send], Plan], jobs: int) -> Prefetched | None:
     """A worker started before the tree is walked (a check forks it first thing, so it parses while the check
     reads its settings and rules): it runs ``make_plan`` itself, which may send values it makes on the way (its
     walk of the tree, ``Prefetched.take`` gets it at once); an empty plan: it stops then.
     ``Prefetched.attach`` puts it in front of the loader's cache; None where a process may not fork."""
     if not _may_fork(jobs):
         return None
-    worker = _fork(root, make_plan, parser or parse)
+    worker = _fork(root, make_plan, parse)
     return Prefetched(ParseCache(root, enabled=False), worker) if worker is not None else None
