@@ -6,6 +6,7 @@ costs only its help. Also the positional form its values travel in (``codec.pack
 from __future__ import annotations
 
 import _thread
+import json
 import marshal
 import os
 import signal
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 from mgpu_testing import PYTHON, REPO
-from mgpu_testing.checker import misbehave
+from mgpu_testing.checker import append, misbehave
 from skills_check import forked as forked_module
 from skills_check.caches import codec
 from skills_check.cli import main
@@ -26,7 +27,7 @@ from skills_check.parsers.argspec import parse_argparse
 from skills_check.parsers.markdown import parse_markdown
 from skills_check.parsers.rst import parse_rst
 from skills_check.rules import load as load_rules
-from skills_check.runner import run_rules
+from skills_check.runner import SHARED_RULES_CHARS, run_rules
 
 SKILL = """---
 name: {name}
@@ -415,8 +416,17 @@ def _load_with(root: Path, docs: str) -> Any:
 
 
 def test_the_command_reports_the_same_with_its_worker_as_without(tmp_path: Path) -> None:
-    """``check`` as a process of its own (where its worker starts by default) against ``--jobs 1``."""
-    root = _tree(tmp_path)
+    """``check`` as a process of its own (where its worker starts by default) against ``--jobs 1``, on a tree
+    where every helper starts: RST pages and scripts for the worker, skills enough to share, and documents enough
+    for the rules' child (``runner.SHARED_RULES_CHARS``)."""
+    skills = prefetch.MIN_SHARED_SKILLS + 4
+    root = _tree(tmp_path, skills=skills)
+    _odd_skills(root)
+    filler = "".join(f"\nNote {k}: the run keeps its checkpoints in the log folder.\n" for k in range(300))
+    for i in range(skills):  # plain prose: cheap to parse, and it counts towards the rules' share
+        append(
+            root, f"skills/task-{i}/references/guide.md", filler * (SHARED_RULES_CHARS // (len(filler) * skills) + 1)
+        )
     cli = [PYTHON, str(REPO / "tools" / "skills" / "cli.py"), "check", "--no-cache", "--format", "json"]
     runs = [
         subprocess.run([*cli, "--root", str(root), *extra], capture_output=True, text=True, check=False, timeout=120)
@@ -424,7 +434,8 @@ def test_the_command_reports_the_same_with_its_worker_as_without(tmp_path: Path)
     ]
     assert [r.returncode for r in runs] == [1, 1, 1], runs[0].stderr
     assert runs[0].stdout == runs[1].stdout == runs[2].stdout
-    assert '"DR301"' in runs[0].stdout  # the flag a script's argparse lacks, found through the worker's parse
+    codes = {f["code"] for f in json.loads(runs[0].stdout)["findings"]}
+    assert {"DR301", "IN040", "IN002"} <= codes  # a script's argparse, and what skills' loading found, all shared
 
 
 def test_a_page_the_worker_cannot_read_is_read_here_while_the_worker_goes_on(
