@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import select
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,11 @@ from test_checker_prefetch import _odd_skills, _tree
 @pytest.fixture(autouse=True)
 def _single_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
     """As in test_checker_prefetch.py: the count the fork guard reads is that of a ``check`` process."""
-    monkeypatch.setattr(forked._thread, "_count", lambda: 0)
+    monkeypatch.setattr(forked, "threads", lambda: 1)
+
+
+# as in test_checker_prefetch.py: JAX, where an earlier test in this process imported it, warns at each fork
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 
 
 def _finding(n: int) -> list[Finding]:
@@ -83,9 +88,23 @@ def test_one_process_a_single_job_or_threads_fork_nothing(monkeypatch: pytest.Mo
     monkeypatch.setattr(forked, "_fork", lambda *a: calls.append(a) or real(*a))
     assert forked.from_both_ends([1, 2, 3], _finding, processes=1) == [_finding(n) for n in (1, 2, 3)]
     assert forked.from_both_ends([5], _finding) == [_finding(5)]
-    monkeypatch.setattr(forked._thread, "_count", lambda: 1)
+    monkeypatch.setattr(forked, "threads", lambda: 2)
     assert forked.from_both_ends([1, 2], _finding) == [_finding(1), _finding(2)]
     assert not calls
+
+
+def test_the_thread_count_sees_every_thread_of_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.undo()  # the real count
+    before = forked.threads()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert forked.threads() == before + 1
+        assert not forked.may_fork(2)
+    finally:
+        stop.set()
+        thread.join()
 
 
 def test_every_child_is_reaped() -> None:

@@ -51,7 +51,16 @@ def default_jobs() -> int:
 def may_fork(jobs: int) -> bool:
     """Whether a second process may share the work: ``jobs`` > 1, ``fork`` available, no other thread running
     (a forked thread's locks would stay held in the child)."""
-    return jobs >= 2 and hasattr(os, "fork") and _thread._count() == 0
+    return jobs >= 2 and hasattr(os, "fork") and threads() == 1
+
+
+def threads() -> int:
+    """The threads this process runs: the kernel's count where it gives one, so a library's own native threads
+    (a numeric pool, JAX's) count too; else the interpreter's own and this one."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return _thread._count() + 1
 
 
 def from_both_ends(jobs: Sequence[T], run: Callable[[T], Any], processes: int = 2) -> list[Any]:
