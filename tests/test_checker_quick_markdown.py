@@ -1,5 +1,5 @@
 """The quick reader of plain markdown (``parsers.quick``) against markdown-it and PyYAML: whenever it reads a
-document, the ``MarkdownDoc`` built from its tokens equals the one built from markdown-it's (every markdown
+document, the ``MarkdownDoc`` built from what it reads equals the one built from markdown-it's (every markdown
 file of the repository, and generated documents mixing plain lines with the constructs it must refuse);
 plain ``key: value`` frontmatter gives what PyYAML gives; a plain document imports neither library."""
 
@@ -17,14 +17,14 @@ from mdit_py_plugins.anchors.index import unique_slug as mdit_unique_slug
 from mgpu_testing import REPO
 from skills_check.inputs import decode
 from skills_check.parsers import markdown
-from skills_check.parsers.quick import plain_mapping, quick_tokens
+from skills_check.parsers.quick import plain_mapping, quick_read
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, text: str) -> tuple[object, object]:
     """(the document as read with the quick reader, as read by markdown-it and PyYAML only)."""
     quick = markdown.parse_markdown("doc.md", text)
     with monkeypatch.context() as m:
-        m.setattr(markdown, "quick_tokens", lambda _text: None)
+        m.setattr(markdown, "quick_read", lambda _text: None)
         m.setattr(markdown, "plain_mapping", lambda _content: None)
         full = markdown.parse_markdown("doc.md", text)
     return quick, full
@@ -45,7 +45,7 @@ def test_every_markdown_file_of_the_repository_reads_the_same(monkeypatch: pytes
             continue
         quick, full = _both(monkeypatch, text)
         assert quick == full, path
-        read_quickly += quick_tokens(text) is not None
+        read_quickly += quick_read(text) is not None
     assert 0 < read_quickly < len(files)  # some plain enough, some not: both paths were compared
 
 
@@ -53,6 +53,7 @@ PLAIN = [
     "Plain words, then more.",
     "Read [the guide](references/guide.md#steps) first.",
     "Run `scripts/run.py INPUT` and `x` then [b](a/b.md).",
+    "Same target twice: [a](x.md) and [b](x.md), ![c](x.md); `x` and `x` again.",
     "- A bullet with *emphasis* and snake_case words.",
     "1. Read [x](y.md) then `z`.",
     "2) Run ![logo](assets/logo.png) here.",
@@ -143,7 +144,7 @@ def test_generated_documents_read_the_same(monkeypatch: pytest.MonkeyPatch, seed
         text = rng.choice(FRONTMATTERS) + "\n".join(lines) + rng.choice(["", "\n"])
         quick, full = _both(monkeypatch, text)
         assert quick == full, text
-        read_quickly += quick_tokens(text) is not None
+        read_quickly += quick_read(text) is not None
     assert read_quickly > 20
 
 

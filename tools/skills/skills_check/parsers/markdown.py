@@ -3,7 +3,7 @@ links, inline code, fenced code and tables, all with 1-based lines and columns.
 
 Uses markdown-it-py (CommonMark + tables) with the front_matter plugin, and PyYAML's composer for
 the line of every frontmatter key (nested keys as ``metadata.author``). A document that keeps to a plain
-subset is read by ``parsers.quick`` instead (the same tokens, without importing markdown-it), and plain
+subset is read by ``parsers.quick`` instead (what markdown-it's tokens would give, without importing it), and plain
 ``key: value`` frontmatter without PyYAML: both libraries are imported only when a document needs them.
 """
 
@@ -17,7 +17,8 @@ from urllib.parse import unquote
 
 from ..inputs import problem
 from ..model import Cell, Code, Comment, Heading, Link, MarkdownDoc, Table
-from .quick import plain_mapping, quick_tokens
+from . import quick
+from .quick import plain_mapping, quick_read
 
 if TYPE_CHECKING:
     import yaml
@@ -331,14 +332,15 @@ def _is_fence(line: str, markup: str) -> tuple[bool, str]:
 _QUOTE_PREFIX = re.compile(r"^\s{0,3}(?:>\s?)+")
 
 
-def _fence_problems(doc: MarkdownDoc, lines: list[str], tok: Any, quoted: bool) -> None:
+def _fence_problems(doc: MarkdownDoc, lines: list[str], span: tuple[int, int], markup: str, content: str,
+                    quoted: bool) -> None:  # fmt: skip
     """IN015: a fence never closed, or a would-be closing fence with text after it (it closes nothing).
 
-    Whether the fence closed is read from markdown-it's own token: its line map spans the opening line,
-    the content lines and, only when it closed, the closing line. So a fence inside a block quote or a list
-    item is judged by CommonMark's rules, whatever prefix its lines carry."""
-    start, end = tok.map
-    markup = tok.markup
+    Whether the fence closed is read from its line span as markdown-it's token gives it (``span``: the opening
+    line and the line after the last, 0-based; ``content``: its text), which covers the opening line, the content
+    lines and, only when it closed, the closing line. So a fence inside a block quote or a list item is judged by
+    CommonMark's rules, whatever prefix its lines carry."""
+    start, end = span
     if not markup:
         return
     for n in range(start + 1, end):
@@ -356,7 +358,7 @@ def _fence_problems(doc: MarkdownDoc, lines: list[str], tok: Any, quoted: bool) 
                     "text after it, so the block runs on; put the text on its own line",
                 )
             )
-    content_lines = tok.content.count("\n")
+    content_lines = content.count("\n")
     closed = end - start >= content_lines + 2
     if not closed:
         doc.problems.append(
@@ -439,9 +441,7 @@ def _read_frontmatter(doc: MarkdownDoc, tokens: list[Any], lines: list[str]) -> 
     if tokens and tokens[0].type == "front_matter":
         fm = tokens[0]
         start, end = fm.map or (0, 0)
-        doc.body_start = end + 1
-        _frontmatter(doc, fm.content, start + 2)
-        _yaml_comments(doc, fm.content, start + 2)
+        _front_block(doc, fm.content, start, end)
     elif lines and lines[0].rstrip() == "---":
         doc.problems.append(
             problem(
@@ -451,19 +451,79 @@ def _read_frontmatter(doc: MarkdownDoc, tokens: list[Any], lines: list[str]) -> 
         doc.frontmatter_error = True
 
 
+def _front_block(doc: MarkdownDoc, content: str, start: int, end: int) -> None:
+    """A closed frontmatter block (its YAML ``content``, lines ``start`` to ``end`` 0-based, end exclusive): its
+    data, key lines and comments."""
+    doc.body_start = end + 1
+    _frontmatter(doc, content, start + 2)
+    _yaml_comments(doc, content, start + 2)
+
+
+def _quick_document(doc: MarkdownDoc, lines: list[str], read: tuple[str | None, int, list[Any]]) -> None:
+    """``doc`` from what ``quick.quick_read`` found: the same headings, code, links and problems as from
+    markdown-it's tokens of the same text (placed the same way: ``_inline``'s search for each span from the last)."""
+    fm, body, items = read
+    if fm is not None:
+        _front_block(doc, fm, 0, body)
+    slugs: set[str] = set()
+    for item in items:
+        kind, i = item[0], item[1]
+        if kind == quick.SPANS:
+            _quick_spans(doc, lines[i], i + 1, item[2])
+        elif kind == quick.HEADING:
+            title = item[3]
+            doc.headings.append(Heading(item[2], title, unique_slug(slugify(title), slugs), i + 1))
+        else:
+            _, _, end, markup, info, content = item
+            _fence_problems(doc, lines, (i, end), markup, content, False)
+            doc.code.append(Code(content, i + 2, 1, "block", info.split()[0] if info.strip() else None))
+
+
+def _quick_spans(doc: MarkdownDoc, src: str, line: int, spans: list[tuple[str, ...]]) -> None:
+    """One line's code spans, links and images (``quick.SPANS``), each found in ``src`` after the one before it as
+    ``_inline`` finds a token's children."""
+    cursor = 0
+    for span in spans:
+        if span[0] == quick.CODE_SPAN:
+            content = span[1]
+            pos = src.find(content, cursor)
+            if pos >= 0:
+                cursor = pos + len(content)
+            doc.code.append(Code(content, line, max(1, pos), "inline"))
+            continue
+        label, href = span[1], span[2]
+        pos = src.find("](" + href, cursor)
+        if pos >= 0:
+            pos += 2  # point at the target
+        else:
+            pos = src.find(href, cursor)
+        if pos < 0:
+            pos = src.find("[", cursor)
+        else:
+            cursor = pos + 1
+        doc.links.append(Link(unquote(href), label, line, pos + 1 if pos >= 0 else 1))
+
+
 def parse_markdown(path: str, text: str) -> MarkdownDoc:
     """Parse markdown ``text`` (already decoded, ``\\n`` newlines) of the file at ``path``."""
     lines = text.split("\n")
-    # markdown-it's token line maps count a lone "\r" as a line break too: fences are read in its lines
-    md_lines = MD_LINE_BREAK.split(text) if "\r" in text else lines
     doc = MarkdownDoc(path=path, text=text, n_lines=len(lines) - (1 if text.endswith("\n") else 0))
     try:
-        tokens = quick_tokens(text)
-        if tokens is None:
-            tokens = _parser().parse(text)
+        read = quick_read(text)
+        tokens = _parser().parse(text) if read is None else []
     except Exception as exc:  # markdown-it is total on str input; this is a last resort
         doc.problems.append(problem("IN020", path, 1, 1, f"markdown parser failed: {exc}"))
         return doc
+    if read is not None:
+        _quick_document(doc, lines, read)
+    else:
+        # markdown-it's token line maps count a lone "\r" as a line break too: fences are read in its lines
+        _token_document(doc, lines, MD_LINE_BREAK.split(text) if "\r" in text else lines, tokens)
+    return doc
+
+
+def _token_document(doc: MarkdownDoc, lines: list[str], md_lines: list[str], tokens: list[Any]) -> None:
+    """``doc`` from markdown-it's ``tokens`` (``md_lines``: the text split where markdown-it counts a line)."""
     _read_frontmatter(doc, tokens, lines)
     slugs: set[str] = set()  # GitHub-style anchors, repeats suffixed -1, -2 (mdit-py-plugins' own rule)
     last_heading: str | None = None
@@ -490,8 +550,8 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
                 _inline_comments(doc, lines, tok)
         elif t in ("blockquote_open", "blockquote_close"):
             quotes += 1 if t == "blockquote_open" else -1
-        elif t in ("heading_open", "heading"):  # "heading": the quick reader's, a plain title in one token
-            title = tok.content if t == "heading" else _inline(doc, lines, tokens[i + 1])
+        elif t == "heading_open":
+            title = _inline(doc, lines, tokens[i + 1])
             last_heading = title.strip()
             doc.headings.append(
                 Heading(
@@ -503,7 +563,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             )
         elif t in ("fence", "code_block"):
             if t == "fence" and tok.map:
-                _fence_problems(doc, md_lines, tok, quotes > 0)
+                _fence_problems(doc, md_lines, tok.map, tok.markup, tok.content, quotes > 0)
             first = (tok.map[0] + (2 if t == "fence" else 1)) if tok.map else 1
             lang = tok.info.split()[0] if t == "fence" and tok.info.strip() else None
             doc.code.append(Code(text=tok.content, line=first, col=1, kind="block", lang=lang))
@@ -529,4 +589,3 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
             else:
                 table.rows.append(row)
             row = None
-    return doc

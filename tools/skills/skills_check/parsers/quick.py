@@ -1,18 +1,17 @@
-"""A quick reader for plain markdown: the tokens markdown-it would give a document that keeps to a narrow, plain
-subset, or None for anything else (markdown-it then parses it).
+"""A quick reader for plain markdown: what markdown-it would find in a document that keeps to a narrow, plain subset,
+or None for anything else (markdown-it then parses it).
 
 Why: most files of a large skill collection are plain (front matter of ``key: value`` lines, ATX headings,
 paragraphs and top-level list items with simple links and code spans, closed code fences), and importing
 markdown-it and PyYAML costs more than reading those files. The subset is chosen so that every construct in
 it has one reading: a line that could start anything else (an indented line, a block quote, HTML, a table
 row, a thematic break or setext underline, a link reference definition, an escape or entity, a tab or a
-control character, a bracket that is not a simple link) sends the whole document to markdown-it. Only the
-tokens ``parsers.markdown`` reads are made (headings, inline children with links, images and code spans, code
-fences, the front matter block); paragraph and list wrappers are left out, a heading is one ``heading`` token
-(its plain title as content), and each paragraph line is its own inline token (nothing in the subset spans two
-lines), made only for a line with a link, image or code span. ``tests/test_checker_quick_markdown.py`` checks the
-document built from these tokens equals the one built from markdown-it's, over every markdown file of the
-repository and generated variants.
+control character, a bracket that is not a simple link) sends the whole document to markdown-it. Only what
+``parsers.markdown`` reads is kept, as plain tuples (a collection has tens of thousands of them: no token objects):
+the front matter block, and per line a heading, a code fence, or the links, images and code spans of a paragraph
+or list item line (nothing in the subset spans two lines; a line without any is left out).
+``tests/test_checker_quick_markdown.py`` checks the document built from them equals the one built from
+markdown-it's tokens, over every markdown file of the repository and generated variants.
 
 ``plain_mapping`` does the same for front matter YAML: one ``key: value`` pair per line, each value a plain
 scalar that YAML reads as a string; anything else goes to PyYAML.
@@ -21,33 +20,14 @@ scalar that YAML reads as a string; anything else goes to PyYAML.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
-NO_ATTRS: Mapping[str, str] = MappingProxyType({})  # a token without attributes (read, never written)
-
-
-class Tok:
-    """The attributes of a markdown-it token that ``parsers.markdown`` reads (given by position: the reader
-    makes thousands of them a document collection)."""
-
-    __slots__ = ("attrs", "children", "content", "info", "map", "markup", "tag", "type")
-
-    def __init__(
-        self,
-        type: str,
-        map: list[int] | None = None,
-        content: str = "",
-        tag: str = "",
-        markup: str = "",
-        info: str = "",
-        attrs: Mapping[str, str] = NO_ATTRS,
-        children: list[Tok] | None = None,
-    ) -> None:
-        self.type, self.map, self.content, self.tag = type, map, content, tag
-        self.markup, self.info, self.attrs, self.children = markup, info, attrs, children
-
+# What ``quick_read`` gives for a line (0-based ``line``), each a tuple led by its kind:
+HEADING = 0  # (HEADING, line, level, title): an ATX heading with a plain title
+FENCE = 1  # (FENCE, line, end, markup, info, content): a closed code fence, ``end`` the line after its closer
+SPANS = 2  # (SPANS, line, spans): a paragraph or list item line's code spans, links and images, in order
+# a span: (CODE_SPAN, content) | (IMAGE, label, destination) | (LINK, label, destination)
+CODE_SPAN, IMAGE, LINK = "`", "!", "["
 
 # A character that could start a construct outside the subset anywhere on a line (outside code fences):
 # control characters and tabs, escapes, entities, HTML and autolinks, table pipes.
@@ -67,10 +47,10 @@ _IMAGE = re.compile(r"!\[" + _LABEL + r"\]\(" + _DEST + r"\)")
 _SPECIAL = re.compile(r"[`\[\]!]")
 
 
-def _inline(line: str) -> list[Tok] | None:
-    """The children markdown-it gives one plain line (links, images, code spans; text only inside a link), or
-    None when the line leaves the subset."""
-    out: list[Tok] = []
+def _spans(line: str) -> list[tuple[str, ...]] | None:
+    """The code spans, links and images markdown-it finds in one plain line, or None when the line leaves the
+    subset."""
+    out: list[tuple[str, ...]] = []
     pos = 0
     while True:
         m = _SPECIAL.search(line, pos)
@@ -87,7 +67,7 @@ def _inline(line: str) -> list[Tok] | None:
             content = line[at + 1 : end]
             if content.startswith(" ") and content.endswith(" ") and content.strip():
                 content = content[1:-1]
-            out.append(Tok("code_inline", None, content, "", "`"))
+            out.append((CODE_SPAN, content))
             pos = end + 1
         elif ch == "!" and not line.startswith("![", at):
             pos = at + 1
@@ -96,19 +76,12 @@ def _inline(line: str) -> list[Tok] | None:
             found = (_IMAGE if image else _LINK).match(line, at)
             if found is None:
                 return None
-            label, dest = found.group(1), found.group(2)
-            if image:
-                out.append(Tok("image", None, label, "", "", "", {"src": dest}))
-            else:
-                out.append(Tok("link_open", None, "", "", "", "", {"href": dest}))
-                if label:
-                    out.append(Tok("text", None, label))
-                out.append(Tok("link_close"))
+            out.append((IMAGE if image else LINK, found.group(1), found.group(2)))
             pos = found.end()
 
 
-def _fence(lines: list[str], i: int) -> Tok | None:
-    """The fence opened at line ``i`` and closed within the document, or None."""
+def _fence(lines: list[str], i: int) -> tuple[Any, ...] | None:
+    """The fence opened at line ``i`` and closed within the document (a ``FENCE`` tuple), or None."""
     m = _FENCE.fullmatch(lines[i])
     assert m is not None
     markup, info = m.group(1), m.group(2)
@@ -119,12 +92,13 @@ def _fence(lines: list[str], i: int) -> Tok | None:
         if closer.fullmatch(lines[j]):
             body = lines[i + 1 : j]
             content = "\n".join(body) + "\n" if body else ""
-            return Tok("fence", [i, j + 1], content, "code", markup, info)
+            return (FENCE, i, j + 1, markup, info, content)
     return None
 
 
-def _front_matter(lines: list[str]) -> tuple[Tok | None, int] | None:
-    """(the front matter token or None, the first body line); None when the block is outside the subset."""
+def _front_matter(lines: list[str]) -> tuple[str | None, int] | None:
+    """(the front matter's YAML or None when there is none, the first body line); None when the block is outside
+    the subset."""
     if not lines or not lines[0].startswith("-"):
         return None, 0
     if lines[0] != "---":
@@ -134,13 +108,13 @@ def _front_matter(lines: list[str]) -> tuple[Tok | None, int] | None:
         if line == "---":
             if j == 1:
                 return None
-            return Tok("front_matter", [0, j + 1], "\n".join(lines[1:j]), "", "---"), j + 1
+            return "\n".join(lines[1:j]), j + 1
         if line.startswith("...") or line.lstrip(" ").startswith("---"):
             return None
     return None
 
 
-def _block(lines: list[str], i: int, out: list[Tok], scanned: bool = False) -> int | None:
+def _block(lines: list[str], i: int, out: list[tuple[Any, ...]], scanned: bool = False) -> int | None:
     """Read the block line ``i`` starts into ``out``; the next line, or None when it leaves the subset.
     ``scanned``: the document holds no fence and its body was searched for ``_OUTSIDE_LINE`` as a whole."""
     line = lines[i]
@@ -151,7 +125,7 @@ def _block(lines: list[str], i: int, out: list[Tok], scanned: bool = False) -> i
         if fence is None:
             return None
         out.append(fence)
-        return fence.map[1]  # type: ignore[index]
+        return fence[2]
     first = line[0]
     if first in " >|<=" or not scanned and _OUTSIDE_LINE.search(line):
         return None
@@ -161,27 +135,24 @@ def _block(lines: list[str], i: int, out: list[Tok], scanned: bool = False) -> i
         m = _HEADING.fullmatch(line)
         if m is None or m.group(2).rstrip().endswith("#") or not _HEADING_PLAIN.fullmatch(m.group(2)):
             return None
-        text = m.group(2).strip()
-        span = [i, i + 1]
-        # one token where markdown-it gives three (heading_open, inline, heading_close): a plain title is its text
-        out.append(Tok("heading", span, text, f"h{len(m.group(1))}", m.group(1)))
+        out.append((HEADING, i, len(m.group(1)), m.group(2).strip()))
         return i + 1
     marker = _MARKER.match(line)
     if marker is not None:
         rest = line[marker.end() :]
         if not rest or not (rest[0].isalpha() or rest[0] == "[" or rest[0] == "`" and rest[1:2] not in ("`", "")):
             return None
-    children = _inline(line)
-    if children is None:
+    spans = _spans(line)
+    if spans is None:
         return None
-    if children:  # a line without a link, image or code span holds nothing parsers.markdown reads
-        out.append(Tok("inline", [i, i + 1], line.strip(), "", "", "", NO_ATTRS, children))
+    if spans:  # a line without a link, image or code span holds nothing parsers.markdown reads
+        out.append((SPANS, i, spans))
     return i + 1
 
 
-def quick_tokens(text: str) -> list[Any] | None:
-    """markdown-it's tokens for ``text`` (those ``parsers.markdown`` reads), or None when ``text`` leaves the
-    plain subset this reader knows."""
+def quick_read(text: str) -> tuple[str | None, int, list[tuple[Any, ...]]] | None:
+    """(the front matter's YAML or None, the first body line, what each body line holds: ``HEADING``, ``FENCE`` and
+    ``SPANS`` tuples in order) for ``text``, or None when it leaves the plain subset this reader knows."""
     if _OUTSIDE_DOC.search(text):
         return None
     lines = text.split("\n")
@@ -189,11 +160,12 @@ def quick_tokens(text: str) -> list[Any] | None:
     if head is None:
         return None
     fm, i = head
-    out: list[Tok] = [fm] if fm is not None else []
+    body = i
+    out: list[tuple[Any, ...]] = []
     scanned = "```" not in text and "~~~" not in text  # no fence: every body line is searched at once
     # the body starts after "---\n", the front matter and "\n---\n" (a start a few characters early reads only
     # the closing dashes, which hold nothing the pattern looks for)
-    if scanned and _OUTSIDE_LINE.search(text, len(fm.content) + 8 if fm is not None else 0):
+    if scanned and _OUTSIDE_LINE.search(text, len(fm) + 8 if fm is not None else 0):
         return None
     while i < len(lines):
         if not lines[i]:  # an empty line (most blank lines): nothing to read, no call
@@ -203,7 +175,7 @@ def quick_tokens(text: str) -> list[Any] | None:
         if nxt is None:
             return None
         i = nxt
-    return out
+    return fm, body, out
 
 
 # A plain scalar YAML resolves to a string: it starts with an ASCII letter (no indicator, number, date), is
