@@ -19,7 +19,7 @@ SKILLS_DIR = REPO / "tools" / "skills"
 CLI = SKILLS_DIR / "cli.py"
 
 from skills_check.loader import load_project
-from skills_check.model import MISSING, Finding, Loc
+from skills_check.model import MISSING, ArgSpec, Finding, Loc
 from skills_check.output.report import Summary, escape_data, escape_property, exit_code, format_github
 from skills_check.parsers.argspec import find_installed, parse_argparse
 from skills_check.parsers.markdown import parse_markdown, split_row
@@ -310,6 +310,22 @@ def test_argparse_options_groups_and_values() -> None:
 def test_argparse_syntax_error_is_a_finding() -> None:
     spec = parse_argparse("bad.py", "import argparse\np = argparse.ArgumentParser(\n")
     assert [p.code for p in spec.problems] == ["IN030"] and spec.problems[0].loc.line >= 2
+    # a parser made elsewhere and only filled here is read (and so judged) too
+    spec = parse_argparse("bad.py", "def fill(parser):\n    parser.add_argument('--x'\n")
+    assert [p.code for p in spec.problems] == ["IN030"]
+
+
+def test_a_script_without_argparse_is_not_parsed() -> None:
+    """A helper script that never mentions argparse or its calls has no options: it reads as one that was parsed
+    and held none (the same spec), without the parse."""
+    text = '"""Helpers."""\n\n' + "def part(k):\n    return k\n" * 30
+    assert parse_argparse("helpers.py", text) == ArgSpec(path="helpers.py", incomplete="no argparse options found")
+    # a comment naming one of the calls makes it parse, to the same spec
+    assert parse_argparse("helpers.py", text + "# no _group here\n") == ArgSpec(
+        path="helpers.py", incomplete="no argparse options found"
+    )
+    # not parsed: even its syntax error is left to Python's own tools (IN030 is for scripts read for options)
+    assert parse_argparse("helpers.py", text + "def broken(:\n").problems == []
 
 
 @pytest.mark.e2e

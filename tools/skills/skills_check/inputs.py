@@ -107,7 +107,8 @@ INPUT_CODES: dict[str, tuple[str, str]] = {
     "IN030": (
         "Python source does not parse",
         "A launcher/trainer/tool script read for its argparse options has a syntax error. The "
-        "checker reads it with ast; it never imports or runs it.",
+        "checker reads it with ast; it never imports or runs it. A script whose text never mentions argparse "
+        "or its calls has no options to read and is not parsed.",
     ),
     "IN031": (
         "no argparse options found",

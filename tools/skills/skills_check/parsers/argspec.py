@@ -321,6 +321,9 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
     ``helper_sources``: source texts of modules it imports custom Action classes from (read, never run).
     """
     spec = ArgSpec(path=path)
+    if "argparse" not in text and not any(key in text for key in _KEYS):
+        spec.incomplete = "no argparse options found"  # nothing to read: not parsed (a helper's few hundred lines
+        return spec  # cost a quarter of a millisecond each, and a collection names hundreds of them)
     tree = _parse_tree(spec, text)
     if tree is None:
         return spec
