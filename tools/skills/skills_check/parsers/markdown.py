@@ -332,8 +332,9 @@ def _is_fence(line: str, markup: str) -> tuple[bool, str]:
 _QUOTE_PREFIX = re.compile(r"^\s{0,3}(?:>\s?)+")
 
 
-def _fence_problems(doc: MarkdownDoc, lines: list[str], span: tuple[int, int], markup: str, content: str,
-                    quoted: bool) -> None:  # fmt: skip
+def _fence_problems(
+    doc: MarkdownDoc, lines: list[str], span: tuple[int, int], markup: str, content: str, quoted: bool
+) -> None:
     """IN015: a fence never closed, or a would-be closing fence with text after it (it closes nothing).
 
     Whether the fence closed is read from its line span as markdown-it's token gives it (``span``: the opening
