@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from mgpu_testing.checker import misbehave
 from skills_check import cli, forked, runner
-from skills_check.loader import load_project
+from skills_check.loader import load_project, prefetch
 from skills_check.model import Finding, Loc
 from skills_check.rules import load as load_rules
 from test_checker_prefetch import _odd_skills, _tree
@@ -107,7 +107,11 @@ def test_the_thread_count_sees_every_thread_of_the_process(monkeypatch: pytest.M
         thread.join()
 
 
-def test_every_child_is_reaped() -> None:
+def test_every_child_is_reaped_and_its_frontier_unmapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    frontiers: list[forked.Frontier] = []
+    real = forked.Frontier
+    monkeypatch.setattr(forked, "Frontier", lambda *a: frontiers.append(real(*a)) or frontiers[-1])
+    monkeypatch.setattr(prefetch, "Frontier", forked.Frontier)
     pids: list[int] = []
 
     def run(n: int) -> list[Finding]:
@@ -116,11 +120,13 @@ def test_every_child_is_reaped() -> None:
     for _ in range(3):
         got = forked.from_both_ends(list(range(30)), run)
         pids += [int(f[0].message.rsplit(" ", 1)[1]) for f in got if not f[0].message.endswith(str(os.getpid()))]
+    load_project(_tree(tmp_path, skills=prefetch.MIN_SHARED_SKILLS), {}, use_cache=False, jobs=2)  # the worker's
     forked.reap()  # those still exiting (each call reaps the ones that have exited; none waits for the others)
     assert not forked._EXITING
     for pid in set(pids):
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+    assert len(frontiers) == 4 and all(f.map.closed for f in frontiers)
 
 
 def test_the_rules_shared_with_a_child_find_what_one_process_finds(

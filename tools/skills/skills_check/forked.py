@@ -35,7 +35,7 @@ from .caches.codec import CodecError, pack, unpack
 
 T = TypeVar("T")
 DEADLINE = 120.0  # seconds after the fork past which this process no longer waits for a child (either kind)
-LENGTH = struct.Struct("<I")  # a record's length, before it (the records of this module and loader/prefetch.py)
+LENGTH = struct.Struct("<I")  # a record's length, before it (``send``, ``records``)
 
 
 def default_jobs() -> int:
@@ -129,7 +129,7 @@ class _Child:
     def stop(self) -> None:
         """End the child (what it had not sent was run here; ``end``)."""
         os.close(self.fd)
-        self.place.map.close()
+        self.place.close()
         end(self.pid)
 
 
@@ -178,6 +178,10 @@ class Frontier:
         if place > self.get(lane):
             self._SLOT.pack_into(self.map, lane * self._SLOT.size, place)
 
+    def close(self) -> None:
+        """Unmap it (this process's view; a child's ends with the child)."""
+        self.map.close()
+
 
 def spawn(serve: Callable[[int], None]) -> tuple[int, int] | None:
     """Fork a child that runs ``serve(fd)``, ``fd`` the write end of a pipe, and ends (it never returns into the
@@ -213,7 +217,10 @@ def _fork(jobs: Sequence[T], run: Callable[[T], Any]) -> _Child | None:
     except OSError:
         return None
     started = spawn(lambda fd: _serve(jobs, run, fd, place))
-    return _Child(*started, place) if started is not None else None
+    if started is None:
+        place.close()
+        return None
+    return _Child(*started, place)
 
 
 def _serve(jobs: Sequence[T], run: Callable[[T], Any], fd: int, place: Frontier) -> None:

@@ -129,10 +129,11 @@ def _serve(
     frontier: Frontier,
 ) -> None:
     """In the worker: the plan's items (``given``, or what calling it gives: a worker started before the tree was
-    walked walks it itself, and sends its walk on the way as a value record) as a ``([item, ...],)`` record; then for each item (in ``_order``, a lane ended where
-    ``frontier`` says this process has got to) a ``(kind, path)`` record as it starts and a ``(kind, path, text,
-    packed value)`` record (none when it cannot be read or parsed: the loader then reads and parses it and
-    reports why; a skill's text is ""); ``()`` at the end. Each record ``marshal``'d after its length."""
+    walked walks it itself, and sends its walk on the way as a value record) as a ``([item, ...],)`` record; then
+    for each item (in ``_order``, a lane ended where ``frontier`` says this process has got to) a ``(kind, path)``
+    record as it starts and a ``(kind, path, text, packed value)`` record (none when it cannot be read or parsed:
+    the loader then reads and parses it and reports why; a skill's text is ""); ``()`` at the end. Each record
+    ``marshal``'d after its length."""
     plan = given(lambda item, value: _send(fd, (*item, "", pack(value)))) if callable(given) else given
     _send(fd, (plan.items,))
     places = _lane_index(plan.items)
@@ -175,7 +176,10 @@ def _fork(root: Path, plan: Plan | Callable[[Send], Plan], parser: Callable[[str
     except OSError:
         return None
     started = spawn(lambda fd: _serve(root, plan, fd, parser, frontier))
-    return _Worker(*started, time.monotonic(), frontier) if started is not None else None
+    if started is None:
+        frontier.close()
+        return None
+    return _Worker(*started, time.monotonic(), frontier)
 
 
 class Prefetched(ParseCache):
@@ -290,6 +294,7 @@ class Prefetched(ParseCache):
         if worker is None:
             return
         os.close(worker.fd)
+        worker.frontier.close()
         end(worker.pid)
 
 

@@ -17,8 +17,7 @@ from urllib.parse import unquote
 
 from ..inputs import problem
 from ..model import Cell, Code, Comment, Heading, Link, MarkdownDoc, Table
-from . import quick
-from .quick import plain_mapping, quick_read
+from .quick import CODE_SPAN, HEADING, SPANS, plain_mapping, quick_read
 
 if TYPE_CHECKING:
     import yaml
@@ -461,7 +460,7 @@ def _front_block(doc: MarkdownDoc, content: str, start: int, end: int) -> None:
 
 
 def _quick_document(doc: MarkdownDoc, lines: list[str], read: tuple[str | None, int, list[Any]]) -> None:
-    """``doc`` from what ``quick.quick_read`` found: the same headings, code, links and problems as from
+    """``doc`` from what ``quick_read`` found: the same headings, code, links and problems as from
     markdown-it's tokens of the same text (placed the same way: ``_inline``'s search for each span from the last)."""
     fm, body, items = read
     if fm is not None:
@@ -469,9 +468,9 @@ def _quick_document(doc: MarkdownDoc, lines: list[str], read: tuple[str | None, 
     slugs: set[str] = set()
     for item in items:
         kind, i = item[0], item[1]
-        if kind == quick.SPANS:
+        if kind == SPANS:
             _quick_spans(doc, lines[i], i + 1, item[2])
-        elif kind == quick.HEADING:
+        elif kind == HEADING:
             title = item[3]
             doc.headings.append(Heading(item[2], title, unique_slug(slugify(title), slugs), i + 1))
         else:
@@ -481,11 +480,11 @@ def _quick_document(doc: MarkdownDoc, lines: list[str], read: tuple[str | None, 
 
 
 def _quick_spans(doc: MarkdownDoc, src: str, line: int, spans: list[tuple[str, ...]]) -> None:
-    """One line's code spans, links and images (``quick.SPANS``), each found in ``src`` after the one before it as
+    """One line's code spans, links and images (``SPANS``), each found in ``src`` after the one before it as
     ``_inline`` finds a token's children."""
     cursor = 0
     for span in spans:
-        if span[0] == quick.CODE_SPAN:
+        if span[0] == CODE_SPAN:
             content = span[1]
             pos = src.find(content, cursor)
             if pos >= 0:
