@@ -224,7 +224,17 @@ def test_stacks_request_refusals(tmp_path: Path, capsys) -> None:
     body["launcher_pid"] = dead_pid()  # a pid that is no ancestor of rank 0 is never signalled
     (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
     assert live_stacks.request("latest", str(tmp_path), 1) == 2
-    assert "no ancestor of its rank 0" in capsys.readouterr().err
+    assert "not provably this job's launcher (not running)" in capsys.readouterr().err
+
+
+#: A stand-in launcher: starts a child with the environment a launcher gives its ranks, prints its pid, waits.
+PROVEN_LAUNCHER = """
+import os, subprocess, sys
+env = dict(os.environ, MGPU_LAB_JOB_KEY=sys.argv[1], MGPU_LAB_LAUNCHER_PID=str(os.getpid()))
+child = subprocess.Popen(["sleep", "120"], env=env)
+print(child.pid, flush=True)
+child.wait()
+"""
 
 
 def test_stacks_never_signals_a_process_a_lock_names_that_is_not_the_jobs(tmp_path: Path, capsys) -> None:
@@ -257,10 +267,32 @@ def test_stacks_never_signals_a_process_a_lock_names_that_is_not_the_jobs(tmp_pa
             assert "a reused pid" in capsys.readouterr().err
             body.update(launcher_started=started, started=procs.start_time(rank0))
             (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
-            assert live_stacks.launcher_of(run) == launcher.pid  # the same processes: this one may be asked
+            # issue 52: the right start times and a command line naming train_multigpu prove nothing
+            assert live_stacks.request(str(run), str(tmp_path), 1) == 2
+            assert "was not started by it for job" in capsys.readouterr().err
+            assert launcher.poll() is None  # the decoy lives: SIGUSR2's default action would have ended it
         finally:
             os.killpg(launcher.pid, signal.SIGKILL)  # the shell and its sleep
             launcher.wait()
+        # a "launcher" whose rank 0 carries what a launcher gives its ranks (the lock's job key, its own pid): proven
+        proven = subprocess.Popen(
+            [sys.executable, "-c", PROVEN_LAUNCHER, body["job_key"]], stdout=subprocess.PIPE, start_new_session=True
+        )
+        try:
+            assert proven.stdout is not None
+            rank0 = int(proven.stdout.readline())
+            body.update(
+                pid=rank0,
+                started=procs.start_time(rank0),
+                launcher_pid=proven.pid,
+                launcher_started=procs.start_time(proven.pid),
+            )
+            (run / continue_run.LOCK_FILE).write_text(json.dumps(body))
+            with live_stacks.launcher_of(run) as held:
+                assert held.pid == proven.pid
+        finally:
+            os.killpg(proven.pid, signal.SIGKILL)
+            proven.wait()
     finally:
         sleep.kill()
         sleep.wait()

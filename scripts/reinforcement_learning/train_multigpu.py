@@ -62,7 +62,8 @@ train.py's own options and the task list before any rank starts. Output: by defa
 of each node reaches the console (torchrun --local_ranks_filter 0). torchrun options that you do not
 give are not passed, so torchrun's own PET_* environment (a Kubernetes PyTorchJob) applies.
 
-watchdog: every rank beats once at start-up and once per training iteration. When no rank has
+watchdog: every rank beats once at start-up and whenever it makes progress (a training iteration,
+a collective, or an optimizer step of any script: a rank that trains alone counts). When no rank has
 made progress for --hang_timeout seconds (default 300; 0 turns it off) once every rank trains, or
 for --startup_timeout seconds (default 1200; 0: no limit) while some rank has not begun training,
 the launcher says which limit fired, asks every rank for its Python stack, prints where each rank
@@ -82,7 +83,9 @@ nvidia-smi -L): a missing, malformed or repeated entry is refused in one line, -
 signals: the job runs in its own process group. The first Ctrl-C (SIGINT), SIGTERM or SIGHUP is
 forwarded to it; if the job has not stopped after a grace period (MGPU_LAB_KILL_GRACE_S, default
 10 s), every process of the job is killed. A second Ctrl-C kills at once. Whatever ends the launcher
-(even SIGKILL), the job's processes go with it.
+(even SIGKILL), the job's processes go with it; a process that daemonises with a cleared environment
+goes too only where the launcher can make the job a cgroup of its own (a writable cgroup v2: root, or
+a delegated subtree), and the launcher says so in one line where it cannot.
 
 skrl JAX: skrl's launcher does not report its workers' exit codes. This launcher sets
 TORCHELASTIC_ERROR_FILE for the ranks, so a rank that dies of an uncaught exception (train.py's

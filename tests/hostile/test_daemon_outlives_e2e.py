@@ -24,7 +24,7 @@ pytestmark = [
 
 
 def cgroup_allowed() -> bool:
-    folder = job_cgroup.create(f"probe_{os.getpid()}")
+    folder, _ = job_cgroup.create(f"probe_{os.getpid()}")
     if folder is None:
         return False
     os.rmdir(folder)

@@ -122,6 +122,27 @@ def process_table() -> dict[int, int]:
     return table
 
 
+def parent(pid: int) -> int | None:
+    """The parent of a live process, or None."""
+    data = _stat(pid)
+    if data is None:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 and fields[0] not in (b"Z", b"X") else None
+
+
+def descends_from(pid: int, root: int) -> bool:
+    """True when ``root`` is among the ancestors of the live process ``pid`` (``root`` itself is not one)."""
+    seen = {pid}
+    up = parent(pid)
+    while up is not None and up > 0 and up not in seen:
+        if up == root:
+            return True
+        seen.add(up)
+        up = parent(up)
+    return False
+
+
 def descendants(root: int) -> list[int]:
     """Live processes below ``root`` (any session or process group), parents first."""
     children: dict[int, list[int]] = {}

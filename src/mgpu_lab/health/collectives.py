@@ -105,6 +105,10 @@ class CollectiveTracker:
         self._cuda_calls = 0  # CUDA collectives seen (one in CUDA_SAMPLE_EVERY is timed)
         self._group: Any = None  # the default process group, once one exists (its sequence number is progress)
         self._restore: list[tuple[Any, str, Any]] = []
+        #: optimizer steps this process took (any ``torch.optim`` optimizer): progress without any collective (one rank,
+        #: ranks without a process group, a script that reduces nothing)
+        self.steps = 0
+        self._step_hook: Any = None
 
     # --- installing ----------------------------------------------------------------------------------
     def install(self) -> CollectiveTracker:
@@ -112,6 +116,7 @@ class CollectiveTracker:
         import torch  # torch: only when a rank installs the tracker
         import torch.distributed as tdist
         from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self._cuda_possible = torch.cuda.is_available()
         for name in heartbeat.COLLECTIVES:
@@ -121,7 +126,12 @@ class CollectiveTracker:
         self._patch(DDP, "forward", self._ddp_forward(DDP.forward))
         self._patch(DDP, "register_comm_hook", self._ddp_register(DDP.register_comm_hook))
         self._patch(DDP, "_register_builtin_comm_hook", self._ddp_builtin(DDP._register_builtin_comm_hook))
+        self._step_hook = register_optimizer_step_post_hook(self._stepped)
         return self
+
+    def _stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """PyTorch's global hook after every optimizer's ``step``: one more step of progress (a counter, no more)."""
+        self.steps += 1
 
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
         self._restore.append((owner, name, owner.__dict__.get(name, getattr(owner, name))))
@@ -131,6 +141,9 @@ class CollectiveTracker:
         for owner, name, original in reversed(self._restore):
             setattr(owner, name, original)
         self._restore.clear()
+        if self._step_hook is not None:
+            self._step_hook.remove()
+            self._step_hook = None
 
     # --- python-level collectives --------------------------------------------------------------------
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -20,6 +20,9 @@ import sys
 import time
 from pathlib import Path
 
+from mgpu_lab.core import held
+from mgpu_lab.core.held import Held
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -149,9 +152,14 @@ def find_run(target: str, log_root: str) -> Path:
     return path.resolve()
 
 
-def launcher_of(run_dir: Path) -> int:
-    """The pid of the launcher whose job writes ``run_dir`` on this host (RequestError otherwise)."""
-    from mgpu_lab.core.procs import alive, cmdline, node_name, owner, process_table, start_time
+def launcher_of(run_dir: Path) -> Held:
+    """The launcher whose job writes ``run_dir`` on this host, held (:mod:`mgpu_lab.core.held`) once it proved to be
+    that job's launcher (RequestError otherwise).
+
+    The proof never rests on a command line (any process may name ``train_multigpu``): the lock's rank 0 must still
+    be the process that wrote the lock, run below the named launcher, and carry in its environment what only that
+    launcher gave its ranks: the lock's job key and the launcher's own pid."""
+    from mgpu_lab.core.procs import node_name
     from mgpu_lab.runs import continue_run
 
     lock = continue_run.read_lock(run_dir)
@@ -169,25 +177,30 @@ def launcher_of(run_dir: Path) -> int:
             f"{run_dir}: its lock names no launcher apart from rank 0: the lock is damaged, stale or foreign; "
             "nothing signalled"
         )
-    table = process_table()  # the launcher must be an ancestor of rank 0: never signal a reused pid
-    pid, seen = table.get(lock.pid), {lock.pid}  # rank 0 itself is no launcher
-    while pid in table and pid not in seen and pid != lock.launcher_pid:
-        seen.add(pid)
-        pid = table[pid]
-    if pid != lock.launcher_pid or not alive(pid):
+    launcher = held.hold(lock.launcher_pid, started=lock.launcher_started, proof=lambda pid: _unproven(pid, lock))
+    if isinstance(launcher, str):
         raise RequestError(
-            f"{run_dir}: its lock names launcher pid {lock.launcher_pid}, which is no ancestor of its rank 0 (pid "
-            f"{lock.pid}): the job is ending, or the lock is stale or foreign; nothing signalled"
+            f"{run_dir}: its lock names launcher pid {lock.launcher_pid}, which is not provably this job's launcher "
+            f"({launcher}): the job is ending, or the lock is stale or foreign; nothing signalled"
         )
-    for who, named, started in (("rank 0", lock.pid, lock.started), ("launcher", pid, lock.launcher_started)):
-        if (started is not None and start_time(named) != started) or owner(named) != os.getuid():
-            raise RequestError(
-                f"{run_dir}: its lock's {who} (pid {named}) is another process now (a reused pid, or another "
-                "user's): the lock is stale or foreign; nothing signalled"
-            )
-    if not any(b"train_multigpu" in arg for arg in cmdline(pid)):  # a damaged lock must not aim the signal
-        raise RequestError(f"{run_dir}: pid {pid}, named as its launcher, is not mgpu-lab train_multigpu; nothing sent")
-    return lock.launcher_pid
+    return launcher
+
+
+def _unproven(pid: int, lock) -> str | None:
+    """Why ``pid`` is not proven to be the launcher of ``lock``'s job (None: proven)."""
+    from mgpu_lab.core.names import JOB_KEY_ENV
+    from mgpu_lab.core.procs import descends_from, env_value, owner, same_process
+    from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
+
+    if owner(pid) != os.getuid():
+        return "a process of another user"
+    if not same_process(lock.pid, lock.started) or owner(lock.pid) != os.getuid():
+        return f"its rank 0, pid {lock.pid}, is another process now (a reused pid, or another user's)"
+    if not descends_from(lock.pid, pid):
+        return f"no ancestor of its rank 0 (pid {lock.pid})"
+    if env_value(lock.pid, LAUNCHER_PID_ENV) != str(pid) or env_value(lock.pid, JOB_KEY_ENV) != lock.job_key:
+        return f"its rank 0 (pid {lock.pid}) was not started by it for job {lock.job_key}"
+    return None
 
 
 def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
@@ -196,22 +209,22 @@ def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
     out = out if out is not None else sys.stdout
     try:
         run_dir = find_run(target, log_root)
-        pid = launcher_of(run_dir)
+        launcher = launcher_of(run_dir)
     except RequestError as exc:
         print(f"mgpu-lab stacks: error: {exc}", file=sys.stderr)
         return 2
     base = run_dir / STACKS_DIR
     before = _entries(base)
+    pid = launcher.pid
     print(
         f"{PREFIX} asked the launcher (pid {pid}) of {run_dir}; waiting up to {timeout_s:g} s (--timeout)",
         file=out,
         flush=True,
     )
-    try:
-        os.kill(pid, REQUEST_SIGNAL)
-    except OSError as exc:
-        print(f"mgpu-lab stacks: error: {run_dir}: its launcher (pid {pid}) is gone ({exc.strerror})", file=sys.stderr)
-        return 2
+    with launcher:
+        if not launcher.send(REQUEST_SIGNAL):
+            print(f"mgpu-lab stacks: error: {run_dir}: its launcher (pid {pid}) is gone", file=sys.stderr)
+            return 2
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         summary = _new_summary(base, before)

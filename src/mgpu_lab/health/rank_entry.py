@@ -10,8 +10,9 @@ runs, this rank
 - registers the stack dump on the launcher's signal and beats ``start`` (:class:`~mgpu_lab.health.rank_progress.
   Supervision`, the built-in trainer's own);
 - installs the :class:`~mgpu_lab.health.collectives.CollectiveTracker`: a daemon thread beats each time the
-  count of collectives (:meth:`~mgpu_lab.health.collectives.CollectiveTracker.progress`) or the collective the rank
-  is in changes (phase ``train`` from the first collective; the beat's iteration counts them), and closes a timing window
+  count of collectives (:meth:`~mgpu_lab.health.collectives.CollectiveTracker.progress`) and optimizer steps
+  (PyTorch's global step hook), or the collective the rank is in, changes (phase ``train`` from the first of either;
+  the beat's iteration counts both), and closes a timing window
   every :data:`mgpu_lab.health.timing.WINDOW_S` seconds;
 - rank 0 with ``--job_root``: creates the job's records folder ``<DIR>/train_multigpu/<script>/<time>/``
   (the watchdog's and ``mgpu-lab stacks``' files, timing, torchrun's failure text) and holds its lock, so
@@ -38,7 +39,7 @@ import time
 from mgpu_lab.core import procs
 from mgpu_lab.health import heartbeat
 from mgpu_lab.health.collectives import CollectiveTracker
-from mgpu_lab.health.rank_progress import Supervision
+from mgpu_lab.health.rank_progress import Supervision, interrupted
 from mgpu_lab.health.timing import WINDOW_S, TimingLog
 from mgpu_lab.runs import continue_run, resume, run_dir
 
@@ -79,7 +80,7 @@ class Beater:
 
         self.supervision, self.tracker, self.log, self.poll_s = supervision, tracker, log, poll_s
         self.stop = threading.Event()
-        self.last: tuple[int, str | None] | None = None
+        self.last: tuple[int, str | None] | None = None  # (collectives + optimizer steps, the collective it is in)
         self.thread = threading.Thread(target=self._run, name="mgpu_lab-collective-beats", daemon=True)
 
     def _run(self) -> None:
@@ -92,7 +93,9 @@ class Beater:
                 self.log.close_window()
 
     def beat_if_changed(self) -> None:
-        state = (self.tracker.progress(), self.tracker.inside)
+        """Beat when the rank made progress of any kind the tracker sees: a collective, or an optimizer step (a rank
+        that trains alone, or without any collective, trains all the same); phase ``train`` from the first."""
+        state = (self.tracker.progress() + self.tracker.steps, self.tracker.inside)
         if state == self.last or state[0] == 0 and state[1] is None:
             return
         self.last = state
@@ -100,7 +103,7 @@ class Beater:
             try:
                 self.supervision.beat(state[0], heartbeat.Phase.TRAIN, collective=state[1])
             except OSError:
-                pass  # the launcher removed its folder: the job is ending
+                pass  # the launcher removed its folder (the job is ending), or its disk is full
 
     def finish(self, ok: bool) -> None:
         self.stop.set()
@@ -192,6 +195,8 @@ def main(argv: list[str]) -> int:
 
     try:
         status = record(supervised)(job_root, target, module, args)
+    except KeyboardInterrupt:  # Ctrl-C, forwarded by the launcher: one line per rank, never a traceback
+        return interrupted()
     except Exception as exc:
         if not _kept(exc):
             raise

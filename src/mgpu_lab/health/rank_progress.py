@@ -158,6 +158,13 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
+def interrupted(environ: Mapping[str, str] = os.environ) -> int:
+    """A rank's end on Ctrl-C: one line, exit 128 + SIGINT. The launcher forwarded the user's interrupt to every
+    rank; a traceback per rank (the library's frames, a collective's) would only bury the launcher's own lines."""
+    _say(f"[INFO] rank {environ.get('RANK', '0')}: interrupted (SIGINT), stopping")
+    return 128 + int(signal.SIGINT)
+
+
 def wait_forever(reason: str) -> None:
     """The injected hang: a Python sleep loop outside any collective (the launcher's watchdog ends it)."""
     _say(f"[FAULT] {reason}: waiting forever (injected fault)")

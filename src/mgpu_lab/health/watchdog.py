@@ -25,10 +25,11 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgpu_lab.core import procs
+from mgpu_lab.core import held, procs
 from mgpu_lab.health import heartbeat
 from mgpu_lab.health.failures import lost_peer
 
@@ -177,6 +178,7 @@ class Report:
     starting: list[int] = field(default_factory=list)  # ranks that had not begun training
     folder: Path | None = None
     files: list[Path] = field(default_factory=list)
+    unwritten: list[str] = field(default_factory=list)  # the folders that could not take the report, and why
 
     def summary_lines(self) -> list[str]:
         lines = [
@@ -276,10 +278,12 @@ class Watchdog:
         *,
         root: int | None = None,
         local_ranks: int | None = None,
+        hold: Callable[..., held.Held | str] = held.hold,
     ) -> None:
         self.folder = Path(folder)
         self.local_ranks = local_ranks  # how many ranks the launcher started on this node, when it is a number
         self.root = os.getpid() if root is None else root  # the launcher: only its job's processes are signalled
+        self.hold = hold  # the one way this watchdog reaches a process (:mod:`mgpu_lab.core.held`)
         self.training, self.startup = limits(timeout_s, startup_s)
         self.seen: dict[int, object] = {}
         self.last_progress: float | None = None  # monotonic time of the last change; None before any beat
@@ -353,25 +357,13 @@ class Watchdog:
                 states[r].failed = failure.detail
         sizes = {r: _size(heartbeat.stack_path(self.folder, r)) for r in states}
         for r, st in states.items():
-            pid = beats[r].pid
-            why = procs.not_the_jobs(pid, beats[r].started, root=self.root)
-            if why == "not running":  # a record naming a process that is gone: nothing to ask
-                st.responding, st.gone = False, True
-            elif why is not None:  # never signal what is not provably the job's (a reused pid, a crafted record)
-                st.responding, st.foreign = False, why
-            elif procs.stopped(pid):  # it cannot run its handler: waiting for its stack would gain nothing
-                st.responding, st.stopped = False, True
-            else:
-                try:
-                    os.kill(pid, heartbeat.STACK_SIGNAL)
-                except (ProcessLookupError, PermissionError):
-                    st.responding = False
+            self._ask(st, beats[r].pid, beats[r].started)
         for st in self.silent_ranks(beats):  # a silent rank that set up its stack dump is asked too
             if st.rank not in states and st.silent_pid is not None:
                 states[st.rank] = st
                 sizes[st.rank] = _size(heartbeat.stack_path(self.folder, st.rank))
                 if st.responding:
-                    os.kill(st.silent_pid, heartbeat.STACK_SIGNAL)
+                    self._ask(st, st.silent_pid, None)
         self._collect_stacks(states, sizes, stack_wait_s)
         for r, bad in self.unusable.items():
             states[r] = RankState(r, None, unusable=bad, responding=False)
@@ -379,6 +371,23 @@ class Watchdog:
         culprits, reason = blame(ranks, self.local_ranks)
         stalled = now - self.last_progress if self.last_progress is not None else 0.0
         return Report(stalled, ranks, culprits, reason, self.fired, list(self.starting))
+
+    def _ask(self, st: RankState, pid: int, started: int | None) -> None:
+        """Send one rank the stack signal, through a hold on the very process proven to be the job's (never a pid
+        that changed hands); a rank gone by then, or not provably the job's, is noted, never raised."""
+        held = self.hold(pid, started=started, proof=lambda p: procs.not_the_jobs(p, None, root=self.root))
+        if isinstance(held, str):
+            st.responding = False
+            if held == "not running":  # a record naming a process that is gone: nothing to ask
+                st.gone = st.beat is not None
+            else:  # never signal what is not provably the job's (a reused pid, a crafted record)
+                st.foreign = held
+            return
+        with held:
+            if procs.stopped(pid):  # it cannot run its handler: waiting for its stack would gain nothing
+                st.responding, st.stopped = False, True
+            elif not held.send(heartbeat.STACK_SIGNAL):  # it exited between the look and the signal
+                st.responding, st.gone = False, st.beat is not None
 
     def silent_ranks(self, beats: dict[int, heartbeat.Beat]) -> list[RankState]:
         """The ranks this node's launcher started that never beat: a process below the launcher, of this job (its
@@ -500,27 +509,41 @@ def spans_nodes(states: list[RankState], local_ranks: int | None = None) -> bool
     return isinstance(world, int) and world > (local_ranks if local_ranks is not None else len(states))
 
 
-def write_report(report: Report, run_dir: Path | None) -> Path:
-    """Write ``stack_rank<R>.txt`` and ``summary.txt`` under ``<run_dir>/watchdog/`` (or a fresh temp folder
-    when no run folder is known or it cannot be written); return the folder."""
-    folder = None
+def write_report(report: Report, run_dir: Path | None) -> Path | None:
+    """Write ``stack_rank<R>.txt`` and ``summary.txt`` under ``<run_dir>/watchdog/``, else under a fresh temp folder
+    (no run folder known, or it cannot be written: a full disk, a path that is a file); return the folder, or None
+    when no folder took every file. Never raises: :attr:`Report.unwritten` says what failed, and the caller prints
+    the summary whatever happened here."""
+    files = [(f"stack_rank{st.rank}.txt", st.stack_text()) for st in report.ranks]
+    files.append(("summary.txt", "\n".join(report.summary_lines()) + "\n"))
+    for folder in _report_folders(run_dir):
+        try:
+            written = []
+            for name, text in files:
+                path = folder / name
+                path.write_text(text, encoding="utf-8")
+                written.append(path)
+        except OSError as exc:
+            report.unwritten.append(f"{folder}: {exc.strerror or exc}")
+            continue
+        report.files, report.folder = written, folder
+        return folder
+    return None
+
+
+def _report_folders(run_dir: Path | None) -> Iterator[Path]:
+    """Where the report may go, in order: ``<run_dir>/watchdog``, then a fresh temp folder (each made on demand)."""
     if run_dir is not None:
         try:
             folder = run_dir / "watchdog"
             folder.mkdir(parents=True, exist_ok=True)
+            yield folder
         except OSError:
-            folder = None
-    if folder is None:
-        folder = Path(tempfile.mkdtemp(prefix="mgpu_lab_watchdog_"))
-    for st in report.ranks:
-        path = folder / f"stack_rank{st.rank}.txt"
-        path.write_text(st.stack_text(), encoding="utf-8")
-        report.files.append(path)
-    summary = folder / "summary.txt"
-    summary.write_text("\n".join(report.summary_lines()) + "\n", encoding="utf-8")
-    report.files.append(summary)
-    report.folder = folder
-    return folder
+            pass
+    try:
+        yield Path(tempfile.mkdtemp(prefix="mgpu_lab_watchdog_"))
+    except OSError:
+        return
 
 
 def _size(path: Path) -> int:

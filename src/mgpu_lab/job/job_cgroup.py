@@ -27,11 +27,12 @@ import signal
 import sys
 import time
 
+from mgpu_lab.core import held
 from mgpu_lab.job import supervise
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 PREFIX = "mgpu_lab_"
 
@@ -81,8 +82,7 @@ def kill_all(folder: str, *, within_s: float = 5.0) -> list[int]:
             _write(os.path.join(folder, "cgroup.kill"), "1")
         except OSError:  # before Linux 5.14: one by one (a fork between two reads is caught by the next sweep)
             for pid in left:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+                held.send(pid, signal.SIGKILL, proof=_inside(folder))
         time.sleep(0.02)
         left = members(folder)
     while time.monotonic() < deadline:
@@ -96,26 +96,56 @@ def kill_all(folder: str, *, within_s: float = 5.0) -> list[int]:
     return left
 
 
-def create(tag: str) -> str | None:
-    """A new cgroup for the job below this process's own, or None where the machine does not allow it."""
+def _inside(folder: str) -> held.Proof:
+    """The proof that a process is the job's by its cgroup: it is in ``folder`` (``/proc/PID/cgroup``'s v2 line)."""
+    rel = "/" + os.path.basename(folder)
+
+    def proof(pid: int) -> str | None:
+        try:
+            with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as fh:
+                inside = any(line.startswith("0::") and line.rstrip("\n").endswith(rel) for line in fh)
+        except OSError:
+            inside = False
+        return None if inside else "no process of the job's cgroup"
+
+    return proof
+
+
+#: What the job loses without a cgroup of its own (the warning's second half; --help and the docs say the same).
+WITHOUT = (
+    "a process of the job that daemonises with a cleared environment can outlive a launcher killed with SIGKILL "
+    "(every other process still goes with the launcher)"
+)
+
+
+def create(tag: str) -> tuple[str | None, str]:
+    """(a new cgroup for the job below this process's own, or None where the machine does not allow it; why not)."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
-        return None
+        return None, "not Linux"
     own = _own_cgroup()
     if own is None:
-        return None
+        return None, "no cgroup v2 hierarchy is mounted"
     folder = os.path.join(own, PREFIX + "".join(c if c.isalnum() or c in "-_" else "_" for c in tag))
     try:
         os.mkdir(folder)
-    except OSError:
-        return None
-    return folder
+    except OSError as exc:
+        return None, f"{own} is not writable here ({exc.strerror or exc})"
+    return folder, ""
+
+
+def warning(why: str) -> str:
+    """The launcher's one line when the job runs without a cgroup of its own."""
+    return f"[WARN] launcher: the job runs without a cgroup of its own ({why}): {WITHOUT}"
 
 
 @contextlib.contextmanager
-def confined(tag: str) -> Iterator[str | None]:
-    """Run the body (which starts the job) with this process in the job's own cgroup; see the module text."""
-    folder = create(tag)
+def confined(tag: str, warn: Callable[[str], object] | None = None) -> Iterator[str | None]:
+    """Run the body (which starts the job) with this process in the job's own cgroup; see the module text. Where
+    none can be made, ``warn`` gets the one line that says so (:func:`warning`)."""
+    folder, why = create(tag)
     if folder is None:
+        if warn is not None:
+            warn(warning(why))
         yield None
         return
     home = os.path.dirname(folder)
@@ -123,9 +153,11 @@ def confined(tag: str) -> Iterator[str | None]:
     try:
         try:
             _write(os.path.join(folder, "cgroup.procs"), str(os.getpid()))
-        except OSError:  # not allowed to move here (delegation rules): the environment tag alone, as before
+        except OSError as exc:  # not allowed to move here (delegation rules): the environment tag alone, as before
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
+            if warn is not None:
+                warn(warning(f"this process may not move into {folder} ({exc.strerror or exc})"))
             yield None
             return
         try:

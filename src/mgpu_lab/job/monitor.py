@@ -92,7 +92,12 @@ class Outcome:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    """One line on the launcher's stderr; a stderr that cannot take it (closed, a full pipe's error) loses it, and
+    nothing else is lost: the exit status is decided apart from what could be printed."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 class JobMonitor:
@@ -228,6 +233,8 @@ class JobMonitor:
         return any(needle in words and words != own for words in map(procs.cmdline, procs.descendants(pid)))
 
     def _on_hang(self, supervisor: Supervisor, now: float) -> None:
+        """Report the hang and stop the job. The verdict (exit 3, the job stopped) never depends on the report: a
+        report that cannot be written degrades to the console, and one that fails outright is one line."""
 
         fired = self.watchdog.fired
         seconds = fired.seconds if fired is not None else self.config.hang_timeout
@@ -235,30 +242,37 @@ class JobMonitor:
             f"[ERROR] watchdog: no rank made progress for {seconds:g} s"
             f"{stall_words(fired, self.watchdog.starting)}; asking every rank for its stack"
         )
+        stopped: dict[int, int] = {}
+        try:
+            stopped = self._report_hang(now)
+        except Exception as exc:  # noqa: BLE001 - whatever broke the report, the job must still stop with exit 3
+            _say(f"[ERROR] watchdog: the report could not be made ({type(exc).__name__}: {exc})")
+        _say("[ERROR] watchdog: stopping the job (exit 3)")
+        self._stop(supervisor, State.HUNG, None)
+        supervisor.kill_ranks(list(stopped.values()))  # waiting out the grace for them serves nobody
+
+    def _report_hang(self, now: float) -> dict[int, int]:
+        """Ask for stacks, write and print the report; return the ranks stopped by a signal (rank -> pid)."""
         self._request_nccl_dumps()
         report = self.watchdog.diagnose(now)
         folder = write_report(report, heartbeat.read_run_dir(self.dir))
         for line in report.summary_lines():
-            print(line, file=sys.stderr)
-        print(f"[ERROR] watchdog: stacks and summary in {folder}", file=sys.stderr)
+            _say(line)
+        for why in report.unwritten:
+            _say(f"[WARN] watchdog: the report could not be written to {why}")
+        if folder is not None:
+            _say(f"[ERROR] watchdog: stacks and summary in {folder}")
+        else:
+            _say("[ERROR] watchdog: no folder could take the stacks and summary: the lines above are the report")
         if self.trace is not None:
-            print(
-                f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>",
-                file=sys.stderr,
-            )
+            _say(f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>")
         stopped: dict[int, int] = {}
         for st in report.ranks:
             pid = st.beat.pid if st.beat is not None else st.silent_pid
             if st.stopped and pid is not None:
                 stopped[st.rank] = pid
-        for rank, pid in stopped.items():
-            print(
-                f"[ERROR] watchdog: rank {rank} (pid {pid}) is stopped and cannot take SIGTERM: killing it",
-                file=sys.stderr,
-            )
-        _say("[ERROR] watchdog: stopping the job (exit 3)")
-        self._stop(supervisor, State.HUNG, None)
-        supervisor.kill_ranks(list(stopped.values()))  # waiting out the grace for them serves nobody
+                _say(f"[ERROR] watchdog: rank {st.rank} (pid {pid}) is stopped and cannot take SIGTERM: killing it")
+        return stopped
 
     def _request_nccl_dumps(self) -> None:
         if self.trace is not None:
@@ -409,7 +423,7 @@ def run_job(config: LaunchConfig, cmd: list[str]) -> int:
             )
         _say(f"[INFO] launcher: {shlex.join(cmd)}")
         cleanup.callback(supervise.dismiss_janitor, supervise.start_janitor(job.tag, config.grace_s))
-        cleanup.enter_context(job_cgroup.confined(job.tag))  # daemons with a cleared environment included
+        cleanup.enter_context(job_cgroup.confined(job.tag, _say))  # daemons with a cleared environment included
         monitor = JobMonitor(config, supervise_dir, start=time.monotonic(), error_file=job.error_file, trace=job.trace)
         monitor.live_stacks.install()
         cleanup.callback(monitor.live_stacks.restore)

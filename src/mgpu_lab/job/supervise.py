@@ -26,7 +26,7 @@ import sys
 import termios
 import time
 
-from mgpu_lab.core import procs
+from mgpu_lab.core import held, procs
 from mgpu_lab.core.procs import alive, descendants
 
 TYPE_CHECKING = False
@@ -64,12 +64,21 @@ def tagged(tag: str) -> list[int]:
     return procs.with_env(JOB_TAG_ENV, tag)
 
 
-def signal_pids(pids: Sequence[int], sig: int) -> None:
+def signal_pids(pids: Sequence[int], sig: int, proof: held.Proof) -> None:
+    """Signal each process that ``proof`` still shows to be the job's once it is held (:mod:`mgpu_lab.core.held`):
+    a pid that changed hands since it was listed is left alone, one gone by then is skipped."""
     for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        held.send(pid, sig, proof=proof)
+
+
+def below(root: int) -> held.Proof:
+    """The proof that a process is the job's by descent: ``root`` (the launcher) is among its ancestors."""
+    return lambda pid: None if procs.descends_from(pid, root) else "no process below the launcher"
+
+
+def carrying(tag: str) -> held.Proof:
+    """The proof that a process is the job's by its environment: it carries the job's tag."""
+    return lambda pid: None if procs.env_value(pid, JOB_TAG_ENV) == tag else "no process of this job"
 
 
 def leave_hung_up_terminal() -> bool:
@@ -153,7 +162,7 @@ def start_janitor(tag: str, grace_s: float) -> int | None:
 
     def kill_tagged() -> None:
         pids = tagged(tag)
-        signal_pids(pids, signal.SIGTERM)
+        signal_pids(pids, signal.SIGTERM, carrying(tag))
         deadline = time.monotonic() + min(grace_s, 5.0)
         while pids and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -162,7 +171,7 @@ def start_janitor(tag: str, grace_s: float) -> int | None:
             pids = tagged(tag)
             if not pids:
                 break
-            signal_pids(pids, signal.SIGKILL)
+            signal_pids(pids, signal.SIGKILL, carrying(tag))
             time.sleep(0.05)
 
     return fork_janitor(kill_tagged)
@@ -193,6 +202,8 @@ class Supervisor:
         self.interrupted: int | None = None  # the signal that came from outside (user, scheduler)
         self.kill_at: float | None = None  # monotonic time of the SIGKILL escalation
         self.stop_grace_s = grace_s  # the grace period of the stop under way
+        self.reaped = False  # the job's main process was reaped: its group id may name another group now
+        self._mine = below(os.getpid())
 
     def started(self, pid: int) -> None:
         """The job runs now; pass on an interrupt that came while it was starting."""
@@ -200,33 +211,33 @@ class Supervisor:
         if self.signum is not None:
             self._forward(self.signum)
 
-    def _forward(self, signum: int) -> None:
-        if self.pid is not None:
+    def _group(self, signum: int) -> None:
+        """Signal the job's process group, only while its leader (the launcher's own child) is not reaped: until then
+        the group's id cannot name anyone else's group (the one signal not sent through a held process)."""
+        if self.pid is not None and not self.reaped:
             try:
                 os.killpg(self.pid, signum)
             except (ProcessLookupError, PermissionError):
                 pass
+
+    def _forward(self, signum: int) -> None:
+        self._group(signum)
         if self.kill_at is None:
             self.kill_at = time.monotonic() + self.grace_s
 
     def kill_all(self) -> None:
         """SIGKILL the job's process group and every process below the launcher."""
-        if self.pid is not None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        self._group(signal.SIGKILL)
         for _ in range(3):  # processes may fork while we kill; a few sweeps catch them
             pids = descendants(os.getpid())
             if not pids:
                 break
-            signal_pids(pids, signal.SIGKILL)
+            signal_pids(pids, signal.SIGKILL, self._mine)
 
     def kill_ranks(self, pids: Sequence[int]) -> None:
         """SIGKILL these ranks of the job at once (a rank stopped by SIGSTOP cannot take SIGTERM); a pid that is no
         process of this job below the launcher is left alone."""
-        own = set(descendants(os.getpid()))
-        signal_pids([p for p in pids if p in own], signal.SIGKILL)
+        signal_pids(pids, signal.SIGKILL, self._mine)
 
     def stop(self, signum: int, grace_s: float | None = None) -> None:
         """Ask the job to stop with ``signum``; SIGKILL everything after the grace period."""
@@ -236,7 +247,7 @@ class Supervisor:
         self.signum = signum
         self._forward(signum)
         # workers live in sessions of their own; the job's main process got the signal once, above
-        signal_pids([p for p in descendants(os.getpid()) if p != self.pid], signum)
+        signal_pids([p for p in descendants(os.getpid()) if p != self.pid], signum, self._mine)
 
     def on_signal(self, signum: int, frame: object) -> None:
         if signum == signal.SIGHUP:
@@ -271,7 +282,7 @@ class Supervisor:
         outlives the launcher; the janitor covers what is still there after a few seconds."""
         leftovers = descendants(os.getpid())
         if leftovers:
-            signal_pids(leftovers, signal.SIGTERM)
+            signal_pids(leftovers, signal.SIGTERM, self._mine)
             deadline = time.monotonic() + min(self.grace_s, 3.0)
             while leftovers and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -289,7 +300,7 @@ def _wait_until_gone(*, deadline: float) -> None:
         left = descendants(os.getpid())
         if not left or time.monotonic() >= deadline:
             return
-        signal_pids(left, signal.SIGKILL)
+        signal_pids(left, signal.SIGKILL, below(os.getpid()))
         time.sleep(0.02)
 
 
@@ -324,6 +335,7 @@ def _watch(
         elif proc.poll() is None:
             time.sleep(min(timeout, tick_s))
         if proc.poll() is not None:
+            supervisor.reaped = True
             if err_fd is None:
                 return
             if drain_until is None:  # torchrun is gone; a leftover worker may still hold the pipe
@@ -391,6 +403,7 @@ def run_supervised(
         try:
             _watch(proc, supervisor, tick=tick, tick_s=tick_s, stderr_sink=stderr_sink, parent_pid=parent_pid)
             rc = proc.wait()
+            supervisor.reaped = True
         finally:
             supervisor.clean_up()
     finally:

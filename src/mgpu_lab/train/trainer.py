@@ -493,5 +493,10 @@ def main(args: Namespace, faults: tuple[Fault, ...] = ()) -> int:
         return refuse(str(exc))
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    status = record(_supervised_train)(args, faults)
+    from mgpu_lab.health.rank_progress import interrupted
+
+    try:
+        status = record(_supervised_train)(args, faults)
+    except KeyboardInterrupt:  # Ctrl-C, forwarded by the launcher: one line per rank, never a traceback
+        return interrupted()
     return status if status is not None else 0
