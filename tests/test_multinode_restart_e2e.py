@@ -16,16 +16,20 @@ other node; in a two-node hang, the stuck node names its own rank.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
-from mgpu_testing import PYTHON, free_port
+from mgpu_testing import PYTHON, free_port, kill_group
 from mgpu_testing.cluster import run_together
+from mgpu_testing.launcher import beats, finish, process_tree, start, supervise_dirs, wait_until
 from mgpu_testing.probe import assert_nothing_left, tagged_env
 from mgpu_testing.training import DIGEST_ANYWHERE, LAUNCHER, TASK
 
 from mgpu_lab.health.failures import FIRST_FAILURE
+from mgpu_lab.launch import ports
 
 pytestmark = pytest.mark.e2e
 
@@ -43,8 +47,9 @@ def node_flags(form: str, node: int, port: int) -> list[str]:
     return ["--nnodes", "2", "--node_rank", str(node), "--master_addr", "127.0.0.1", "--master_port", str(port)]
 
 
-def two_nodes(form: str, logs: Path, restarts: tuple[int, int], *extra: str) -> list:
-    """Both launchers of one job, run together; their CompletedProcesses, node 0 first."""
+def two_nodes(form: str, logs: Path, restarts: tuple[int, int], *extra: str, store_on_0: bool = False) -> list:
+    """Both launchers of one job, run together; their CompletedProcesses, node 0 first. ``store_on_0``: node 1 starts
+    once node 0 listens on the endpoint, so node 0 hosts the c10d store (the first to bind it does)."""
     port = free_port()
     env, tag = tagged_env()
     runs = []
@@ -52,7 +57,8 @@ def two_nodes(form: str, logs: Path, restarts: tuple[int, int], *extra: str) -> 
         cmd = [PYTHON, LAUNCHER, *node_flags(form, node, port), "--max_restarts", str(restarts[node]), *TRAIN]
         cmd += ["--max_iterations", str(MAX_ITERATIONS), "--save_interval", "2", "--log_root", str(logs), *extra]
         runs.append((cmd, env))
-    results = run_together(runs, timeout=420)
+    listening = (lambda: any(state == ports.LISTEN for state, _, _ in ports.sockets_on(port))) if store_on_0 else None
+    results = run_together(runs, timeout=420, first_ready=listening)
     assert_nothing_left(tag)
     return results
 
@@ -119,6 +125,47 @@ def test_a_node_whose_peers_gave_up_stops_within_the_rendezvous_deadline(tmp_pat
     )
     assert "waited 15 s for them after a restart (--rdzv_timeout): rank(s) 1 of 2 did not start within 15 s" in last
     assert "Traceback" not in node0.stderr
+
+
+@pytest.mark.timeout(900)
+def test_a_c10d_node_whose_peer_node_is_killed_stops_at_the_rendezvous_deadline(tmp_path):
+    """Issue 52 item 5, the c10d form: node 0 hosts the store; node 1's launcher, torchrun and rank are SIGKILLed
+    in training (its last beat at iteration 2; the rehearsed hang at 3 keeps it there), rank 0 waiting for it. Node 0's rank loses its peer,
+    its torchrun restarts and waits in its own rendezvous for node 1, which never comes: at torchrun's deadline the
+    launcher ends with exit 4 and the line the static form prints, not "no rank of this node failed first" pointing
+    at a node that is gone."""
+    port = free_port()
+    env, tag = tagged_env()
+    cmds = [
+        [PYTHON, LAUNCHER, *node_flags("c10d", node, port), "--max_restarts", "3", *TRAIN, "--rdzv_timeout", "15"]
+        + ["--max_iterations", "50", "--log_root", str(tmp_path / "logs"), "--rehearse_fault", "hang:1:3"]
+        for node in (0, 1)
+    ]
+    node0 = start(cmds[0], env)
+    node1 = None
+    try:
+        wait_until(lambda: any(s[0] == ports.LISTEN for s in ports.sockets_on(port)), node0, "node 0's store")
+        node1 = start(cmds[1], env)
+
+        def rank1_hangs() -> bool:
+            return any(beats(d).get(1, {}).get("iteration", -1) >= 2 for d in supervise_dirs(node1))
+
+        wait_until(rank1_hangs, node1, "rank 1 at its hang")
+        for pid in [node1.pid, *process_tree(node1.pid)]:  # the whole node at once: launcher, torchrun, rank
+            os.kill(pid, signal.SIGKILL)
+        node1.communicate(timeout=60)
+        out, err = finish(node0, timeout=300)
+    finally:
+        for proc in (node0, node1):
+            if proc is not None:
+                kill_group(proc)
+    assert node0.returncode == 4, out[-3000:] + err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("mgpu-lab train_multigpu: error: the job's other node(s) gave up: this node ("), last
+    assert "waited 15 s for them in the rendezvous after a restart (--rdzv_timeout)" in last
+    assert "no rank of this node failed first" not in err
+    assert "Traceback" not in err
+    assert_nothing_left(tag)
 
 
 @pytest.mark.timeout(900)

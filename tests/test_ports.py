@@ -104,13 +104,63 @@ def test_a_single_nodes_own_rdzv_endpoint_that_is_held_is_refused(monkeypatch, c
     assert f"(pid {os.getpid()})" in err
 
 
-def test_a_held_c10d_endpoint_of_several_nodes_is_not_refused(monkeypatch, capsys) -> None:
-    """Two loopback "nodes" share one c10d endpoint: the first launcher's store holds it, the second joins it."""
+def test_a_c10d_endpoint_of_several_nodes_held_by_another_process_is_refused(monkeypatch, capsys) -> None:
+    """Issue 52 item 5: the node that would host the c10d store finds its endpoint held by a process that is no
+    torchrun of this rendezvous: refused before any rank, naming the holder (the job would wait out its timeout)."""
     with held() as s:
         port = s.getsockname()[1]
         args = [*CPU2, "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}"]
+        code, err = launch_line(args, monkeypatch, capsys)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"--rdzv_endpoint 127.0.0.1:{port}: already in use on this host, held by" in err
+    assert f"(pid {os.getpid()}); give a free port (the first node to bind the endpoint hosts the c10d store" in err
+
+
+#: A stand-in for another node's torchrun on this machine: it listens on the endpoint its command line names.
+PEER = "import socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True); sys.stdin.read()"
+
+
+def test_a_c10d_endpoint_held_by_the_same_rendezvous_on_this_machine_is_joined(monkeypatch, capsys) -> None:
+    """Two loopback "nodes" share one c10d endpoint: the first node's torchrun hosts the store there, the second
+    joins it. The holder is recognised by its command line: torchrun of the very endpoint."""
+    import subprocess
+
+    peer = subprocess.Popen(
+        [sys.executable, "-c", PEER, "torch.distributed.run", "--rdzv_endpoint", "127.0.0.1:PORT"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert peer.stdout is not None
+        port = int(peer.stdout.readline())
+        endpoint = f"127.0.0.1:{port}"
+        assert not ports.hosts_rendezvous(peer.pid, endpoint)  # its command line names another endpoint ("PORT")
+        assert ports.hosts_rendezvous(os.getpid(), endpoint) is False
+        # the same stand-in, now naming this endpoint: a peer node's store
+        peer.kill()
+        peer.wait()
+        peer = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                PEER.replace("0)", f"{port})"),
+                "torch.distributed.run",
+                "--rdzv_endpoint",
+                endpoint,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert peer.stdout is not None and int(peer.stdout.readline()) == port
+        assert ports.hosts_rendezvous(peer.pid, endpoint)
+        args = [*CPU2, "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint]
         with pytest.raises(AssertionError, match="the job would have started"):
             launch_line(args, monkeypatch, capsys)
+    finally:
+        peer.kill()
+        peer.wait()
 
 
 # ---------------------------------------------------------------------------------------------- the free port

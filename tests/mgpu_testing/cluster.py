@@ -8,6 +8,7 @@ import shlex
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -65,11 +66,15 @@ def free_job_id() -> str:
     pytest.fail("no free port in the launcher's SLURM port range (20000-29999)")
 
 
-def run_together(runs: list[tuple[list[str], dict[str, str]]], *, timeout: float) -> list[subprocess.CompletedProcess]:
-    """Start every (command, environment) at once, each in its own session; wait for all within one
+def run_together(
+    runs: list[tuple[list[str], dict[str, str]]], *, timeout: float, first_ready: Callable[[], bool] | None = None
+) -> list[subprocess.CompletedProcess]:
+    """Start every (command, environment) at once, each in its own session (with ``first_ready``: the first alone,
+    the others once it holds, as a node that must host the rendezvous comes up first); wait for all within one
     deadline; kill every group afterwards, and fail with everyone's output on timeout."""
-    procs = [
-        subprocess.Popen(
+
+    def popen(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+        return subprocess.Popen(
             cmd,
             cwd=REPO,
             env=env,
@@ -79,9 +84,17 @@ def run_together(runs: list[tuple[list[str], dict[str, str]]], *, timeout: float
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        for cmd, env in runs
-    ]
+
     deadline = time.monotonic() + timeout
+    procs = [popen(*runs[0])]
+    while first_ready is not None and not first_ready():
+        if procs[0].poll() is not None or time.monotonic() > deadline:
+            kill_group(procs[0])
+            pytest.fail(
+                f"the first launcher never got ready (exit {procs[0].poll()}):\n{procs[0].communicate()[1][-3000:]}"
+            )
+        time.sleep(0.05)
+    procs += [popen(cmd, env) for cmd, env in runs[1:]]
     results: list[subprocess.CompletedProcess] = []
     try:
         for (cmd, _), proc in zip(runs, procs):

@@ -306,6 +306,10 @@ class JobMonitor:
             self.outcome = Outcome(self.stopping_for, _STATUS[self.stopping_for], self._log_kept(job) + verdict)
         elif rc == 0:
             self.outcome = Outcome(State.SUCCEEDED, 0)
+        elif (lost := rendezvous.lost_after_restart(self.router.kept())) is not None:  # torchrun's own rendezvous
+            # after a restart (the monitor's deadline covers the first one and ends first): the other nodes left
+            verdict = rendezvous.gave_up(self.config, lost)
+            self.outcome = Outcome(State.RDZV_TIMEOUT, EXIT_RDZV, (*self._log_kept(job), verdict))
         else:
             self.outcome = self._failed(rc, job)
         self.state = self.outcome.state

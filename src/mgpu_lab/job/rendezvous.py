@@ -119,3 +119,26 @@ def _spans(ranks: list[int]) -> str:
         else:
             spans.append([r, r])
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+#: What torchrun's own text holds when its rendezvous after a restart ended without the other nodes: it ran out of
+#: time (a node is gone: killed, or its machine lost), or another node closed it (it gave up: no restart left).
+LOST_AFTER_RESTART = {b"RendezvousTimeoutError": "timed out", b"RendezvousClosedError": "closed"}
+
+
+def lost_after_restart(torchrun_text: bytes) -> str | None:
+    """How torchrun's rendezvous after a restart ended without the other nodes ("timed out", "closed"), else None."""
+    return next((how for marker, how in LOST_AFTER_RESTART.items() if marker in torchrun_text), None)
+
+
+def gave_up(config: LaunchConfig, how: str) -> str:
+    """The verdict when torchrun's rendezvous after a restart ended without the job's other node(s): the c10d form
+    of the line a rank of the static form records."""
+    if how == "closed":
+        why = "they closed the rendezvous after a restart (no restart left there)"
+    else:
+        why = (
+            f"waited {config.rdzv_timeout:g} s for them in the rendezvous after a restart (--rdzv_timeout): they are "
+            "gone, or stopped"
+        )
+    return f"mgpu-lab train_multigpu: error: the job's other node(s) gave up: this node ({node(config)}) {why}; this node stops too"

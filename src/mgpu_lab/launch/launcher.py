@@ -201,6 +201,17 @@ def _check_named_port(args: argparse.Namespace, scheduler: SchedulerEnv, store: 
             return
         fix = "give a free port, or leave --rdzv_endpoint out on a single node (torchrun then picks a free one)"
         refusal = ports.refuse_taken(f"--rdzv_endpoint {args.rdzv_endpoint}", int(port_text), fix)
+    elif args.rdzv_endpoint is not None and (args.rdzv_backend or scheduler.backend) == "c10d":
+        host, _, port_text = args.rdzv_endpoint.rpartition(":")
+        if not (ports.local_host(host) and port_text.isdigit() and 0 < int(port_text) < 65536):
+            return  # another host's endpoint: that node hosts the store
+        fix = "give a free port (the first node to bind the endpoint hosts the c10d store; every node gives the same)"
+        refusal = ports.refuse_taken(
+            f"--rdzv_endpoint {args.rdzv_endpoint}",
+            int(port_text),
+            fix,
+            shared_with=lambda pid: ports.hosts_rendezvous(pid, args.rdzv_endpoint),
+        )
     else:
         return
     if refusal is not None:

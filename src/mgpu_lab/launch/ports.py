@@ -13,10 +13,15 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import socket
 
 from mgpu_lab.core import procs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: /proc/net/tcp's state of a listening socket (include/net/tcp_states.h: TCP_LISTEN = 10).
 LISTEN = "0A"
@@ -80,8 +85,30 @@ def holder(port: int, tables: tuple[str, ...] = TCP_TABLES) -> str:
     return "by a process of this user that cannot be read" if mine else f"by another user's process (uid {uid})"
 
 
-def refuse_taken(flag: str, port: int, fix: str) -> str | None:
-    """The one-line refusal when ``port`` cannot be bound here, naming its holder; None when it is free."""
+def holder_pid(port: int, tables: tuple[str, ...] = TCP_TABLES) -> int | None:
+    """The process listening on ``port`` (another user's cannot be read: None)."""
+    entries = [entry for entry in sockets_on(port, tables) if entry[0] == LISTEN]
+    owners = procs.socket_owners({inode for _, _, inode in entries})
+    return next((owners[inode] for _, _, inode in entries if inode in owners), None)
+
+
+def hosts_rendezvous(pid: int, endpoint: str) -> bool:
+    """Is ``pid`` torchrun serving the c10d store of this very endpoint (another node of the same job on this
+    machine, which bound it first)?"""
+    words = procs.cmdline(pid)
+    named = any(w == f"--rdzv_endpoint={endpoint}".encode() for w in words) or any(
+        a == b"--rdzv_endpoint" and b == endpoint.encode() for a, b in itertools.pairwise(words)
+    )
+    return named and b"torch.distributed.run" in words
+
+
+def refuse_taken(flag: str, port: int, fix: str, *, shared_with: Callable[[int], bool] | None = None) -> str | None:
+    """The one-line refusal when ``port`` cannot be bound here, naming its holder; None when it is free, or held by
+    a process ``shared_with`` accepts (the same job's rendezvous, hosted by another node on this machine)."""
     if bind_error(port) != errno.EADDRINUSE:  # free, or a reason torchrun reports in its own words
         return None
+    if shared_with is not None:
+        pid = holder_pid(port)
+        if pid is not None and shared_with(pid):
+            return None
     return f"{flag}: already in use on this host, held {holder(port)}; {fix}"
