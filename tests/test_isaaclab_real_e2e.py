@@ -18,8 +18,11 @@ Every wait is for an event (a log line, an exit) with a deadline, never a sleep 
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -38,7 +41,7 @@ from mgpu_testing.isaaclab_real import (
     make_real,
     start,
 )
-from mgpu_testing.launcher import alive, process_tree, processes_with_env
+from mgpu_testing.launcher import alive, beats, process_tree, processes_with_env, supervise_dirs
 
 from mgpu_lab.core import procs
 from mgpu_lab.job.supervise import JOB_TAG_ENV
@@ -52,11 +55,14 @@ pytestmark = [
 ]
 
 
-def launch(python: Path, *args: str) -> list[str]:
+def launch(python: Path, *args: str, limits: float = 0.0) -> list[str]:
     """``mgpu-lab train_multigpu`` (as ``python -m mgpu_lab.cli``: the same command, whatever its console script is named) on
-    Isaac Lab's per-rank trainer, one CPU rank, every Isaac Lab option after ``-m`` unchanged."""
-    head = [str(python), "-m", "mgpu_lab.cli", "train_multigpu", "--num_gpus", "1", "--device", "cpu", "-m", TRAINER]
-    return [*head, "--rl_library", "rsl_rl", *CARTPOLE, *args, "agent.device=cpu"]
+    Isaac Lab's per-rank trainer, one CPU rank, every Isaac Lab option after ``-m`` unchanged; ``limits``: the
+    launcher's --startup_timeout and --hang_timeout (0: its defaults)."""
+    head = [str(python), "-m", "mgpu_lab.cli", "train_multigpu", "--num_gpus", "1", "--device", "cpu"]
+    if limits:
+        head += ["--startup_timeout", f"{limits:g}", "--hang_timeout", f"{limits:g}"]
+    return [*head, "-m", TRAINER, "--rl_library", "rsl_rl", *CARTPOLE, *args, "agent.device=cpu"]
 
 
 def test_the_documented_cpu_command_is_the_one_trained() -> None:
@@ -92,18 +98,26 @@ def broken(real: Real, trained: Job) -> Job:  # after `trained`: Warp's kernels 
 
 @pytest.fixture(scope="module")
 def live(real: Real, trained: Job) -> Job:
-    """A long run: stacks once it trains (rsl_rl printed its second iteration), then Ctrl-C."""
+    """A long run under a short start-up and training limit: it must outlive them (issue 52: a lone rank of Isaac
+    Lab's trainer makes no collective; its optimizer steps are its progress), then stacks, then Ctrl-C.
+
+    The limit is half again the whole `trained` job (its start-up and three iterations, on this machine now) plus
+    10 s, so a healthy start-up fits in it; the run goes on until the limit has passed since it started."""
+    limit = math.ceil(trained.seconds * 1.5) + 10
     cwd = real.base / "live"
     cwd.mkdir()
     out_file = real.base / "live.out"
     began = time.monotonic()
-    proc = start(launch(real.python, "--max_iterations", "100000"), cwd, real.env(), out_file)
+    proc = start(launch(real.python, "--max_iterations", "100000", limits=limit), cwd, real.env(), out_file)
     try:
         deadline = time.monotonic() + DEADLINE_S
-        while not re.search(r"Learning iteration [1-9]\d*/100000", out_file.read_text(errors="replace")):
+        while not (
+            re.search(r"Learning iteration [1-9]\d*/100000", out_file.read_text(errors="replace"))
+            and time.monotonic() - began > limit + 5
+        ):
             if proc.poll() is not None or time.monotonic() > deadline:
                 kill_group(proc)
-                pytest.fail(f"no second iteration (exit {proc.returncode})\n{proc.stderr.read()[-3000:]}")
+                pytest.fail(f"ended before Ctrl-C (exit {proc.returncode})\n{proc.stderr.read()[-3000:]}")
             time.sleep(0.1)
         stacks = run(
             [str(real.python), "-m", "mgpu_lab.cli", "stacks", "latest", "--log_root", "logs", "--timeout", "60"],
@@ -132,6 +146,7 @@ def live(real: Real, trained: Job) -> Job:
             tagged,
             stacks.stdout + stacks.stderr,
             files,
+            limit,
         )
     finally:
         kill_group(proc)
@@ -163,6 +178,45 @@ def test_a_missing_asset_ends_in_one_line_naming_the_file_quickly(broken: Job, t
     assert "ChildFailedError" not in broken.err and "torch/distributed/run.py" not in broken.err
     # the local asset root: no wait for a remote server (offline, Isaac Lab waits about 50 s before failing)
     assert broken.seconds < trained.seconds, (broken.seconds, trained.seconds)
+
+
+def test_a_lone_real_rank_outlives_short_limits_while_it_trains(live: Job) -> None:
+    """Issue 52: the run lasted past its --startup_timeout and --hang_timeout; only Ctrl-C ended it."""
+    assert live.limit and live.seconds > live.limit + 5, (live.seconds, live.limit)
+    assert live.rc == 130, live.err[-3000:]
+    assert "[ERROR] watchdog" not in live.err, live.err[-3000:]
+
+
+@pytest.fixture(scope="module")
+def stalled(real: Real, trained: Job) -> Job:
+    """The same command under a 5 s limit, its rank stopped (SIGSTOP) right after its first beat, before training."""
+    cwd = real.base / "stalled"
+    cwd.mkdir()
+    out_file = real.base / "stalled.out"
+    began = time.monotonic()
+    proc = start(launch(real.python, "--max_iterations", "3", limits=5), cwd, real.env(), out_file)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        rank = None
+        while rank is None:
+            found = [d for d in supervise_dirs(proc) if (d / "beat.0").is_file()]
+            rank = beats(found[0]).get(0, {}).get("pid") if found else None
+            if proc.poll() is not None or time.monotonic() > deadline:
+                kill_group(proc)
+                pytest.fail(f"no first beat (exit {proc.returncode})\n{proc.stderr.read()[-3000:]}")
+            time.sleep(0.05)
+        os.kill(rank, signal.SIGSTOP)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        kill_group(proc)
+    return Job(proc.returncode, out_file.read_text(errors="replace"), err, cwd, time.monotonic() - began)
+
+
+def test_a_real_rank_stopped_before_training_is_still_a_start_up_stall(stalled: Job) -> None:
+    assert stalled.rc == 3, stalled.err[-3000:]
+    assert "in start-up (rank 0 had not begun training" in stalled.err, stalled.err[-3000:]
+    assert "not responding (stopped by a signal: SIGSTOP, or a debugger holds it)" in stalled.err
+    assert "Traceback" not in stalled.err
 
 
 def test_stacks_of_the_live_real_rank_show_isaac_labs_frames(live: Job) -> None:

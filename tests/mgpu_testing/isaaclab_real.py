@@ -116,6 +116,7 @@ class Job:
     tagged: list[int] = field(default_factory=list)
     stacks: str = ""
     stack_files: str = ""
+    limit: float = 0.0  # the --startup_timeout and --hang_timeout it ran under (0: the defaults)
 
 
 def make_real(tmp_path_factory: pytest.TempPathFactory, name: str) -> Real:

@@ -210,10 +210,14 @@ class CollectiveTracker:
         return work
 
     def _finish_async(self, start: Any, cuda: bool) -> None:
-        """A future's callback (any thread): never raises, whatever the future holds."""
+        """A future's callback (any thread): never raises, whatever the future holds. The bookkeeping runs whatever
+        the timing did: a failed end event must not leave a false "inside" in every later beat."""
         try:
             if start is not None:  # the callback's stream waits for the collective: the event marks its end
                 self._cuda.end(start, CUDA_SAMPLE_EVERY)
+        except Exception:  # noqa: BLE001 - a tracker must never break the training it watches; the span is lost
+            pass
+        finally:
             with self._lock:
                 self._in_flight -= 1
                 self.completed += 1
@@ -221,8 +225,6 @@ class CollectiveTracker:
                     if not cuda:
                         self._async_wait += self.clock() - self._in_flight_since
                     self.inside = None
-        except Exception:  # noqa: BLE001 - a tracker must never break the training it watches
-            pass
 
     # --- DDP -------------------------------------------------------------------------------------------
     def _ddp_forward(self, forward: Callable[..., Any]) -> Callable[..., Any]:

@@ -98,8 +98,9 @@ def summary_lines(ranks) -> list[str]:
 def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None, out=None) -> Path:
     """Ask every rank of this node for its stack; write the files and the summary; print the summary."""
     from mgpu_lab.core.atomic import atomic_write_bytes
+    from mgpu_lab.core.deadlines import STACK_WAIT_S
     from mgpu_lab.health import heartbeat
-    from mgpu_lab.health.watchdog import STACK_WAIT_S, Watchdog
+    from mgpu_lab.health.watchdog import Watchdog
 
     out = out if out is not None else sys.stderr
     report = Watchdog(supervise_dir, 0, 0).diagnose(

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgpu_lab.core import held, procs
+from mgpu_lab.core import deadlines, held, procs
 from mgpu_lab.health import heartbeat
 from mgpu_lab.health.failures import lost_peer
 
@@ -50,8 +50,6 @@ _C10D_FILE = "torch/distributed/distributed_c10d.py"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first")
 
-#: How long a rank gets to write its stack after the signal before it counts as not responding.
-STACK_WAIT_S = 5.0
 #: The launcher options that set the two limits (named in the report, so a user knows which one to raise).
 HANG_OPTION, STARTUP_OPTION = "--hang_timeout", "--startup_timeout"
 
@@ -348,7 +346,7 @@ class Watchdog:
         self.starting = sorted(r for r, b in beats.items() if b.phase == heartbeat.Phase.START)
         return True
 
-    def diagnose(self, now: float, *, stack_wait_s: float = STACK_WAIT_S) -> Report:
+    def diagnose(self, now: float, *, stack_wait_s: float = deadlines.STACK_WAIT_S) -> Report:
         """Ask every rank for its stack, locate each one, and name the likely culprit."""
         beats = self.beats()
         states = {r: RankState(r, b) for r, b in sorted(beats.items()) if b.phase != heartbeat.Phase.DONE}

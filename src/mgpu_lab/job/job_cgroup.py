@@ -27,7 +27,7 @@ import signal
 import sys
 import time
 
-from mgpu_lab.core import held
+from mgpu_lab.core import deadlines, held
 from mgpu_lab.job import supervise
 
 TYPE_CHECKING = False
@@ -73,7 +73,7 @@ def members(folder: str) -> list[int]:
         return []
 
 
-def kill_all(folder: str, *, within_s: float = 5.0) -> list[int]:
+def kill_all(folder: str, *, within_s: float = deadlines.CGROUP_EMPTY_S) -> list[int]:
     """SIGKILL every process in the cgroup and remove it; the pids still there after ``within_s`` (else [])."""
     deadline = time.monotonic() + within_s
     left = members(folder)
@@ -149,7 +149,9 @@ def confined(tag: str, warn: Callable[[str], object] | None = None) -> Iterator[
         yield None
         return
     home = os.path.dirname(folder)
-    fd = supervise.fork_janitor(lambda: kill_all(folder, within_s=10.0))  # the launcher SIGKILLed: the cgroup
+    fd = supervise.fork_janitor(
+        lambda: kill_all(folder, within_s=deadlines.CGROUP_JANITOR_EMPTY_S)
+    )  # the launcher SIGKILLed: the cgroup
     try:
         try:
             _write(os.path.join(folder, "cgroup.procs"), str(os.getpid()))

@@ -34,7 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from mgpu_lab.core import procs
+from mgpu_lab.core import deadlines, procs
 from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.errors import EXIT_FAILED, EXIT_HANG, EXIT_RDZV, EXIT_USAGE
 from mgpu_lab.core.names import JOB_KEY_ENV
@@ -61,8 +61,6 @@ TORCHRUN_KEPT = "[ERROR] launcher: torchrun's own report, with each failed rank'
 TORCHRUN_LOG_KEPT = "[INFO] launcher: torchrun's own log lines:"
 #: The launcher's line when torchrun restarted the worker group (torchrun says it only at its INFO level, kept out).
 RESTARTED = "[WARN] launcher: a rank's process was replaced: torchrun restarted the worker group (--max_restarts)"
-#: The longest grace the monitor gives the job when it stops it itself (hang, rendezvous deadline).
-STOP_GRACE_S = 3.0
 
 
 class State(enum.Enum):
@@ -196,7 +194,12 @@ class JobMonitor:
         return None
 
     def _stop(
-        self, supervisor: Supervisor, why: State | None, verdict: str | None, *, grace_s: float | None = STOP_GRACE_S
+        self,
+        supervisor: Supervisor,
+        why: State | None,
+        verdict: str | None,
+        *,
+        grace_s: float | None = deadlines.MONITOR_STOP_GRACE_S,
     ) -> None:
         self.state, self.stopping_for, self.verdict = State.STOPPING, why, verdict
         supervisor.stop(signal.SIGTERM, grace_s=None if grace_s is None else min(self.config.grace_s, grace_s))
@@ -308,8 +311,9 @@ class JobMonitor:
             self.outcome = Outcome(State.SUCCEEDED, 0)
         elif (lost := rendezvous.lost_after_restart(self.router.kept())) is not None:  # torchrun's own rendezvous
             # after a restart (the monitor's deadline covers the first one and ends first): the other nodes left
-            verdict = rendezvous.gave_up(self.config, lost)
-            self.outcome = Outcome(State.RDZV_TIMEOUT, EXIT_RDZV, (*self._log_kept(job), verdict))
+            self.outcome = Outcome(
+                State.RDZV_TIMEOUT, EXIT_RDZV, (*self._log_kept(job), rendezvous.gave_up(self.config, lost))
+            )
         else:
             self.outcome = self._failed(rc, job)
         self.state = self.outcome.state
@@ -432,7 +436,7 @@ def run_job(config: LaunchConfig, cmd: list[str]) -> int:
         monitor.live_stacks.install()
         cleanup.callback(monitor.live_stacks.restore)
         rc, supervisor = supervise.run_supervised(
-            cmd, job.env, grace_s=config.grace_s, tick=monitor.tick, stderr_sink=monitor.stderr, tick_s=0.2
+            cmd, job.env, grace_s=config.grace_s, tick=monitor.tick, stderr_sink=monitor.stderr, tick_s=deadlines.TICK_S
         )
         monitor.router.close()
         return exit_status(monitor, supervisor, rc, job)

@@ -26,7 +26,7 @@ import sys
 import termios
 import time
 
-from mgpu_lab.core import held, procs
+from mgpu_lab.core import deadlines, held, procs
 from mgpu_lab.core.procs import alive, descendants
 
 TYPE_CHECKING = False
@@ -158,12 +158,12 @@ def fork_janitor(on_abandoned: Callable[[], object]) -> int | None:
 
 def start_janitor(tag: str, grace_s: float) -> int | None:
     """A janitor (:func:`fork_janitor`) that kills every process tagged ``tag`` once this launcher is gone: SIGTERM,
-    then SIGKILL after ``min(grace_s, 5)`` s. Call it before the launcher becomes a subreaper."""
+    then SIGKILL after ``min(grace_s, JANITOR_TERM_S)`` s. Call it before the launcher becomes a subreaper."""
 
     def kill_tagged() -> None:
         pids = tagged(tag)
         signal_pids(pids, signal.SIGTERM, carrying(tag))
-        deadline = time.monotonic() + min(grace_s, 5.0)
+        deadline = time.monotonic() + min(grace_s, deadlines.JANITOR_TERM_S)
         while pids and time.monotonic() < deadline:
             time.sleep(0.05)
             pids = [p for p in pids if alive(p)]
@@ -283,13 +283,13 @@ class Supervisor:
         leftovers = descendants(os.getpid())
         if leftovers:
             signal_pids(leftovers, signal.SIGTERM, self._mine)
-            deadline = time.monotonic() + min(self.grace_s, 3.0)
+            deadline = time.monotonic() + min(self.grace_s, deadlines.LEFTOVERS_TERM_S)
             while leftovers and time.monotonic() < deadline:
                 time.sleep(0.05)
                 reap()
                 leftovers = descendants(os.getpid())
             self.kill_all()
-        _wait_until_gone(deadline=time.monotonic() + 5.0)
+        _wait_until_gone(deadline=time.monotonic() + deadlines.REAP_S)
         reap()
 
 
@@ -339,7 +339,7 @@ def _watch(
             if err_fd is None:
                 return
             if drain_until is None:  # torchrun is gone; a leftover worker may still hold the pipe
-                drain_until = time.monotonic() + 1.0
+                drain_until = time.monotonic() + deadlines.DRAIN_S
             elif time.monotonic() >= drain_until:
                 return
         now = time.monotonic()
@@ -358,7 +358,7 @@ def run_supervised(
     *,
     grace_s: float,
     tick: Callable[[Supervisor, float], None] | None = None,
-    tick_s: float = 0.25,
+    tick_s: float = deadlines.TICK_S,
     stderr_sink: Callable[[bytes], None] | None = None,
 ) -> tuple[int, Supervisor]:
     """Run ``cmd`` in its own session under a :class:`Supervisor`; return (exit status, supervisor).
