@@ -287,7 +287,7 @@ def test_timing_without_any_run_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_the_watchdog_names_the_scripts_line_not_the_trackers() -> None:
-    from mgpu_lab.health.watchdog import Frame, locate
+    from mgpu_lab.health.stack_text import Frame, locate
 
     frames = [
         Frame("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 4181, "all_reduce"),

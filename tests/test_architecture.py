@@ -193,7 +193,13 @@ def test_phases_and_failure_kinds_are_enums_not_literals() -> None:
     words = {"start", "train", "done", "exception", "refused"}
     found = [
         f"{path.relative_to(SRC).as_posix()}:{line}: {value!r}"
-        for name in ("health/rank_progress.py", "health/rank_entry.py", "health/watchdog.py", "health/failures.py")
+        for name in (
+            "health/rank_progress.py",
+            "health/rank_entry.py",
+            "health/watchdog.py",
+            "health/culprit.py",
+            "health/failures.py",
+        )
         for path in [SRC / name]
         for line, value in _compared_or_passed(path)
         if value in words

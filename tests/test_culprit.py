@@ -23,8 +23,11 @@ import pytest
 
 from mgpu_lab.core import procs
 from mgpu_lab.health import failures, heartbeat
+from mgpu_lab.health.culprit import RankState, blame
+from mgpu_lab.health.hang_report import Report
 from mgpu_lab.health.heartbeat import Beat, Failure
-from mgpu_lab.health.watchdog import Frame, RankState, Report, Watchdog, blame
+from mgpu_lab.health.stack_text import Frame
+from mgpu_lab.health.watchdog import Watchdog
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")
 

@@ -21,8 +21,10 @@ from mgpu_testing import PYTHON, REPO
 
 from mgpu_lab.core import held, procs
 from mgpu_lab.health import heartbeat
+from mgpu_lab.health.culprit import RankState
+from mgpu_lab.health.hang_report import Report, write_report
 from mgpu_lab.health.heartbeat import Beat
-from mgpu_lab.health.watchdog import RankState, Report, Watchdog, write_report
+from mgpu_lab.health.watchdog import Watchdog
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfds and /proc are Linux's")
 

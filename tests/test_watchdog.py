@@ -41,18 +41,11 @@ from mgpu_testing.launcher import (
 
 from mgpu_lab.core import procs
 from mgpu_lab.health import heartbeat
+from mgpu_lab.health.culprit import RankState, blame
+from mgpu_lab.health.hang_report import Limit, limits
 from mgpu_lab.health.heartbeat import Beat
-from mgpu_lab.health.watchdog import (
-    Frame,
-    Limit,
-    RankState,
-    Watchdog,
-    blame,
-    limits,
-    locate,
-    main_thread,
-    parse_threads,
-)
+from mgpu_lab.health.stack_text import Frame, locate, main_thread, parse_threads
+from mgpu_lab.health.watchdog import Watchdog
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux process table")
 e2e = pytest.mark.e2e

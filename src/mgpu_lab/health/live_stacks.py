@@ -90,7 +90,7 @@ def summary_lines(ranks) -> list[str]:
     """One line per rank: where it is (the watchdog's classification)."""
     if not ranks:
         return [f"{PREFIX} no rank of this node is training yet (no heartbeat); ask again once training runs"]
-    from mgpu_lab.health.watchdog import world_of
+    from mgpu_lab.health.culprit import world_of
 
     return [f"{PREFIX} {st.heading(world_of(ranks), phase=False)}: {st.place()}" for st in ranks]
 

@@ -39,8 +39,9 @@ from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.errors import EXIT_FAILED, EXIT_HANG, EXIT_RDZV, EXIT_USAGE
 from mgpu_lab.core.names import JOB_KEY_ENV
 from mgpu_lab.health import failures, heartbeat
+from mgpu_lab.health.hang_report import stall_words, write_report
 from mgpu_lab.health.live_stacks import LiveStacks
-from mgpu_lab.health.watchdog import Watchdog, stall_words, write_report
+from mgpu_lab.health.watchdog import Watchdog
 from mgpu_lab.job import checks, job_cgroup, oom, rendezvous, supervise
 from mgpu_lab.job.nccl_trace import NcclTrace
 from mgpu_lab.job.stderr_route import StderrRouter
