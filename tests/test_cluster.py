@@ -12,7 +12,8 @@ from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.cluster import srun_env
 
 from mgpu_lab.launch import cluster
-from mgpu_lab.launch.cluster import ClusterError, infer_nodes, shm_warning
+from mgpu_lab.launch.cluster import ClusterError, infer_nodes
+from mgpu_lab.launch.shm_ranks import shm_warning
 
 HINT = "or --no_slurm to ignore SLURM's environment"
 

@@ -110,10 +110,10 @@ def small_shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Docker's default /dev/shm (64 MiB free) at ``tmp_path``, through shm_warning's own parameters."""
     import functools
 
-    from mgpu_lab.launch import cluster
+    from mgpu_lab.launch import shm_ranks
 
     monkeypatch.setattr(
-        cluster, "shm_warning", functools.partial(cluster.shm_warning, path=str(tmp_path), free_bytes=64 << 20)
+        shm_ranks, "shm_warning", functools.partial(shm_ranks.shm_warning, path=str(tmp_path), free_bytes=64 << 20)
     )
 
 

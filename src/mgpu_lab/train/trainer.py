@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from mgpu_lab.core.errors import EXIT_USAGE, UsageError
+from mgpu_lab.train import resume_point
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     from mgpu_lab.health.rank_progress import Fault, RankProgress
-    from mgpu_lab.runs.attempt import Attempt, Store
     from mgpu_lab.train.adapters import Adapter
     from mgpu_lab.train.config import TrainConfig, TrainResult
     from mgpu_lab.train.dist import DistContext
@@ -54,39 +54,6 @@ def _run_dir(log_root: str, library: str, task: str, run_name: str | None, creat
         ) from None
 
 
-def _resume_point(
-    args: Namespace, adapter: Adapter, cfg: TrainConfig, restart: int, key: str | None, known: str | None = None
-) -> tuple[Path | None, str | None]:
-    """(run folder to reuse or None, checkpoint to load or None): a restart's own run, ``latest``, or --checkpoint.
-    ``known``: the job's run folder as rank 0 of an earlier attempt published it (else found by the job key)."""
-    from mgpu_lab.runs import resume
-
-    def listing(run_dir: Path):
-        return adapter.checkpoints(run_dir, cfg)
-
-    if restart and key:
-        run_dir = Path(known) if known else resume.find_job_run(args.log_root, args.rl_library, args.task, key)
-        if run_dir is not None:
-            found = resume.newest_checkpoint(run_dir, listing)
-            return run_dir, (str(found[1]) if found else None)
-        if getattr(args, "continue_run", None) is None:
-            return None, None  # rank 0 never recorded this job's folder: start over in a new one
-    if getattr(args, "continue_run", None) is not None:  # continue a run in its own folder
-        from mgpu_lab.runs import continue_run
-
-        return continue_run.resume_point(
-            args.continue_run, args.log_root, args.rl_library, args.task, args.ml_framework, key, listing
-        )
-    if args.checkpoint == resume.LATEST:
-        found = resume.latest_checkpoint(args.log_root, args.rl_library, args.task, listing)
-        if found is None:
-            from mgpu_lab.runs.preflight import no_latest
-
-            raise no_latest(args.log_root, args.rl_library, args.task, args.ml_framework)
-        return None, str(found[1])
-    return None, (str(Path(args.checkpoint).resolve()) if args.checkpoint else None)
-
-
 class _Start:
     """Where this rank starts: its context, the library's adapter, the training config, and the resume point."""
 
@@ -99,58 +66,7 @@ class _Start:
         self.restart = restart  # torchrun's restart count (0: the first attempt)
         self.key = key  # the job's key across restarts (MGPU_LAB_JOB_KEY), if launched by the launcher
         self.reuse = reuse  # the run folder to write into again (a restart's or --continue_run's), else None
-        self.shared: _Shared | None = None  # what every rank of this attempt agreed on, under torchrun
-
-
-class _Shared:
-    """Under torchrun: the job's store and the attempt every rank of this start agreed on (mgpu_lab.runs.attempt)."""
-
-    def __init__(self, store: Store, attempt: Attempt, wait_s: float) -> None:
-        self.store = store
-        self.attempt = attempt
-        self.wait_s = wait_s
-
-
-def _agree(ctx: DistContext, key: str | None) -> _Shared | None:
-    """Under torchrun, the attempt number, job key and run folder every rank of the job agrees on (None outside
-    torchrun, or for one rank); raises PeersGone when the other ranks never come."""
-    from mgpu_lab.runs import attempt
-    from mgpu_lab.train.dist import job_store
-
-    if not ctx.distributed or ctx.world_size < 2:
-        return None
-    wait_s = attempt.wait_s()
-    try:
-        store = job_store(wait_s)
-    except (RuntimeError, TimeoutError, OSError) as exc:  # torch's DistNetworkError and DistStoreError included
-        where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
-        raise attempt.PeersGone(
-            f"the job's store at {where} (kept by the torchrun of rank 0's node) did not answer within {wait_s:g} s "
-            f"(--rdzv_timeout): that node gave up or is gone ({type(exc).__name__})"
-        ) from None
-    if store is None:
-        return None
-    return _Shared(store, attempt.agree(store, ctx.rank, ctx.world_size, key, timeout_s=wait_s), wait_s)
-
-
-def _shared_resume_point(
-    args: Namespace, adapter: Adapter, cfg: TrainConfig, shared: _Shared, rank: int
-) -> tuple[Path | None, str | None]:
-    """Rank 0 finds the resume point and publishes it; every other rank takes exactly that one."""
-    from mgpu_lab.runs import attempt
-
-    agreed = shared.attempt
-    if rank == 0:
-        reuse, checkpoint = _resume_point(args, adapter, cfg, agreed.number, agreed.key, agreed.run_dir)
-        attempt.publish_resume(shared.store, agreed, str(reuse) if reuse else None, checkpoint)
-        return reuse, checkpoint
-    run_dir, checkpoint = attempt.resume_of(shared.store, agreed, timeout_s=shared.wait_s)
-    if checkpoint is not None and not Path(checkpoint).is_file():
-        raise UsageError(
-            f"restart {agreed.number}: rank 0 resumes from {checkpoint}, which this node cannot read: put "
-            "--log_root on a filesystem every node mounts at the same path"
-        )
-    return (Path(run_dir) if run_dir else None), checkpoint
+        self.shared: resume_point.Shared | None = None  # what every rank of this attempt agreed on, under torchrun
 
 
 def _choose_device(args: Namespace) -> str:
@@ -189,7 +105,7 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     key = resume.job_key()
-    shared = _agree(ctx, key)
+    shared = resume_point.agree(ctx, key)
     if shared is not None:  # torchrun's count differs between nodes: the agreed one is the job's
         restart, key = shared.attempt.number, shared.attempt.key
         if restart:
@@ -214,9 +130,9 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
         on_iteration=progress.on_iteration,
     )
     if shared is not None:
-        reuse, cfg.checkpoint = _shared_resume_point(args, adapter, cfg, shared, ctx.rank)
+        reuse, cfg.checkpoint = resume_point.shared_resume_point(args, adapter, cfg, shared, ctx.rank)
     else:
-        reuse, cfg.checkpoint = _resume_point(args, adapter, cfg, restart, key)
+        reuse, cfg.checkpoint = resume_point.resume_point(args, adapter, cfg, restart, key)
     if cfg.checkpoint is not None:
         if cfg.checkpoint != args.checkpoint:  # found here (latest, or a restart's own run): check it too
             check_checkpoint(cfg.checkpoint, args.rl_library, args.ml_framework, args.task)

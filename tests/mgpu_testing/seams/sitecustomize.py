@@ -4,7 +4,7 @@
 The product reads no test switch. What a test needs in a child process (made-up GPUs, another /dev/shm, a fixed
 run-folder stamp, a stop inside a checkpoint save, a fault in a rank, a rank stopped before its first beat) is asked for in ``MGPU_TESTING_SEAMS`` (JSON, read here
 only) and injected the way an in-process test does it with ``monkeypatch``: through the product's own
-parameters (``devices.discover``'s inventory, ``cluster.shm_warning``'s folder and free bytes,
+parameters (``devices.discover``'s inventory, ``shm_ranks.shm_warning``'s folder and free bytes,
 ``run_dir.folder_name``'s stamp, ``core.atomic.atomic_write``'s ``before_replace`` hook, ``trainer.main``'s
 faults). Nothing here runs
 without that variable. The modules patched are stdlib-only, so a patched process starts as fast as before.
@@ -30,9 +30,9 @@ def _made_up_gpus(count: int) -> None:
 def _shm(path: str, free: int | None) -> None:
     import functools
 
-    from mgpu_lab.launch import cluster
+    from mgpu_lab.launch import shm_ranks
 
-    cluster.shm_warning = functools.partial(cluster.shm_warning, path=path, free_bytes=free)
+    shm_ranks.shm_warning = functools.partial(shm_ranks.shm_warning, path=path, free_bytes=free)
 
 
 def _run_stamp(stamp: str) -> None:
