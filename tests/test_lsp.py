@@ -658,6 +658,38 @@ def test_lsp_bad_arguments_exit_2(argv: list[str], message: str, capsys: pytest.
     assert err.count("\n") == 1 and message in err
 
 
+def _framed(*messages: dict[str, Any]) -> str:
+    """JSON-RPC messages as an LSP client writes them on the server's stdin (ASCII only: length = characters)."""
+    out = []
+    for message in messages:
+        body = json.dumps({"jsonrpc": "2.0", **message}, ensure_ascii=True)
+        out.append(f"Content-Length: {len(body)}\r\n\r\n{body}")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("shutdown, status", [(True, 0), (False, 1)], ids=["shutdown-then-exit", "exit-alone"])
+def test_the_server_exits_as_the_protocol_says_with_nothing_on_stderr(
+    shutdown: bool, status: int, tmp_path: Path
+) -> None:
+    """A real stdio session: ``exit`` after an answered ``shutdown`` ends the process with 0, ``exit`` alone with 1
+    (the protocol's rule; editors call anything else a crash), and neither leaves a word on stderr."""
+    root = make_tree(tmp_path / "repo")
+    opening = [
+        {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": root.as_uri(), "capabilities": {}}},
+        {"method": "initialized", "params": {}},
+    ]
+    closing = [{"id": 2, "method": "shutdown"}] if shutdown else []
+    proc = run(
+        [PYTHON, str(CLI), "lsp"],
+        input=_framed(*opening, *closing, {"method": "exit"}),
+        timeout=DEADLINE_S,
+        env=dict(os.environ),
+    )
+    assert (proc.returncode, proc.stderr) == (status, "")
+    assert ('"id": 2, "jsonrpc": "2.0", "result": null' in proc.stdout) is shutdown  # the shutdown was answered
+    assert '"id": 1' in proc.stdout  # and the session was a real one: initialize answered
+
+
 def test_check_never_imports_the_language_server() -> None:
     """``check``'s start-up cost: its process imports neither pygls nor lsprotocol (``-X importtime``)."""
     proc = run(

@@ -622,7 +622,9 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
 
 
 def main(root: str | None, debounce: float) -> int:
-    """Serve on stdin/stdout until the client says exit."""
+    """Serve on stdin/stdout until the client says exit: 0 after a shutdown request, else 1 (as the protocol says
+    of an ``exit`` without ``shutdown``, or of a client that went away)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    build_server(Path(root) if root else None, debounce).start_io()
-    return 0
+    server = build_server(Path(root) if root else None, debounce)
+    server.start_io()  # returns on `exit` (pygls swallows the SystemExit that carries the status) or end of input
+    return 0 if server.closing else 1
