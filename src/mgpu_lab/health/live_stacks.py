@@ -152,8 +152,13 @@ def find_run(target: str, log_root: str) -> Path:
 def launcher_of(run_dir: Path) -> int:
     """The pid of the launcher whose job writes ``run_dir`` on this host (RequestError otherwise)."""
     from mgpu_lab.core.procs import alive, cmdline, node_name, owner, process_table, start_time
+    from mgpu_lab.core.safe_read import OutsideFolder, resolved_inside
     from mgpu_lab.runs import continue_run
 
+    try:  # the lock is read only inside the run folder (read_lock says None for a link out: say why here)
+        resolved_inside(run_dir, run_dir / continue_run.LOCK_FILE)
+    except OutsideFolder as exc:
+        raise RequestError(f"{exc.filename}: {exc.strerror}; not read, nothing signalled") from None
     lock = continue_run.read_lock(run_dir)
     if lock is None or not continue_run.is_live(lock):
         raise RequestError(f"{run_dir}: no live job writes to it (no {continue_run.LOCK_FILE}, or a stale one)")
@@ -214,7 +219,7 @@ def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
         return 2
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        summary = _new_summary(base, before)
+        summary = _new_summary(base, before, out)
         if summary is not None:
             print(summary[1], end="" if summary[1].endswith("\n") else "\n", file=out)
             print(f"{PREFIX} stacks and summary in {summary[0]}", file=out, flush=True)
@@ -239,13 +244,19 @@ def _entries(base: Path) -> set[str]:
 MAX_SUMMARY_BYTES = 1024 * 1024
 
 
-def _new_summary(base: Path, before: set[str]) -> tuple[Path, str] | None:
-    """The first request folder that appeared since ``before`` and holds a readable summary: (folder, its text)."""
-    from mgpu_lab.core.safe_read import read_regular
+def _new_summary(base: Path, before: set[str], out=None) -> tuple[Path, str] | None:
+    """The first request folder that appeared since ``before`` and holds a readable summary: (folder, its text).
+    A summary that leads out of the run folder (``base``'s parent) is never opened: one line on ``out``, and its
+    folder joins ``before`` (it is never looked at again)."""
+    from mgpu_lab.core.safe_read import OutsideFolder, read_regular
 
     for name in sorted(_entries(base) - before):
         try:
-            data, more = read_regular(base / name / SUMMARY, MAX_SUMMARY_BYTES)
+            data, more = read_regular(base / name / SUMMARY, MAX_SUMMARY_BYTES, within=base.parent)
+        except OutsideFolder as exc:
+            before.add(name)
+            print(f"[WARN] stacks: {exc.filename}: {exc.strerror}; skipped", file=out or sys.stdout, flush=True)
+            continue
         except OSError:  # not written yet, or not a regular file: not an answer
             continue
         text = data.decode("utf-8", "replace").replace("\0", "")

@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mgpu_lab.core.safe_read import OutsideFolder, read_regular, resolved_inside
 from mgpu_lab.health import heartbeat
 from mgpu_lab.runs.resume import LATEST
 
@@ -131,11 +132,25 @@ class FileNote:
     usable: int
     skipped: int
     problem: str | None = None  # the whole file unusable: "a FIFO, not a regular file", "empty" ...
+    cut: bool = False  # longer than MAX_FILE_BYTES: only its end was read
 
     def line(self) -> str:
         if self.problem is not None:
             return f"[WARN] timing: {self.path}: {self.problem}; skipped"
-        return f"[WARN] timing: {self.path}: {self.skipped} unusable line(s) skipped, {self.usable} used"
+        said = f"{self.skipped} unusable line(s) skipped, {self.usable} used"
+        if self.cut:  # the file is longer than the bound: its older windows are not in the table
+            said = f"cut: only its last {_amount(MAX_FILE_BYTES)} read, older windows left out; " + (
+                said if self.skipped else f"{self.usable} used"
+            )
+        return f"[WARN] timing: {self.path}: {said}"
+
+    @property
+    def worth_saying(self) -> bool:
+        return self.problem is not None or self.skipped > 0 or self.cut
+
+
+def _amount(size: int) -> str:
+    return f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size} bytes"
 
 
 def _is_count(value: object) -> bool:
@@ -166,18 +181,17 @@ def parse_window(line: str) -> Window | None:
     )
 
 
-def read_file(path: Path) -> tuple[list[Window], FileNote]:
-    """One rank file's windows and what was left out (a regular file only, at most :data:`MAX_FILE_BYTES`)."""
-    from mgpu_lab.core.safe_read import read_regular
-
-    try:
-        data, more = read_regular(path, MAX_FILE_BYTES, tail=True)  # the newest windows: the file's end
+def read_file(path: Path, run_dir: str | os.PathLike | None = None) -> tuple[list[Window], FileNote]:
+    """One rank file's windows and what was left out (a regular file only, at most :data:`MAX_FILE_BYTES`; given
+    ``run_dir``, only when its path resolves inside that folder: a link out of it is never opened)."""
+    try:  # the newest windows: the file's end
+        data, more = read_regular(path, MAX_FILE_BYTES, tail=True, within=run_dir)
     except OSError as exc:
         return [], FileNote(path, 0, 0, exc.strerror or str(exc))
     if more:  # the first line read may be the end of one
         data = data.split(b"\n", 1)[-1]
     if not data.strip():
-        return [], FileNote(path, 0, 0, "empty")
+        return [], FileNote(path, 0, 0, f"no whole line in its last {_amount(MAX_FILE_BYTES)}" if more else "empty")
     windows, skipped = [], 0
     for raw in data.split(b"\n"):
         if not raw.strip():
@@ -187,23 +201,28 @@ def read_file(path: Path) -> tuple[list[Window], FileNote]:
             skipped += 1
         else:
             windows.append(w)
-    return windows, FileNote(path, len(windows), skipped)
+    return windows, FileNote(path, len(windows), skipped, cut=more)
 
 
 def scan(run_dir: str | os.PathLike) -> tuple[dict[int, list[Window]], list[FileNote]]:
-    """Every rank's windows under ``run_dir/timing``, and a note for each file that had something unusable."""
+    """Every rank's windows under ``run_dir/timing``, and a note for each file that had something unusable or was
+    cut; a file (or a ``timing`` folder) that leads out of ``run_dir`` is a note, never read."""
     found: dict[int, list[Window]] = {}
     notes: list[FileNote] = []
     folder = Path(run_dir) / TIMING_DIR
+    try:
+        resolved_inside(run_dir, folder)
+    except OutsideFolder as exc:  # the whole folder leads elsewhere: one note, nothing in it listed or read
+        return found, [FileNote(folder, 0, 0, exc.strerror)]
     try:
         paths = sorted(folder.glob("rank*.jsonl")) if folder.is_dir() else []
     except OSError:
         paths = []
     for path in paths:
-        windows, note = read_file(path)
+        windows, note = read_file(path, run_dir)
         for w in windows:
             found.setdefault(w.rank, []).append(w)
-        if note.problem is not None or note.skipped:
+        if note.worth_saying:
             notes.append(note)
     return found, notes
 

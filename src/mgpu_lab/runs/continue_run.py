@@ -150,7 +150,7 @@ def read_lock(run_dir: str | os.PathLike) -> Lock | None:
     from mgpu_lab.core.safe_read import read_regular
 
     try:  # a regular file only (a FIFO there must not block), bounded; then every field of its type
-        raw, more = read_regular(Path(run_dir) / LOCK_FILE, 64 * 1024)
+        raw, more = read_regular(Path(run_dir) / LOCK_FILE, 64 * 1024, within=run_dir)  # never a link out of it
         data = json.loads(raw.decode("utf-8"))
         launcher = data.get("launcher_pid")
         lock = Lock(
