@@ -597,9 +597,11 @@ def test_conversions_of_ranges_and_edits() -> None:
 def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) -> None:
     """On each rule's fixture tree, the server's check (in process, no editor text) gives one diagnostic
     per finding of ``check --format json``, at its line and column (code points here), with its code,
-    message and severity: on files, folders and missing paths alike."""
+    message and severity: on files, folders and missing paths alike. Each is one the replay of stored
+    findings admits (the replay's checks are those a fresh finding passes)."""
     from mgpu_testing.checker import RULE_FIXTURES
     from pygls.workspace import PositionCodec
+    from skills_check.lsp import replay
     from skills_check.lsp import server as lsp
     from test_checker_snapshots import CASES, build
 
@@ -625,6 +627,8 @@ def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) ->
         )
         assert got == expected, code
         assert any(f[3] == code for f in expected), code  # the fixture fails as it should
+        known = {r.code for r in server.rules}  # and a replay of them would pass the replay's checks
+        assert replay.admissible(result.findings, replay.disk_lines(tree), known), code
 
 
 # -- the subcommand -------------------------------------------------------------------------------------
