@@ -122,11 +122,15 @@ class RequestError(Exception):
 
 def live_runs(log_root: str) -> list[Path]:
     """Run folders under ``<log_root>/<library>/<task>/`` with a live lock, oldest renewal first."""
+    from mgpu_lab.core.records import OtherVersion
     from mgpu_lab.runs import continue_run
 
     found = []
     for lock_path in Path(log_root).glob(f"*/*/*/{continue_run.LOCK_FILE}"):
-        lock = continue_run.read_lock(lock_path.parent)
+        try:
+            lock = continue_run.read_lock(lock_path.parent)
+        except OtherVersion:  # a newer mgpu-lab's job: not one this command can ask
+            continue
         if lock is not None and continue_run.is_live(lock):
             found.append((lock.renewed, lock_path.parent))
     return [p for _, p in sorted(found)]
@@ -152,6 +156,7 @@ def find_run(target: str, log_root: str) -> Path:
 def launcher_of(run_dir: Path) -> int:
     """The pid of the launcher whose job writes ``run_dir`` on this host (RequestError otherwise)."""
     from mgpu_lab.core.procs import alive, cmdline, node_name, owner, process_table, start_time
+    from mgpu_lab.core.records import OtherVersion
     from mgpu_lab.core.safe_read import OutsideFolder, resolved_inside
     from mgpu_lab.runs import continue_run
 
@@ -159,7 +164,10 @@ def launcher_of(run_dir: Path) -> int:
         resolved_inside(run_dir, run_dir / continue_run.LOCK_FILE)
     except OutsideFolder as exc:
         raise RequestError(f"{exc.filename}: {exc.strerror}; not read, nothing signalled") from None
-    lock = continue_run.read_lock(run_dir)
+    try:
+        lock = continue_run.read_lock(run_dir)
+    except OtherVersion as exc:
+        raise RequestError(f"{run_dir / continue_run.LOCK_FILE}: {exc}; nothing signalled") from None
     if lock is None or not continue_run.is_live(lock):
         raise RequestError(f"{run_dir}: no live job writes to it (no {continue_run.LOCK_FILE}, or a stale one)")
     if lock.host != node_name():
