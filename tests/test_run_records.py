@@ -286,3 +286,34 @@ def test_an_unusable_store_record_stops_the_rank_with_one_line_naming_it(record:
     store.set(f"{attempt.PREFIX}resume/4", record)
     with pytest.raises(attempt.UnusableRecord, match=r"resume/4 \(resume point\)"):
         attempt.resume_of(store, Attempt(4, None, None), timeout_s=5)
+
+
+# --- the codec itself ------------------------------------------------------------------------------------------
+
+
+def test_an_older_version_is_converted_and_the_versions_read_are_said() -> None:
+    """A kind whose version 2 renamed a field reads version 1 through its conversion; versions it does not read
+    (and a record without one, where the kind never had unversioned records) are refused naming the versions."""
+    codec = records.Codec(
+        "example",
+        3,
+        {"name": records.text, "size": records.count},
+        dict,
+        older={1: lambda old: {**old, "name": old.get("title")}, 2: None},
+        reader="tool",
+    )
+    assert codec.decode(codec.encode({"name": "a", "size": 1})) == {"name": "a", "size": 1}
+    assert codec.decode(line(v=1, title="b", size=2)) == {"name": "b", "size": 2}
+    assert codec.decode(line(v=2, name="c", size=3, extra=[1])) == {"name": "c", "size": 3}
+    for data, said in [
+        (line(v=4, name="d", size=4), "version 4; this tool reads versions 1 to 3 (field 'v'): a newer tool wrote it"),
+        (line(v=0, name="d", size=4), "version 0; this tool reads versions 1 to 3 (field 'v')"),
+        (line(name="d", size=4), "no version; this tool reads versions 1 to 3 (field 'v')"),
+    ]:
+        with pytest.raises(records.OtherVersion) as exc:
+            codec.decode(data)
+        assert str(exc.value) == said
+    with pytest.raises(records.Unreadable, match="field 'v': True is not a version number"):
+        codec.decode(line(v=True, name="d", size=4))
+    with pytest.raises(records.Unreadable, match="field 'size': -1 is negative"):
+        codec.decode(line(v=3, name="d", size=-1))
