@@ -597,9 +597,11 @@ def test_conversions_of_ranges_and_edits() -> None:
 def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) -> None:
     """On each rule's fixture tree, the server's check (in process, no editor text) gives one diagnostic
     per finding of ``check --format json``, at its line and column (code points here), with its code,
-    message and severity: on files, folders and missing paths alike."""
+    message and severity: on files, folders and missing paths alike. Each is one the replay of stored
+    findings admits (the replay's checks are those a fresh finding passes)."""
     from mgpu_testing.checker import RULE_FIXTURES
     from pygls.workspace import PositionCodec
+    from skills_check.lsp import replay
     from skills_check.lsp import server as lsp
     from test_checker_snapshots import CASES, build
 
@@ -625,6 +627,8 @@ def test_every_rule_fixture_s_findings_become_its_diagnostics(tmp_path: Path) ->
         )
         assert got == expected, code
         assert any(f[3] == code for f in expected), code  # the fixture fails as it should
+        known = {r.code for r in server.rules}  # and a replay of them would pass the replay's checks
+        assert replay.admissible(result.findings, replay.disk_lines(tree), known), code
 
 
 # -- the subcommand -------------------------------------------------------------------------------------
@@ -656,6 +660,38 @@ def test_lsp_bad_arguments_exit_2(argv: list[str], message: str, capsys: pytest.
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
+
+
+def _framed(*messages: dict[str, Any]) -> str:
+    """JSON-RPC messages as an LSP client writes them on the server's stdin (ASCII only: length = characters)."""
+    out = []
+    for message in messages:
+        body = json.dumps({"jsonrpc": "2.0", **message}, ensure_ascii=True)
+        out.append(f"Content-Length: {len(body)}\r\n\r\n{body}")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("shutdown, status", [(True, 0), (False, 1)], ids=["shutdown-then-exit", "exit-alone"])
+def test_the_server_exits_as_the_protocol_says_with_nothing_on_stderr(
+    shutdown: bool, status: int, tmp_path: Path
+) -> None:
+    """A real stdio session: ``exit`` after an answered ``shutdown`` ends the process with 0, ``exit`` alone with 1
+    (the protocol's rule; editors call anything else a crash), and neither leaves a word on stderr."""
+    root = make_tree(tmp_path / "repo")
+    opening = [
+        {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": root.as_uri(), "capabilities": {}}},
+        {"method": "initialized", "params": {}},
+    ]
+    closing = [{"id": 2, "method": "shutdown"}] if shutdown else []
+    proc = run(
+        [PYTHON, str(CLI), "lsp"],
+        input=_framed(*opening, *closing, {"method": "exit"}),
+        timeout=DEADLINE_S,
+        env=dict(os.environ),
+    )
+    assert (proc.returncode, proc.stderr) == (status, "")
+    assert ('"id": 2, "jsonrpc": "2.0", "result": null' in proc.stdout) is shutdown  # the shutdown was answered
+    assert '"id": 1' in proc.stdout  # and the session was a real one: initialize answered
 
 
 def test_check_never_imports_the_language_server() -> None:

@@ -5,6 +5,7 @@ RST page edited is parsed by sections into the same ``RstDoc`` as parsing it who
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import time
@@ -17,9 +18,11 @@ from mgpu_testing import PYTHON, REPO
 from mgpu_testing.checker import CLI, LAUNCHER, MGPU, REF, make_tree
 from pygls.workspace import PositionCodec
 from pytest_lsp import ClientServerConfig, LanguageClient
+from skills_check.caches.codec import encode
 from skills_check.lsp import replay
 from skills_check.lsp import server as lsp
 from skills_check.lsp.rstchunks import ChunkedRst, cut
+from skills_check.model import Fix, Loc, TextEdit
 from skills_check.parsers.rst import parse_rst
 from test_lsp import DRIFT, Editor, _client, _drifted, _initialize, published
 
@@ -253,3 +256,55 @@ def test_stored_findings_of_another_shape_are_never_published(tmp_path: Path, mo
         entry["stdout"] = json.dumps([{"$": "Loc", "v": {"path": "x", "line": "one"}}])
     cache_file.write_text(json.dumps(data), encoding="utf-8")
     assert replay.recall(root, {}) is None
+
+
+def _loc(f, **change: object):
+    return dataclasses.replace(f, loc=dataclasses.replace(f.loc, **change))
+
+
+#: stored findings no check of this tree could give, each a change of one real finding
+UNCHECKED = {
+    "an absolute path": lambda f: _loc(f, path="/etc/passwd"),
+    "a path out of the root": lambda f: _loc(f, path="../../../etc/passwd"),
+    "a path climbing out and back": lambda f: _loc(f, path=f"skills/../../repo/{f.loc.path}"),
+    "a line past any file": lambda f: _loc(f, line=10**30),
+    "a line past this file": lambda f: _loc(f, line=5, col=1),  # it has 4 (the last one empty)
+    "a column before the line": lambda f: _loc(f, col=-5),
+    "a column past the line": lambda f: _loc(f, col=500),
+    "line 0": lambda f: _loc(f, line=0),
+    "an unknown severity": lambda f: dataclasses.replace(f, severity="fatal"),
+    "an unknown code": lambda f: dataclasses.replace(f, code="ZZ999"),
+    "terminal escapes in the message": lambda f: dataclasses.replace(f, message="\x1b]0;owned\x07\x1b[31mred"),
+    "a second line in the message": lambda f: dataclasses.replace(f, message=f.message + "\nmore"),
+    "an empty message": lambda f: dataclasses.replace(f, message=""),
+    "a message of a megabyte": lambda f: dataclasses.replace(f, message="x" * 2**20),
+    "a truth outside the root": lambda f: dataclasses.replace(f, truth=Loc("/etc/shadow", 1, 1)),
+    "a fix writing outside the root": lambda f: dataclasses.replace(
+        f, fix=Fix("rewrite", (TextEdit("../outside.md", 1, 1, ("x",)),))
+    ),
+}
+
+
+def test_stored_findings_a_fresh_check_could_not_give_drop_the_replay(tmp_path: Path, monkeypatch) -> None:
+    """Each stored entry is checked as a fresh finding would be (inside the root, line and column in its file,
+    known code and severity, one printable line); one that fails drops the whole replay."""
+    monkeypatch.setenv("SKILLS_CHECK_CACHE_DIR", str(tmp_path / "cache"))
+    root = make_tree(tmp_path / "repo")
+    _with_findings(root, 2)
+    _aged(root)
+    root = root.resolve()
+    stored = _session(root).check(lsp.Snapshot()).findings
+    (cache_file,) = (tmp_path / "cache").glob("*.results.json")
+    data = json.loads(cache_file.read_text(encoding="utf-8"))
+
+    def plant(findings: list) -> list | None:
+        for entry in data["entries"].values():
+            entry["stdout"] = json.dumps(encode(findings))
+        cache_file.write_text(json.dumps(data), encoding="utf-8")
+        return replay.recall(root, {})  # every rule code known, as in the server
+
+    at = next(i for i, f in enumerate(stored) if "missing-1.md" in f.message)  # a link finding, on a 3-line file
+    assert plant(list(stored)) == stored  # planted as they were: replayed
+    for why, change in UNCHECKED.items():
+        assert plant([*stored[:at], change(stored[at]), *stored[at + 1 :]]) is None, why
+    assert plant(list(stored)) == stored  # and the tree's own findings again replayed

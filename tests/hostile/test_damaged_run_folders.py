@@ -117,7 +117,7 @@ def test_a_file_that_cannot_be_read_is_named_and_the_rest_reported(tmp_path: Pat
     elif kind == "fifo":
         os.mkfifo(path)  # opening it for reading would wait for a writer forever
     elif kind == "dangling link":
-        path.symlink_to(tmp_path / "nowhere")
+        path.symlink_to(folder / "nowhere")  # inside the run folder (a link out is never followed: below)
     code, out, err = timing_cli(folder)
     assert code == 0 and err == "", (code, out, err)
     expected = {
@@ -159,12 +159,63 @@ def test_timing_that_is_a_file_is_no_timing(tmp_path: Path) -> None:
     assert "no per-rank timing" in err
 
 
-def test_a_file_larger_than_the_bound_is_read_from_its_end(tmp_path: Path, monkeypatch) -> None:
+def test_a_file_larger_than_the_bound_is_read_from_its_end_and_said_cut(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(timing, "MAX_FILE_BYTES", 2000)
     lines = [json.dumps(window(0, n)).encode() for n in range(200)]
     folder = run_folder(tmp_path, b"\n".join(lines) + b"\n")
     windows, notes = timing.scan(folder)
-    assert notes == [] and windows[0][-1].window == 199 and len(windows[0]) < 200
+    assert windows[0][-1].window == 199 and len(windows[0]) < 200
+    assert [(n.path.name, n.cut, n.skipped, n.usable) for n in notes] == [("rank0.jsonl", True, 0, len(windows[0]))]
+    code, out, err = timing_cli(folder)
+    line = f"[WARN] timing: {folder / 'timing' / 'rank0.jsonl'}: cut: only its last 2000 bytes read, older windows"
+    assert code == 0 and err == "" and [x for x in out.splitlines() if x.startswith(line)], (code, out, err)
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every path the bounded reader opens (to show that a link out of the run folder is never opened)."""
+    from mgpu_lab.core import safe_read
+
+    paths: list[str] = []
+    real_open = os.open
+
+    def recording(path, flags, *args):
+        paths.append(os.path.realpath(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(safe_read.os, "open", recording)
+    return paths
+
+
+@pytest.mark.parametrize("how", ["file", "timing folder", "dangling"])
+def test_a_link_out_of_the_run_folder_is_one_line_and_never_opened(tmp_path: Path, how: str, opened) -> None:
+    outside = tmp_path / "outside"  # holds good windows of a rank 7: read, they would show in the table
+    outside.mkdir()
+    (outside / "rank7.jsonl").write_text("\n".join(json.dumps(window(7, n)) for n in range(GOOD)) + "\n")
+    folder = run_folder(tmp_path, None)
+    if how == "timing folder":
+        (folder / "timing" / "rank1.jsonl").rename(outside / "rank1.jsonl")
+        (folder / "timing").rmdir()
+        (folder / "timing").symlink_to(outside)
+        shown = [folder / "timing"]
+    else:
+        target = outside / ("rank7.jsonl" if how == "file" else "gone.jsonl")
+        (folder / "timing" / "rank0.jsonl").symlink_to(target)
+        shown = [folder / "timing" / "rank0.jsonl"]
+    inside = folder / "timing" / "rank2.jsonl"
+    if how != "timing folder":  # a link that stays inside the folder is read as its target
+        (folder / "copy.jsonl").write_text("\n".join(json.dumps(window(2, n)) for n in range(GOOD)) + "\n")
+        inside.symlink_to("../copy.jsonl")
+    code, out, err = timing_cli(folder)
+    assert not [p for p in opened if p.startswith(str(outside))], opened
+    for path in shown:
+        why = f"a link out of {folder} (to {os.path.realpath(path)})"
+        assert f"[WARN] timing: {path}: {why}; skipped" in out.splitlines() or f"timing: {why})" in err, (out, err)
+    assert "   7  node0" not in out
+    if how == "timing folder":  # nothing inside the run folder: one line, exit 2
+        assert code == 2 and out == "" and len(err.splitlines()) == 1, (code, out, err)
+    else:
+        assert code == 0 and "[INFO] timing:    1  node0" in out and "[INFO] timing:    2  node0" in out, out
 
 
 # --- stacks -----------------------------------------------------------------------------------------------------
@@ -244,3 +295,36 @@ def test_a_summary_that_is_a_fifo_is_no_answer(tmp_path: Path) -> None:
     (base / "b" / live_stacks.SUMMARY).write_bytes(b"[INFO] stacks: rank 0\0\n" + b"x" * 10)
     folder, text = live_stacks._new_summary(base, set())  # type: ignore[misc]
     assert folder == base / "b" and "\0" not in text
+
+
+def test_stacks_with_a_lock_that_leads_out_of_the_run_folder_is_one_line_and_exit_2(tmp_path: Path, opened) -> None:
+    run = tmp_path / "logs" / "lib" / "task" / "run"
+    run.mkdir(parents=True)
+    outside = tmp_path / "elsewhere.lock"
+    outside.write_bytes(lock_bytes())  # a live lock: read, it would aim the signal
+    (run / continue_run.LOCK_FILE).symlink_to(outside)
+    code, out, err = stacks(str(run), tmp_path / "logs")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, (code, out, err)
+    assert f"{continue_run.LOCK_FILE}: a link out of {run} (to {outside}); not read, nothing signalled" in err, err
+    assert continue_run.read_lock(run) is None  # every reader of the lock: a link out is no lock
+    code, out, err = stacks("latest", tmp_path / "logs")
+    assert code == 2 and len(err.splitlines()) == 1 and "no live job" in err, (code, out, err)
+    assert str(outside) not in opened
+
+
+def test_a_summary_that_leads_out_of_the_run_folder_is_one_line_and_no_answer(tmp_path: Path, opened) -> None:
+    base = tmp_path / "run" / live_stacks.STACKS_DIR
+    (base / "a").mkdir(parents=True)
+    outside = tmp_path / "summary.txt"
+    outside.write_text("[INFO] stacks: rank 0 (not this run's)\n")
+    (base / "a" / live_stacks.SUMMARY).symlink_to(outside)
+    out, before = io.StringIO(), set()
+    assert live_stacks._new_summary(base, before, out) is None
+    assert out.getvalue().splitlines() == [
+        f"[WARN] stacks: {base / 'a' / live_stacks.SUMMARY}: a link out of {base.parent} (to {outside}); skipped"
+    ]
+    (base / "b").mkdir()
+    (base / "b" / live_stacks.SUMMARY).write_text("[INFO] stacks: rank 0: in all_reduce\n")
+    found = live_stacks._new_summary(base, before, out)
+    assert found is not None and found[0] == base / "b" and len(out.getvalue().splitlines()) == 1  # said once
+    assert str(outside) not in opened

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from mgpu_testing import REPO, free_port
+from mgpu_testing import REPO, free_port, run
 from mgpu_testing.docs import load_script
 
+from mgpu_lab.core.errors import UsageError
 from mgpu_lab.job.config import LaunchConfig
 from mgpu_lab.launch import launcher, script_check
 
@@ -163,3 +164,43 @@ def test_pythonpath_given_to_the_ranks_is_searched(tree: Path, tmp_path: Path, m
 def test_a_package_that_extends_its_path_is_left_to_the_ranks(tree: Path) -> None:
     (tree / "pkg" / "__init__.py").write_text("__path__ = __import__('pkgutil').extend_path(__path__, __name__)\n")
     script_check.module("pkg.elsewhere.train", {}, cwd=str(tree))  # not refused: only running it can tell
+
+
+SHADOW = """import importlib.util, os, sys
+_spec = importlib.util.spec_from_file_location(__name__ + ".sub", os.path.join(os.path.dirname(__file__), "impl.py"))
+sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
+"""
+
+
+def test_a_module_a_plain_module_adds_on_import_starts_as_python_m_runs_it(tree: Path, monkeypatch, capsys) -> None:
+    """``python -m os.path`` runs (``os`` is no package; importing it adds ``os.path``), so the launcher takes it;
+    a plain module of the working folder that adds a name on import is found the same way, in a child interpreter
+    (this process imports nothing of it, nothing named is run); names ``python -m`` cannot run are refused."""
+    (tree / "shadow.py").write_text(SHADOW + "sys.modules[__name__ + '.alias'] = importlib.import_module('plain')\n")
+    (tree / "impl.py").write_text(f"open({str(tree / 'ran')!r}, 'w').close()\n")
+    before = set(sys.modules)
+    for module in ("os.path", "shadow.sub"):
+        code, _, err = launch(["-m", module], tree, monkeypatch, capsys)
+        assert code == 0, (module, err)
+    assert not (tree / "ran").exists() and "shadow" not in set(sys.modules) - before
+    for module in ("shadow.other", "shadow.alias", "os.path.inner"):  # python -m says no (plain's loader is
+        line = refused(["-m", module], tree, monkeypatch, capsys)  # plain's own: it cannot load shadow.alias)
+        parent, rest = module.split(".", 1)
+        assert (
+            line
+            == f"-m {module}: {parent} is a module, not a package; {rest!r} cannot be in it (nor does importing it add one)"
+        )
+
+
+def test_the_launcher_and_python_m_agree_on_names_inside_a_plain_module(tree: Path) -> None:
+    """The oracle: the real ``python -m`` in the same folder runs exactly the names the launcher takes."""
+    (tree / "shadow.py").write_text(SHADOW)
+    (tree / "impl.py").write_text("pass\n")
+    for module in ("os.path", "shadow.sub", "shadow.other", "os.path.inner"):
+        try:
+            script_check.module(module, dict(os.environ), cwd=str(tree))
+            taken = True
+        except UsageError:
+            taken = False
+        ran = run([sys.executable, "-m", module], cwd=tree, timeout=60, env=dict(os.environ)).returncode == 0
+        assert taken == ran, module

@@ -18,8 +18,8 @@ The launcher reads them (:func:`scan_beats`, :func:`read_beats`, :func:`read_fai
 Both sides use only the names defined here.
 
 The protocol is versioned (:data:`VERSION`): every record is one JSON object with the field
-:data:`VERSION_FIELD`, built by :func:`encode` and read back by :func:`decode` against the one schema of its
-record type (:class:`Beat`, :class:`Failure`, :class:`RunDir`); phases and failure kinds are enumerations
+:data:`VERSION_FIELD`, built by :func:`encode` and read back by :func:`decode` through the codec every record of a
+job uses (:mod:`mgpu_lab.core.records`), against the one schema of its record type (:class:`Beat`, :class:`Failure`, :class:`RunDir`); phases and failure kinds are enumerations
 (:class:`Phase`, :class:`FailureKind`). A record the reader cannot use (empty, garbage, truncated, not an
 object, another version, a field missing or of the wrong type, a pid that cannot be a rank's) is returned as
 an :class:`Unusable` naming the rank, the file and why, never dropped; fields a newer writer added are ignored.
@@ -28,14 +28,15 @@ an :class:`Unusable` naming the rank, the file and why, never dropped; fields a 
 from __future__ import annotations
 
 import enum
-import json
 import os
 import signal
 import stat
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
+from mgpu_lab.core import records
 from mgpu_lab.core.atomic import atomic_write_bytes
+from mgpu_lab.core.records import VERSION_FIELD, Unreadable  # noqa: F401 - the protocol's names, read here too
 
 #: Folder (created by the launcher) where ranks leave heartbeats, stacks and failure records.
 SUPERVISE_DIR_ENV = "MGPU_LAB_SUPERVISE_DIR"
@@ -45,7 +46,6 @@ STACK_SIGNAL = signal.SIGUSR1
 RUN_DIR_FILE = "run_dir"
 #: The protocol's version, written into every record; a reader uses only records of its own version.
 VERSION = 1
-VERSION_FIELD = "v"
 #: The most a reader reads of one record (a beat is about 250 bytes; anything larger is not ours).
 MAX_RECORD_BYTES = 65536
 
@@ -145,122 +145,57 @@ class RunDir:
     path: str
 
 
-# --- the one schema: field -> what a reader accepts ----------------------------------------------------------
+# --- the one schema of each record, in the codec every record of a job uses (mgpu_lab.core.records) -------------
 
 
-class Unreadable(ValueError):
-    """A record the reader cannot use; the message says why, in a few words."""
+def _codec(kind: type, checks: dict[str, records.Check]) -> records.Codec:
+    """The codec of one record type: its dataclass fields with a default may be missing."""
+    optional = [f.name for f in fields(kind) if f.default is not f.default_factory]  # both MISSING: required
+    assert [f.name for f in fields(kind)] == list(checks), kind  # one schema, field for field
+    return records.Codec(kind.__name__, VERSION, checks, kind, missing=optional, reader="launcher")
 
 
-def _int(value: object) -> int:
-    if type(value) is not int:  # bool is no count
-        raise Unreadable(f"{value!r} is not an integer")
-    return value
-
-
-def _count(value: object) -> int:
-    if _int(value) < 0:
-        raise Unreadable(f"{value!r} is negative")
-    return int(value)  # type: ignore[call-overload]
-
-
-#: Linux's largest process id (``/proc/sys/kernel/pid_max`` is at most this).
-PID_MAX = 1 << 22
-
-
-def _pid(value: object) -> int:
-    if not 0 < _int(value) <= PID_MAX:  # 0 and negative pids signal process groups: never a rank's
-        raise Unreadable(f"{value!r} is not a process id")
-    return int(value)  # type: ignore[call-overload]
-
-
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise Unreadable(f"{value!r} is not a string")
-    return value
-
-
-def _optional_str(value: object) -> str | None:
-    return None if value is None else _str(value)
-
-
-def _optional_int(value: object) -> int | None:
-    return None if value is None else _int(value)
-
-
-def _number(value: object) -> float:
-    if type(value) not in (int, float):
-        raise Unreadable(f"{value!r} is not a number")
-    return float(value)  # type: ignore[arg-type]
-
-
-def _enum(kind: type[enum.StrEnum]):
-    def check(value: object) -> object:
-        try:
-            return kind(value) if isinstance(value, str) else kind("\0")
-        except ValueError:
-            raise Unreadable(f"{value!r} is not one of {', '.join(k.value for k in kind)}") from None
-
-    return check
-
-
-_SCHEMA: dict[type, dict[str, object]] = {
-    Beat: {
-        "rank": _count,
-        "local_rank": _count,
-        "world_size": _count,
-        "node": _str,
-        "pid": _pid,
-        "iteration": _int,
-        "phase": _enum(Phase),
-        "time": _number,
-        "collective": _optional_str,
-        "started": _optional_int,
-    },
-    Failure: {
-        "rank": _count,
-        "local_rank": _count,
-        "node": _str,
-        "pid": _pid,
-        "kind": _enum(FailureKind),
-        "detail": _str,
-        "time": _number,
-    },
-    RunDir: {"path": _str},
+_CODECS: dict[type, records.Codec] = {
+    Beat: _codec(
+        Beat,
+        {
+            "rank": records.count,
+            "local_rank": records.count,
+            "world_size": records.count,
+            "node": records.text,
+            "pid": records.pid,
+            "iteration": records.integer,
+            "phase": records.one_of(Phase),
+            "time": records.number,
+            "collective": records.optional(records.text),
+            "started": records.optional(records.integer),
+        },
+    ),
+    Failure: _codec(
+        Failure,
+        {
+            "rank": records.count,
+            "local_rank": records.count,
+            "node": records.text,
+            "pid": records.pid,
+            "kind": records.one_of(FailureKind),
+            "detail": records.text,
+            "time": records.number,
+        },
+    ),
+    RunDir: _codec(RunDir, {"path": records.text}),
 }
 
 
 def encode(record: Beat | Failure | RunDir) -> bytes:
     """A record as the bytes a rank writes: one JSON object with the protocol's version."""
-    return json.dumps({VERSION_FIELD: VERSION, **asdict(record)}).encode("utf-8")
+    return _CODECS[type(record)].encode(record)
 
 
 def decode(kind: type, data: bytes):
     """The record of type ``kind`` in ``data``; :class:`Unreadable` saying why when it cannot be used. Fields this
     version does not know (a newer writer's) are ignored; a field with a default may be missing."""
-    if not data.strip():
-        raise Unreadable("empty")
-    try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError):
-        raise Unreadable("not JSON: truncated or garbage") from None
-    if not isinstance(obj, dict):
-        raise Unreadable(f"a JSON {type(obj).__name__}, not an object")
-    version = obj.get(VERSION_FIELD)
-    if version != VERSION:
-        said = "no version" if version is None else f"version {version!r}"
-        raise Unreadable(f"{said}; this launcher reads version {VERSION} (field {VERSION_FIELD!r})")
-    values: dict[str, object] = {}
-    for f in fields(kind):
-        if f.name not in obj:
-            if f.default is f.default_factory:  # both MISSING: required
-                raise Unreadable(f"field {f.name!r} missing")
-            continue
-        try:
-            values[f.name] = _SCHEMA[kind][f.name](obj[f.name])  # type: ignore[operator]
-        except Unreadable as exc:
-            raise Unreadable(f"field {f.name!r}: {exc}") from None
-    return kind(**values)
+    return _CODECS[kind].decode(data)
 
 
 @dataclass(frozen=True)

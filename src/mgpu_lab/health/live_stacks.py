@@ -126,11 +126,15 @@ class RequestError(Exception):
 
 def live_runs(log_root: str) -> list[Path]:
     """Run folders under ``<log_root>/<library>/<task>/`` with a live lock, oldest renewal first."""
+    from mgpu_lab.core.records import OtherVersion
     from mgpu_lab.runs import continue_run
 
     found = []
     for lock_path in Path(log_root).glob(f"*/*/*/{continue_run.LOCK_FILE}"):
-        lock = continue_run.read_lock(lock_path.parent)
+        try:
+            lock = continue_run.read_lock(lock_path.parent)
+        except OtherVersion:  # a newer mgpu-lab's job: not one this command can ask
+            continue
         if lock is not None and continue_run.is_live(lock):
             found.append((lock.renewed, lock_path.parent))
     return [p for _, p in sorted(found)]
@@ -161,9 +165,18 @@ def launcher_of(run_dir: Path) -> Held:
     be the process that wrote the lock, run below the named launcher, and carry in its environment what only that
     launcher gave its ranks: the lock's job key and the launcher's own pid."""
     from mgpu_lab.core.procs import node_name
+    from mgpu_lab.core.records import OtherVersion
+    from mgpu_lab.core.safe_read import OutsideFolder, resolved_inside
     from mgpu_lab.runs import continue_run
 
-    lock = continue_run.read_lock(run_dir)
+    try:  # the lock is read only inside the run folder (read_lock says None for a link out: say why here)
+        resolved_inside(run_dir, run_dir / continue_run.LOCK_FILE)
+    except OutsideFolder as exc:
+        raise RequestError(f"{exc.filename}: {exc.strerror}; not read, nothing signalled") from None
+    try:
+        lock = continue_run.read_lock(run_dir)
+    except OtherVersion as exc:
+        raise RequestError(f"{run_dir / continue_run.LOCK_FILE}: {exc}; nothing signalled") from None
     if lock is None or not continue_run.is_live(lock):
         raise RequestError(f"{run_dir}: no live job writes to it (no {continue_run.LOCK_FILE}, or a stale one)")
     if lock.host != node_name():
@@ -228,7 +241,7 @@ def request(target: str, log_root: str, timeout_s: float, out=None) -> int:
             return 2
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        summary = _new_summary(base, before)
+        summary = _new_summary(base, before, out)
         if summary is not None:
             print(summary[1], end="" if summary[1].endswith("\n") else "\n", file=out)
             print(f"{PREFIX} stacks and summary in {summary[0]}", file=out, flush=True)
@@ -253,13 +266,19 @@ def _entries(base: Path) -> set[str]:
 MAX_SUMMARY_BYTES = 1024 * 1024
 
 
-def _new_summary(base: Path, before: set[str]) -> tuple[Path, str] | None:
-    """The first request folder that appeared since ``before`` and holds a readable summary: (folder, its text)."""
-    from mgpu_lab.core.safe_read import read_regular
+def _new_summary(base: Path, before: set[str], out=None) -> tuple[Path, str] | None:
+    """The first request folder that appeared since ``before`` and holds a readable summary: (folder, its text).
+    A summary that leads out of the run folder (``base``'s parent) is never opened: one line on ``out``, and its
+    folder joins ``before`` (it is never looked at again)."""
+    from mgpu_lab.core.safe_read import OutsideFolder, read_regular
 
     for name in sorted(_entries(base) - before):
         try:
-            data, more = read_regular(base / name / SUMMARY, MAX_SUMMARY_BYTES)
+            data, more = read_regular(base / name / SUMMARY, MAX_SUMMARY_BYTES, within=base.parent)
+        except OutsideFolder as exc:
+            before.add(name)
+            print(f"[WARN] stacks: {exc.filename}: {exc.strerror}; skipped", file=out or sys.stdout, flush=True)
+            continue
         except OSError:  # not written yet, or not a regular file: not an answer
             continue
         text = data.decode("utf-8", "replace").replace("\0", "")

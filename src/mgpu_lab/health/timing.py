@@ -15,14 +15,14 @@ windows; ``mgpu-lab timing`` prints the table and the verdict (:func:`report_lin
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
+from mgpu_lab.core import records
+from mgpu_lab.core.safe_read import OutsideFolder, read_regular, resolved_inside
 from mgpu_lab.health import heartbeat
 from mgpu_lab.runs.resume import LATEST
 
@@ -54,6 +54,30 @@ class Window:
     @property
     def compute_share(self) -> float:
         return self.compute_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+#: the version of a timing line (field ``v``); a line written before lines carried one is version 0, whose fields
+#: are the same: read as it is
+VERSION = 1
+#: the one schema of a timing line, shared by the ranks that write it and ``mgpu-lab timing`` that reads it
+CODEC = records.Codec(
+    "timing line",
+    VERSION,
+    {
+        "rank": records.count,
+        "node": records.text,
+        "window": records.count,
+        "iteration": records.optional(records.count),
+        "start": records.seconds,
+        "wall_s": records.seconds,
+        "wait_s": records.seconds,
+        "compute_s": records.seconds,
+        "collectives": records.count,
+    },
+    Window,
+    older={0: None},
+    unversioned=True,
+)
 
 
 def rank_file(run_dir: str | os.PathLike, rank: int) -> Path:
@@ -91,7 +115,7 @@ class TimingLog:
         )
         self.count += 1
         self._began, self._began_wall, self._wait0, self._done0 = now, time.time(), wait, done
-        self._buffer.append(json.dumps(asdict(window)))
+        self._buffer.append(CODEC.encode(window).decode("utf-8"))
         del self._buffer[:-_MAX_BUFFERED]
         self._flush()
         return window
@@ -119,8 +143,6 @@ class TimingLog:
 #: is read from its last ``MAX_FILE_BYTES``), and the longest line it parses
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES = 64 * 1024
-_NUMBERS = ("start", "wall_s", "wait_s", "compute_s")
-_COUNTS = ("rank", "window", "collectives")
 
 
 @dataclass(frozen=True)
@@ -131,79 +153,96 @@ class FileNote:
     usable: int
     skipped: int
     problem: str | None = None  # the whole file unusable: "a FIFO, not a regular file", "empty" ...
+    cut: bool = False  # longer than MAX_FILE_BYTES: only its end was read
+    other: int = 0  # lines of a version this reader does not take (a newer mgpu-lab's) ...
+    other_reason: str = ""  # ... and the versions, in words (the first such line's)
 
     def line(self) -> str:
         if self.problem is not None:
             return f"[WARN] timing: {self.path}: {self.problem}; skipped"
-        return f"[WARN] timing: {self.path}: {self.skipped} unusable line(s) skipped, {self.usable} used"
+        said = f"{self.skipped} unusable line(s) skipped, {self.usable} used"
+        if self.cut:  # the file is longer than the bound: its older windows are not in the table
+            said = f"cut: only its last {_amount(MAX_FILE_BYTES)} read, older windows left out; " + (
+                said if self.skipped else f"{self.usable} used"
+            )
+        elif self.other and not self.skipped:
+            said = f"{self.usable} used"
+        if self.other:
+            said += f"; {self.other} line(s) of another version skipped ({self.other_reason})"
+        return f"[WARN] timing: {self.path}: {said}"
+
+    def summary(self) -> str:
+        """Why the file gave nothing, in a few words (for the one line when no file did)."""
+        if self.problem is not None:
+            return self.problem
+        parts = [f"{self.skipped} unusable line(s)"] if self.skipped else []
+        if self.other:
+            parts.append(f"{self.other} line(s) of {self.other_reason}")
+        return ", ".join(parts) or "no window"
+
+    @property
+    def worth_saying(self) -> bool:
+        return self.problem is not None or self.skipped > 0 or self.cut or self.other > 0
 
 
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _amount(size: int) -> str:
+    return f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size} bytes"
 
 
-def _is_seconds(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+def parse_window(line: str) -> Window:
+    """One line's window (fields a newer writer added are ignored); :class:`~mgpu_lab.core.records.Unreadable` when
+    the line is not one (wrong types, truncated, too deep, not JSON, binary), ``OtherVersion`` when of a version
+    this reader does not take."""
+    if "\0" in line:
+        raise records.Unreadable("binary")
+    return CODEC.decode(line)
 
 
-def parse_window(line: str) -> Window | None:
-    """One line's window, or None when the line is not one (wrong types, truncated, too deep, not JSON).
-    Fields a newer writer added are ignored."""
-    try:
-        data = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    if not all(_is_count(data.get(k)) for k in _COUNTS) or not all(_is_seconds(data.get(k)) for k in _NUMBERS):
-        return None
-    node, iteration = data.get("node"), data.get("iteration")
-    if not isinstance(node, str) or not (iteration is None or _is_count(iteration)):
-        return None
-    wall, wait, compute = float(data["wall_s"]), float(data["wait_s"]), float(data["compute_s"])
-    return Window(
-        data["rank"], node, data["window"], iteration, float(data["start"]), wall, wait, compute, data["collectives"]
-    )
-
-
-def read_file(path: Path) -> tuple[list[Window], FileNote]:
-    """One rank file's windows and what was left out (a regular file only, at most :data:`MAX_FILE_BYTES`)."""
-    from mgpu_lab.core.safe_read import read_regular
-
-    try:
-        data, more = read_regular(path, MAX_FILE_BYTES, tail=True)  # the newest windows: the file's end
+def read_file(path: Path, run_dir: str | os.PathLike | None = None) -> tuple[list[Window], FileNote]:
+    """One rank file's windows and what was left out (a regular file only, at most :data:`MAX_FILE_BYTES`; given
+    ``run_dir``, only when its path resolves inside that folder: a link out of it is never opened)."""
+    try:  # the newest windows: the file's end
+        data, more = read_regular(path, MAX_FILE_BYTES, tail=True, within=run_dir)
     except OSError as exc:
         return [], FileNote(path, 0, 0, exc.strerror or str(exc))
     if more:  # the first line read may be the end of one
         data = data.split(b"\n", 1)[-1]
     if not data.strip():
-        return [], FileNote(path, 0, 0, "empty")
-    windows, skipped = [], 0
+        return [], FileNote(path, 0, 0, f"no whole line in its last {_amount(MAX_FILE_BYTES)}" if more else "empty")
+    windows, skipped, other, reason = [], 0, 0, ""
     for raw in data.split(b"\n"):
         if not raw.strip():
             continue
-        w = parse_window(raw.decode("utf-8", "replace")) if len(raw) <= MAX_LINE_BYTES and b"\0" not in raw else None
-        if w is None:
+        try:
+            if len(raw) > MAX_LINE_BYTES:
+                raise records.Unreadable(f"longer than {MAX_LINE_BYTES} bytes")
+            windows.append(parse_window(raw.decode("utf-8", "replace")))
+        except records.OtherVersion as exc:
+            other, reason = other + 1, reason or str(exc)
+        except records.Unreadable:
             skipped += 1
-        else:
-            windows.append(w)
-    return windows, FileNote(path, len(windows), skipped)
+    return windows, FileNote(path, len(windows), skipped, cut=more, other=other, other_reason=reason)
 
 
 def scan(run_dir: str | os.PathLike) -> tuple[dict[int, list[Window]], list[FileNote]]:
-    """Every rank's windows under ``run_dir/timing``, and a note for each file that had something unusable."""
+    """Every rank's windows under ``run_dir/timing``, and a note for each file that had something unusable or was
+    cut; a file (or a ``timing`` folder) that leads out of ``run_dir`` is a note, never read."""
     found: dict[int, list[Window]] = {}
     notes: list[FileNote] = []
     folder = Path(run_dir) / TIMING_DIR
+    try:
+        resolved_inside(run_dir, folder)
+    except OutsideFolder as exc:  # the whole folder leads elsewhere: one note, nothing in it listed or read
+        return found, [FileNote(folder, 0, 0, exc.strerror)]
     try:
         paths = sorted(folder.glob("rank*.jsonl")) if folder.is_dir() else []
     except OSError:
         paths = []
     for path in paths:
-        windows, note = read_file(path)
+        windows, note = read_file(path, run_dir)
         for w in windows:
             found.setdefault(w.rank, []).append(w)
-        if note.problem is not None or note.skipped:
+        if note.worth_saying:
             notes.append(note)
     return found, notes
 
@@ -274,7 +313,7 @@ def report_lines(run_dir: str | os.PathLike) -> list[str]:
     windows, notes = scan(run_dir)
     if not windows:
         if notes:
-            said = "; ".join(f"{n.path.name}: {n.problem or f'{n.skipped} unusable line(s)'}" for n in notes[:4]) + (
+            said = "; ".join(f"{n.path.name}: {n.summary()}" for n in notes[:4]) + (
                 f"; and {len(notes) - 4} more file(s)" if len(notes) > 4 else ""
             )
             raise Unusable(f"no usable timing in {Path(run_dir) / TIMING_DIR} ({said})")

@@ -7,7 +7,9 @@ nothing of either. Everything in it is already validated; what is derived from s
 ``hosts_store``, the kill grace) is computed once, by the launcher, and stored.
 
 The records here are :class:`Frozen`, not dataclasses: importing ``dataclasses`` (and ``inspect`` with it) would
-cost ``--dry_run`` more than everything else it does.
+cost ``--dry_run`` more than everything else it does. The type checker still checks them as dataclasses: for it,
+``Frozen`` carries ``typing.dataclass_transform`` (keyword-only, frozen), so a misspelt or mistyped field is an
+error; at run time that decorator is a no-op defined here, and ``typing`` stays unimported.
 """
 
 from __future__ import annotations
@@ -16,17 +18,25 @@ from mgpu_lab.core.names import JOB_KEY_ENV
 
 TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+    from typing import ClassVar, dataclass_transform
+else:
+
+    def dataclass_transform(**_: object) -> Callable[[type], type]:
+        """Only the type checker reads this decorator: at run time the class is left as it is."""
+        return lambda cls: cls
+
 
 DEFAULT_RDZV_TIMEOUT_S = 600.0  # torchrun's own join timeout (static and c10d)
 
 
+@dataclass_transform(kw_only_default=True, frozen_default=True, eq_default=True)
 class Frozen:
     """An immutable record: its class's annotations are its fields, class attributes their defaults; built with
-    keywords only (an unknown or missing field is a TypeError). Equal when every field is; ``_hidden`` fields stay
-    out of its repr."""
+    keywords only (an unknown or missing field is a TypeError; a misspelt or mistyped one is also a type checker's
+    error). Equal when every field is; ``_hidden`` fields stay out of its repr."""
 
-    _hidden: tuple[str, ...] = ()
+    _hidden: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **values: object) -> None:
         fields = type(self).__annotations__

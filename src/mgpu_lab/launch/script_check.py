@@ -6,7 +6,11 @@ train.py:2: ...``. A module must be found the way the ranks' ``python -m`` finds
 parent packages: the top-level name through the import system's finders (``find_spec`` of a top-level name
 runs no package code), each submodule by searching its parent package's folders for the file
 (:class:`importlib.machinery.PathFinder`, which reads folders only). A package that extends its own
-``__path__`` at import time cannot be searched that way: its submodules are left to the ranks.
+``__path__`` at import time cannot be searched that way: its submodules are left to the ranks. A name inside a
+plain module (``-m os.path``: ``os`` is no package, but importing it puts ``os.path`` in ``sys.modules``) is what
+``python -m`` finds with :func:`importlib.util.find_spec` once the parent is imported: that is asked of a child
+interpreter with the ranks' environment and working folder (the parent's import runs there, never in the
+launcher; the module named is found, never run), within :data:`FIND_SPEC_TIMEOUT_S`.
 
 What only a rank can find (an import inside the script, a failure at run time) ends in the launcher's report.
 """
@@ -28,6 +32,27 @@ if TYPE_CHECKING:
 
 #: a script larger than this is not compiled here (the ranks will): reading it whole would cost the launcher
 MAX_COMPILE_BYTES = 32 * 1024 * 1024
+#: how long the child interpreter may take to import a plain module's parent and find the name (past it, the ranks
+#: will say whether it runs)
+FIND_SPEC_TIMEOUT_S = 20.0
+#: the child's code, what ``python -m NAME`` does before it runs anything (runpy): import NAME's parent, find NAME's
+#: spec with ``importlib.util.find_spec``, get its code (compiled, never run); a package's ``__main__`` is searched
+#: in its folders. Exit 0 when there is something to run, 1 when not, 2 for a package without ``__main__``.
+_FIND_SPEC = """
+import importlib.machinery, importlib.util, sys
+name = sys.argv[1]
+try:
+    __import__(name.rpartition(".")[0])
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        sys.exit(1)
+    if spec.submodule_search_locations is not None:
+        main = importlib.machinery.PathFinder.find_spec(name + ".__main__", list(spec.submodule_search_locations))
+        sys.exit(0 if main is not None else 2)
+    sys.exit(0 if spec.loader.get_code(name) is not None else 1)
+except Exception:
+    sys.exit(1)
+"""
 _ELF = b"\x7fELF"
 _ZIP = b"PK\x03\x04"  # python runs a zip archive's __main__.py
 
@@ -107,6 +132,30 @@ def _extends_path(spec: importlib.machinery.ModuleSpec) -> bool:
         return True
 
 
+def found_by_python(name: str, environ: Mapping[str, str], cwd: str) -> bool | None:
+    """Whether ``python -m NAME`` finds a module to run, as a rank's interpreter would: ``importlib.util.find_spec``
+    in a child with the ranks' environment and folder (importing NAME's parents, never NAME). None: no answer
+    within :data:`FIND_SPEC_TIMEOUT_S` (the ranks will tell)."""
+    import subprocess  # only for a name inside a plain module: kept off the launcher's start-up
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _FIND_SPEC, name],
+            cwd=cwd,
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=FIND_SPEC_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
 def module(name: str, environ: Mapping[str, str], cwd: str | None = None) -> None:
     """Refuse ``-m NAME`` when NAME (or a parent package, or a package's ``__main__``) cannot be found."""
     cwd = os.getcwd() if cwd is None else cwd
@@ -121,7 +170,12 @@ def module(name: str, environ: Mapping[str, str], cwd: str | None = None) -> Non
         if locations is None:
             if part == "__main__":
                 break  # a plain module: it runs as __main__
-            raise UsageError(f"-m {name}: {'.'.join(parts[:i])} is a module, not a package; {part!r} cannot be in it")
+            if found_by_python(name, environ, cwd) is not False:  # its import may add the name (os: os.path)
+                return
+            raise UsageError(
+                f"-m {name}: {'.'.join(parts[:i])} is a module, not a package; {'.'.join(parts[i:])!r} cannot be in it "
+                "(nor does importing it add one)"
+            )
         if _extends_path(spec):
             return  # its __path__ is decided when it runs: the ranks will say
         full = ".".join([*parts[:i], part])

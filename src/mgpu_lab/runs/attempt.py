@@ -19,13 +19,14 @@ ranks never came back (their node gave up or is gone). Stdlib only; the store is
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+from mgpu_lab.core import records
 
 #: Everything this protocol keeps in the job's store is under this prefix.
 PREFIX = "mgpu_lab/agree/"
@@ -55,6 +56,43 @@ class Attempt:
     number: int  # 0: the job's first start; K: its K-th restart (the same on every node)
     key: str | None  # the job key every rank uses to find the run folder (rank 0's)
     run_dir: str | None  # the run folder rank 0 of an earlier attempt published, if any
+
+
+class UnusableRecord(RuntimeError):
+    """A record in the job's store that this rank cannot use: damaged, or of another version (the nodes run
+    different versions of mgpu-lab)."""
+
+
+#: the store's two records, one schema each for the rank that writes and the ranks that read (version 0: written
+#: before they carried a version, the same fields)
+ANSWER = records.Codec(
+    "attempt answer",
+    1,
+    {"attempt": records.count, "key": records.optional(records.text), "run_dir": records.optional(records.text)},
+    lambda attempt, key, run_dir: Attempt(attempt, key, run_dir),
+    older={0: None},
+    unversioned=True,
+)
+RESUME = records.Codec(
+    "resume point",
+    1,
+    {"run_dir": records.optional(records.text), "checkpoint": records.optional(records.text)},
+    lambda run_dir, checkpoint: (run_dir, checkpoint),
+    older={0: None},
+    unversioned=True,
+)
+
+
+def _decoded(codec: records.Codec, key: str, raw: bytes):
+    """The record under ``key`` in the store; UnusableRecord naming the key and why (the versions, for another)."""
+    try:
+        return codec.decode(raw)
+    except records.OtherVersion as exc:
+        raise UnusableRecord(
+            f"the job's store holds {key} ({codec.name}) of {exc}; run the same mgpu-lab on every node"
+        ) from None
+    except records.Unreadable as exc:
+        raise UnusableRecord(f"the job's store holds an unusable {key} ({codec.name}): {exc}") from None
 
 
 def wait_s(environ: dict[str, str] | os._Environ = os.environ) -> float:
@@ -99,21 +137,21 @@ def agree(
             store.set(f"{PREFIX}key", key or "")
         agreed_key = store.get(f"{PREFIX}key").decode() or None
         run_dir = store.get(f"{PREFIX}run_dir").decode() if store.check([f"{PREFIX}run_dir"]) else None
-        answer = json.dumps({"attempt": number, "key": agreed_key, "run_dir": run_dir})
+        answer = ANSWER.encode({"attempt": number, "key": agreed_key, "run_dir": run_dir})
         for r, t in enumerate(tokens):
             store.set(f"{PREFIX}seen/{r}", t)
             store.set(f"{PREFIX}answer/{t}", answer)
+    answer_key = f"{PREFIX}answer/{token}"
     raw = _wait_for(
         store,
-        f"{PREFIX}answer/{token}",
+        answer_key,
         deadline,
         lambda: (
             f"rank 0 did not start within {timeout_s:g} s of this rank (--rdzv_timeout): its node gave up or is gone"
         ),
         clock,
     )
-    data = json.loads(raw)
-    return Attempt(int(data["attempt"]), data.get("key"), data.get("run_dir"))
+    return _decoded(ANSWER, answer_key, raw)
 
 
 def _fresh_tokens(
@@ -146,17 +184,17 @@ def publish_run_dir(store: Store, run_dir: str) -> None:
 
 def publish_resume(store: Store, attempt: Attempt, run_dir: str | None, checkpoint: str | None) -> None:
     """Rank 0: the run folder and the checkpoint this attempt resumes from (None: a new folder, from iteration 0)."""
-    store.set(f"{PREFIX}resume/{attempt.number}", json.dumps({"run_dir": run_dir, "checkpoint": checkpoint}))
+    store.set(f"{PREFIX}resume/{attempt.number}", RESUME.encode({"run_dir": run_dir, "checkpoint": checkpoint}))
 
 
 def resume_of(store: Store, attempt: Attempt, *, timeout_s: float) -> tuple[str | None, str | None]:
     """Every rank but 0: (run folder, checkpoint) that rank 0 resumes this attempt from."""
+    key = f"{PREFIX}resume/{attempt.number}"
     raw = _wait_for(
         store,
-        f"{PREFIX}resume/{attempt.number}",
+        key,
         time.monotonic() + timeout_s,
         lambda: f"rank 0 did not say where attempt {attempt.number} resumes within {timeout_s:g} s (--rdzv_timeout)",
         time.monotonic,
     )
-    data = json.loads(raw)
-    return data.get("run_dir"), data.get("checkpoint")
+    return _decoded(RESUME, key, raw)

@@ -17,17 +17,16 @@ callers (:func:`no_checkpoint` words the refusal).
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mgpu_lab.core import procs
+from mgpu_lab.core import procs, records
 from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.core.safe_read import read_regular
 from mgpu_lab.runs.resume import LATEST
 
 META_FILE = "run.json"
@@ -42,22 +41,37 @@ LAUNCHER_PID_ENV = "MGPU_LAB_LAUNCHER_PID"
 
 # --- run.json ------------------------------------------------------------------------------------------
 
+#: the most read of a run.json or a run.lock (each is well under a kilobyte)
+MAX_RECORD_BYTES = 64 * 1024
+#: ``run.json``'s one schema, for rank 0 that writes it and the launcher that reads it (version 0: written before
+#: the file carried a version, the same fields, read as it is)
+META = records.Codec(
+    META_FILE,
+    1,
+    {"library": records.text, "task": records.text, "ml_framework": records.text},
+    dict,
+    missing=("ml_framework",),
+    older={0: None},
+    unversioned=True,
+)
+
 
 def write_meta(run_dir: str | os.PathLike, library: str, task: str, ml_framework: str) -> None:
     """Rank 0: record who writes this run folder (atomically)."""
     body = {"library": library, "task": task, "ml_framework": ml_framework}
-    atomic_write_bytes(Path(run_dir) / META_FILE, (json.dumps(body, indent=2) + "\n").encode())
+    atomic_write_bytes(Path(run_dir) / META_FILE, META.encode(body, indent=2) + b"\n")
 
 
 def read_meta(run_dir: str | os.PathLike) -> dict[str, str] | None:
-    """The folder's ``run.json`` as a dict of strings, or None when there is none (or it is unreadable)."""
+    """The folder's ``run.json`` as a dict of strings, or None when there is none (or it is damaged);
+    :class:`~mgpu_lab.core.records.OtherVersion` when it is of a version this code does not read."""
     try:
-        data = json.loads((Path(run_dir) / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw, more = read_regular(Path(run_dir) / META_FILE, MAX_RECORD_BYTES, within=run_dir)
+        return None if more else META.decode(raw)
+    except records.OtherVersion:
+        raise
+    except (OSError, records.Unreadable):
         return None
-    if not isinstance(data, dict):
-        return None
-    return {k: str(v) for k, v in data.items() if k in ("library", "task", "ml_framework")}
 
 
 def describe(library: str, task: str, ml_framework: str | None) -> str:
@@ -92,7 +106,13 @@ def resolve(value: str, log_root: str, library: str, task: str) -> Path:
 def check_meta(run_dir: Path, value: str, library: str, task: str, ml_framework: str) -> None:
     """UsageError when the folder was written by another library, task or framework. A folder without run.json
     (written before it existed) is judged by its place ``<library>/<task>/<run>``."""
-    meta = read_meta(run_dir)
+    try:
+        meta = read_meta(run_dir)
+    except records.OtherVersion as exc:
+        raise UsageError(
+            f"{_subject(value, run_dir)} cannot read {run_dir / META_FILE}: {exc}; continue it with the mgpu-lab "
+            "that wrote it, or start a new run without --continue_run"
+        ) from None
     if meta is None:
         meta = {"library": run_dir.parent.parent.name, "task": run_dir.parent.name}
         source = "its place under the log root"
@@ -145,42 +165,60 @@ class Lock:
         return (time.time() if now is None else now) - self.renewed
 
 
+def _process(value: object) -> int:
+    """A process id as a lock holds it: above 1 (0, 1 and negative ids name groups or init)."""
+    if records.pid(value) <= 1:
+        raise records.Unreadable(f"{value!r} is not a process id")
+    return records.pid(value)
+
+
+#: ``run.lock``'s one schema, for rank 0 that writes and renews it and the launcher and ``mgpu-lab stacks`` that
+#: read it (version 0: written before the file carried a version, the same fields, read as it is: an older job's
+#: live lock is honoured)
+LOCK = records.Codec(
+    LOCK_FILE,
+    1,
+    {
+        "host": records.text,
+        "pid": _process,
+        "job_key": records.text,
+        "launcher_pid": records.optional(_process),
+        "lease_s": records.finite,
+        "renewed": records.finite,
+        "started": records.optional(records.integer),
+        "launcher_started": records.optional(records.integer),
+    },
+    lambda **values: Lock(**{"launcher_pid": None, **values}),
+    missing=("launcher_pid", "started", "launcher_started"),
+    older={0: None},
+    unversioned=True,
+)
+
+
 def read_lock(run_dir: str | os.PathLike) -> Lock | None:
-    """The folder's lock, or None when there is none (an unreadable lock counts as none: it cannot be honoured)."""
-    from mgpu_lab.core.safe_read import read_regular
-
-    try:  # a regular file only (a FIFO there must not block), bounded; then every field of its type
-        raw, more = read_regular(Path(run_dir) / LOCK_FILE, 64 * 1024)
-        data = json.loads(raw.decode("utf-8"))
-        launcher = data.get("launcher_pid")
-        lock = Lock(
-            str(data["host"]),
-            _pid(data["pid"]),
-            str(data["job_key"]),
-            _pid(launcher) if launcher is not None else None,
-            float(data["lease_s"]),
-            float(data["renewed"]),
-            _optional_int(data.get("started")),
-            _optional_int(data.get("launcher_started")),
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    """The folder's lock, or None when there is none (a damaged lock counts as none: it cannot be honoured);
+    :class:`~mgpu_lab.core.records.OtherVersion` when it is of a version this code does not read (a newer
+    mgpu-lab's job may hold it: never taken for none)."""
+    try:  # a regular file only (a FIFO there must not block), bounded, never a link out of the folder
+        raw, more = read_regular(Path(run_dir) / LOCK_FILE, MAX_RECORD_BYTES, within=run_dir)
+        return None if more else LOCK.decode(raw)
+    except records.OtherVersion:
+        raise
+    except (OSError, records.Unreadable):
         return None
-    return lock if not more and math.isfinite(lock.lease_s) and math.isfinite(lock.renewed) else None
 
 
-def _pid(value: object) -> int:
-    """A process id as a lock holds it: an integer above 1 (0, 1 and negative ids name groups or init)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 1:
-        raise ValueError(f"not a process id: {value!r}")
-    return value
+def _ours_or_none(run_dir: str | os.PathLike) -> Lock | None:
+    """The lock as its holder checks whether it is still its own: one of another version never is (:data:`_FOREIGN`,
+    which matches no job of this version)."""
+    try:
+        return read_lock(run_dir)
+    except records.OtherVersion:
+        return _FOREIGN
 
 
-def _optional_int(value: object) -> int | None:
-    if value is None:
-        return None
-    if type(value) is not int:
-        raise TypeError(f"{value!r} is not an integer")
-    return value
+#: what :func:`_ours_or_none` says of a lock of another version: a holder no job of this version is
+_FOREIGN = Lock("(another mgpu-lab version)", 2, "", None, 0.0, 0.0)
 
 
 def is_live(lock: Lock, now: float | None = None) -> bool:
@@ -200,8 +238,15 @@ def holder(lock: Lock, now: float | None = None) -> str:
 
 
 def check_unlocked(run_dir: Path, value: str, job_key: str | None) -> None:
-    """UsageError when another live job writes to ``run_dir`` (its own job key is no other job)."""
-    lock = read_lock(run_dir)
+    """UsageError when another live job writes to ``run_dir`` (its own job key is no other job), or when its lock is
+    of a version this code does not read."""
+    try:
+        lock = read_lock(run_dir)
+    except records.OtherVersion as exc:
+        raise UsageError(
+            f"{_subject(value, run_dir)} cannot read {run_dir / LOCK_FILE}: {exc}; a job of that mgpu-lab may be "
+            "writing the folder: wait for it to end (or remove the lock if no job runs)"
+        ) from None
     if lock is not None and is_live(lock) and lock.job_key != job_key:
         raise UsageError(
             f"{_subject(value, run_dir)} is being written by {holder(lock)}; wait for it to end or stop it first"
@@ -241,7 +286,11 @@ def start_writing(
 ) -> Holder:
     """Rank 0, once its run folder is known: record who writes it (a new folder, or one without run.json) and
     take its lock."""
-    if created or read_meta(run_dir) is None:
+    try:
+        recorded = not created and read_meta(run_dir) is not None
+    except records.OtherVersion:  # a newer mgpu-lab's record (the launcher refused to continue such a folder): kept
+        recorded = True
+    if not recorded:
         write_meta(run_dir, library, task, ml_framework)
     return hold(run_dir, job_key, value=value)
 
@@ -258,11 +307,11 @@ class Holder:
         self._thread = threading.Thread(target=self._renew, name="mgpu_lab-run-lock", daemon=True)
 
     def _write(self) -> None:
-        atomic_write_bytes(self.path, json.dumps(asdict(self.lock)).encode(), durable=False)
+        atomic_write_bytes(self.path, LOCK.encode(self.lock), durable=False)
 
     def _renew(self) -> None:
         while not self._stop.wait(self.renew_s):
-            current = read_lock(self.path.parent)
+            current = _ours_or_none(self.path.parent)
             if current is not None and (current.pid, current.host) != (self.lock.pid, self.lock.host):
                 return  # taken over (ours went stale meanwhile): never overwrite another job's lock
             self.lock = Lock(**{**asdict(self.lock), "renewed": time.time()})
@@ -274,7 +323,7 @@ class Holder:
     def release(self) -> None:
         """Stop renewing and remove the lock if it is still ours."""
         self._stop.set()
-        current = read_lock(self.path.parent)
+        current = _ours_or_none(self.path.parent)
         if current is not None and (current.pid, current.host) == (self.lock.pid, self.lock.host):
             try:
                 self.path.unlink()
@@ -309,11 +358,11 @@ def hold(
     )
     held = Holder(folder, lock, renew_s)
     held._write()
-    current = read_lock(folder)  # two jobs that both found the lock stale: the last write wins, the other refuses
+    current = _ours_or_none(folder)  # two jobs that both found the lock stale: the last write wins, the other refuses
     if current is None or (current.pid, current.host) != (lock.pid, lock.host):
         raise UsageError(
             f"--continue_run {value or folder}: another job took {folder} at the same moment"
-            + (f": {holder(current)}" if current else "")
+            + (f": {holder(current)}" if current is not None and current is not _FOREIGN else "")
         )
     held._thread.start()
     return held

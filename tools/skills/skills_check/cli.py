@@ -734,8 +734,9 @@ def _leave(status: int) -> NoReturn:
     (coverage's own ``os._exit`` patch still saves what it measured). The helpers, ended already, are waited for
     so that none is left to the system and their time counts in this process's own (as a timer sees it)."""
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if not stream.closed:  # the language server's protocol library closes stdout on `exit`
+                stream.flush()
     except BrokenPipeError:  # the reader went away: as a broken pipe during the check
         status = 1
     forked = sys.modules.get(f"{__package__}.forked")  # loaded only where a check could fork

@@ -358,11 +358,9 @@ class CheckerServer(LanguageServer):
         if self.root is None:
             return
         root, snap, codec = self.root, self.snapshot(), self.codec()
+        known = {r.code for r in self.rules}
 
         def diagnostics() -> dict[str, list[types.Diagnostic]] | None:
-            findings = recall(root, snap.texts)
-            if findings is None:
-                return None
             kept: dict[str, conv.Lines | None] = {}
 
             def lines_of(path: str) -> conv.Lines | None:
@@ -373,6 +371,9 @@ class CheckerServer(LanguageServer):
                     kept[path] = conv.split_lines(text) if text is not None else None
                 return kept[path]
 
+            findings = recall(root, snap.texts, known, lines_of)  # every entry checked as a fresh one, or none
+            if findings is None:
+                return None
             out: dict[str, list[types.Diagnostic]] = {}
             for f in findings:
                 out.setdefault(f.loc.path, []).append(conv.diagnostic(root, f, lines_of, codec))
@@ -622,7 +623,9 @@ def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> Chec
 
 
 def main(root: str | None, debounce: float) -> int:
-    """Serve on stdin/stdout until the client says exit."""
+    """Serve on stdin/stdout until the client says exit: 0 after a shutdown request, else 1 (as the protocol says
+    of an ``exit`` without ``shutdown``, or of a client that went away)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    build_server(Path(root) if root else None, debounce).start_io()
-    return 0
+    server = build_server(Path(root) if root else None, debounce)
+    server.start_io()  # returns on `exit` (pygls swallows the SystemExit that carries the status) or end of input
+    return 0 if server.closing else 1
