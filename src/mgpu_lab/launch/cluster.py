@@ -1,17 +1,14 @@
-"""Where the launcher's node flags come from on clusters, and whether ``/dev/shm`` fits NCCL (no torch import).
+"""Where the launcher's node flags come from on clusters (no torch import).
 
-The launcher asks two questions before it builds the torchrun (or skrl JAX) command:
+Before it builds the torchrun (or skrl JAX) command, the launcher asks :func:`infer_nodes`: which node flags does
+the scheduler imply? Under a SLURM ``srun`` step with one task per node it fills ``--nnodes``, ``--node_rank`` and a
+c10d rendezvous on the step's first node (or, for skrl JAX, ``--coordinator_address``), each with the variables it
+came from. Flags the user gave always win. On Kubernetes (a Kubeflow ``PyTorchJob``) there is nothing to infer:
+torchrun reads its own ``PET_*`` variables, and the plan only says that it will. (Whether ``/dev/shm`` fits NCCL is
+:func:`mgpu_lab.launch.shm_ranks.shm_warning`.)
 
-- :func:`infer_nodes`: which node flags does the scheduler imply? Under a SLURM ``srun`` step with one task
-  per node it fills ``--nnodes``, ``--node_rank`` and a c10d rendezvous on the step's first node (or, for
-  skrl JAX, ``--coordinator_address``), each with the variables it came from. Flags the user gave always
-  win. On Kubernetes (a Kubeflow ``PyTorchJob``) there is nothing to infer: torchrun reads its own
-  ``PET_*`` variables, and the plan only says that it will.
-- :func:`shm_warning`: is ``/dev/shm`` large enough for the NCCL ranks of this node?
-
-Both are functions of their inputs (the environment is passed in), so the launcher, ``--dry_run`` and the
-tests see the same answer. Bad input raises :class:`ClusterError` with a one-line message.
-
+It is a function of its inputs (the environment is passed in), so the launcher, ``--dry_run`` and the tests see
+the same answer. Bad input raises :class:`ClusterError` with a one-line message.
 """
 
 from __future__ import annotations
