@@ -67,6 +67,7 @@ def test_the_launchers_modules_import_only_the_stdlib_at_module_level() -> None:
     edges = graph()
     light = {
         "mgpu_lab.launch.launcher",
+        "mgpu_lab.launch.argv_checks",
         "mgpu_lab.core.errors",
         "mgpu_lab.launch.devices",
         "mgpu_lab.train.checks",

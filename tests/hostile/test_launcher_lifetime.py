@@ -213,10 +213,13 @@ def test_static_rendezvous_missing_a_node_ends_at_the_deadline(tmp_path: Path) -
 
 
 def test_c10d_endpoint_that_never_answers_ends_at_the_deadline(tmp_path: Path) -> None:
+    """Another host's endpoint (127.0.0.2, loopback, which the launcher does not take for this machine: no node here
+    would host its store) that accepts and never answers: the rendezvous deadline. The same endpoint on this
+    host's own address is refused before any rank (tests/test_ports.py)."""
     with socket.socket() as mute:  # accepts connections (the kernel does) and never says a word
-        mute.bind(("127.0.0.1", 0))
+        mute.bind(("127.0.0.2", 0))
         mute.listen(16)
-        endpoint = f"127.0.0.1:{mute.getsockname()[1]}"
+        endpoint = f"127.0.0.2:{mute.getsockname()[1]}"
         line = rendezvous_deadline(
             tmp_path, "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", "mute"
         )
