@@ -38,7 +38,7 @@ from mgpu_lab.core import procs
 from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.errors import EXIT_FAILED, EXIT_HANG, EXIT_RDZV, EXIT_USAGE
 from mgpu_lab.core.names import JOB_KEY_ENV
-from mgpu_lab.health import failures, heartbeat
+from mgpu_lab.health import failures, flight_recorder, heartbeat
 from mgpu_lab.health.live_stacks import LiveStacks
 from mgpu_lab.health.watchdog import Watchdog, stall_words, write_report
 from mgpu_lab.job import checks, job_cgroup, oom, rendezvous, supervise
@@ -236,11 +236,14 @@ class JobMonitor:
             f"{stall_words(fired, self.watchdog.starting)}; asking every rank for its stack"
         )
         self._request_nccl_dumps()
+        dumps = flight_recorder.DumpRequest(self.dir, heartbeat.read_run_dir(self.dir))  # issue 47: every backend
         report = self.watchdog.diagnose(now)
         folder = write_report(report, heartbeat.read_run_dir(self.dir))
         for line in report.summary_lines():
             print(line, file=sys.stderr)
         print(f"[ERROR] watchdog: stacks and summary in {folder}", file=sys.stderr)
+        for line in dumps.lines():
+            print(line, file=sys.stderr)
         if self.trace is not None:
             print(
                 f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>",
@@ -313,6 +316,7 @@ class JobMonitor:
                 lines.insert(at, f"{TORCHRUN_KEPT} {kept}")
         at = next((i for i, line in enumerate(lines) if line.startswith(failures.FIRST_FAILURE)), len(lines))
         lines[at:at] = self.oom.lines(self._sigkilled())
+        lines[at:at] = flight_recorder.found_lines(heartbeat.read_run_dir(self.dir))  # issue 47: the ranks' dumps
         if job.error_file is not None:
             failure = _jax_failure(job.error_file)
             if failure is not None:
@@ -388,6 +392,8 @@ class JobEnvironment:
         self.env[supervise.JOB_TAG_ENV] = self.tag
         self.env[LAUNCHER_PID_ENV] = str(os.getpid())  # rank 0 writes it into the run folder's lock (mgpu-lab stacks)
         self.trace: NcclTrace | None = None
+        if not config.jax:
+            flight_recorder.configure(self.env)  # issue 47: the recorder on for gloo as for NCCL
         if not config.on_cpu and not config.jax:  # CUDA ranks: PyTorch's NCCL flight recorder for this run
             self.trace = NcclTrace.configure(self.env, config.log_dir or tempfile.gettempdir(), self.key)
         self.error_file: str | None = None

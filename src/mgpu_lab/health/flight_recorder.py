@@ -1,0 +1,254 @@
+"""PyTorch's flight recorder on every backend: turned on for the ranks, dumped into the run folder on demand.
+
+torch (2.5 and later) keeps a ring buffer of each process group's recent collectives, the *flight recorder*: gloo
+records itself, NCCL too. Its size comes from ``TORCH_FR_BUFFER_SIZE`` (older name ``TORCH_NCCL_TRACE_BUFFER_SIZE``;
+0 turns it off); :func:`configure` sets it for the ranks unless the user set either. torch writes NCCL's record on a
+timeout by itself, gloo's never: here every rank dumps on request, whatever its backend.
+
+The request travels through a FIFO per rank in the job's supervision folder, ``fr_pipe.<rank>``, not through a
+signal: a rank blocked in a collective runs no Python signal handler until the collective returns (which it never
+does in a hang), but another thread of it still runs. :class:`Listener` is that thread: it waits on its FIFO
+(blocked in ``open``, costing nothing per training step), reads one line, the folder to dump into, and writes
+``<backend>_rank_<rank>`` there with ``torch._C._distributed_c10d._dump_fr_trace``: torch's own pickled format,
+so torch's ``torchfrtrace`` reads the files too. The asking side (:func:`request`) writes that line to every FIFO
+a rank reads, never blocking; :class:`DumpRequest` waits, with a deadline, for the files.
+
+Who asks: the launcher's watchdog when it found a hang, before it stops the job; a rank that fails, before it
+exits (:func:`dump_on_failure`), so the ranks of its node still alive dump while torchrun has not stopped them yet.
+The dumps go to ``<run folder>/flight_recorder/`` (:data:`FOLDER`), where ``mgpu-lab trace`` reads them
+(:mod:`mgpu_lab.health.trace`). Stdlib only: torch is imported by the listening thread, when asked to dump.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from mgpu_lab.core.atomic import atomic_write_bytes
+from mgpu_lab.health import heartbeat
+
+#: The flight recorder's size variable, its older NCCL-only name, and the size set when the user set neither.
+BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
+LEGACY_BUFFER_ENV = "TORCH_NCCL_TRACE_BUFFER_SIZE"
+BUFFER_DEFAULT = "2000"
+#: The run folder's subfolder that holds the dumps.
+FOLDER = "flight_recorder"
+#: Each rank's FIFO in the supervision folder: ``fr_pipe.<rank>``.
+PIPE_PREFIX = "fr_pipe."
+#: How long the asking side waits for the dumps (a dump of a full 2000-entry buffer takes milliseconds).
+DUMP_WAIT_S = 5.0
+#: The most a request line may hold (a folder path).
+MAX_REQUEST_BYTES = 4096
+
+
+def configure(env: dict[str, str]) -> None:
+    """Turn the recorder on in the ranks' environment ``env``, unless the user sized it (0 included: off)."""
+    if BUFFER_ENV not in env and LEGACY_BUFFER_ENV not in env:
+        env[BUFFER_ENV] = BUFFER_DEFAULT
+
+
+def dump_name(backend: str, rank: int) -> str:
+    """A dump's file name: ``<backend>_rank_<rank>`` (one prefix per backend, as ``torchfrtrace -p`` takes it)."""
+    return f"{backend}_rank_{rank}"
+
+
+def pipe_path(supervise_dir: str | os.PathLike, rank: int) -> Path:
+    return Path(supervise_dir) / f"{PIPE_PREFIX}{rank}"
+
+
+def folder_of(run_dir: Path | None) -> Path:
+    """Where dumps go: ``<run folder>/flight_recorder``, or a fresh temp folder when no run folder is known."""
+    if run_dir is not None:
+        with contextlib.suppress(OSError):
+            (run_dir / FOLDER).mkdir(parents=True, exist_ok=True)
+            return run_dir / FOLDER
+    return Path(tempfile.mkdtemp(prefix="mgpu_lab_flight_recorder_"))
+
+
+# --------------------------------------------------------------------------------------------------
+# the rank side
+# --------------------------------------------------------------------------------------------------
+
+
+def backends_in_use() -> list[str]:
+    """The backends of this process's default group (``gloo``, ``nccl``, or both for ``cpu:gloo,cuda:nccl``)."""
+    import torch.distributed as dist  # the listener runs in a rank, where torch is imported already
+
+    if not dist.is_available() or not dist.is_initialized():
+        return []
+    names = [part.rpartition(":")[2] for part in str(dist.get_backend()).split(",")]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def dump_now(folder: str | os.PathLike, rank: int) -> list[Path]:
+    """Write this process's flight recorder, one file per backend in use, into ``folder``; return the files."""
+    from torch._C import _distributed_c10d as c10d  # torch: only in a rank, when asked to dump
+
+    written = []
+    for backend in backends_in_use():
+        try:
+            data = c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=True, backend=backend)
+        except (RuntimeError, TypeError, ValueError) as exc:  # this torch does not record that backend
+            print(f"[WARN] rank {rank}: no flight recorder dump for {backend}: {exc}", file=sys.stderr, flush=True)
+            continue
+        path = Path(folder) / dump_name(backend, rank)
+        atomic_write_bytes(path, bytes(data), durable=False)
+        written.append(path)
+    return written
+
+
+class Listener:
+    """A daemon thread of one rank: dumps its flight recorder each time a folder arrives on its FIFO."""
+
+    def __init__(self, supervise_dir: str | os.PathLike, rank: int) -> None:
+        self.rank = rank
+        self.pipe = pipe_path(supervise_dir, rank)
+        self.thread = threading.Thread(target=self._run, name="mgpu_lab-flight-recorder", daemon=True)
+
+    def start(self) -> Listener:
+        with contextlib.suppress(FileNotFoundError):
+            self.pipe.unlink()  # a restarted group's rank: the old FIFO is its predecessor's
+        os.mkfifo(self.pipe, 0o600)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while True:
+            try:
+                with open(self.pipe, "rb") as fifo:  # blocks until someone asks
+                    line = fifo.read(MAX_REQUEST_BYTES)
+            except OSError:
+                return  # the launcher removed the supervision folder: the job is ending
+            folder = line.decode("utf-8", errors="replace").strip()
+            if folder and os.path.isdir(folder):
+                try:
+                    dump_now(folder, self.rank)
+                except Exception as exc:  # noqa: BLE001 (a dump must never end the rank)
+                    print(f"[WARN] rank {self.rank}: flight recorder dump failed: {exc}", file=sys.stderr, flush=True)
+
+
+_listening: dict[tuple[str, int], Listener] = {}
+
+
+def listen(supervise_dir: str | os.PathLike, rank: int) -> Listener | None:
+    """Start this rank's listener once per process (None when its FIFO cannot be made: dumps are a bonus)."""
+    key = (os.fspath(supervise_dir), rank)
+    if key not in _listening:
+        try:
+            _listening[key] = Listener(supervise_dir, rank).start()
+        except OSError:
+            return None
+    return _listening[key]
+
+
+# --------------------------------------------------------------------------------------------------
+# the asking side
+# --------------------------------------------------------------------------------------------------
+
+
+def request(supervise_dir: str | os.PathLike, folder: Path) -> list[int]:
+    """Ask every rank listening in ``supervise_dir`` to dump into ``folder``; return the ranks asked (never blocks:
+    a FIFO nobody reads, a rank gone, is skipped)."""
+    asked = []
+    try:
+        names = sorted(os.listdir(supervise_dir))
+    except OSError:
+        return []
+    line = os.fsencode(folder) + b"\n"
+    for name in names:
+        rank = name[len(PIPE_PREFIX) :]
+        if not name.startswith(PIPE_PREFIX) or not rank.isdigit():
+            continue
+        try:
+            fd = os.open(os.path.join(supervise_dir, name), os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as exc:  # ENXIO: no reader (the rank is gone); ELOOP/ENOENT: not ours
+            if exc.errno not in (errno.ENXIO, errno.ENOENT, errno.ELOOP, errno.EACCES):
+                raise
+            continue
+        try:
+            os.write(fd, line)
+            asked.append(int(rank))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return asked
+
+
+class DumpRequest:
+    """One request to every rank of a supervision folder; :meth:`wait` gives the dumps written since."""
+
+    def __init__(self, supervise_dir: str | os.PathLike, run_dir: Path | None) -> None:
+        self.since = time.time()
+        self.deadline = time.monotonic() + DUMP_WAIT_S
+        self.asked: list[int] = []
+        self.folder = run_dir / FOLDER if run_dir is not None else Path(tempfile.gettempdir())
+        if any(pipe_path(supervise_dir, 0).parent.glob(f"{PIPE_PREFIX}*")):  # some rank listens: make the folder
+            self.folder = folder_of(run_dir)
+            self.asked = request(supervise_dir, self.folder)
+
+    def written(self) -> set[int]:
+        """The ranks asked whose dump is in the folder, written since the request."""
+        done = set()
+        for rank in self.asked:
+            for path in self.folder.glob(f"*_rank_{rank}"):
+                with contextlib.suppress(OSError):
+                    if path.stat().st_mtime >= self.since - 1.0:
+                        done.add(rank)
+        return done
+
+    def wait(self) -> set[int]:
+        """Wait (until the deadline) for every rank asked to dump; return those that did."""
+        while len(self.written()) < len(self.asked) and time.monotonic() < self.deadline:
+            time.sleep(0.05)
+        return self.written()
+
+    def lines(self, who: str = "watchdog") -> list[str]:
+        """The report's lines once the ranks dumped: where the dumps are, how to read them, who did not dump."""
+        if not self.asked:
+            return []
+        done = self.wait()
+        lines = [
+            f"[ERROR] {who}: flight recorder dumps of {len(done)} rank(s) in {self.folder}; "
+            f"read them with: mgpu-lab trace {self.folder.parent if self.folder.name == FOLDER else self.folder}"
+        ]
+        missing = sorted(set(self.asked) - done)
+        if missing:
+            names = ", ".join(map(str, missing))
+            lines.append(f"[WARN] {who}: rank {names} did not dump within {DUMP_WAIT_S:g} s")
+        return lines
+
+
+def found_lines(run_dir: Path | None, who: str = "launcher") -> list[str]:
+    """The report's line naming the run folder's dumps and how to read them (none when there are none)."""
+    folder = run_dir / FOLDER if run_dir is not None else None
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder is not None else []
+    except OSError:
+        names = []
+    ranks = sorted({int(n.rpartition("_rank_")[2]) for n in names if n.rpartition("_rank_")[2].isdigit()})
+    if not ranks or run_dir is None:
+        return []
+    return [
+        f"[ERROR] {who}: flight recorder dumps of rank {', '.join(map(str, ranks))} in {folder}; "
+        f"read them with: mgpu-lab trace {run_dir}"
+    ]
+
+
+def dump_on_failure(supervise_dir: str | os.PathLike) -> None:
+    """A rank failed: have every rank of this node still alive (itself included) dump into the run folder before
+    the rank exits and torchrun stops the others. Best effort, bounded by :data:`DUMP_WAIT_S`."""
+    dist = sys.modules.get("torch.distributed")  # no process group yet: nothing recorded, and the peers neither
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    run_dir = heartbeat.read_run_dir(supervise_dir)
+    if run_dir is None or not run_dir.is_dir():
+        return
+    with contextlib.suppress(OSError):
+        DumpRequest(supervise_dir, run_dir).wait()
