@@ -401,3 +401,50 @@ def test_several_nodes_still_name_the_other_nodes() -> None:
 
     line = rendezvous.missing(launch_config(nnodes="2", node_rank=0))
     assert "the other node(s) of 2 expected never joined at 127.0.0.1:29500" in line, line
+
+
+# ---------------------------------------------------------------------------------------------- the flight recorder
+
+
+def test_the_job_environment_sizes_the_flight_recorder_for_every_backend_unless_the_user_did(tmp_path: Path) -> None:
+    from mgpu_lab.health.flight_recorder import BUFFER_ENV, LEGACY_BUFFER_ENV
+
+    assert JobEnvironment(launch_config(), str(tmp_path / "s")).env[BUFFER_ENV] == "2000"  # CPU ranks on gloo too
+    for mine, other in (({BUFFER_ENV: "0"}, LEGACY_BUFFER_ENV), ({LEGACY_BUFFER_ENV: "64"}, BUFFER_ENV)):
+        env = JobEnvironment(launch_config(environ=mine), str(tmp_path / "s")).env
+        assert all(env[k] == v for k, v in mine.items()) and other not in env, env  # what the user set wins
+
+
+def test_every_listening_rank_dumps_into_the_run_folder_and_the_report_names_it(tmp_path: Path) -> None:
+    """The protocol in-process: two ranks' listener threads (their dump replaced by a file write, the seam), one
+    request; a FIFO nobody reads (a rank gone) is skipped without blocking."""
+    from mgpu_lab.health import flight_recorder
+
+    supervise, run = tmp_path / "sup", tmp_path / "run"
+    supervise.mkdir()
+    run.mkdir()
+
+    def fake_dump(folder: str, rank: int) -> None:
+        (Path(folder) / flight_recorder.dump_name("gloo", rank)).write_bytes(b"dump")
+
+    for rank in (0, 1):
+        flight_recorder.Listener(supervise, rank, fake_dump).start()
+    os.mkfifo(flight_recorder.pipe_path(supervise, 2))  # rank 2's FIFO, its process gone
+    request = flight_recorder.DumpRequest(supervise, run)
+    assert sorted(request.asked) == [0, 1]
+    folder = run / flight_recorder.FOLDER
+    assert request.lines() == [
+        f"[ERROR] watchdog: flight recorder dumps of 2 rank(s) in {folder}; read them with: mgpu-lab trace {run}"
+    ]
+    assert sorted(p.name for p in folder.iterdir()) == ["gloo_rank_0", "gloo_rank_1"]
+    assert flight_recorder.found_lines(run) == [
+        f"[ERROR] launcher: flight recorder dumps of rank 0, 1 in {folder}; read them with: mgpu-lab trace {run}"
+    ]
+    assert flight_recorder.found_lines(tmp_path / "elsewhere") == []
+
+
+def test_no_listening_rank_makes_no_folder(tmp_path: Path) -> None:
+    from mgpu_lab.health import flight_recorder
+
+    request = flight_recorder.DumpRequest(tmp_path, tmp_path / "run")
+    assert request.asked == [] and request.lines() == [] and not (tmp_path / "run").exists()

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mgpu_lab.core.atomic import atomic_write_bytes
@@ -106,9 +107,12 @@ def dump_now(folder: str | os.PathLike, rank: int) -> list[Path]:
 class Listener:
     """A daemon thread of one rank: dumps its flight recorder each time a folder arrives on its FIFO."""
 
-    def __init__(self, supervise_dir: str | os.PathLike, rank: int) -> None:
+    def __init__(
+        self, supervise_dir: str | os.PathLike, rank: int, dump: Callable[[str, int], object] | None = None
+    ) -> None:
         self.rank = rank
         self.pipe = pipe_path(supervise_dir, rank)
+        self.dump = dump if dump is not None else dump_now  # the seam: what "dump into this folder" does
         self.thread = threading.Thread(target=self._run, name="mgpu_lab-flight-recorder", daemon=True)
 
     def start(self) -> Listener:
@@ -128,7 +132,7 @@ class Listener:
             folder = line.decode("utf-8", errors="replace").strip()
             if folder and os.path.isdir(folder):
                 try:
-                    dump_now(folder, self.rank)
+                    self.dump(folder, self.rank)
                 except Exception as exc:  # noqa: BLE001 (a dump must never end the rank)
                     print(f"[WARN] rank {self.rank}: flight recorder dump failed: {exc}", file=sys.stderr, flush=True)
 
