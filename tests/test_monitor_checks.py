@@ -448,3 +448,17 @@ def test_no_listening_rank_makes_no_folder(tmp_path: Path) -> None:
 
     request = flight_recorder.DumpRequest(tmp_path, tmp_path / "run")
     assert request.asked == [] and request.lines() == [] and not (tmp_path / "run").exists()
+
+
+def test_each_torch_generation_dumps_what_it_records() -> None:
+    """torch 2.8+ dumps every backend through ``_dump_fr_trace``; older torch only NCCL's, through
+    ``_dump_nccl_trace``; a backend the installed torch cannot dump is a LookupError (one warning line)."""
+    from types import SimpleNamespace
+
+    from mgpu_lab.health.flight_recorder import record_of
+
+    new = SimpleNamespace(_dump_fr_trace=lambda **kw: f"fr:{kw['backend']}".encode())
+    old = SimpleNamespace(_dump_nccl_trace=lambda **kw: b"nccl-only")
+    assert record_of(new, "gloo") == b"fr:gloo" and record_of(old, "nccl") == b"nccl-only"
+    with pytest.raises(LookupError, match="no flight recorder dump for gloo"):
+        record_of(old, "gloo")

@@ -87,6 +87,18 @@ def backends_in_use() -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
+def record_of(c10d: object, backend: str) -> bytes:
+    """One backend's record from torch's c10d bindings: ``_dump_fr_trace`` (torch 2.8 and later, every backend),
+    else ``_dump_nccl_trace`` (older torch, NCCL only). LookupError when this torch cannot dump that backend."""
+    dump = getattr(c10d, "_dump_fr_trace", None)
+    if dump is not None:
+        return bytes(dump(includeCollectives=True, includeStackTraces=True, backend=backend))
+    legacy = getattr(c10d, "_dump_nccl_trace", None)
+    if backend == "nccl" and legacy is not None:
+        return bytes(legacy(includeCollectives=True, includeStackTraces=True))
+    raise LookupError(f"this torch has no flight recorder dump for {backend}")
+
+
 def dump_now(folder: str | os.PathLike, rank: int) -> list[Path]:
     """Write this process's flight recorder, one file per backend in use, into ``folder``; return the files."""
     from torch._C import _distributed_c10d as c10d  # torch: only in a rank, when asked to dump
@@ -94,12 +106,12 @@ def dump_now(folder: str | os.PathLike, rank: int) -> list[Path]:
     written = []
     for backend in backends_in_use():
         try:
-            data = c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=True, backend=backend)
-        except (RuntimeError, TypeError, ValueError) as exc:  # this torch does not record that backend
+            data = record_of(c10d, backend)
+        except (LookupError, RuntimeError, TypeError, ValueError) as exc:  # this torch does not record that backend
             print(f"[WARN] rank {rank}: no flight recorder dump for {backend}: {exc}", file=sys.stderr, flush=True)
             continue
         path = Path(folder) / dump_name(backend, rank)
-        atomic_write_bytes(path, bytes(data), durable=False)
+        atomic_write_bytes(path, data, durable=False)
         written.append(path)
     return written
 
