@@ -213,6 +213,19 @@ def test_trace_of_the_stalled_script_names_rank_1_and_the_collective_it_never_po
     ), result.stdout
 
 
+def test_trace_of_the_stalled_scripts_damaged_dump_is_one_line(stalled: Job, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "records" / "flight_recorder"
+    shutil.copytree(stalled.records / "flight_recorder", copy)
+    (copy / "gloo_rank_0").write_bytes((copy / "gloo_rank_0").read_bytes()[:100])
+    result = CliRunner().invoke(mgpu_lab_cli, ["trace", str(copy.parent)])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert result.stderr.splitlines() == [
+        f"mgpu-lab trace: error: {copy / 'gloo_rank_0'}: truncated (the pickle ends early)"
+    ]
+
+
 def test_a_failed_rank_has_the_live_ranks_dump_before_the_job_stops(raised: Job) -> None:
     """Issue 47: rank 1 raised; before it exited, every rank of the node still alive dumped, and the report names
     where."""
