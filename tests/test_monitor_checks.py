@@ -5,6 +5,7 @@ The whole monitor runs end to end in tests/test_watchdog.py, tests/test_launcher
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -462,3 +463,28 @@ def test_each_torch_generation_dumps_what_it_records() -> None:
     assert record_of(new, "gloo") == b"fr:gloo" and record_of(old, "nccl") == b"nccl-only"
     with pytest.raises(LookupError, match="no flight recorder dump for gloo"):
         record_of(old, "gloo")
+
+
+def test_a_request_of_another_version_is_one_warning_and_no_dump(tmp_path: Path, capfd) -> None:
+    """The request is a record of the rank protocol's codec, one a line: a rank never dumps where a request it
+    cannot read points, and keeps listening. Requests are lines of one stream, so two that come together (one
+    read) are each served."""
+    from mgpu_lab.health import flight_recorder, heartbeat
+
+    dumped: list[str] = []
+    flight_recorder.Listener(tmp_path, 0, lambda folder, rank: dumped.append(folder)).start()
+
+    def send(data: bytes) -> None:
+        fd = os.open(flight_recorder.pipe_path(tmp_path, 0), os.O_WRONLY)  # blocks until the listener reads
+        os.write(fd, data)
+        os.close(fd)
+
+    (tmp_path / "good").mkdir()
+    send(json.dumps({"v": 999, "path": str(tmp_path)}).encode() + b"\n")
+    send(heartbeat.encode(heartbeat.RunDir(str(tmp_path / "good"))) + b"\n")
+    deadline = time.monotonic() + 30  # the dump follows the second request's read: no sleep tuned to a machine
+    while not dumped and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert dumped == [str(tmp_path / "good")], dumped
+    warning = "[WARN] rank 0: unusable dump request (version 999; this launcher reads version 1 (field 'v'))"
+    assert warning in capfd.readouterr().err.splitlines()

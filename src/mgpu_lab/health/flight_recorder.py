@@ -8,9 +8,10 @@ timeout by itself, gloo's never: here every rank dumps on request, whatever its 
 The request travels through a FIFO per rank in the job's supervision folder, ``fr_pipe.<rank>``, not through a
 signal: a rank blocked in a collective runs no Python signal handler until the collective returns (which it never
 does in a hang), but another thread of it still runs. :class:`Listener` is that thread: it waits on its FIFO
-(blocked in ``open``, costing nothing per training step), reads one line, the folder to dump into, and writes
+(blocked in ``read``, costing nothing per training step), reads each request, the folder to dump into (a record of
+the rank protocol's codec, :mod:`mgpu_lab.health.heartbeat`, versioned like every other), and writes
 ``<backend>_rank_<rank>`` there with ``torch._C._distributed_c10d._dump_fr_trace``: torch's own pickled format,
-so torch's ``torchfrtrace`` reads the files too. The asking side (:func:`request`) writes that line to every FIFO
+so torch's ``torchfrtrace`` reads the files too. The asking side (:func:`request`) writes that request to every FIFO
 a rank reads, never blocking; :class:`DumpRequest` waits, with a deadline, for the files.
 
 Who asks: the launcher's watchdog when it found a hang, before it stops the job; a rank that fails, before it
@@ -44,7 +45,7 @@ FOLDER = "flight_recorder"
 PIPE_PREFIX = "fr_pipe."
 #: How long the asking side waits for the dumps (a dump of a full 2000-entry buffer takes milliseconds).
 DUMP_WAIT_S = 5.0
-#: The most a request line may hold (a folder path).
+#: The most a request may hold (a folder path in one record).
 MAX_REQUEST_BYTES = 4096
 
 
@@ -125,28 +126,51 @@ class Listener:
         self.rank = rank
         self.pipe = pipe_path(supervise_dir, rank)
         self.dump = dump if dump is not None else dump_now  # the seam: what "dump into this folder" does
+        self.fd = -1  # the FIFO, held open from start() on
         self.thread = threading.Thread(target=self._run, name="mgpu_lab-flight-recorder", daemon=True)
 
     def start(self) -> Listener:
+        """Make the FIFO and hold it open, reading and writing, before the thread starts: from here on a request
+        never finds it unread (no race with the thread), and it is never at end of file (requests are lines of
+        one stream, however close together they come). The rank's exit closes it: a request then finds no reader."""
         with contextlib.suppress(FileNotFoundError):
             self.pipe.unlink()  # a restarted group's rank: the old FIFO is its predecessor's
         os.mkfifo(self.pipe, 0o600)
+        self.fd = os.open(self.pipe, os.O_RDWR | os.O_CLOEXEC)
         self.thread.start()
         return self
 
     def _run(self) -> None:
+        pending = b""
         while True:
             try:
-                with open(self.pipe, "rb") as fifo:  # blocks until someone asks
-                    line = fifo.read(MAX_REQUEST_BYTES)
+                chunk = os.read(self.fd, MAX_REQUEST_BYTES)  # blocks (without the GIL) until someone asks
             except OSError:
-                return  # the launcher removed the supervision folder: the job is ending
-            folder = line.decode("utf-8", errors="replace").strip()
-            if folder and os.path.isdir(folder):
+                return
+            *lines, pending = (pending + chunk).split(b"\n")
+            if len(pending) > MAX_REQUEST_BYTES:  # no request is that long: drop it rather than grow
+                pending = b""
+            for folder in self.folders(b"\n".join(lines)):
                 try:
                     self.dump(folder, self.rank)
                 except Exception as exc:  # noqa: BLE001 (a dump must never end the rank)
                     print(f"[WARN] rank {self.rank}: flight recorder dump failed: {exc}", file=sys.stderr, flush=True)
+
+    def folders(self, data: bytes) -> list[str]:
+        """The folders the requests in ``data`` (one record a line) ask for, each once; an unusable one is a
+        warning line (another version's launcher, or not a request at all)."""
+        found: list[str] = []
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                folder = heartbeat.decode(heartbeat.RunDir, line).path
+            except heartbeat.Unreadable as exc:
+                print(f"[WARN] rank {self.rank}: unusable dump request ({exc})", file=sys.stderr, flush=True)
+                continue
+            if folder not in found and os.path.isdir(folder):
+                found.append(folder)
+        return found
 
 
 _listening: dict[tuple[str, int], Listener] = {}
@@ -176,7 +200,7 @@ def request(supervise_dir: str | os.PathLike, folder: Path) -> list[int]:
         names = sorted(os.listdir(supervise_dir))
     except OSError:
         return []
-    line = os.fsencode(folder) + b"\n"
+    line = heartbeat.encode(heartbeat.RunDir(str(folder))) + b"\n"  # the protocol's codec, one record a line
     for name in names:
         rank = name[len(PIPE_PREFIX) :]
         if not name.startswith(PIPE_PREFIX) or not rank.isdigit():
