@@ -488,3 +488,24 @@ def test_a_request_of_another_version_is_one_warning_and_no_dump(tmp_path: Path,
     assert dumped == [str(tmp_path / "good")], dumped
     warning = "[WARN] rank 0: unusable dump request (version 999; this launcher reads version 1 (field 'v'))"
     assert warning in capfd.readouterr().err.splitlines()
+
+
+def test_a_rank_with_nothing_to_dump_answers_and_a_silent_one_is_named(tmp_path: Path, monkeypatch) -> None:
+    """A rank without a process group (a JAX rank, one still starting) answers with no dump: no folder line, no
+    wait; a rank that holds its FIFO but never answers (stopped by a signal) is named once the deadline passed."""
+    from mgpu_lab.health import flight_recorder
+
+    flight_recorder.Listener(tmp_path, 0, lambda folder, rank: None).start()
+    request = flight_recorder.DumpRequest(tmp_path, tmp_path / "run")
+    assert request.asked == [0] and request.lines() == [] and request.answered() == {0}
+
+    monkeypatch.setattr(flight_recorder, "DUMP_WAIT_S", 0.2)
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    os.mkfifo(flight_recorder.pipe_path(frozen, 3))
+    held = os.open(flight_recorder.pipe_path(frozen, 3), os.O_RDWR)  # a reader that never reads
+    try:
+        lines = flight_recorder.DumpRequest(frozen, tmp_path / "run").lines()
+    finally:
+        os.close(held)
+    assert lines == ["[WARN] watchdog: rank 3 did not answer the flight recorder request within 0.2 s"]

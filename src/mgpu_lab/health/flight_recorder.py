@@ -41,8 +41,8 @@ LEGACY_BUFFER_ENV = "TORCH_NCCL_TRACE_BUFFER_SIZE"
 BUFFER_DEFAULT = "2000"
 #: The run folder's subfolder that holds the dumps.
 FOLDER = "flight_recorder"
-#: Each rank's FIFO in the supervision folder: ``fr_pipe.<rank>``.
-PIPE_PREFIX = "fr_pipe."
+#: Each rank's FIFO in the supervision folder, ``fr_pipe.<rank>``, and the file it touches once it answered.
+PIPE_PREFIX, ANSWER_PREFIX = "fr_pipe.", "fr_answer."
 #: How long the asking side waits for the dumps (a dump of a full 2000-entry buffer takes milliseconds).
 DUMP_WAIT_S = 5.0
 #: The most a request may hold (a folder path in one record).
@@ -62,6 +62,11 @@ def dump_name(backend: str, rank: int) -> str:
 
 def pipe_path(supervise_dir: str | os.PathLike, rank: int) -> Path:
     return Path(supervise_dir) / f"{PIPE_PREFIX}{rank}"
+
+
+def answer_path(supervise_dir: str | os.PathLike, rank: int) -> Path:
+    """Touched by a rank once it served a request (dumped, or had nothing to dump)."""
+    return Path(supervise_dir) / f"{ANSWER_PREFIX}{rank}"
 
 
 def folder_of(run_dir: Path | None) -> Path:
@@ -125,6 +130,7 @@ class Listener:
     ) -> None:
         self.rank = rank
         self.pipe = pipe_path(supervise_dir, rank)
+        self.answer = answer_path(supervise_dir, rank)
         self.dump = dump if dump is not None else dump_now  # the seam: what "dump into this folder" does
         self.fd = -1  # the FIFO, held open from start() on
         self.thread = threading.Thread(target=self._run, name="mgpu_lab-flight-recorder", daemon=True)
@@ -150,11 +156,15 @@ class Listener:
             *lines, pending = (pending + chunk).split(b"\n")
             if len(pending) > MAX_REQUEST_BYTES:  # no request is that long: drop it rather than grow
                 pending = b""
-            for folder in self.folders(b"\n".join(lines)):
+            folders = self.folders(b"\n".join(lines))
+            for folder in folders:
                 try:
                     self.dump(folder, self.rank)
                 except Exception as exc:  # noqa: BLE001 (a dump must never end the rank)
                     print(f"[WARN] rank {self.rank}: flight recorder dump failed: {exc}", file=sys.stderr, flush=True)
+            if folders:  # answered, with a dump or without (no process group yet, a JAX rank): nobody waits longer
+                with contextlib.suppress(OSError):
+                    atomic_write_bytes(self.answer, b"", durable=False)
 
     def folders(self, data: bytes) -> list[str]:
         """The folders the requests in ``data`` (one record a line) ask for, each once; an unusable one is a
@@ -222,46 +232,56 @@ def request(supervise_dir: str | os.PathLike, folder: Path) -> list[int]:
 
 
 class DumpRequest:
-    """One request to every rank of a supervision folder; :meth:`wait` gives the dumps written since."""
+    """One request to every rank of a supervision folder; :meth:`wait` waits for their answers."""
 
     def __init__(self, supervise_dir: str | os.PathLike, run_dir: Path | None) -> None:
-        self.since = time.time()
+        self.dir = Path(supervise_dir)
+        self.since = time.time() - 0.05  # file times are coarser than the clock
         self.deadline = time.monotonic() + DUMP_WAIT_S
         self.asked: list[int] = []
         self.folder = run_dir / FOLDER if run_dir is not None else Path(tempfile.gettempdir())
-        if any(pipe_path(supervise_dir, 0).parent.glob(f"{PIPE_PREFIX}*")):  # some rank listens: make the folder
+        if any(self.dir.glob(f"{PIPE_PREFIX}*")):  # some rank listens: make the folder
             self.folder = folder_of(run_dir)
             self.asked = request(supervise_dir, self.folder)
 
+    def _since(self, paths: list[Path]) -> bool:
+        for path in paths:
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime >= self.since:
+                    return True
+        return False
+
+    def answered(self) -> set[int]:
+        return {r for r in self.asked if self._since([answer_path(self.dir, r)])}
+
     def written(self) -> set[int]:
         """The ranks asked whose dump is in the folder, written since the request."""
-        done = set()
-        for rank in self.asked:
-            for path in self.folder.glob(f"*_rank_{rank}"):
-                with contextlib.suppress(OSError):
-                    if path.stat().st_mtime >= self.since - 1.0:
-                        done.add(rank)
-        return done
+        return {r for r in self.asked if self._since(list(self.folder.glob(f"*_rank_{r}")))}
 
     def wait(self) -> set[int]:
-        """Wait (until the deadline) for every rank asked to dump; return those that did."""
-        while len(self.written()) < len(self.asked) and time.monotonic() < self.deadline:
+        """Wait (until the deadline) for every rank asked to answer; return those whose dump is there."""
+        while len(self.answered()) < len(self.asked) and time.monotonic() < self.deadline:
             time.sleep(0.05)
         return self.written()
 
     def lines(self, who: str = "watchdog") -> list[str]:
-        """The report's lines once the ranks dumped: where the dumps are, how to read them, who did not dump."""
+        """The report's lines once the ranks answered: where the dumps are, how to read them, who did not answer."""
         if not self.asked:
             return []
         done = self.wait()
-        lines = [
-            f"[ERROR] {who}: flight recorder dumps of {len(done)} rank(s) in {self.folder}; "
-            f"read them with: mgpu-lab trace {self.folder.parent if self.folder.name == FOLDER else self.folder}"
-        ]
-        missing = sorted(set(self.asked) - done)
-        if missing:
-            names = ", ".join(map(str, missing))
-            lines.append(f"[WARN] {who}: rank {names} did not dump within {DUMP_WAIT_S:g} s")
+        lines = []
+        if done:
+            run = self.folder.parent if self.folder.name == FOLDER else self.folder
+            lines.append(
+                f"[ERROR] {who}: flight recorder dumps of {len(done)} rank(s) in {self.folder}; "
+                f"read them with: mgpu-lab trace {run}"
+            )
+        silent = sorted(set(self.asked) - self.answered())
+        if silent:
+            names = ", ".join(map(str, silent))
+            lines.append(
+                f"[WARN] {who}: rank {names} did not answer the flight recorder request within {DUMP_WAIT_S:g} s"
+            )
         return lines
 
 
