@@ -207,6 +207,9 @@ def test_trace_of_the_stalled_script_names_rank_1_and_the_collective_it_never_po
     assert f"flight recorder dumps of 2 rank(s) in {folder}" in stalled.err, stalled.err[-3000:]
     result = CliRunner().invoke(mgpu_lab_cli, ["trace", str(stalled.records)])
     assert result.exit_code == 1, result.output
+    assert re.search(r"rank 0 posted #\d+ all_reduce .*, from .*ddp_train\.py:\d+ in main$", result.stdout, re.M), (
+        result.stdout  # the script's own line (its backward pass), not torch's autograd running DDP's hooks
+    )
     last = result.stdout.splitlines()[-1]
     assert re.fullmatch(
         r"mgpu-lab trace: rank 1 never posted collective #\d+ \(all_reduce .*\) of process group 0", last

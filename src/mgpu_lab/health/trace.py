@@ -37,8 +37,9 @@ from mgpu_lab.health.flight_recorder import FOLDER
 MAX_DUMP_BYTES = 64 << 20
 #: A dump's file name: any prefix, then the rank (``gloo_rank_1``, NCCL's ``nccl_trace_rank_1``).
 _NAME = re.compile(r"^(?P<prefix>[A-Za-z][\w.-]*?)(?P<rank>\d+)$")
-#: Frames that are the recording machinery, not the caller: torch.distributed, DDP, this package's wrappers.
-_MACHINERY = ("/torch/distributed/", "/torch/nn/parallel/", "/functools.py", "/mgpu_lab/health/")
+#: Frames that are the machinery, not the caller: torch itself (torch.distributed, DDP, autograd running DDP's
+#: gradient hooks), functools' wrappers, this package's collective tracker.
+_MACHINERY = ("/torch/", "/functools.py", "/mgpu_lab/health/")
 #: Operations whose input sizes every rank must give alike (gather/scatter roots differ from the others).
 _SAME_SIZES = {"all_reduce", "allreduce", "broadcast", "reduce", "all_gather", "_allgather_base", "barrier"}
 
@@ -115,7 +116,7 @@ class RankDump:
 
 
 def caller(frames: object) -> str | None:
-    """The innermost frame outside torch.distributed and this package's wrappers: ``file:line in function``."""
+    """The innermost frame outside torch and this package's wrappers: ``file:line in function``."""
     if not isinstance(frames, list):
         return None
     for frame in frames:
