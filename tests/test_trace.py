@@ -131,6 +131,7 @@ def test_damaged_dumps_are_one_line_each_and_exit_2(tmp_path: Path) -> None:
         "empty (the rank was stopped while writing it?)": b"",
         "not a flight recorder dump (no list of entries)": pickle.dumps({"entries": "x"}),
         "an entry has no collective_seq_id or profiling_name": pickle.dumps(dump([{"profiling_name": "gloo:x"}])),
+        "flight recorder format 3.0; this reader knows 2.x": pickle.dumps({**dump([entry(1)]), "version": "3.0"}),
     }
     for n, (why, data) in enumerate(cases.items()):
         code, out, err = cli(str(write(tmp_path / str(n), {0: good, 1: data})))

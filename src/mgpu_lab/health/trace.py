@@ -33,6 +33,8 @@ from mgpu_lab.core.names import LATEST
 from mgpu_lab.core.safe_read import read_regular
 from mgpu_lab.health.flight_recorder import FOLDER
 
+#: The major version of torch's dump format this reader knows (torch 2.5-2.15 write "2.x"; fields it adds are ignored).
+FORMAT_MAJOR = "2"
 #: The most of one dump that is read (2000 entries with their frames are about 2 MiB).
 MAX_DUMP_BYTES = 64 << 20
 #: A dump's file name: any prefix, then the rank (``gloo_rank_1``, NCCL's ``nccl_trace_rank_1``).
@@ -192,6 +194,9 @@ def read_dump(path: Path, rank: int) -> RankDump:
     record = load(path)
     if not isinstance(record, dict) or not isinstance(record.get("entries", []), list):
         raise Unusable(f"{path}: not a flight recorder dump (no list of entries)")
+    version = str(record.get("version", ""))
+    if version.partition(".")[0] != FORMAT_MAJOR:
+        raise Unusable(f"{path}: flight recorder format {version or 'unknown'}; this reader knows {FORMAT_MAJOR}.x")
     try:
         completed = _completed(record.get("pg_status"))
         entries = [e for raw in record.get("entries", []) if (e := _entry(raw, completed)) is not None]
