@@ -197,3 +197,43 @@ def test_a_rank_that_raises_is_named_by_the_launchers_report(raised: Job) -> Non
         r"\[ERROR\] launcher: first failure: rank 1\b.*(ValueError: bad batch|RuntimeError: rank 1: loss)", raised.err
     ), raised.err[-3000:]
     nothing_left(raised)
+
+
+def test_trace_of_the_stalled_script_names_rank_1_and_the_collective_it_never_posted(stalled: Job) -> None:
+    """Issue 47: the watchdog had both ranks dump their flight recorder into the job's records folder; the DDP
+    gradient all-reduce rank 0 posted is the collective rank 1 never posted."""
+    folder = stalled.records / "flight_recorder"
+    assert sorted(p.name for p in folder.iterdir()) == ["gloo_rank_0", "gloo_rank_1"], stalled.err[-3000:]
+    assert f"flight recorder dumps of 2 rank(s) in {folder}" in stalled.err, stalled.err[-3000:]
+    result = CliRunner().invoke(mgpu_lab_cli, ["trace", str(stalled.records)])
+    assert result.exit_code == 1, result.output
+    assert re.search(r"rank 0 posted #\d+ all_reduce .*, from .*ddp_train\.py:\d+ in main$", result.stdout, re.M), (
+        result.stdout  # the script's own line (its backward pass), not torch's autograd running DDP's hooks
+    )
+    last = result.stdout.splitlines()[-1]
+    assert re.fullmatch(
+        r"mgpu-lab trace: rank 1 never posted collective #\d+ \(all_reduce .*\) of process group 0", last
+    ), result.stdout
+
+
+def test_trace_of_the_stalled_scripts_damaged_dump_is_one_line(stalled: Job, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "records" / "flight_recorder"
+    shutil.copytree(stalled.records / "flight_recorder", copy)
+    (copy / "gloo_rank_0").write_bytes((copy / "gloo_rank_0").read_bytes()[:100])
+    result = CliRunner().invoke(mgpu_lab_cli, ["trace", str(copy.parent)])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert result.stderr.splitlines() == [
+        f"mgpu-lab trace: error: {copy / 'gloo_rank_0'}: truncated (the pickle ends early)"
+    ]
+
+
+def test_a_failed_rank_has_the_live_ranks_dump_before_the_job_stops(raised: Job) -> None:
+    """Issue 47: rank 1 raised; before it exited, every rank of the node still alive dumped, and the report names
+    where."""
+    folder = raised.records / "flight_recorder"
+    assert sorted(p.name for p in folder.iterdir()) == ["gloo_rank_0", "gloo_rank_1"], raised.err[-3000:]
+    assert f"[ERROR] launcher: flight recorder dumps of rank 0, 1 in {folder}; read them with: mgpu-lab trace" in (
+        raised.err
+    ), raised.err[-3000:]

@@ -21,7 +21,7 @@ def test_help_lists_exactly_the_subcommands_with_their_help():
     assert res.returncode == 0, res.stderr
     section = res.stdout.split("Commands:\n", 1)[1]
     listed = re.findall(r"^  (\S+)\s", section, re.M)
-    assert listed == sorted(main.commands) and set(ENTRY_SCRIPTS) | {"stacks", "timing"} == set(listed), listed
+    assert listed == sorted(main.commands) and set(ENTRY_SCRIPTS) | {"stacks", "timing", "trace"} == set(listed), listed
     flat = " ".join(section.split())
     for name, (_path, help_text) in ENTRY_SCRIPTS.items():
         assert f"{name} {help_text}" in flat, name

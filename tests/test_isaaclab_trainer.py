@@ -171,3 +171,22 @@ def test_cpu_with_rsl_rls_agent_left_on_cuda_is_refused(capsys) -> None:
     for agent in ("agent.device=cpu", "agent.device=cuda:0"):
         cmd = command("--num_gpus", "1", "--device", "cpu", "-m", MODULE, "--rl_library", "rsl_rl", *CARTPOLE, agent)
         assert tail(cmd)[-1] == agent
+
+
+def test_missing_gpus_suggest_only_what_isaac_lab_accepts(capsys) -> None:
+    """Issue 47: without GPUs, a refusal for Isaac Lab's trainer points at one CPU rank (which Isaac Lab trains),
+    never at several CPU ranks on gloo (which it refuses); this project's trainer keeps its gloo way out."""
+    none = Inventory([], [], "no GPU in a made-up inventory")
+    way_out = (
+        "Isaac Lab's trainer trains several ranks on CUDA GPUs only: run it where the GPUs are visible, or rehearse "
+        "one CPU rank (--num_gpus 1 --device cpu, with agent.device=cpu for rsl_rl)"
+    )
+    for count in ("4", "gpu"):
+        err = refusal(
+            capsys, "--num_gpus", count, "-m", MODULE, "--rl_library", "rsl_rl", *CARTPOLE, "--distributed", gpus=none
+        )
+        assert err.startswith(f"--num_gpus {count}: no GPU is visible (") and err.endswith(f"); {way_out}"), err
+    err = refusal(capsys, "--num_gpus", "4", "-m", MODULE, *CARTPOLE, "--distributed")
+    assert err.endswith("use --num_gpus 2 or fewer") and "--device cpu" not in err, err
+    err = refusal(capsys, "--num_gpus", "4", *CARTPOLE[:2], gpus=none)
+    assert err.endswith("to run 4 CPU ranks on gloo add --device cpu"), err

@@ -5,6 +5,7 @@ The whole monitor runs end to end in tests/test_watchdog.py, tests/test_launcher
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -401,3 +402,110 @@ def test_several_nodes_still_name_the_other_nodes() -> None:
 
     line = rendezvous.missing(launch_config(nnodes="2", node_rank=0))
     assert "the other node(s) of 2 expected never joined at 127.0.0.1:29500" in line, line
+
+
+# ---------------------------------------------------------------------------------------------- the flight recorder
+
+
+def test_the_job_environment_sizes_the_flight_recorder_for_every_backend_unless_the_user_did(tmp_path: Path) -> None:
+    from mgpu_lab.health.flight_recorder import BUFFER_ENV, LEGACY_BUFFER_ENV
+
+    assert JobEnvironment(launch_config(), str(tmp_path / "s")).env[BUFFER_ENV] == "2000"  # CPU ranks on gloo too
+    for mine, other in (({BUFFER_ENV: "0"}, LEGACY_BUFFER_ENV), ({LEGACY_BUFFER_ENV: "64"}, BUFFER_ENV)):
+        env = JobEnvironment(launch_config(environ=mine), str(tmp_path / "s")).env
+        assert all(env[k] == v for k, v in mine.items()) and other not in env, env  # what the user set wins
+
+
+def test_every_listening_rank_dumps_into_the_run_folder_and_the_report_names_it(tmp_path: Path) -> None:
+    """The protocol in-process: two ranks' listener threads (their dump replaced by a file write, the seam), one
+    request; a FIFO nobody reads (a rank gone) is skipped without blocking."""
+    from mgpu_lab.health import flight_recorder
+
+    supervise, run = tmp_path / "sup", tmp_path / "run"
+    supervise.mkdir()
+    run.mkdir()
+
+    def fake_dump(folder: str, rank: int) -> None:
+        (Path(folder) / flight_recorder.dump_name("gloo", rank)).write_bytes(b"dump")
+
+    for rank in (0, 1):
+        flight_recorder.Listener(supervise, rank, fake_dump).start()
+    os.mkfifo(flight_recorder.pipe_path(supervise, 2))  # rank 2's FIFO, its process gone
+    request = flight_recorder.DumpRequest(supervise, run)
+    assert sorted(request.asked) == [0, 1]
+    folder = run / flight_recorder.FOLDER
+    assert request.lines() == [
+        f"[ERROR] watchdog: flight recorder dumps of 2 rank(s) in {folder}; read them with: mgpu-lab trace {run}"
+    ]
+    assert sorted(p.name for p in folder.iterdir()) == ["gloo_rank_0", "gloo_rank_1"]
+    assert flight_recorder.found_lines(run) == [
+        f"[ERROR] launcher: flight recorder dumps of rank 0, 1 in {folder}; read them with: mgpu-lab trace {run}"
+    ]
+    assert flight_recorder.found_lines(tmp_path / "elsewhere") == []
+
+
+def test_no_listening_rank_makes_no_folder(tmp_path: Path) -> None:
+    from mgpu_lab.health import flight_recorder
+
+    request = flight_recorder.DumpRequest(tmp_path, tmp_path / "run")
+    assert request.asked == [] and request.lines() == [] and not (tmp_path / "run").exists()
+
+
+def test_each_torch_generation_dumps_what_it_records() -> None:
+    """torch 2.8+ dumps every backend through ``_dump_fr_trace``; older torch only NCCL's, through
+    ``_dump_nccl_trace``; a backend the installed torch cannot dump is a LookupError (one warning line)."""
+    from types import SimpleNamespace
+
+    from mgpu_lab.health.flight_recorder import record_of
+
+    new = SimpleNamespace(_dump_fr_trace=lambda **kw: f"fr:{kw['backend']}".encode())
+    old = SimpleNamespace(_dump_nccl_trace=lambda **kw: b"nccl-only")
+    assert record_of(new, "gloo") == b"fr:gloo" and record_of(old, "nccl") == b"nccl-only"
+    with pytest.raises(LookupError, match="no flight recorder dump for gloo"):
+        record_of(old, "gloo")
+
+
+def test_a_request_of_another_version_is_one_warning_and_no_dump(tmp_path: Path, capfd) -> None:
+    """The request is a record of the rank protocol's codec, one a line: a rank never dumps where a request it
+    cannot read points, and keeps listening. Requests are lines of one stream, so two that come together (one
+    read) are each served."""
+    from mgpu_lab.health import flight_recorder, heartbeat
+
+    dumped: list[str] = []
+    flight_recorder.Listener(tmp_path, 0, lambda folder, rank: dumped.append(folder)).start()
+
+    def send(data: bytes) -> None:
+        fd = os.open(flight_recorder.pipe_path(tmp_path, 0), os.O_WRONLY)  # blocks until the listener reads
+        os.write(fd, data)
+        os.close(fd)
+
+    (tmp_path / "good").mkdir()
+    send(json.dumps({"v": 999, "path": str(tmp_path)}).encode() + b"\n")
+    send(heartbeat.encode(heartbeat.RunDir(str(tmp_path / "good"))) + b"\n")
+    deadline = time.monotonic() + 30  # the dump follows the second request's read: no sleep tuned to a machine
+    while not dumped and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert dumped == [str(tmp_path / "good")], dumped
+    warning = "[WARN] rank 0: unusable dump request (version 999; this launcher reads version 1 (field 'v'))"
+    assert warning in capfd.readouterr().err.splitlines()
+
+
+def test_a_rank_with_nothing_to_dump_answers_and_a_silent_one_is_named(tmp_path: Path, monkeypatch) -> None:
+    """A rank without a process group (a JAX rank, one still starting) answers with no dump: no folder line, no
+    wait; a rank that holds its FIFO but never answers (stopped by a signal) is named once the deadline passed."""
+    from mgpu_lab.health import flight_recorder
+
+    flight_recorder.Listener(tmp_path, 0, lambda folder, rank: None).start()
+    request = flight_recorder.DumpRequest(tmp_path, tmp_path / "run")
+    assert request.asked == [0] and request.lines() == [] and request.answered() == {0}
+
+    monkeypatch.setattr(flight_recorder, "DUMP_WAIT_S", 0.2)
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    os.mkfifo(flight_recorder.pipe_path(frozen, 3))
+    held = os.open(flight_recorder.pipe_path(frozen, 3), os.O_RDWR)  # a reader that never reads
+    try:
+        lines = flight_recorder.DumpRequest(frozen, tmp_path / "run").lines()
+    finally:
+        os.close(held)
+    assert lines == ["[WARN] watchdog: rank 3 did not answer the flight recorder request within 0.2 s"]

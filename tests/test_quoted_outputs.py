@@ -22,6 +22,7 @@ import pytest
 import torch
 from mgpu_testing import PYTHON, REPO, run
 from mgpu_testing.docs import PROBE, load_script
+from mgpu_testing.flight import hang_run
 from mgpu_testing.in_process import run_in_process
 from mgpu_testing.quoted import PATH_WORD, Quote, collect, mismatch, placeholders
 from mgpu_testing.training import OpensMarker, single_env
@@ -50,7 +51,8 @@ QUOTES, PROBLEMS = collect(documents(), code_of)
 
 def _param(quote: Quote):
     is_probe = shlex.split(quote.command)[1:2] == [PROBE.relative_to(REPO).as_posix()]
-    return pytest.param(quote, id=quote.id, marks=[pytest.mark.e2e] if is_probe else [])
+    starts_a_job = "hang-run" in placeholders(quote.command)  # the launcher and two ranks, once per session
+    return pytest.param(quote, id=quote.id, marks=[pytest.mark.e2e] if is_probe or starts_a_job else [])
 
 
 # --------------------------------------------------------------------------- the commands, through their entries
@@ -152,6 +154,8 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
                 )
             elif name == "empty-dir":
                 cache[name] = folder
+            elif name == "hang-run":
+                cache[name] = Path(hang_run(tmp_path_factory)["run"])
             elif name == "skrl-jax-pickle":
                 cache[name] = folder / "agent_500.pickle"
                 cache[name].write_bytes(pickle.dumps({"policy": OpensMarker(folder / "ran"), "value": b""}))

@@ -68,8 +68,10 @@ made progress for --hang_timeout seconds (default 300; 0 turns it off) once ever
 for --startup_timeout seconds (default 1200; 0: no limit) while some rank has not begun training,
 the launcher says which limit fired, asks every rank for its Python stack, prints where each rank
 is and the likely culprit, writes the stacks and a summary under <run folder>/watchdog/, stops the
-job and exits 3. On CUDA ranks it also turns on PyTorch's NCCL
-flight recorder and says where the dumps go.
+job and exits 3. PyTorch's flight recorder is on for every backend (TORCH_FR_BUFFER_SIZE=2000 unless
+you set it): on a hang, and when a rank fails, every live rank writes its dump into <run folder>/
+flight_recorder/, and `mgpu-lab trace RUN` names the first collective the ranks disagree on. On CUDA
+ranks NCCL's own dumps go where the launcher says.
 
 exit status: 0 done; 1 training failed (the launcher's report names the failed ranks, their nodes
 and last error lines, and what came first; torchrun's own text is kept in a file it names); 2 refused

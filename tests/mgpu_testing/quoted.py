@@ -31,6 +31,7 @@ PLACEHOLDERS = {
     "<crafted>": "a torch file whose unpickling would open a file (io.open): what a malicious checkpoint does",
     "<skrl-jax-pickle>": "a pickle in skrl's own JAX checkpoint format (agent_500.pickle)",
     "<empty-dir>": "an empty folder (a --log_root where no run ever logged)",
+    "<hang-run>": "the run folder of a rehearsed hang: two gloo ranks, --rehearse_fault hang:1:2 (mgpu_testing.flight)",
 }
 #: the word a quote uses for the path a placeholder made
 PATH_WORD = "PATH"

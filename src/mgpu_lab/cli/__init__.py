@@ -154,3 +154,33 @@ def timing(run: str, log_root: str) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+@main.command(name="trace")
+@click.argument("run", default=LATEST)
+@click.option(
+    "--log_root", default="logs", show_default=True, help="Where `latest` looks for the newest run folder with dumps."
+)
+def trace(run: str, log_root: str) -> None:
+    """Read every rank's flight recorder dump of a run and name the first collective the ranks disagree on.
+
+    RUN is a run folder (its flight_recorder/ subfolder, written by every live rank when the launcher's watchdog
+    found a hang or a rank failed), a folder of dumps (NCCL's own too), or `latest`: the newest run under
+    --log_root with dumps. The ranks are lined up by process group and collective sequence number; the report
+    names the first collective a rank never posted, or posted with another operation or size, and the frame that
+    posted it. The dumps are pickles: they are read without running code (builtin types only). Exit 0 every rank
+    agrees, 1 mismatch found, 2 no usable dumps.
+    """
+    from mgpu_lab.health import trace as fr_trace
+
+    folder = fr_trace.find_run(run, log_root)
+    if folder is None:
+        where = f"under {Path(log_root).resolve()}" if run == LATEST else f"{run}: no such folder"
+        click.echo(f"mgpu-lab trace: error: no run with flight recorder dumps {where}", err=True)
+        sys.exit(2)
+    status, out, err = fr_trace.report(folder)
+    for line in out:
+        click.echo(line)
+    for line in err:
+        click.echo(line, err=True)
+    sys.exit(status)

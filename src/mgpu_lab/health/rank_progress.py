@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mgpu_lab.core import memcg, procs
-from mgpu_lab.health import heartbeat
+from mgpu_lab.health import flight_recorder, heartbeat
 from mgpu_lab.runs.resume import restart_count
 
 FAULT_KINDS = ("hang", "skip", "raise", "signal", "slow", "oom")
@@ -294,6 +294,7 @@ class Supervision:
             return
         self._stack_file = open(heartbeat.stack_path(self.folder, self.rank), "w", encoding="utf-8")  # noqa: SIM115
         faulthandler.register(heartbeat.STACK_SIGNAL, file=self._stack_file, all_threads=True)
+        flight_recorder.listen(self.folder, self.rank)  # its flight recorder dump, asked through a FIFO (issue 47)
 
     def record_failure(self, exc: BaseException, *, own_script: bool = True) -> None:
         """Record how this rank failed; ``own_script``: this project's trainer (not a user's ``--train_script``)."""
@@ -308,6 +309,7 @@ class Supervision:
                 self.rank, self.local_rank, self.node, self.pid, heartbeat.EXCEPTION, detail, time.time()
             ),
         )
+        flight_recorder.dump_on_failure(self.folder)  # before this rank exits and torchrun stops the others
 
     def record_refusal(self, message: str, kind: heartbeat.FailureKind = heartbeat.REFUSED) -> None:
         """Bad input this rank refused (exit 2): ``kind`` "refused", the line it printed as the detail (or another

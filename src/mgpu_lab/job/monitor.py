@@ -38,7 +38,7 @@ from mgpu_lab.core import deadlines, procs
 from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.errors import EXIT_FAILED, EXIT_HANG, EXIT_RDZV, EXIT_USAGE
 from mgpu_lab.core.names import JOB_KEY_ENV
-from mgpu_lab.health import failures, heartbeat
+from mgpu_lab.health import failures, flight_recorder, heartbeat
 from mgpu_lab.health.hang_report import stall_words, write_report
 from mgpu_lab.health.live_stacks import LiveStacks
 from mgpu_lab.health.watchdog import Watchdog
@@ -258,6 +258,7 @@ class JobMonitor:
     def _report_hang(self, now: float) -> dict[int, int]:
         """Ask for stacks, write and print the report; return the ranks stopped by a signal (rank -> pid)."""
         self._request_nccl_dumps()
+        dumps = _dump_request(self.dir)  # issue 47: every backend's flight recorder, before the stacks
         report = self.watchdog.diagnose(now)
         folder = write_report(report, heartbeat.read_run_dir(self.dir))
         for line in report.summary_lines():
@@ -268,6 +269,8 @@ class JobMonitor:
             _say(f"[ERROR] watchdog: stacks and summary in {folder}")
         else:
             _say("[ERROR] watchdog: no folder could take the stacks and summary: the lines above are the report")
+        for line in _dump_lines(dumps):
+            _say(line)
         if self.trace is not None:
             _say(f"[ERROR] watchdog: NCCL flight recorder dumps (when NCCL wrote any): {self.trace.dump_prefix}<rank>")
         stopped: dict[int, int] = {}
@@ -336,6 +339,7 @@ class JobMonitor:
                 lines.insert(at, f"{TORCHRUN_KEPT} {kept}")
         at = next((i for i, line in enumerate(lines) if line.startswith(failures.FIRST_FAILURE)), len(lines))
         lines[at:at] = self.oom.lines(self._sigkilled())
+        lines[at:at] = flight_recorder.found_lines(heartbeat.read_run_dir(self.dir))  # issue 47: the ranks' dumps
         if job.error_file is not None:
             failure = _jax_failure(job.error_file)
             if failure is not None:
@@ -371,6 +375,24 @@ class JobMonitor:
         except OSError:
             return None
         return target
+
+
+def _dump_request(supervise_dir: str) -> flight_recorder.DumpRequest | None:
+    """Ask every rank for its flight recorder dump; None (and one line) where no folder can take them, so a full
+    disk costs the dumps, never the report."""
+    try:
+        return flight_recorder.DumpRequest(supervise_dir, heartbeat.read_run_dir(supervise_dir))
+    except OSError as exc:
+        _say(f"[WARN] watchdog: no flight recorder dumps: no folder can take them ({exc.strerror or exc})")
+        return None
+
+
+def _dump_lines(dumps: flight_recorder.DumpRequest | None) -> list[str]:
+    """The report's lines about the dumps (none when none were asked for, or they cannot be said)."""
+    try:
+        return dumps.lines() if dumps is not None else []
+    except OSError as exc:
+        return [f"[WARN] watchdog: the flight recorder dumps cannot be listed ({exc.strerror or exc})"]
 
 
 def job_key(config: LaunchConfig) -> str:
@@ -411,6 +433,8 @@ class JobEnvironment:
         self.env[supervise.JOB_TAG_ENV] = self.tag
         self.env[LAUNCHER_PID_ENV] = str(os.getpid())  # rank 0 writes it into the run folder's lock (mgpu-lab stacks)
         self.trace: NcclTrace | None = None
+        if not config.jax:
+            flight_recorder.configure(self.env)  # issue 47: the recorder on for gloo as for NCCL
         if not config.on_cpu and not config.jax:  # CUDA ranks: PyTorch's NCCL flight recorder for this run
             self.trace = NcclTrace.configure(self.env, config.log_dir or tempfile.gettempdir(), self.key)
         self.error_file: str | None = None

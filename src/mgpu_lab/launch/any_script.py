@@ -84,9 +84,11 @@ def check(script: Script, forwarded: list[str], checkpoint: str | None) -> None:
 _ISAACLAB_PACKAGE = re.compile(r"isaaclab(_\w+)?")
 
 
-def is_isaaclab(script: Script) -> bool:
+def is_isaaclab(script: Script | None) -> bool:
     """True for Isaac Lab's trainer: a module of an ``isaaclab*`` package, or a script inside one (a folder of that
-    name holding ``__init__.py``, as in site-packages or Isaac Lab's source tree)."""
+    name holding ``__init__.py``, as in site-packages or Isaac Lab's source tree); False for none (train.py)."""
+    if script is None:
+        return False
     if script.module:
         return bool(_ISAACLAB_PACKAGE.fullmatch(script.target.split(".")[0]))
     folder = os.path.dirname(script.target)

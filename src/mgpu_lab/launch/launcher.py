@@ -105,8 +105,13 @@ class Devices:
         return self._visible
 
 
-def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices, *, jax: bool) -> str:
-    """Validate --num_gpus against the visible devices (or CPU cores) and return the value torchrun/skrl gets."""
+def resolve_ranks(
+    value: str, device: str | None, on_cpu: bool, devices: Devices, *, jax: bool, cuda_only: bool = False
+) -> str:
+    """Validate --num_gpus against the visible devices (or CPU cores) and return the value torchrun/skrl gets.
+
+    ``cuda_only``: the ranks run Isaac Lab's trainer, which trains several ranks on CUDA only: where GPUs are
+    missing the way out is one CPU rank (what Isaac Lab accepts), never several CPU ranks on gloo."""
     if jax and not re.fullmatch(r"\d+", value):
         raise UsageError(f"--num_gpus {value}: skrl's JAX launcher needs an integer rank count, such as --num_gpus 2")
     if value in ("gpu", "auto", "cpu"):
@@ -115,9 +120,7 @@ def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices
         if value == "gpu" and not on_cpu:
             count, source = devices.visible()
             if count == 0:
-                raise UsageError(
-                    f"--num_gpus gpu: no GPU is visible ({source}); to rehearse on CPU use --device cpu --num_gpus N"
-                )
+                raise UsageError(f"--num_gpus gpu: no GPU is visible ({source}); {_cpu_way_out('N', cuda_only)}")
         if value == "gpu" and on_cpu:
             raise UsageError(
                 "--num_gpus gpu starts one rank per GPU but train.py gets --device cpu: "
@@ -144,13 +147,43 @@ def resolve_ranks(value: str, device: str | None, on_cpu: bool, devices: Devices
         return str(n)
     count, source = devices.visible()
     if count == 0:
-        raise UsageError(f"--num_gpus {n}: no GPU is visible ({source}); to run {n} CPU ranks on gloo add --device cpu")
+        raise UsageError(f"--num_gpus {n}: no GPU is visible ({source}); {_cpu_way_out(str(n), cuda_only)}")
     if n > count:
+        other = "" if cuda_only else ", or --device cpu for CPU ranks"
         raise UsageError(
-            f"--num_gpus {n}: only {count} GPU(s) visible ({source}); use --num_gpus {count} or fewer, "
-            "or --device cpu for CPU ranks"
+            f"--num_gpus {n}: only {count} GPU(s) visible ({source}); use --num_gpus {count} or fewer{other}"
         )
     return str(n)
+
+
+def _ranks(
+    value: str,
+    device: str | None,
+    on_cpu: bool,
+    devices: Devices,
+    env: SchedulerEnv,
+    *,
+    jax: bool,
+    foreign: Script | None,
+) -> str | None:
+    """The rank count torchrun gets (None: a PyTorchJob's own ``PET_NPROC_PER_NODE`` applies to ``gpu``)."""
+    from mgpu_lab.launch import any_script  # as in make_config: only once a --train_script may be there
+
+    if value == "gpu" and env.nproc_per_node is not None and not jax:
+        return None
+    return resolve_ranks(value, device, on_cpu, devices, jax=jax, cuda_only=any_script.is_isaaclab(foreign))
+
+
+def _cpu_way_out(n: str, cuda_only: bool) -> str:
+    """What a refusal for missing GPUs suggests: CPU ranks on gloo; for Isaac Lab's trainer, only what it accepts."""
+    if cuda_only:
+        return (
+            "Isaac Lab's trainer trains several ranks on CUDA GPUs only: run it where the GPUs are visible, or "
+            "rehearse one CPU rank (--num_gpus 1 --device cpu, with agent.device=cpu for rsl_rl)"
+        )
+    if n == "N":
+        return "to rehearse on CPU use --device cpu --num_gpus N"
+    return f"to run {n} CPU ranks on gloo add --device cpu"
 
 
 def world_size(args: argparse.Namespace, nproc: str | None, on_cpu: bool, devices: Devices, env: SchedulerEnv) -> int:
@@ -298,10 +331,7 @@ def make_config(
     inferred = apply_cluster(args, environ, jax)
     argv_checks.check_launcher_options(args, jax, None if jax else scheduler.nnodes)
     grace_s = _kill_grace(environ)
-    if args.num_gpus == "gpu" and scheduler.nproc_per_node is not None and not jax:
-        nproc = None  # the PyTorchJob's own setting applies
-    else:
-        nproc = resolve_ranks(args.num_gpus, device, on_cpu, devices, jax=jax)
+    nproc = _ranks(args.num_gpus, device, on_cpu, devices, scheduler, jax=jax, foreign=foreign)
     script = foreign.target if foreign is not None else os.path.realpath(train_script)
     ranks = world_size(args, nproc, on_cpu, devices, scheduler)
     foreign_argv = _foreign_argv(foreign, argv, args, forwarded, ranks, jax)
