@@ -486,7 +486,10 @@ def test_a_request_of_another_version_is_one_warning_and_no_dump(tmp_path: Path,
     while not dumped and time.monotonic() < deadline:
         time.sleep(0.01)
     assert dumped == [str(tmp_path / "good")], dumped
-    warning = "[WARN] rank 0: unusable dump request (version 999; this launcher reads version 1 (field 'v'))"
+    warning = (
+        "[WARN] rank 0: unusable dump request (version 999; this launcher reads version 1 (field 'v'): a newer "
+        "launcher wrote it)"
+    )
     assert warning in capfd.readouterr().err.splitlines()
 
 
