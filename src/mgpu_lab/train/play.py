@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.runs.checkpoint import check_library
+from mgpu_lab.runs.preflight import no_latest
+from mgpu_lab.train import adapters
 from mgpu_lab.train.checks import check_checkpoint_path, check_seed, task_catalog
-from mgpu_lab.train.dist import log_line
+from mgpu_lab.train.config import TrainConfig
+from mgpu_lab.train.dist import check_device, log_line
 from mgpu_lab.train.play_input import available_memory, check_device_text, check_memory, quiet
 
 TYPE_CHECKING = False
@@ -48,10 +52,7 @@ class PlayResult:
 
 def resolve_checkpoint(value: str, log_root: str, library: str, task: str, ml_framework: str) -> Path:
     """``--checkpoint``: a file, a run folder (its newest checkpoint) or ``latest`` (as in training)."""
-    from mgpu_lab.runs import resume  # the run layer, the adapter: only to find a checkpoint, after the checks
-    from mgpu_lab.runs.preflight import no_latest
-    from mgpu_lab.train import adapters
-    from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.runs import resume  # the run layer (tempfile): only to find a checkpoint, after the checks
 
     adapter = adapters.load(library)
     cfg = TrainConfig(rl_library=library, task=task, ml_framework=ml_framework)
@@ -101,8 +102,6 @@ def play(args: Namespace) -> PlayResult:
     """Load the policy, play the episodes, return what happened (UsageError for refused input)."""
     import torch  # torch: as above
 
-    from mgpu_lab.train.dist import check_device
-
     device = (
         check_device(args.device) if args.device is not None else ("cuda:0" if torch.cuda.is_available() else "cpu")
     )
@@ -126,11 +125,9 @@ def play(args: Namespace) -> PlayResult:
 
 def _load(args: Namespace, path: str, device: str) -> tuple[Any, Any, int]:
     """(the task's env, the policy, the checkpoint's iteration); UsageError when the checkpoint does not fit."""
-    import torch  # torch: as above
+    import torch  # torch, the policies, the tasks (gymnasium): as above
 
-    from mgpu_lab.runs.checkpoint import check_library
-    from mgpu_lab.train import adapters, policies
-    from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.train import policies
     from mgpu_lab.train.tasks import make_env
 
     check_library(path, args.rl_library, args.ml_framework, args.task)
