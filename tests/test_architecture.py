@@ -221,27 +221,18 @@ def test_phases_and_failure_kinds_are_enums_not_literals() -> None:
     assert found == [], found
 
 
-#: Where the rule below holds (the supervision packages; the rest of the package is older and not yet swept).
-SWEPT = ("health", "job")
-#: Modules another branch owns for now (their reading side is being hardened): swept when it lands.
-NOT_YET = {"health/live_stacks.py", "health/timing.py"}
-
-
-def test_a_function_level_import_says_why() -> None:
-    """An import inside a function defers a cost (torch, a module a start-up path must not load): each group of
-    them says which, in a comment on its first line. The rest import at module level."""
+def _silent_imports(root: Path) -> list[str]:
+    """Each group of function-level imports under ``root`` whose first line carries no comment (``path:line: text``)."""
     silent = []
-    for package in SWEPT:
-        for path in sorted((SRC / package).rglob("*.py")):
-            rel = path.relative_to(SRC).as_posix()
-            if rel in NOT_YET:
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for func in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            lines = path.read_text(encoding="utf-8").splitlines()
-            for func in ast.walk(ast.parse("\n".join(lines))):
-                if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    continue
-                for block in ast.walk(func):
-                    body = getattr(block, "body", None)
+            for block in ast.walk(func):
+                for field in ("body", "orelse", "finalbody"):
+                    body = getattr(block, field, None)
                     if not isinstance(body, list):
                         continue
                     previous_was_import = False
@@ -250,4 +241,35 @@ def test_a_function_level_import_says_why() -> None:
                         if is_import and not previous_was_import and "#" not in lines[stmt.lineno - 1]:
                             silent.append(f"{rel}:{stmt.lineno}: {lines[stmt.lineno - 1].strip()}")
                         previous_was_import = is_import
+    return sorted(set(silent))  # a nested function's block is walked from each enclosing function too
+
+
+def test_a_function_level_import_says_why() -> None:
+    """An import inside a function defers a cost (torch, a module a start-up path must not load): each group of
+    them says which, in a comment on its first line, in every package. The rest import at module level."""
+    silent = _silent_imports(SRC)
     assert silent == [], silent
+
+
+def test_the_import_sweep_sees_a_silent_import(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(
+        "def f():\n"
+        "    import json  # json: only here\n"
+        "    import os\n"
+        "\n"
+        "    if True:\n"
+        "        pass\n"
+        "    else:\n"
+        "        import shutil\n"
+        "    try:\n"
+        "        pass\n"
+        "    finally:\n"
+        "        from pathlib import Path\n"
+        "    import re\n",
+        encoding="utf-8",
+    )
+    assert _silent_imports(tmp_path) == [
+        "m.py:12: from pathlib import Path",
+        "m.py:13: import re",
+        "m.py:8: import shutil",
+    ]

@@ -114,7 +114,7 @@ def stacks(run: str, log_root: str, timeout_s: float) -> None:
     of that job writes the stacks under RUN/stacks/<time>/ and a one-line-per-rank summary. Exit 0 done,
     1 no answer in time, 2 no live launcher to ask.
     """
-    from mgpu_lab.health.live_stacks import request
+    from mgpu_lab.health.live_stacks import request  # the watchdog's machinery: mgpu-lab --help never loads it
 
     sys.exit(request(run, log_root, timeout_s))
 
@@ -131,7 +131,7 @@ def timing(run: str, log_root: str) -> None:
     the newest one under --log_root with a timing/ folder. It works on a running job too. Exit 0 printed
     (with or without a straggler), 2 no timing found.
     """
-    from mgpu_lab.health import timing as rank_timing
+    from mgpu_lab.health import timing as rank_timing  # statistics, the record codec: not for mgpu-lab --help
 
     folder = rank_timing.find_run(run, log_root)
     try:
@@ -152,10 +152,6 @@ def timing(run: str, log_root: str) -> None:
         click.echo(line)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
-
 @main.command(name="trace")
 @click.argument("run", default=LATEST)
 @click.option(
@@ -171,7 +167,7 @@ def trace(run: str, log_root: str) -> None:
     posted it. The dumps are pickles: they are read without running code (builtin types only). Exit 0 every rank
     agrees, 1 mismatch found, 2 no usable dumps.
     """
-    from mgpu_lab.health import trace as fr_trace
+    from mgpu_lab.health import trace as fr_trace  # as stacks and timing: kept off mgpu-lab --help
 
     folder = fr_trace.find_run(run, log_root)
     if folder is None:
@@ -184,3 +180,7 @@ def trace(run: str, log_root: str) -> None:
     for line in err:
         click.echo(line, err=True)
     sys.exit(status)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

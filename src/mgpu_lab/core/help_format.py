@@ -11,6 +11,8 @@ import argparse
 import os
 import sys
 
+from mgpu_lab.core.errors import EXIT_USAGE
+
 
 class _TerminalWidth:
     """Sets argparse's ``width`` from the terminal (or ``COLUMNS``, else 100) before argparse asks shutil."""
@@ -40,8 +42,6 @@ class OneLineErrors:
         self.prog = prog
 
     def __call__(self, message: str) -> None:
-        from mgpu_lab.core.errors import EXIT_USAGE
-
         sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
         sys.stderr.flush()
         raise SystemExit(EXIT_USAGE)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import types
+from importlib.machinery import SourceFileLoader
 
 
 def load_source(name: str, path: str) -> types.ModuleType:
@@ -16,8 +17,6 @@ def load_source(name: str, path: str) -> types.ModuleType:
     module = sys.modules.get(name)
     if module is not None and getattr(module, "__file__", None) == path:
         return module
-    from importlib.machinery import SourceFileLoader
-
     module = types.ModuleType(name)
     module.__file__ = path
     SourceFileLoader(name, path).exec_module(module)

@@ -17,11 +17,24 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from mgpu_lab.core import held
+from mgpu_lab.core.atomic import atomic_write_bytes
+from mgpu_lab.core.deadlines import STACK_WAIT_S
 from mgpu_lab.core.held import Held
+from mgpu_lab.core.names import JOB_KEY_ENV
+from mgpu_lab.core.procs import descends_from, env_value, node_name, owner, same_process
+from mgpu_lab.core.records import OtherVersion
+from mgpu_lab.core.safe_read import OutsideFolder, read_regular, resolved_inside
+from mgpu_lab.health import heartbeat
+from mgpu_lab.health.culprit import world_of
+from mgpu_lab.health.watchdog import Watchdog
+from mgpu_lab.runs import continue_run
+from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
+from mgpu_lab.runs.resume import LATEST
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,8 +80,6 @@ class LiveStacks:
 
 def _new_folder(run_dir: Path | None) -> Path:
     """``<run_dir>/stacks/<stamp>[_N]`` created exclusively (a temp folder when there is no writable run folder)."""
-    import tempfile
-
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     if run_dir is not None:
         base = run_dir / STACKS_DIR
@@ -90,18 +101,11 @@ def summary_lines(ranks) -> list[str]:
     """One line per rank: where it is (the watchdog's classification)."""
     if not ranks:
         return [f"{PREFIX} no rank of this node is training yet (no heartbeat); ask again once training runs"]
-    from mgpu_lab.health.culprit import world_of
-
     return [f"{PREFIX} {st.heading(world_of(ranks), phase=False)}: {st.place()}" for st in ranks]
 
 
 def collect(supervise_dir: str, now: float, *, stack_wait_s: float | None = None, out=None) -> Path:
     """Ask every rank of this node for its stack; write the files and the summary; print the summary."""
-    from mgpu_lab.core.atomic import atomic_write_bytes
-    from mgpu_lab.core.deadlines import STACK_WAIT_S
-    from mgpu_lab.health import heartbeat
-    from mgpu_lab.health.watchdog import Watchdog
-
     out = out if out is not None else sys.stderr
     report = Watchdog(supervise_dir, 0, 0).diagnose(
         now, stack_wait_s=STACK_WAIT_S if stack_wait_s is None else stack_wait_s
@@ -126,9 +130,6 @@ class RequestError(Exception):
 
 def live_runs(log_root: str) -> list[Path]:
     """Run folders under ``<log_root>/<library>/<task>/`` with a live lock, oldest renewal first."""
-    from mgpu_lab.core.records import OtherVersion
-    from mgpu_lab.runs import continue_run
-
     found = []
     for lock_path in Path(log_root).glob(f"*/*/*/{continue_run.LOCK_FILE}"):
         try:
@@ -141,8 +142,6 @@ def live_runs(log_root: str) -> list[Path]:
 
 
 def find_run(target: str, log_root: str) -> Path:
-    from mgpu_lab.runs.resume import LATEST
-
     if target == LATEST:
         runs = live_runs(log_root)
         if not runs:
@@ -164,11 +163,6 @@ def launcher_of(run_dir: Path) -> Held:
     The proof never rests on a command line (any process may name ``train_multigpu``): the lock's rank 0 must still
     be the process that wrote the lock, run below the named launcher, and carry in its environment what only that
     launcher gave its ranks: the lock's job key and the launcher's own pid."""
-    from mgpu_lab.core.procs import node_name
-    from mgpu_lab.core.records import OtherVersion
-    from mgpu_lab.core.safe_read import OutsideFolder, resolved_inside
-    from mgpu_lab.runs import continue_run
-
     try:  # the lock is read only inside the run folder (read_lock says None for a link out: say why here)
         resolved_inside(run_dir, run_dir / continue_run.LOCK_FILE)
     except OutsideFolder as exc:
@@ -202,10 +196,6 @@ def launcher_of(run_dir: Path) -> Held:
 
 def _unproven(pid: int, lock) -> str | None:
     """Why ``pid`` is not proven to be the launcher of ``lock``'s job (None: proven)."""
-    from mgpu_lab.core.names import JOB_KEY_ENV
-    from mgpu_lab.core.procs import descends_from, env_value, owner, same_process
-    from mgpu_lab.runs.continue_run import LAUNCHER_PID_ENV
-
     if owner(pid) != os.getuid():
         return "a process of another user"
     if not same_process(lock.pid, lock.started) or owner(lock.pid) != os.getuid():
@@ -270,8 +260,6 @@ def _new_summary(base: Path, before: set[str], out=None) -> tuple[Path, str] | N
     """The first request folder that appeared since ``before`` and holds a readable summary: (folder, its text).
     A summary that leads out of the run folder (``base``'s parent) is never opened: one line on ``out``, and its
     folder joins ``before`` (it is never looked at again)."""
-    from mgpu_lab.core.safe_read import OutsideFolder, read_regular
-
     for name in sorted(_entries(base) - before):
         try:
             data, more = read_regular(base / name / SUMMARY, MAX_SUMMARY_BYTES, within=base.parent)

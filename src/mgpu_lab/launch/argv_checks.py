@@ -13,6 +13,10 @@ import os
 import re
 
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.core.names import LATEST
+from mgpu_lab.core.source_loader import load_source
+from mgpu_lab.job.config import variable_of
+from mgpu_lab.train import checks as train_checks
 
 TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
 if TYPE_CHECKING:
@@ -65,7 +69,7 @@ def check_seconds(flag: str, value: float | None, *, zero_ok: bool = False) -> N
 def check_log_dir(path: str) -> None:
     """The folder must be writable, or creatable in a writable parent. Probed by creating and removing an
     empty temp folder (permission bits alone mislead root and read-only mounts); nothing is left behind."""
-    import tempfile
+    import tempfile  # tempfile (shutil, random): only for a --log_dir, off --dry_run's usual path
 
     probe = os.path.abspath(path)
     if os.path.exists(probe) and not os.path.isdir(probe):
@@ -106,7 +110,7 @@ def standalone(args: argparse.Namespace, env: SchedulerEnv, jax: bool) -> bool:
 def check_named_port(args: argparse.Namespace, scheduler: SchedulerEnv, store: bool) -> None:
     """A port this node must bind (node 0's static store; a single node's own --rdzv_endpoint) that another process
     holds is refused, naming the holder."""
-    from mgpu_lab.launch import ports
+    from mgpu_lab.launch import ports  # sockets and /proc: only when a job will bind a port, never for --dry_run
 
     if store:
         port = args.master_port if args.master_port is not None else int(scheduler.port)
@@ -140,8 +144,6 @@ def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> a
     """The forwarded arguments parsed by train.py's own parser (UsageError for what it refuses)."""
     if any(a in ("-h", "--help") for a in forwarded):
         raise UsageError("--help after '--' goes to train.py: run mgpu-lab train --help for its options")
-    from mgpu_lab.core.source_loader import load_source
-
     # train.py imports no torch up front
     parser = load_source("_mgpu_lab_train_entry", script).build_parser()
 
@@ -157,14 +159,10 @@ def parse_training_args(script: str, rl_library: str, forwarded: list[str]) -> a
 
 def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = False) -> None:
     """The trainer's own torch-free checks, with the job's world size, then a checkpoint's library and format."""
-    from mgpu_lab.train import checks as train_checks
-
     if dry_run and targs.continue_run is not None:  # the folder is checked when the job runs
         train_checks.check_continue_run(targs, folder=False)
         targs = type(targs)(**{**vars(targs), "continue_run": None})
     train_checks.check_args(targs, ranks)
-    from mgpu_lab.core.names import LATEST
-
     if targs.checkpoint is not None and targs.checkpoint != LATEST:
         # torch, no RL library: only when a checkpoint is given
         train_checks.check_checkpoint(targs.checkpoint, targs.rl_library, targs.ml_framework, targs.task)
@@ -176,7 +174,7 @@ def check_training_args(targs: argparse.Namespace, ranks: int, dry_run: bool = F
 def check_continue_run(targs: argparse.Namespace) -> None:
     """Every check of ``--continue_run`` including its newest checkpoint's library and format (imports torch and
     the adapter, which knows the library's checkpoint files)."""
-    from mgpu_lab.runs.checkpoint import check_library
+    from mgpu_lab.runs.checkpoint import check_library  # torch, the run layer: only to read a --continue_run
     from mgpu_lab.runs.continue_run import resume_point
     from mgpu_lab.runs.resume import job_key
     from mgpu_lab.train import adapters
@@ -199,8 +197,6 @@ def check_continue_run(targs: argparse.Namespace) -> None:
 def check_node_rank(node_rank: int, nnodes: str | None, implied: str | None) -> None:
     """A node rank from 0 to the node count less one; the count is --nnodes, else torchrun's own (the launch
     configuration's fold of its environment), else 1."""
-    from mgpu_lab.job.config import variable_of  # as the other uses here: the job layer loads when it is needed
-
     if node_rank < 0:
         raise UsageError(f"--node_rank {node_rank}: give a node rank from 0 to nnodes-1")
     count, said = (

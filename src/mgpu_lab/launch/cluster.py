@@ -152,7 +152,7 @@ def rendezvous_port(job_id: str) -> int:
     if job_id.isdigit():
         number = int(job_id)
     else:  # not expected from SLURM; still the same on every node (no per-process hash seed)
-        import zlib
+        import zlib  # only for a job id that is not a number (SLURM's are): --dry_run never loads it
 
         number = zlib.crc32(job_id.encode())
     return PORT_BASE + number % PORT_SPAN
@@ -179,7 +179,7 @@ def expand_nodelist(nodelist: str) -> list[str]:
     never writes groups into its node lists. Raises ClusterError when the list does not expand to host
     names."""
     try:
-        from ClusterShell.NodeSet import NOGROUP_RESOLVER, NodeSet, NodeSetException
+        from ClusterShell.NodeSet import NOGROUP_RESOLVER, NodeSet, NodeSetException  # heavy: only for a node list
     except ImportError:  # pragma: no cover - a project dependency
         raise ClusterError(
             f"cannot expand the SLURM node list {nodelist!r}: the ClusterShell package is missing (uv sync)"

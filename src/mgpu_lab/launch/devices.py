@@ -78,12 +78,12 @@ def parse_smi(text: str) -> Inventory:
 
 
 def _from_smi() -> Inventory | None:
-    import shutil
+    import shutil  # shutil, then subprocess: only to ask the driver, never for --device cpu
 
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
-    import subprocess
+    import subprocess  # as above
 
     try:
         out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=SMI_TIMEOUT_S).stdout

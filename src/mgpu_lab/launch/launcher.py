@@ -20,18 +20,21 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import sys
 import time
 
 from mgpu_lab.core.errors import EXIT_OK, EXIT_USAGE, UsageError
-from mgpu_lab.launch import argv_checks
+from mgpu_lab.job.config import LaunchConfig, read_scheduler_env, scheduler_around
+from mgpu_lab.job.kill_grace import SuperviseError, grace_from_env
+from mgpu_lab.launch import any_script, argv_checks, script_check
 
 TYPE_CHECKING = False  # typing stays unimported: --dry_run must start fast
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping, Sequence
 
-    from mgpu_lab.job.config import LaunchConfig, SchedulerEnv
+    from mgpu_lab.job.config import SchedulerEnv
     from mgpu_lab.launch.any_script import Script
     from mgpu_lab.launch.devices import Inventory
 
@@ -96,7 +99,7 @@ class Devices:
 
     def visible(self) -> tuple[int, str]:
         if self._visible is None:
-            from mgpu_lab.launch.devices import DeviceError, visible
+            from mgpu_lab.launch.devices import DeviceError, visible  # only when a check needs GPUs
 
             try:
                 self._visible = visible(self.environ, self.inventory)
@@ -204,11 +207,9 @@ def apply_cluster(args: argparse.Namespace, environ: Mapping[str, str], jax: boo
     """Fill the node options the user did not give from the scheduler's environment (SLURM, via
     :func:`mgpu_lab.launch.cluster.infer_nodes`; explicit flags always win, --no_slurm turns it off). Returns the
     lines that say what was inferred from which variables (printed on stderr, --dry_run included)."""
-    from mgpu_lab.job.config import scheduler_around
-
     if not scheduler_around(environ):
         return []  # no scheduler around: nothing to infer (and no import to pay for in --dry_run)
-    from mgpu_lab.launch.cluster import ClusterError, infer_nodes
+    from mgpu_lab.launch.cluster import ClusterError, infer_nodes  # only with a scheduler around
 
     given = {dest: getattr(args, dest) for dest in NODE_DESTS if argv_checks.given(args, dest)}
     try:
@@ -228,7 +229,7 @@ def shm_lines(
     """The /dev/shm warning before a CUDA launch (gloo CPU ranks do not use /dev/shm)."""
     if on_cpu:
         return []
-    from mgpu_lab.launch import shm_ranks  # PET_NPROC_PER_NODE and SLURM when --num_gpus is not given
+    from mgpu_lab.launch import shm_ranks  # only for a CUDA launch: --device cpu's --dry_run skips it
 
     count = nproc if nproc is not None else env.nproc_per_node
     ranks = shm_ranks.ranks_on_node(count, environ, lambda: devices.visible()[0])
@@ -249,8 +250,6 @@ def _foreign_argv(
 ) -> tuple[str, ...] | None:
     """What each rank of a foreign script runs (None for train.py). Isaac Lab's trainer is refused what it would
     refuse (:func:`~mgpu_lab.launch.any_script.check_isaaclab`) and gets the command line's --rl_library."""
-    from mgpu_lab.launch import any_script
-
     if foreign is None:
         return None
     library = _library_given(argv, args.rl_library)
@@ -264,8 +263,6 @@ def _foreign_argv(
 
 
 def _kill_grace(environ: Mapping[str, str]) -> float:
-    from mgpu_lab.job.kill_grace import SuperviseError, grace_from_env
-
     try:
         return grace_from_env(environ)
     except SuperviseError as exc:
@@ -291,8 +288,6 @@ def cpu_threads(environ: Mapping[str, str], on_cpu: bool, jax: bool) -> tuple[Ma
 def _foreign_script(args: argparse.Namespace, forwarded: list[str], environ: Mapping[str, str]) -> Script | None:
     """The script of ``--train_script``/``-m`` (None: train.py), checked before any rank starts: it exists and
     compiles; its forwarded arguments go to it unchecked, but a --checkpoint among them is read as ours would be."""
-    from mgpu_lab.launch import any_script, script_check
-
     foreign = any_script.from_args(args)
     if foreign is not None:
         any_script.check(foreign, forwarded, forwarded_value(forwarded, "--checkpoint"))
@@ -313,8 +308,6 @@ def make_config(
 
     ``environ`` defaults to this process's environment (read here, once); ``inventory`` (the machine's GPUs) is read
     from the driver when a check needs it, unless given."""
-    from mgpu_lab.job.config import LaunchConfig, read_scheduler_env
-
     environ = os.environ if environ is None else environ
     args, forwarded = parser.parse_known_args(list(argv))
     if "--" in forwarded:  # the separator argparse stopped at; train.py must not see it
@@ -432,7 +425,7 @@ def build_command(config: LaunchConfig) -> list[str]:
 
 def run(config: LaunchConfig, cmd: list[str]) -> int:
     """Hand the job to the runner (:mod:`mgpu_lab.job.monitor`; imported only now, --dry_run never pays)."""
-    from mgpu_lab.job.monitor import run_job
+    from mgpu_lab.job.monitor import run_job  # the job layer's runner: --dry_run and every refusal never load it
 
     return run_job(config, cmd)
 
@@ -455,8 +448,6 @@ def main(
     for line in config.inferred:
         print(line, file=sys.stderr)
     if config.dry_run:
-        import shlex
-
         print(shlex.join(cmd))
         return EXIT_OK
     return run(config, cmd)

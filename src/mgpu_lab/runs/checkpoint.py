@@ -17,6 +17,8 @@ checkpoints from colleagues and model hubs, so every checkpoint here is read in 
 from __future__ import annotations
 
 import os
+import pickle
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ JAX_FORMAT = "mgpu_lab.skrl_jax.v1"
 
 def _numpy_scalar_globals() -> list[Any]:
     """A NumPy float scalar (rl_games stores ``last_mean_rewards`` as one once it tracks the best reward)."""
-    import numpy as np
+    import numpy as np  # numpy: only for an rl_games checkpoint
 
     try:
         from numpy._core.multiarray import scalar  # NumPy 2
@@ -51,7 +53,7 @@ EXTRA_GLOBALS: dict[str, Callable[[], list[Any]]] = {
 
 def _unsafe_names(path: str) -> list[str]:
     """The globals a torch checkpoint would import (read from the pickle's opcodes, nothing executed)."""
-    from torch.serialization import get_unsafe_globals_in_checkpoint
+    from torch.serialization import get_unsafe_globals_in_checkpoint  # torch: only when a checkpoint is read
 
     try:
         return list(get_unsafe_globals_in_checkpoint(path))
@@ -69,10 +71,7 @@ def load_torch(path: str | os.PathLike, library: str) -> Any:
 
 
 def _load_restricted(path: str | os.PathLike, extra: list[Any]) -> Any:
-    import pickle
-    import warnings
-
-    import torch
+    import torch  # torch: only when a checkpoint is read (the launcher's checks load this module without it)
 
     shown = str(path)
     try:
@@ -108,7 +107,7 @@ def load_torch_dict(path: str | os.PathLike, library: str, required: tuple[str, 
 
 def encode_msgpack(modules: dict[str, bytes]) -> bytes:
     """A skrl JAX checkpoint: ``{format: JAX_FORMAT, modules: {name: flax-serialized bytes}}`` as MessagePack."""
-    from flax import serialization
+    from flax import serialization  # flax: only for a skrl JAX checkpoint
 
     return serialization.msgpack_serialize({"format": JAX_FORMAT, "modules": dict(modules)})
 
@@ -118,7 +117,7 @@ def read_msgpack(path: str | os.PathLike) -> dict[str, bytes]:
 
     Pickles (skrl's own ``.pickle`` format) are refused without being unpickled.
     """
-    from flax import serialization
+    from flax import serialization  # flax: as above
 
     shown = str(path)
     try:

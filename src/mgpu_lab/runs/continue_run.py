@@ -27,7 +27,8 @@ from mgpu_lab.core import procs, records
 from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.errors import UsageError
 from mgpu_lab.core.safe_read import read_regular
-from mgpu_lab.runs.resume import LATEST
+from mgpu_lab.runs import resume
+from mgpu_lab.runs.resume import LATEST, newest_checkpoint
 
 META_FILE = "run.json"
 LOCK_FILE = "run.lock"
@@ -85,8 +86,6 @@ def describe(library: str, task: str, ml_framework: str | None) -> str:
 def resolve(value: str, log_root: str, library: str, task: str) -> Path:
     """The run folder ``--continue_run value`` names: ``latest`` is the newest run folder of this library and task
     under ``log_root``; anything else is a folder path. UsageError when there is none."""
-    from mgpu_lab.runs import resume
-
     if value == LATEST:
         found = resume.runs(log_root, library, task)
         if not found:
@@ -265,8 +264,6 @@ def resume_point(
     value: str, log_root: str, library: str, task: str, ml_framework: str, job_key: str | None, list_checkpoints
 ) -> tuple[Path, str]:
     """(run folder, its newest checkpoint) for ``--continue_run value``; UsageError when it cannot be continued."""
-    from mgpu_lab.runs.resume import newest_checkpoint
-
     run_dir = check(value, log_root, library, task, ml_framework, job_key)
     found = newest_checkpoint(run_dir, list_checkpoints)
     if found is None:

@@ -70,7 +70,7 @@ def _read_only_fs(path: str) -> bool:
 
 def folder_name(run_name: str | None, stamp: str | None = None) -> str:
     """``<timestamp>[_<run_name>]``, the time stamp now unless ``stamp`` is given."""
-    from datetime import datetime
+    from datetime import datetime  # only to name a folder: the launcher's checks load this module without it
 
     stamp = stamp or datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     return f"{stamp}_{run_name}" if run_name else stamp
@@ -82,7 +82,7 @@ def create(log_root: str, library: str, task: str, run_name: str | None) -> Path
     ``mkdir`` without ``exist_ok`` is the exclusive create: when it fails with FileExistsError another
     run owns that name, and the next suffix is tried.
     """
-    from pathlib import Path
+    from pathlib import Path  # only when a folder is made: the launcher's checks stay quick
 
     base = Path(log_root) / library / task
     name = folder_name(run_name)
@@ -105,7 +105,7 @@ def create(log_root: str, library: str, task: str, run_name: str | None) -> Path
 
 def planned(log_root: str, library: str, task: str, run_name: str | None) -> Path:
     """The folder name a run would get, not created (ranks other than 0 never write there)."""
-    from pathlib import Path
+    from pathlib import Path  # as above
 
     return (Path(log_root) / library / task / folder_name(run_name)).resolve()
 
@@ -113,7 +113,7 @@ def planned(log_root: str, library: str, task: str, run_name: str | None) -> Pat
 def discard(path: str | os.PathLike) -> None:
     """Remove a run folder this process created, when the run was refused before it trained, and the
     ``<library>/<task>`` folders above it when that leaves them empty (a refusal leaves nothing behind)."""
-    import shutil
+    import shutil  # shutil, pathlib: only to remove a refused run's folder
     from pathlib import Path
 
     shutil.rmtree(path, ignore_errors=True)

@@ -11,6 +11,9 @@ import os
 import sys
 
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.core.names import LATEST
+from mgpu_lab.core.source_loader import load_source
+from mgpu_lab.runs import run_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,8 +38,6 @@ def check_seed(seed: int, ranks: int) -> None:
 
 def check_checkpoint_path(checkpoint: str | None) -> None:
     """--checkpoint names an existing regular file (or is ``latest``)."""
-    from mgpu_lab.core.names import LATEST
-
     if checkpoint is None or checkpoint == LATEST:
         return
     if not os.path.exists(checkpoint):
@@ -51,18 +52,14 @@ def task_catalog() -> types.ModuleType:
     """``mgpu_lab.train.tasks.catalog``: the package's own when it is imported already, else the file on its own
     (``mgpu_lab.train.tasks``'s ``__init__`` registers the tasks with gymnasium: numpy, about a second)."""
     if "mgpu_lab.train.tasks" in sys.modules:
-        import mgpu_lab.train.tasks.catalog
+        import mgpu_lab.train.tasks.catalog  # loaded already with its package (gymnasium): the file alone otherwise
 
         return mgpu_lab.train.tasks.catalog
-    from mgpu_lab.core.source_loader import load_source
-
     return load_source("_mgpu_lab_task_catalog", os.path.join(os.path.dirname(__file__), "tasks", "catalog.py"))
 
 
 def check_args(args: Namespace, ranks: int) -> None:
     """Every torch-free check of the trainer's parsed arguments; ``ranks`` is the job's world size (1 alone)."""
-    from mgpu_lab.runs import run_dir
-
     catalog = task_catalog()
     if args.task not in catalog.TASKS:
         raise UsageError(f"--task {args.task}: {catalog.unknown_task_message(args.task)}")
@@ -97,7 +94,7 @@ def check_continue_run(args: Namespace, folder: bool = True) -> None:
         )
     if not folder:
         return
-    from mgpu_lab.runs import continue_run
+    from mgpu_lab.runs import continue_run  # the run layer's records (dataclasses): only to check a folder
     from mgpu_lab.runs.resume import job_key
 
     continue_run.check(value, args.log_root, args.rl_library, args.task, args.ml_framework, job_key())
@@ -114,11 +111,11 @@ def world_size_hint(distributed: bool, environ: dict[str, str] | os._Environ[str
 def check_checkpoint(path: str, library: str, ml_framework: str, task: str | None) -> None:
     """A checkpoint's library and format (:func:`mgpu_lab.runs.checkpoint.check_library`, torch but no RL library)
     and, for a built-in ``task``, that its policy takes the task's observations."""
-    from mgpu_lab.runs.checkpoint import check_library
+    from mgpu_lab.runs.checkpoint import check_library  # torch: only when a checkpoint is given
 
     task_obs = None
     if task is not None:
-        from mgpu_lab.train.tasks import ENTRY_POINTS, env_class
+        from mgpu_lab.train.tasks import ENTRY_POINTS, env_class  # the tasks (gymnasium): only for a checkpoint
 
         task_obs = env_class(task).num_obs if task in ENTRY_POINTS else None
     check_library(path, library, ml_framework, task, task_obs)
@@ -132,11 +129,9 @@ def check_resume(targs: Namespace, *, dry_run: bool = False) -> str | None:
     folder); a given path's iteration is read either way. Imports torch and the RL library's adapter, which
     knows its checkpoint files; only when a checkpoint is given.
     """
-    from mgpu_lab.core.names import LATEST
-
     if targs.checkpoint is None or targs.continue_run is not None or (dry_run and targs.checkpoint == LATEST):
         return None
-    from mgpu_lab.runs import resume
+    from mgpu_lab.runs import resume  # torch and the adapter: only when a checkpoint is given
     from mgpu_lab.runs.preflight import no_latest, nothing_left
     from mgpu_lab.train import adapters
     from mgpu_lab.train.config import TrainConfig
@@ -171,7 +166,7 @@ def rehearsed_faults(args: Namespace) -> tuple[Fault, ...]:
     fault grammar is imported only when one is given: the launcher's --dry_run runs this check."""
     if not getattr(args, "rehearse_fault", None):
         return ()
-    from mgpu_lab.health.rank_progress import parse_faults
+    from mgpu_lab.health.rank_progress import parse_faults  # the supervision's fault grammar: only when given
 
     try:
         return parse_faults(getattr(args, "rehearse_fault", None))

@@ -8,13 +8,16 @@ backend (NCCL on ``cuda:LOCAL_RANK``, gloo on CPU), and offers small helpers eve
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from mgpu_lab.runs.checkpoint import load_torch_dict
 from mgpu_lab.train.config import UsageError
 
 _TORCHRUN_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE")
@@ -55,7 +58,7 @@ def launcher_env() -> tuple[int, int, int] | None:
 
 
 def cuda_available() -> bool:
-    import torch
+    import torch  # torch: only on a rank that trains or plays, never for the input checks
 
     return torch.cuda.is_available()
 
@@ -69,7 +72,7 @@ def check_device(device: str) -> str:
         if not cuda_available():
             raise UsageError(f"--device {device}: CUDA is not available here; use --device cpu")
         if dev != "cuda":
-            import torch
+            import torch  # torch: as above
 
             index = int(dev[5:])
             if index >= torch.cuda.device_count():
@@ -98,7 +101,7 @@ def context_from_env(device: str, distributed: bool) -> DistContext:
         raise UsageError(f"inconsistent launcher environment: rank {rank}, local rank {local_rank}, world {world}")
     if dev == "cpu":
         return DistContext(True, rank, local_rank, world, "cpu", "gloo")
-    import torch
+    import torch  # torch: as above
 
     if local_rank >= torch.cuda.device_count():
         raise UsageError(
@@ -134,7 +137,7 @@ def report_synchronized(ctx: DistContext) -> None:
 
 def param_digest(tensors: Iterable[Any]) -> str:
     """sha256 over shape, dtype and raw bytes of each tensor, in order (equal digests = equal parameters)."""
-    import torch
+    import torch  # torch: as above
 
     h = hashlib.sha256()
     for t in tensors:
@@ -147,7 +150,7 @@ def param_digest(tensors: Iterable[Any]) -> str:
 
 def atomic_write(path: str | os.PathLike, write: Any) -> Path:
     """A durable :func:`mgpu_lab.core.atomic.atomic_write` (fsync, then os.replace); returns the target as a Path."""
-    from mgpu_lab.core import atomic
+    from mgpu_lab.core import atomic  # tempfile, shutil: only when a rank writes (play's checks load this module)
 
     return Path(atomic.atomic_write(path, write, durable=True))
 
@@ -158,9 +161,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
     The checkpoint is serialized in memory first and written with one plain file write, so a full
     disk is an OSError (ENOSPC) naming the file, not an error from inside torch's zip writer.
     """
-    import io
-
-    import torch
+    import torch  # torch: as above
 
     buffer = io.BytesIO()
     torch.save(obj, buffer)
@@ -171,8 +172,6 @@ def load_torch_checkpoint(path: str, required: tuple[str, ...], kind: str, libra
     """Read a checkpoint dict on the CPU without running code from it (``weights_only=True`` and the
     library's allow-list, see :mod:`mgpu_lab.runs.checkpoint`), or raise a one-line UsageError: refused,
     unreadable, or without ``required`` keys."""
-    from mgpu_lab.runs.checkpoint import load_torch_dict
-
     return load_torch_dict(path, library, required, kind)
 
 
@@ -182,15 +181,13 @@ _JOB_STORE: list[Any] = []  # the job's store, once opened (job_store)
 def job_store(timeout_s: float, environ: dict[str, str] | os._Environ = os.environ) -> Any:
     """The store every worker of the job shares (torchrun's agent store at ``MASTER_ADDR:MASTER_PORT``), opened once
     by this rank as torch's env:// rendezvous opens it; None outside torchrun."""
-    from mgpu_lab.runs.resume import RESTART_ENV
+    from mgpu_lab.runs.resume import RESTART_ENV  # the run layer (tempfile): only on a training rank
 
     if _JOB_STORE:
         return _JOB_STORE[0]
     if not environ.get(RESTART_ENV, "").strip() or not environ.get("MASTER_ADDR") or not environ.get("MASTER_PORT"):
         return None
-    from datetime import timedelta
-
-    import torch.distributed as tdist
+    import torch.distributed as tdist  # torch: as above
 
     store, _, _ = next(tdist.rendezvous("env://", timeout=timedelta(seconds=timeout_s)))
     _JOB_STORE.append(store)
@@ -208,12 +205,12 @@ def store_per_attempt(environ: dict[str, str] | os._Environ = os.environ, attemp
     attempt every rank agreed on (:mod:`mgpu_lab.runs.attempt`; torchrun's ``TORCHELASTIC_RESTART_COUNT`` when
     none was agreed, which differs between nodes). Calls with their own store or init_method pass through.
     """
-    from mgpu_lab.runs.resume import RESTART_ENV, restart_count
+    from mgpu_lab.runs.resume import RESTART_ENV, restart_count  # as in job_store
 
     if not environ.get(RESTART_ENV, "").strip():
         return False
     number = restart_count(environ) if attempt is None else attempt
-    import torch.distributed as tdist
+    import torch.distributed as tdist  # torch: as above
 
     original = tdist.init_process_group
     if getattr(original, "__mgpu_lab_attempt__", None) is not None:
@@ -248,7 +245,7 @@ def sum_over_ranks(value: int, ctx: DistContext) -> int:
     """``value`` summed over every rank of the job (an all_reduce on the default process group)."""
     if not ctx.distributed or ctx.world_size == 1:
         return value
-    import torch
+    import torch  # torch: as above
     import torch.distributed as tdist
 
     if not tdist.is_initialized():
@@ -260,7 +257,7 @@ def sum_over_ranks(value: int, ctx: DistContext) -> int:
 
 def moments(values: Any) -> Any:
     """What one rank adds to :func:`normalized_over_ranks`' all_reduce: count, sum and sum of squares (float64)."""
-    import torch
+    import torch  # torch: as above
 
     flat = values.detach().reshape(-1).to(torch.float64)
     return torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()])
@@ -272,7 +269,7 @@ def normalized_over_ranks(values: Any, eps: float = 1e-8) -> Any:
     One all_reduce of three float64 numbers (:func:`moments`). On one rank this is
     ``(v - v.mean()) / (v.std() + eps)``, the normalization the libraries apply to each rank's batch alone.
     """
-    import torch.distributed as tdist
+    import torch.distributed as tdist  # torch: as above
 
     stats = moments(values)
     tdist.all_reduce(stats, op=tdist.ReduceOp.SUM)
@@ -296,7 +293,7 @@ def device_warning(ctx: DistContext, current: int) -> str | None:
 def destroy_process_group() -> None:
     """Tear down the default process group if one is up (quietly)."""
     try:
-        import torch.distributed as tdist
+        import torch.distributed as tdist  # torch: as above
 
         if tdist.is_available() and tdist.is_initialized():
             tdist.destroy_process_group()

@@ -13,13 +13,20 @@ episodes to finish" would. Every episode ends by the task's time limit, so the l
 from __future__ import annotations
 
 import math
+import signal
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mgpu_lab.core.errors import UsageError
-from mgpu_lab.train.dist import log_line
+from mgpu_lab.runs.checkpoint import check_library
+from mgpu_lab.runs.preflight import no_latest
+from mgpu_lab.train import adapters
+from mgpu_lab.train.checks import check_checkpoint_path, check_seed, task_catalog
+from mgpu_lab.train.config import TrainConfig
+from mgpu_lab.train.dist import check_device, log_line
 from mgpu_lab.train.play_input import available_memory, check_device_text, check_memory, quiet
 
 TYPE_CHECKING = False
@@ -45,10 +52,7 @@ class PlayResult:
 
 def resolve_checkpoint(value: str, log_root: str, library: str, task: str, ml_framework: str) -> Path:
     """``--checkpoint``: a file, a run folder (its newest checkpoint) or ``latest`` (as in training)."""
-    from mgpu_lab.runs import resume
-    from mgpu_lab.runs.preflight import no_latest
-    from mgpu_lab.train import adapters
-    from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.runs import resume  # the run layer (tempfile): only to find a checkpoint, after the checks
 
     adapter = adapters.load(library)
     cfg = TrainConfig(rl_library=library, task=task, ml_framework=ml_framework)
@@ -68,15 +72,13 @@ def resolve_checkpoint(value: str, log_root: str, library: str, task: str, ml_fr
             framework = f" --ml_framework {ml_framework}" if library == "skrl" else ""
             raise UsageError(f"--checkpoint {value}: a folder without a {library}{framework} checkpoint")
         return found[1].resolve()
-    from mgpu_lab.train.checks import check_checkpoint_path
-
     check_checkpoint_path(value)
     return path.resolve()
 
 
 def play_episodes(env: Any, act: Any, num_episodes: int) -> list[float]:
     """Run ``act`` on ``env`` until every env finished its share of ``num_episodes``; the kept returns."""
-    import torch
+    import torch  # torch: only once the arguments pass
 
     quota = math.ceil(num_episodes / env.num_envs)
     done = [0] * env.num_envs
@@ -98,9 +100,7 @@ def play_episodes(env: Any, act: Any, num_episodes: int) -> list[float]:
 
 def play(args: Namespace) -> PlayResult:
     """Load the policy, play the episodes, return what happened (UsageError for refused input)."""
-    import torch
-
-    from mgpu_lab.train.dist import check_device
+    import torch  # torch: as above
 
     device = (
         check_device(args.device) if args.device is not None else ("cuda:0" if torch.cuda.is_available() else "cpu")
@@ -125,11 +125,9 @@ def play(args: Namespace) -> PlayResult:
 
 def _load(args: Namespace, path: str, device: str) -> tuple[Any, Any, int]:
     """(the task's env, the policy, the checkpoint's iteration); UsageError when the checkpoint does not fit."""
-    import torch
+    import torch  # torch, the policies, the tasks (gymnasium): as above
 
-    from mgpu_lab.runs.checkpoint import check_library
-    from mgpu_lab.train import adapters, policies
-    from mgpu_lab.train.config import TrainConfig
+    from mgpu_lab.train import policies
     from mgpu_lab.train.tasks import make_env
 
     check_library(path, args.rl_library, args.ml_framework, args.task)
@@ -150,8 +148,6 @@ def _load(args: Namespace, path: str, device: str) -> tuple[Any, Any, int]:
 
 def check_args(args: Namespace) -> None:
     """The torch-free checks (one line each)."""
-    from mgpu_lab.train.checks import check_seed, task_catalog
-
     catalog = task_catalog()
     if args.task not in catalog.TASKS:
         raise UsageError(f"--task {args.task}: {catalog.unknown_task_message(args.task)}")
@@ -166,8 +162,6 @@ def check_args(args: Namespace) -> None:
 
 def main(args: Namespace) -> int:
     """Check, play, print the summary line; the exit status (2 for refused input, one line on stderr)."""
-    import sys
-
     try:
         check_args(args)
         result = play(args)
@@ -176,8 +170,6 @@ def main(args: Namespace) -> int:
         sys.stderr.flush()
         return 2
     except KeyboardInterrupt:  # Ctrl-C: one line and 128 + SIGINT, as the other commands end
-        import signal
-
         sys.stderr.write("mgpu-lab play: interrupted\n")
         sys.stderr.flush()
         return 128 + signal.SIGINT

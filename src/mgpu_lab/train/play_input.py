@@ -42,7 +42,7 @@ def memory_needed(task: str, num_envs: int, num_episodes: int) -> tuple[int, int
     """(bytes, bytes per env): a lower bound of what playing needs. Per env: the task's state, observations
     and actions, the bounds of its observation and action spaces (gymnasium keeps them per env), and one
     forward pass of the smallest policy; per kept episode: its record."""
-    from mgpu_lab.train.tasks import env_class
+    from mgpu_lab.train.tasks import env_class  # the tasks (gymnasium): only to size a task's envs
 
     cls = env_class(task)
     obs, act, state = cls.num_obs, cls.num_actions, cls.state_dim
@@ -62,7 +62,7 @@ def available_memory(device: str) -> int | None:
         found = [v for v in (host_available(), memcg.left()) if v is not None]
         return min(found) if found else None
     try:
-        import torch
+        import torch  # torch: only for a CUDA device's memory
 
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         return int(free)
@@ -91,7 +91,7 @@ def check_memory(task: str, num_envs: int, num_episodes: int, device: str, avail
 def quiet() -> Iterator[None]:
     """Hold back what is printed while loading (Python's streams and the process's file descriptors 1 and 2, so
     C++ and handlers bound to the original streams too); drop it on success or refusal, show it otherwise."""
-    import logging
+    import logging  # logging, tempfile, warnings: only while a library loads quietly
     import tempfile
     import warnings
 

@@ -11,10 +11,14 @@ them are the ones every rank kept identical.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Callable
 from typing import Any
 
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.train import adapters
+from mgpu_lab.train.adapters import skrl, skrl_common
 from mgpu_lab.train.config import TrainConfig
 from mgpu_lab.train.dist import DistContext
 
@@ -27,7 +31,7 @@ def _does_not_fit(path: str, exc: Exception) -> UsageError:
 
 
 def _rsl_rl(cfg: TrainConfig, env: Any, path: str) -> Policy:
-    from tensordict import TensorDict
+    from tensordict import TensorDict  # tensordict, rsl_rl's runner: only for an rsl_rl policy
 
     from mgpu_lab.train.adapters import rsl_rl, rsl_rl_runner
 
@@ -44,7 +48,7 @@ def _rsl_rl(cfg: TrainConfig, env: Any, path: str) -> Policy:
 
 
 def _rl_games(cfg: TrainConfig, env: Any, path: str) -> Policy:
-    from rl_games.algos_torch.model_builder import ModelBuilder
+    from rl_games.algos_torch.model_builder import ModelBuilder  # rl_games: only for an rl_games policy
 
     from mgpu_lab.train.adapters import rl_games
 
@@ -80,8 +84,6 @@ def _rl_games(cfg: TrainConfig, env: Any, path: str) -> Policy:
 
 def _skrl_agent(cfg: TrainConfig, env: Any, path: str) -> Any:
     """skrl's own PPO agent (torch or JAX), built by the adapter's runner with logging and checkpoints off."""
-    from mgpu_lab.train.adapters import skrl, skrl_common
-
     backend = skrl.backend(cfg)
     skrl_mod = skrl_common.import_skrl(DistContext(device=cfg.device), backend.framework)
     Wrapper, _, Runner = backend.classes(skrl_mod)
@@ -100,7 +102,7 @@ def _skrl(cfg: TrainConfig, env: Any, path: str) -> Policy:
     agent = _skrl_agent(cfg, env, path)
     if cfg.ml_framework != "jax":
         return lambda obs: agent.act(obs, None, timestep=0, timesteps=1)[1]["mean_actions"]
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # jax, numpy, torch: only for a skrl JAX policy
     import numpy as np
     import torch
 
@@ -125,11 +127,6 @@ def load(cfg: TrainConfig, env: Any, path: str) -> Policy:
     :func:`mgpu_lab.runs.checkpoint.check_library` (its library, format and task). UsageError: the library is
     missing, or the checkpoint's models do not fit.
     """
-    import contextlib
-    import io
-
-    from mgpu_lab.train import adapters
-
     adapters.require(cfg.rl_library)
     with contextlib.redirect_stdout(io.StringIO()):  # the libraries print their model summaries while building
         return _LOADERS[cfg.rl_library](cfg, env, path)

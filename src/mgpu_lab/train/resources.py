@@ -35,7 +35,7 @@ def host_available() -> int | None:
 def available_bytes(device: str) -> tuple[int | None, str]:
     """(free bytes this rank can count on, where): the GPU's free memory, or host memory shared by the local ranks."""
     if device.startswith("cuda"):
-        import torch
+        import torch  # torch: only for a CUDA device's memory
 
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         return int(free), device

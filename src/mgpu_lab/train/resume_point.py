@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 
 from mgpu_lab.core.errors import UsageError
+from mgpu_lab.runs import attempt, continue_run, resume
+from mgpu_lab.runs.preflight import no_latest
+from mgpu_lab.train.dist import job_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,7 +29,6 @@ def resume_point(
 ) -> tuple[Path | None, str | None]:
     """(run folder to reuse or None, checkpoint to load or None): a restart's own run, ``latest``, or --checkpoint.
     ``known``: the job's run folder as rank 0 of an earlier attempt published it (else found by the job key)."""
-    from mgpu_lab.runs import resume
 
     def listing(run_dir: Path):
         return adapter.checkpoints(run_dir, cfg)
@@ -39,16 +41,12 @@ def resume_point(
         if getattr(args, "continue_run", None) is None:
             return None, None  # rank 0 never recorded this job's folder: start over in a new one
     if getattr(args, "continue_run", None) is not None:  # continue a run in its own folder
-        from mgpu_lab.runs import continue_run
-
         return continue_run.resume_point(
             args.continue_run, args.log_root, args.rl_library, args.task, args.ml_framework, key, listing
         )
     if args.checkpoint == resume.LATEST:
         found = resume.latest_checkpoint(args.log_root, args.rl_library, args.task, listing)
         if found is None:
-            from mgpu_lab.runs.preflight import no_latest
-
             raise no_latest(args.log_root, args.rl_library, args.task, args.ml_framework)
         return None, str(found[1])
     return None, (str(Path(args.checkpoint).resolve()) if args.checkpoint else None)
@@ -66,9 +64,6 @@ class Shared:
 def agree(ctx: DistContext, key: str | None) -> Shared | None:
     """Under torchrun, the attempt number, job key and run folder every rank of the job agrees on (None outside
     torchrun, or for one rank); raises PeersGone when the other ranks never come."""
-    from mgpu_lab.runs import attempt
-    from mgpu_lab.train.dist import job_store
-
     if not ctx.distributed or ctx.world_size < 2:
         return None
     wait_s = attempt.wait_s()
@@ -89,8 +84,6 @@ def shared_resume_point(
     args: Namespace, adapter: Adapter, cfg: TrainConfig, shared: Shared, rank: int
 ) -> tuple[Path | None, str | None]:
     """Rank 0 finds the resume point and publishes it; every other rank takes exactly that one."""
-    from mgpu_lab.runs import attempt
-
     agreed = shared.attempt
     if rank == 0:
         reuse, checkpoint = resume_point(args, adapter, cfg, agreed.number, agreed.key, agreed.run_dir)

@@ -56,7 +56,7 @@ class AllRanksReturns:
 
     def add(self, returns: Any) -> None:
         """Count the returns (a 1-D tensor) of the episodes that ended in one step on this rank."""
-        import torch
+        import torch  # torch: only on a torch rank
 
         if self._acc is None:
             self._acc = torch.zeros(2, dtype=torch.float64, device=self.device)
@@ -101,7 +101,7 @@ def torch_reduce(device: str) -> Reduce:
     """Sum ``[sum, count]`` over torch.distributed's default group (gloo or NCCL) on ``device``."""
 
     def reduce(values: list[float]) -> list[float]:
-        import torch
+        import torch  # torch: as above
         import torch.distributed as tdist
 
         if not (tdist.is_available() and tdist.is_initialized()):
@@ -115,12 +115,12 @@ def torch_reduce(device: str) -> Reduce:
 
 def jax_reduce(values: list[float]) -> list[float]:
     """Sum ``[sum, count]`` over every JAX process (skrl's JAX launcher; float32: JAX's default width)."""
-    import jax
+    import jax  # jax, numpy: only on a JAX rank
     import numpy as np
 
     if jax.process_count() == 1:
         return values
-    from jax.experimental import multihost_utils
+    from jax.experimental import multihost_utils  # jax: as above
 
     gathered = np.asarray(multihost_utils.process_allgather(np.asarray(values, dtype=np.float32)))
     return [float(v) for v in gathered.reshape(-1, 2).astype(np.float64).sum(axis=0)]

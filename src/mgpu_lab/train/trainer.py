@@ -19,7 +19,31 @@ import time
 from pathlib import Path
 
 from mgpu_lab.core.errors import EXIT_USAGE, UsageError
-from mgpu_lab.train import resume_point
+from mgpu_lab.health import rank_progress
+from mgpu_lab.health.failures import lost_peer, peer_detail
+from mgpu_lab.health.rank_progress import interrupted
+from mgpu_lab.runs import continue_run, resume, run_dir
+from mgpu_lab.runs.attempt import PeersGone, publish_run_dir
+from mgpu_lab.runs.preflight import nothing_left
+from mgpu_lab.runs.resume import restart_count
+from mgpu_lab.runs.run_dir import discard
+from mgpu_lab.train import adapters, resume_point, returns
+from mgpu_lab.train.checks import check_args, check_checkpoint, rehearsed_faults, world_size_hint
+from mgpu_lab.train.config import TrainConfig
+from mgpu_lab.train.dist import (
+    context_from_env,
+    cuda_available,
+    destroy_process_group,
+    device_warning,
+    is_rank0,
+    launcher_env,
+    log_line,
+    param_digest,
+    store_per_attempt,
+    sum_over_ranks,
+)
+from mgpu_lab.train.resources import check_num_envs, out_of_memory_message
+from mgpu_lab.train.write_guard import WriteGuard
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,7 +53,7 @@ if TYPE_CHECKING:
 
     from mgpu_lab.health.rank_progress import Fault, RankProgress
     from mgpu_lab.train.adapters import Adapter
-    from mgpu_lab.train.config import TrainConfig, TrainResult
+    from mgpu_lab.train.config import TrainResult
     from mgpu_lab.train.dist import DistContext
 
 
@@ -42,8 +66,6 @@ def refuse(message: str) -> int:
 
 def _run_dir(log_root: str, library: str, task: str, run_name: str | None, create: bool = True) -> Path:
     """Rank 0 (``create``): make a new run folder atomically (never one another run has); others: its planned name."""
-    from mgpu_lab.runs import run_dir
-
     if not create:
         return run_dir.planned(log_root, library, task, run_name)
     try:
@@ -71,8 +93,6 @@ class _Start:
 
 def _choose_device(args: Namespace) -> str:
     """--device as given, else CUDA when usable; a distributed rank without CUDA refuses (no silent CPU)."""
-    from mgpu_lab.train.dist import cuda_available
-
     if args.device is not None:
         return args.device
     if args.distributed and not cuda_available():
@@ -86,13 +106,7 @@ def _choose_device(args: Namespace) -> str:
 
 def _prepare(args: Namespace, progress: RankProgress) -> _Start:
     """Everything before the run folder: checkpoint format, device, context, adapter, config, resume point."""
-    from mgpu_lab.runs import resume
-    from mgpu_lab.train import adapters
-    from mgpu_lab.train.checks import check_checkpoint
-    from mgpu_lab.train.config import TrainConfig
-    from mgpu_lab.train.dist import context_from_env
-    from mgpu_lab.train.resources import check_num_envs
-    from mgpu_lab.train.tasks.catalog import TASK_DEFAULTS
+    from mgpu_lab.train.tasks.catalog import TASK_DEFAULTS  # the tasks' package (gymnasium): once the checks pass
 
     defaults = TASK_DEFAULTS.get(args.task, {})
     if args.checkpoint is not None and args.checkpoint != resume.LATEST:
@@ -144,8 +158,6 @@ def _prepare(args: Namespace, progress: RankProgress) -> _Start:
 
 def _nothing_left(args: Namespace, start: _Start, progress: RankProgress) -> int:
     """The resume point is already at --max_iterations: done after a restart, refused when asked for."""
-    from mgpu_lab.train.dist import is_rank0, log_line
-
     cfg = start.cfg
     if start.restart:  # the previous attempt saved the last iteration and died before leaving: nothing is left
         if is_rank0(start.ctx):
@@ -160,8 +172,6 @@ def _nothing_left(args: Namespace, start: _Start, progress: RankProgress) -> int
         if getattr(args, "continue_run", None) is None
         else f"--continue_run {args.continue_run}: {cfg.checkpoint} is"
     )
-    from mgpu_lab.runs.preflight import nothing_left
-
     raise nothing_left(given, cfg.start_iteration, cfg.max_iterations)
 
 
@@ -191,10 +201,6 @@ def _on_refusal(action: Callable[[], object]) -> Callable[..., bool]:
 def _open_run(args: Namespace, start: _Start, progress: RankProgress, cleanup: contextlib.ExitStack) -> None:
     """Pick (rank 0: create) the run folder, record the job, take the folder's lock; ``cleanup`` releases the
     lock, and removes a folder this process made if the run is refused."""
-    from mgpu_lab.runs import continue_run, resume
-    from mgpu_lab.runs.run_dir import discard
-    from mgpu_lab.train.dist import is_rank0, log_line
-
     ctx, cfg, reuse = start.ctx, start.cfg, start.reuse
     log_line(
         f"[INFO] rank {ctx.rank}/{ctx.world_size}: device {ctx.device}, backend "
@@ -220,8 +226,6 @@ def _open_run(args: Namespace, start: _Start, progress: RankProgress, cleanup: c
         resume.record_job_key(cfg.log_dir, start.key)
     progress.run_dir(cfg.log_dir)
     if start.shared is not None:  # the ranks of every later attempt reuse this folder
-        from mgpu_lab.runs.attempt import publish_run_dir
-
         publish_run_dir(start.shared.store, cfg.log_dir)
     # run.json and the folder's lock (see mgpu_lab.runs.continue_run)
     run_lock = continue_run.start_writing(
@@ -240,12 +244,6 @@ def _open_run(args: Namespace, start: _Start, progress: RankProgress, cleanup: c
 
 def _fit(start: _Start, progress: RankProgress) -> tuple[TrainResult, float]:
     """The adapter's training, with the rank's failures turned into one line each; (result, seconds)."""
-    from mgpu_lab.health.failures import lost_peer, peer_detail
-    from mgpu_lab.train import returns  # the all-ranks episode return, logged per iteration on rank 0
-    from mgpu_lab.train.dist import log_line, store_per_attempt
-    from mgpu_lab.train.resources import out_of_memory_message
-    from mgpu_lab.train.write_guard import WriteGuard
-
     ctx, cfg = start.ctx, start.cfg
     cfg.returns = returns.for_rank(ctx.rank, ctx.world_size, ctx.device, cfg.ml_framework, log_line)
     cfg.on_iteration = cfg.returns.chain(cfg.on_iteration)
@@ -288,8 +286,6 @@ def _out_of_memory(rank: int, message: str) -> NoReturn:
 
 def _report(result: TrainResult, seconds: float, ctx: DistContext) -> None:
     """The contract's log lines: every rank's steps and digest; rank 0's time, throughput and checkpoint."""
-    from mgpu_lab.train.dist import is_rank0, log_line, param_digest, sum_over_ranks
-
     log_line(f"[INFO] rank {ctx.rank}/{ctx.world_size}: stepped {result.env_steps} env-steps")
     total_steps = (
         result.world_env_steps if result.world_env_steps is not None else sum_over_ranks(result.env_steps, ctx)
@@ -306,8 +302,6 @@ def _report(result: TrainResult, seconds: float, ctx: DistContext) -> None:
 def _train(args: Namespace, progress: RankProgress) -> int:
     """Everything after the torch-free checks: context, adapter, resume point, training, the contract's log lines.
     Clean-up (the process group, the run folder's lock, a refused run's new folder) is the ExitStack's."""
-    from mgpu_lab.train.dist import destroy_process_group, device_warning, is_rank0, log_line
-
     start = _prepare(args, progress)
     if start.cfg.remaining_iterations <= 0:
         return _nothing_left(args, start, progress)
@@ -316,8 +310,6 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         _open_run(args, start, progress, cleanup)
         ctx = start.ctx
         if start.shared is not None and start.restart:  # every node's rank says the one count: they agree
-            from mgpu_lab.runs.resume import restart_count
-
             log_line(
                 f"[INFO] rank {ctx.rank}/{ctx.world_size}: restart {start.restart} of the job "
                 f"(torchrun's count on this node: {restart_count()})"
@@ -327,7 +319,7 @@ def _train(args: Namespace, progress: RankProgress) -> int:
         if ctx.is_cuda:
 
             def check_device() -> None:
-                import torch
+                import torch  # torch: only for a CUDA device, after the checks
 
                 warning = device_warning(ctx, torch.cuda.current_device())
                 if warning:
@@ -342,9 +334,6 @@ def _train(args: Namespace, progress: RankProgress) -> int:
 
 def _record_refusal(args: Namespace, message: str) -> None:
     """Tell the launcher (when it supervises this rank) that this rank refused its input."""
-    from mgpu_lab.health import rank_progress
-    from mgpu_lab.train.dist import launcher_env
-
     try:
         where = launcher_env() if args.distributed else None
         if where is not None:
@@ -360,9 +349,6 @@ def _supervised_train(args: Namespace, faults: tuple[Fault, ...]) -> int:
     A refusal (UsageError) is recorded as one ("refused", its line) so the launcher can tell bad input that
     every rank refused from a failure, then ends this rank with exit 2 and no traceback.
     """
-    from mgpu_lab.health import rank_progress
-    from mgpu_lab.train.dist import launcher_env
-
     try:
         where = launcher_env() if args.distributed else None
         local_rank, rank, world_size = where if where is not None else (0, 0, 1)
@@ -370,8 +356,6 @@ def _supervised_train(args: Namespace, faults: tuple[Fault, ...]) -> int:
     except (UsageError, ValueError) as exc:
         return refuse(str(exc))
     progress.stack_dump()  # a rank stuck before its first beat can still show where
-    from mgpu_lab.runs.attempt import PeersGone
-
     try:
         return _train(args, progress)
     except PeersGone as exc:  # a restart whose other ranks never came: no further restart helps
@@ -395,8 +379,6 @@ def main(args: Namespace, faults: tuple[Fault, ...] = ()) -> int:
     """Check the input (no torch), then train inside torch's elastic ``record``, so a failing rank's traceback
     is reported to torchrun; returns the exit status. ``faults`` (:mod:`mgpu_lab.health.rank_progress`) are
     injected by the tests; ``--rehearse_fault`` adds the ones a user rehearses."""
-    from mgpu_lab.train.checks import check_args, rehearsed_faults, world_size_hint
-
     try:
         check_args(args, world_size_hint(args.distributed))
         faults = tuple(faults) + rehearsed_faults(args)
@@ -407,9 +389,7 @@ def main(args: Namespace, faults: tuple[Fault, ...] = ()) -> int:
     except (UsageError, ValueError) as exc:
         _record_refusal(args, str(exc))
         return refuse(str(exc))
-    from torch.distributed.elastic.multiprocessing.errors import record
-
-    from mgpu_lab.health.rank_progress import interrupted
+    from torch.distributed.elastic.multiprocessing.errors import record  # torch: only once the arguments pass
 
     try:
         status = record(_supervised_train)(args, faults)

@@ -19,6 +19,7 @@ What rl_games does on its own with ``multi_gpu: True``, and how this adapter wor
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -41,8 +42,6 @@ ENV_NAME = "mgpu_lab_toy"
 
 
 def require() -> None:
-    import importlib.util
-
     if importlib.util.find_spec("rl_games") is None:
         raise UsageError("rl_games is not installed: uv sync --extra rl-games")
 
@@ -135,7 +134,7 @@ def params_for(
 
 def _vecenv_class(clock: StepClock) -> type:
     """rl_games' vecenv over a built-in task (rl_games is imported here, not at module load)."""
-    import torch
+    import torch  # torch, rl_games: only when the library is used
     from rl_games.common.ivecenv import IVecEnv
 
     class ToyVecEnvForRlGames(IVecEnv):
@@ -169,7 +168,7 @@ def _vecenv_class(clock: StepClock) -> type:
 
 
 def _observer_class() -> type:
-    from rl_games.common.algo_observer import DefaultAlgoObserver
+    from rl_games.common.algo_observer import DefaultAlgoObserver  # rl_games: only when the library is used
 
     class EpisodeObserver(DefaultAlgoObserver):
         """rl_games' default observer, also keeping each epoch's mean episode return."""
@@ -194,7 +193,7 @@ def _observer_class() -> type:
 
 
 def _agent_class(ctx: DistContext, manual_dist: bool) -> type:
-    from rl_games.algos_torch.a2c_continuous import A2CAgent
+    from rl_games.algos_torch.a2c_continuous import A2CAgent  # rl_games: as above
 
     class MgpuA2CAgent(A2CAgent):
         """rl_games' continuous A2C/PPO with atomic checkpoints, the sync line, and gloo on CPU."""
@@ -267,7 +266,7 @@ def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     native = ctx.distributed and ctx.is_cuda  # rl_games starts NCCL on cuda:LOCAL_RANK itself
     manual = ctx.distributed and not ctx.is_cuda
 
-    import torch.distributed as tdist
+    import torch.distributed as tdist  # torch, rl_games, the tasks: only when training
     from rl_games.common import env_configurations, vecenv
     from rl_games.torch_runner import Runner
 

@@ -18,6 +18,7 @@ read for checkpoints before any rank starts, imports no RL library):
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,8 +117,6 @@ def checkpoint_iteration(path: str, cfg: TrainConfig) -> int:
 
 
 def _write_params(log_dir: Path, cfg: TrainConfig, train_cfg: dict, ctx: DistContext) -> None:
-    import json
-
     body = {
         "train": {k: v for k, v in vars(cfg).items() if k != "extra"},
         "rsl_rl": train_cfg,
@@ -130,7 +129,7 @@ def _write_params(log_dir: Path, cfg: TrainConfig, train_cfg: dict, ctx: DistCon
 
 def train(cfg: TrainConfig, ctx: DistContext) -> TrainResult:
     """Train ``cfg.task`` with rsl_rl's OnPolicyRunner and PPO; return what happened on this rank."""
-    import torch
+    import torch  # torch, rsl_rl, the tasks: only when training
 
     from mgpu_lab.train.adapters.rsl_rl_runner import DistributedRunner, ToyRslRlEnv, use_context
     from mgpu_lab.train.tasks import make_env

@@ -28,13 +28,14 @@ from mgpu_lab.runs.resume import numbered
 from mgpu_lab.train import dist as mdist
 from mgpu_lab.train.adapters import skrl_common
 from mgpu_lab.train.adapters.skrl_common import ROLLOUTS, ToyWrapperBase, write_agent_checkpoint
+from mgpu_lab.train.adapters.skrl_jax import JaxBackend
 from mgpu_lab.train.config import TrainConfig, TrainResult, UsageError
 from mgpu_lab.train.dist import DistContext
 
 
 def _torch_classes(skrl_mod: Any) -> tuple[type, type, type]:
     """Build the wrapper, agent and runner subclasses (after skrl is imported the right way)."""
-    from skrl.agents.torch.ppo import PPO
+    from skrl.agents.torch.ppo import PPO  # skrl: only when the library is used
     from skrl.envs.wrappers.torch import Wrapper
     from skrl.utils.runner.torch import Runner
 
@@ -116,8 +117,6 @@ def backend(cfg: TrainConfig) -> skrl_common.Backend:
     """The backend of ``cfg.ml_framework`` (the JAX one is imported only when asked for)."""
     framework = cfg.ml_framework or "torch"
     if framework == "jax":
-        from mgpu_lab.train.adapters.skrl_jax import JaxBackend
-
         return JaxBackend()
     if framework != "torch":
         raise UsageError(f"--ml_framework {framework!r}: expected torch or jax")

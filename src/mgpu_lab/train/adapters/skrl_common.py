@@ -8,6 +8,7 @@ JAX backend lazily for ``--ml_framework jax``.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import sys
@@ -32,8 +33,6 @@ ROLLOUTS = 16
 
 def require(framework: str) -> None:
     """Raise the one-line UsageError when skrl (or, for JAX, jax/flax/optax) is not importable."""
-    import importlib.util
-
     if importlib.util.find_spec("skrl") is None:
         extra = "jax" if framework == "jax" else "skrl"
         raise UsageError(f"skrl is not installed: uv sync --extra {extra}")
@@ -70,16 +69,16 @@ def import_skrl(ctx: DistContext, framework: str = "torch") -> Any:
     config calls ``jax.distributed.initialize`` itself from the ``JAX_*`` variables.
     """
     if "skrl" in sys.modules:
-        import skrl
+        import skrl  # skrl: imported once, with torchrun's variables hidden when needed
     else:
         hide = framework == "jax" or (ctx.distributed and not ctx.is_cuda)
         hidden = {k: os.environ.pop(k) for k in _TORCHRUN_VARS if hide and k in os.environ}
         try:
-            import skrl
+            import skrl  # skrl: as above
         finally:
             os.environ.update(hidden)
     if framework == "torch" and ctx.distributed and ctx.world_size > 1:  # skrl treats world size 1 as local
-        import torch.distributed as tdist
+        import torch.distributed as tdist  # torch: only for a distributed torch run
 
         conf = skrl.config.torch
         if not tdist.is_initialized():
@@ -92,7 +91,7 @@ def import_skrl(ctx: DistContext, framework: str = "torch") -> Any:
     if framework == "torch":
         skrl.config.torch.device = ctx.device
     elif not skrl.config.jax.is_distributed:  # skrl defaults to "cuda:0"; JAX may only have a CPU backend
-        import jax
+        import jax  # jax: only for --ml_framework jax
 
         gpu = ctx.is_cuda and any(d.platform == "gpu" for d in jax.devices())
         skrl.config.jax.device = f"cuda:{ctx.local_rank}" if gpu else "cpu"
@@ -291,7 +290,7 @@ def train(cfg: TrainConfig, ctx: DistContext, backend: Backend) -> TrainResult:
         backend.check_checkpoint(cfg.checkpoint)  # validate before any process group work
     skrl_mod = import_skrl(ctx, backend.framework)
     backend.verify(skrl_mod, ctx)
-    from mgpu_lab.train.tasks import make_env
+    from mgpu_lab.train.tasks import make_env  # the tasks (gymnasium, torch): only when training
 
     Wrapper, _, Runner = backend.classes(skrl_mod)
     stats = EpisodeStats(ROLLOUTS)

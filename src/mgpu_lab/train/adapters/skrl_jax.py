@@ -30,7 +30,7 @@ CHECKPOINT_SUFFIX = mcheckpoint.JAX_SUFFIX
 
 
 def _jax_classes() -> tuple[type, type, type]:
-    import flax
+    import flax  # jax, flax, skrl's JAX side: only for --ml_framework jax
     import jax.experimental.multihost_utils  # noqa: F401 - skrl's broadcast uses it as an attribute, unimported
     import jax.numpy as jnp
     import numpy as np
@@ -108,7 +108,7 @@ def check_checkpoint(path: str) -> dict[str, bytes]:
 
 def policy_tensors(model: Any) -> list[Any]:
     """A JAX model's parameters as CPU torch tensors, in pytree order (for the digest)."""
-    import jax
+    import jax  # jax, numpy, torch: only for --ml_framework jax
     import numpy as np
     import torch
 
@@ -141,7 +141,7 @@ class JaxBackend:
     def world_steps(self, skrl_mod: Any, env_steps: int) -> int | None:
         if not skrl_mod.config.jax.is_distributed:
             return env_steps
-        import jax
+        import jax  # jax: as above
 
         total = sum_over_processes(env_steps)  # no torch process group here: JAX's own collective
         jax.distributed.shutdown()  # every process leaves together (a barrier), so none is left waiting
@@ -150,7 +150,7 @@ class JaxBackend:
 
 def sum_over_processes(value: int) -> int:
     """Sum a non-negative integer over every JAX process (int32 pieces: JAX has no int64 without x64 mode)."""
-    import numpy as np
+    import numpy as np  # numpy, jax: as above
     from jax.experimental import multihost_utils
 
     base = 1 << 30
