@@ -15,6 +15,7 @@ Threats covered here:
 
 from __future__ import annotations
 
+import ast
 import io
 import pickle
 import re
@@ -133,14 +134,43 @@ def code_without_strings(text: str) -> str:
     return " ".join(t.string for t in tokens if t.type not in (tokenize.STRING, tokenize.COMMENT))
 
 
+def refusing_unpicklers(text: str) -> set[str]:
+    """The classes of a module that subclass ``pickle.Unpickler`` and refuse every global: their ``find_class`` and
+    ``persistent_load`` do nothing but raise (such an unpickler builds builtin containers and primitives only)."""
+    found = set()
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.ClassDef) or "pickle.Unpickler" not in {ast.unparse(b) for b in node.bases}:
+            continue
+        methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+        raising = {name for name, f in methods.items() if len(f.body) == 1 and isinstance(f.body[0], ast.Raise)}
+        if {"find_class", "persistent_load"} <= raising:
+            found.add(node.name)
+    return found
+
+
+def test_the_guard_tells_a_refusing_unpickler_from_a_loading_one():
+    refusing = (
+        "import pickle\nclass R(pickle.Unpickler):\n    def find_class(self, m, n):\n        raise ValueError(m)\n"
+        "    def persistent_load(self, pid):\n        raise ValueError(pid)\n"
+    )
+    assert refusing_unpicklers(refusing) == {"R"}
+    loading = refusing.replace("        raise ValueError(m)\n", "        return getattr(__import__(m), n)\n")
+    assert refusing_unpicklers(loading) == set()
+
+
 def test_no_unsafe_loads_in_the_runtime():
     """A static guard: nothing under src/ or scripts/ unpickles, or calls torch.load without weights_only=True
-    (the adapters override the libraries' own loads, which use weights_only=False or pickle.load)."""
+    (the adapters override the libraries' own loads, which use weights_only=False or pickle.load). The one
+    unpickler allowed refuses every global (:func:`refusing_unpicklers`: the flight recorder's reader)."""
     found = []
     for path in [*REPO.joinpath("src").rglob("*.py"), *REPO.joinpath("scripts").rglob("*.py")]:
-        code = code_without_strings(path.read_text())
+        text = path.read_text()
+        code = code_without_strings(text)
         rel = path.relative_to(REPO)
-        if re.search(r"weights_only\s*=\s*False|pickle\s*\.\s*(load|loads|Unpickler)\b", code):
+        refusing = len(refusing_unpicklers(text)) == len(re.findall(r"\(\s*pickle\s*\.\s*Unpickler\s*\)", code))
+        if re.search(r"weights_only\s*=\s*False|pickle\s*\.\s*(load|loads)\b", code) or (
+            re.search(r"pickle\s*\.\s*Unpickler\b", code) and not refusing
+        ):
             found.append(f"{rel}: unpickles")
         for call in re.finditer(r"torch\s*\.\s*load\s*\(", code):
             if not re.match(r"[^()]*(\([^()]*\)[^()]*)*weights_only\s*=\s*True", code[call.end() :]):
