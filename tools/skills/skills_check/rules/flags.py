@@ -132,11 +132,35 @@ def _documents(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, Skill |
         yield rst, None
 
 
+def _reads_every_command(project: Project) -> bool:
+    """Whether the bare-flag rule runs (it reads the flags of every command written, not only the known tools')."""
+    return project.torchrun is not None and usable(project.launcher) and usable(project.trainer)
+
+
+def _may_run_tool(project: Project) -> re.Pattern[str] | None:
+    """A pattern that every code text that can run a known tool matches (a program word ``invocations`` knows:
+    Python, torchrun, Isaac Lab's script, a configured tool's first word), or None where every command is read.
+
+    Splitting a text into shell words is most of what this rule set costs on a large collection, and most
+    code (output, other programs' commands) runs none of them: such text is not split."""
+    if _reads_every_command(project):
+        return None
+    names = {"python", "py", "torchrun", "isaaclab"}
+    for tool in project.tools.values():
+        for words in (tool.words, *tool.also):
+            if words:
+                names.add(words[0].rsplit("/", 1)[-1])
+    alternatives = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    return re.compile(rf"(?<![\w.-])(?:{alternatives})")
+
+
 def written_commands(project: Project) -> list[Written]:
-    """Every simple command in code blocks and inline code of the skills and RST docs."""
+    """Every simple command in code blocks and inline code of the skills and RST docs (where only known tools'
+    commands are read: those of the code texts that may run one, see ``_may_run_tool``)."""
 
     def make() -> list[Written]:
         out: list[Written] = []
+        may_run = _may_run_tool(project)
         for doc, skill in _documents(project):
             negative = negative_lines_of(project, doc)
             lines = _Lines(doc)
@@ -152,6 +176,8 @@ def written_commands(project: Project) -> list[Written]:
                     text, prompts_only, inline = code.text.rstrip("\n"), None, False
                     if lang in YAML:
                         text = _yaml_items(text)
+                if may_run is not None and not may_run.search(text):
+                    continue
                 for k, ws in enumerate(relative_command_lines(text, prompts_only)):
                     out.append(Written(doc, skill, ws, inline, (text, prompts_only, k), code, lines))
         return out
