@@ -70,3 +70,53 @@ def test_a_missing_link_target_is_a_broken_link_not_a_second_level_reference(tmp
     root = _skill(tmp_path, "See [the guide](guide.md).\n", files={"guide.md": "# Guide\n\nSee [gone](gone.md).\n"})
     _, findings = check(root, "--no-cache")
     assert [f["code"] for f in findings] == ["SK203"]
+
+
+def test_a_wsl_path_into_a_windows_home_in_a_skill_and_its_script(tmp_path: Path) -> None:
+    body = "Copy the export from `/mnt/c/Users/maria/Downloads/export.csv`.\n\nRun `scripts/fetch.sh`.\n"
+    root = _skill(tmp_path, body, files={"scripts/fetch.sh": "#!/bin/sh\ncp /mnt/d/users/maria/x.csv .\n"})
+    _, findings = check(root, "--no-cache")
+    hits = sorted((f["path"], f["line"], f["message"]) for f in findings if f["code"] == "SK216")
+    assert [(p, line) for p, line, _ in hits] == [
+        ("skills/probe-gpus/SKILL.md", 8),
+        ("skills/probe-gpus/scripts/fetch.sh", 2),
+    ]
+    assert all("/mnt/c/Users/<user>/" in m and "$HOME" not in m for _, _, m in hits)  # advice for a WSL path
+
+
+def test_an_unnamed_folder_is_one_finding_that_lists_its_files(tmp_path: Path) -> None:
+    files = {f"vendor/parser/part{i}.py": f"PART = {i}\n" for i in range(6)}
+    files["scripts/run.py"] = "print('run')\n"
+    files["stray.txt"] = "left over\n"
+    root = _skill(tmp_path, "Run `scripts/run.py`.\n", files=files)
+    _, findings = check(root, "--no-cache")
+    hits = sorted((f["path"], f["message"]) for f in findings if f["code"] == "SK213")
+    assert [p for p, _ in hits] == ["skills/probe-gpus/stray.txt", "skills/probe-gpus/vendor/parser/part0.py"]
+    assert "vendor/ is in the skill (6 files: part0.py, part1.py, part2.py, part3.py and 2 more)" in hits[1][1]
+
+
+def test_documents_a_skill_names_one_by_one_but_leaves_out(tmp_path: Path) -> None:
+    files = {f"references/{n}.md": f"# {n}\n" for n in ("setup", "tuning", "limits", "history")}
+    body = "The [setup](references/setup.md) and [tuning](references/tuning.md) notes; the rest sit in `references/`.\n"
+    _, findings = check(_skill(tmp_path, body, files=files), "--no-cache")
+    hits = [(f["path"], f["message"]) for f in findings if f["code"] == "SK213"]
+    assert len(hits) == 1 and hits[0][0] == "skills/probe-gpus/references/history.md"
+    assert "references/ one by one but not these (2 files: history.md, limits.md)" in hits[0][1]
+
+
+def test_a_mirror_whose_skill_md_links_to_a_skill_is_checked_once(tmp_path: Path) -> None:
+    root = _skill(tmp_path, "Read [the notes](notes/setup.md) and mind `/home/ana/runs/`.\n")
+    (root / "skills" / "probe-gpus" / "notes").mkdir()
+    (root / "skills" / "probe-gpus" / "notes" / "setup.md").write_text("# Setup\n", encoding="utf-8")
+    mirror = root / ".gemini" / "skills" / "probe-gpus"
+    mirror.mkdir(parents=True)
+    (mirror / "SKILL.md").symlink_to("../../../skills/probe-gpus/SKILL.md")
+    other = root / "skills" / "notes-only"
+    other.mkdir()
+    (other / "SKILL.md").symlink_to("../probe-gpus/notes/setup.md")  # a link to other markdown: a skill of its own
+    _, findings = check(root, "--no-cache")
+    assert [(f["code"], f["path"]) for f in findings if f["code"] == "SK216"] == [
+        ("SK216", "skills/probe-gpus/SKILL.md")
+    ]
+    assert not [f for f in findings if f["path"].startswith(".gemini/") or f["code"] in ("SK114", "SK211")]
+    assert any(f["path"] == "skills/notes-only/SKILL.md" for f in findings)  # no frontmatter: checked as a skill
