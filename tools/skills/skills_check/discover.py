@@ -66,10 +66,10 @@ class Walk:
     dir_links: dict[str, str] = field(default_factory=dict)  # in-root folder links: link -> target
     skills: list[str] = field(default_factory=list)  # folders holding SKILL.md, in walk order
     orphans: list[str] = field(default_factory=list)  # folders beside skills, with markdown but no SKILL.md
+    problems: list[Finding] = field(default_factory=list)
     # folders whose SKILL.md is a link to another SKILL.md in the tree (a .gemini/skills/ mirror): the skill it
     # links to is checked, once; the mirror is neither a skill of its own nor an orphan. mirror -> target folder
     mirrors: dict[str, str] = field(default_factory=dict)
-    problems: list[Finding] = field(default_factory=list)
 
 
 class Ignores:
