@@ -335,3 +335,12 @@ def negative_lines(doc: MarkdownDoc | RstDoc) -> set[int]:
         if negative:
             out.add(i)
     return out
+
+
+def folder_named(bare: str, folder: str) -> bool:
+    """``folder`` is named by itself (`scripts/`, `scripts`, ./scripts), not only as the start of a longer path
+    (`scripts/run.py` names that file, not every file beside it), in ``bare``: the text with every "./" removed."""
+    if folder not in bare:  # the regular expression only where the name occurs at all
+        return False
+    pattern = rf"(?<![\w.-]){re.escape(folder)}(?:/(?![\w.*<{{$-])|(?![\w/-]|\.\w))"
+    return re.search(pattern, bare) is not None

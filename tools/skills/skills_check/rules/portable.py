@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from ..model import Finding, Fix, Project, Skill, TextEdit
-from .common import files_under, finding, skill_docs
+from .common import files_under, finding, folder_named, skill_docs
 from .frontmatter import NAME_RE, _key_line, _skills_with_frontmatter, alias_points_to
 from .registry import rule
 
@@ -361,17 +361,8 @@ class _FolderNames:
 
     def __call__(self, folder: str) -> bool:
         if folder not in self.known:
-            self.known[folder] = _folder_named(self.bare, folder)
+            self.known[folder] = folder_named(self.bare, folder)
         return self.known[folder]
-
-
-def _folder_named(bare: str, folder: str) -> bool:
-    """``folder`` is named by itself (`scripts/`, `scripts`, ./scripts), not only as the start of a longer path
-    (`scripts/run.py` names that file, not every file beside it), in ``bare``: the text with every "./" removed."""
-    if folder not in bare:  # the regular expression only where the name occurs at all
-        return False
-    pattern = rf"(?<![\w.-]){re.escape(folder)}(?:/(?![\w.*<{{$-])|(?![\w/-]|\.\w))"
-    return re.search(pattern, bare) is not None
 
 
 _YAML_PATH_RE = re.compile(r"""(?m)^\s*[\w-]+:\s*["']?(\./)?([\w./-]+\.(?:png|svg|jpe?g|gif|webp|ico))["']?\s*$""")

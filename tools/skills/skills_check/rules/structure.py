@@ -16,6 +16,7 @@ from .common import (
     exists,
     find_doc,
     finding,
+    folder_named,
     is_external,
     is_file,
     is_placeholder,
@@ -365,21 +366,22 @@ def reference_depth(project: Project) -> Iterator[Finding]:
     """Reference files are one level deep: a skill file links only to files SKILL.md links to directly.
 
     References are one level deep: a skill file other than SKILL.md links only to skill files that
-    SKILL.md links directly.
+    SKILL.md links directly or names itself (by path, by file name or stem in code, by a path pattern in
+    code such as `shared/*-guide.md` or `{lang}/README.md` that the file fits, or by naming its folder).
     """
     for skill in project.skills:
         if not skill.skill_md.readable:
             continue
         direct = _linked_files(project, skill.skill_md) | {skill.skill_md.path}
         prefix = skill.dir + "/" if skill.dir else ""
-        named = skill.skill_md.text
+        named = _NamedBySkill(skill.skill_md)
         for doc in skill.files.values():
             if not doc.readable:
                 continue
             for line, col, written, path, _ in _link_targets(project, doc):
                 if path == doc.path:
                     continue  # an in-page #anchor: the same file, not a reference
-                if path not in project.files or path[len(prefix) :] in named:
+                if path not in project.files or named(path[len(prefix) :]):
                     continue  # a missing target is SK203's; a file SKILL.md names itself is one level deep
                 if path.startswith(prefix) and path.endswith(".md") and path not in direct:
                     yield finding(
@@ -389,6 +391,43 @@ def reference_depth(project: Project) -> Iterator[Finding]:
                         line,
                         col,
                     )
+
+
+class _NamedBySkill:
+    """Whether SKILL.md names a skill file itself: by its path, by its file name or stem in code
+    (`faq-database.md`, `async-defer-await`), by a pattern in code that it fits (`shared/managed-agents-*.md`,
+    `{lang}/README.md`, `<topic>/notes.md`), or by naming its folder as a whole (`reference/`)."""
+
+    def __init__(self, doc: MarkdownDoc) -> None:
+        self.text = doc.text
+        self.bare = doc.text.replace("./", "")
+        spans = [c.text.strip() for c in doc.code if c.kind == "inline"]
+        self.names = {posixpath.basename(t) for t in spans if t.endswith(".md") and not _PATTERN_PART.search(t)}
+        self.names |= {f"{t}.md" for t in spans if t and not any(c in t for c in " /.")}  # a file's stem
+        self.patterns = [_pattern(t) for t in spans if "/" in t and t.endswith(".md") and _PATTERN_PART.search(t)]
+
+    def __call__(self, inner: str) -> bool:
+        folder = posixpath.dirname(inner)
+        return (
+            inner in self.text
+            or posixpath.basename(inner) in self.names
+            or any(p.fullmatch(inner) for p in self.patterns)
+            or (bool(folder) and folder_named(self.bare, folder))
+        )
+
+
+#: a glob star or a placeholder in a written path
+_PATTERN_PART = re.compile(r"\*|\{[^{}/]*\}|<[^<>/]*>")
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    """A written path pattern as a regular expression: a star or a placeholder stands for one path part."""
+    text = text.removeprefix("./")
+    out, last = [], 0
+    for m in _PATTERN_PART.finditer(text):
+        out += [re.escape(text[last : m.start()]), "[^/]*" if m[0] == "*" else "[^/]+"]
+        last = m.end()
+    return re.compile("".join(out) + re.escape(text[last:]))
 
 
 def is_repo_path(project: Project, path: str, skill: Skill | None) -> bool:
