@@ -120,3 +120,28 @@ def test_a_mirror_whose_skill_md_links_to_a_skill_is_checked_once(tmp_path: Path
     ]
     assert not [f for f in findings if f["path"].startswith(".gemini/") or f["code"] in ("SK114", "SK211")]
     assert any(f["path"] == "skills/notes-only/SKILL.md" for f in findings)  # no frontmatter: checked as a skill
+
+
+def test_paths_from_the_plugin_root_and_in_the_user_s_project_are_not_missing(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugins" / "garden-kit"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "garden-kit"}\n', encoding="utf-8")
+    (plugin / "agents").mkdir()
+    (plugin / "agents" / "planter.md").write_text("---\nname: planter\ndescription: Plants.\n---\n\nPlant.\n")
+    skill = plugin / "skills" / "plan-bed"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: plan-bed\ndescription: Plans a garden bed. Use when a user asks what to plant where.\n---\n\n"
+        "# Plan a bed\n\nHand the planting to `agents/planter.md`. Read the user's `.claude/garden-context.md` "
+        "first when their project keeps one.\n",
+        encoding="utf-8",
+    )
+    (tmp_path / ".claude").mkdir()  # the tree has its own .claude/ folder: the skill's path is still the user's
+    (tmp_path / ".claude" / "settings.json").write_text("{}\n", encoding="utf-8")
+    _, findings = check(tmp_path, "--no-cache")
+    assert [f for f in findings if f["code"] == "SK206"] == []
+    (skill / "SKILL.md").write_text(
+        (skill / "SKILL.md").read_text(encoding="utf-8") + "\nThen `agents/harvester.md` picks.\n", encoding="utf-8"
+    )
+    _, findings = check(tmp_path, "--no-cache")
+    assert [(f["code"], f["line"]) for f in findings if f["code"] == "SK206"] == [("SK206", 10)]  # still missing

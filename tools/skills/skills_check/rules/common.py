@@ -344,3 +344,24 @@ def folder_named(bare: str, folder: str) -> bool:
         return False
     pattern = rf"(?<![\w.-]){re.escape(folder)}(?:/(?![\w.*<{{$-])|(?![\w/-]|\.\w))"
     return re.search(pattern, bare) is not None
+
+
+#: a glob star or a placeholder in a written path
+PATTERN_PART = re.compile(r"\*|\{[^{}/]*\}|<[^<>/]*>")
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    """A written path pattern as a regular expression: a star or a placeholder stands for one path part."""
+    text = text.removeprefix("./")
+    out, last = [], 0
+    for m in PATTERN_PART.finditer(text):
+        out += [re.escape(text[last : m.start()]), "[^/]*" if m[0] == "*" else "[^/]+"]
+        last = m.end()
+    return re.compile("".join(out) + re.escape(text[last:]))
+
+
+def written_patterns(docs: list[MarkdownDoc]) -> list[re.Pattern[str]]:
+    """The path patterns written in code spans of ``docs`` (a path with a star or a placeholder), as expressions
+    a skill-relative path fits."""
+    spans = {c.text.strip() for doc in docs for c in doc.code if c.kind == "inline"}
+    return [_pattern(t) for t in sorted(spans) if "/" in t and PATTERN_PART.search(t) and " " not in t]

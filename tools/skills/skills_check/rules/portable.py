@@ -9,8 +9,8 @@ import posixpath
 import re
 from collections.abc import Iterator
 
-from ..model import Finding, Fix, Project, Skill, TextEdit
-from .common import files_under, finding, folder_named, skill_docs
+from ..model import Finding, Fix, MarkdownDoc, Project, Skill, TextEdit
+from .common import files_under, finding, folder_named, skill_docs, written_patterns
 from .frontmatter import NAME_RE, _key_line, _skills_with_frontmatter, alias_points_to
 from .registry import rule
 
@@ -274,6 +274,7 @@ def _unnamed_files(project: Project, skill: Skill, prefix: str) -> tuple[list[st
     """(files nothing names, documents only a folder of which is named, every file subject to the rule), each
     relative to the skill folder."""
     text = _mentions(skill)
+    patterns = written_patterns([d for d in skill_docs(skill) if isinstance(d, MarkdownDoc)])
     conventional = _read_by_convention(project, skill)
     named = _FolderNames(text)
     unnamed: list[str] = []
@@ -296,7 +297,7 @@ def _unnamed_files(project: Project, skill: Skill, prefix: str) -> tuple[list[st
         folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
         # a folder already found named spares a search of the text (a folder of a hundred schema files); the
         # file name then (``inner`` ends with it, so where the name is not in the text, ``inner`` is not)
-        if parts[-1] in text or inner in conventional:
+        if parts[-1] in text or inner in conventional or any(p.fullmatch(inner) for p in patterns):
             pointed.add(posixpath.dirname(inner))
             continue
         if named.already(folders) or any(named(f) for f in folders):

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from ..model import Finding, Loc, MarkdownDoc, Project, RstDoc, Skill
 from .common import (
+    PATTERN_PART,
     all_skill_docs,
     anchors_of,
     cached,
@@ -28,6 +29,7 @@ from .common import (
     skill_dir_relative,
     skill_docs,
     skill_names,
+    written_patterns,
 )
 from .registry import rule
 
@@ -402,9 +404,9 @@ class _NamedBySkill:
         self.text = doc.text
         self.bare = doc.text.replace("./", "")
         spans = [c.text.strip() for c in doc.code if c.kind == "inline"]
-        self.names = {posixpath.basename(t) for t in spans if t.endswith(".md") and not _PATTERN_PART.search(t)}
+        self.names = {posixpath.basename(t) for t in spans if t.endswith(".md") and not PATTERN_PART.search(t)}
         self.names |= {f"{t}.md" for t in spans if t and not any(c in t for c in " /.")}  # a file's stem
-        self.patterns = [_pattern(t) for t in spans if "/" in t and t.endswith(".md") and _PATTERN_PART.search(t)]
+        self.patterns = written_patterns([doc])
 
     def __call__(self, inner: str) -> bool:
         folder = posixpath.dirname(inner)
@@ -414,20 +416,6 @@ class _NamedBySkill:
             or any(p.fullmatch(inner) for p in self.patterns)
             or (bool(folder) and folder_named(self.bare, folder))
         )
-
-
-#: a glob star or a placeholder in a written path
-_PATTERN_PART = re.compile(r"\*|\{[^{}/]*\}|<[^<>/]*>")
-
-
-def _pattern(text: str) -> re.Pattern[str]:
-    """A written path pattern as a regular expression: a star or a placeholder stands for one path part."""
-    text = text.removeprefix("./")
-    out, last = [], 0
-    for m in _PATTERN_PART.finditer(text):
-        out += [re.escape(text[last : m.start()]), "[^/]*" if m[0] == "*" else "[^/]+"]
-        last = m.end()
-    return re.compile("".join(out) + re.escape(text[last:]))
 
 
 def is_repo_path(project: Project, path: str, skill: Skill | None) -> bool:
@@ -466,7 +454,8 @@ def _each_path_code(project: Project) -> Iterator[_PathCode]:
 NOT_A_CLAIM_RE = re.compile(
     r"(?i)(?<!\w)(e\.g\.|for example|for instance|such as|example|hypothetical|placeholder|create[sd]?|"
     r"creating|will (?:be )?(?:write|writes|written|create|created|generate|generated|appear|exist)|"
-    r"generate[sd]?|writes?|saved? (?:to|as|in)|output (?:to|in)|new file|would)(?!\w)"
+    r"generate[sd]?|writes?|saved? (?:to|as|in)|output (?:to|in)|new file|would|"
+    r"(?:do not|don't|never) (?:reference|use|name|cite|link|write))(?!\w)"
 )
 
 
@@ -475,7 +464,7 @@ def _not_a_claim(doc: MarkdownDoc | RstDoc, line: int, col: int) -> bool:
     lines = doc.text.split("\n")
     if not 0 < line <= len(lines):
         return False
-    before = lines[line - 1][: max(col - 1, 0)]
+    before = lines[line - 1][: max(col - 1, 0)].replace("*", "")  # "Do **not** use": the words, not the emphasis
     sentence = re.split(r"(?<!e\.g)(?<!i\.e)[.!?]\s", before)[-1]
     return bool(NOT_A_CLAIM_RE.search(sentence))
 
@@ -493,7 +482,9 @@ def repo_path(project: Project) -> Iterator[Finding]:
     entry of the checked tree (`docs/`, `source/`, any folder) or, in a skill, an entry of the skill
     folder (`scripts/...`), exists there; a `#anchor` on it is checked by SK204. Spans whose first
     component is nowhere in the tree (`cuda/12.1`, `owner/repo`) are not taken for paths, and spans with
-    placeholders or globs (`<dir>`, `*`) are not paths.
+    placeholders or globs (`<dir>`, `*`) are not paths. In a skill, a path that exists relative to the plugin
+    holding it (a `.claude-plugin/` folder above) exists, and one under an agent's or CI's settings folder
+    (`.claude/`, `.agents/`, `.github/` ...) names the user's project, not this tree.
     """
     run_named = {
         (doc.path, line, token) for skill in project.skills for doc, line, _, token in _script_mentions(project, skill)
@@ -505,15 +496,34 @@ def repo_path(project: Project) -> Iterator[Finding]:
             continue  # "Run `scripts/...`": SK208 reports a missing script
         path, _, _ = text.partition("#")
         path = posixpath.normpath(path.removeprefix("./"))
-        if is_placeholder(path) or not is_repo_path(project, path, skill):
+        plugin = _plugin_root(project, skill)
+        first = path.split("/", 1)[0]
+        in_plugin = plugin is not None and first not in ("", ".", "..") and exists(project, f"{plugin}/{first}")
+        if is_placeholder(path) or not (in_plugin or is_repo_path(project, path, skill)):
             continue
-        if exists(project, path):
+        if exists(project, path) or (plugin is not None and exists(project, f"{plugin}/{path}")):
             continue
-        if skill is not None and exists(project, skill.join(path)):
+        if skill is not None and (exists(project, skill.join(path)) or first in USER_PROJECT_FOLDERS):
             continue
         if _not_a_claim(doc, line, col):  # read only for a path that would be reported
             continue
         yield finding("SK206", f"`{text}` names a path that does not exist", doc.path, line, col)
+
+
+# Folders of the project a skill works in (agents' and CI's settings): a skill that names `.claude/x.md` tells
+# the agent to read the user's file there, not one of the tree that holds the skill.
+USER_PROJECT_FOLDERS = frozenset({".claude", ".agents", ".codex", ".cursor", ".gemini", ".github", ".vscode"})
+
+
+def _plugin_root(project: Project, skill: Skill | None) -> str | None:
+    """The plugin that holds the skill (the nearest folder above it with a ``.claude-plugin/`` manifest folder),
+    or None: a plugin's skills name its agents and commands from there."""
+    folder = posixpath.dirname(skill.dir) if skill is not None else ""
+    while folder:
+        if exists(project, f"{folder}/.claude-plugin"):
+            return folder
+        folder = posixpath.dirname(folder)
+    return None
 
 
 def _heading_near_top(doc: MarkdownDoc) -> bool:
