@@ -7,7 +7,7 @@ The rewrites are staged: every fixed file is written to a temp file beside it fi
 were written are they renamed into place, so a full disk or an error part-way leaves every file as it
 was (``FixError`` names the file that failed). A file is rewritten only inside the checked root, never
 through or over a symbolic link; newlines (LF/CRLF) and a byte-order mark are kept. One fixer per tree:
-``fix_lock`` holds a lock file beside the tree's parse cache for the whole read-fix-write cycle.
+``fix_lock`` holds a lock on the tree's root folder (``flock`` on its descriptor) for the whole read-fix-write cycle.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .atomic_write import remove_quietly, write_atomic, write_temp
-from .caches.parse import cache_dir
 from .inputs import inside, read_bytes_bounded
 from .model import Finding, Project, TextEdit
 
@@ -136,20 +135,19 @@ LOCK_WAIT_S = 30.0  # how long a second --fix of one tree waits for the first
 
 @contextlib.contextmanager
 def fix_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
-    """Hold this tree's fix lock (a file beside its parse cache, ``fcntl.flock``) for the block: one fixer per
-    tree. Waits up to ``wait_s`` for another fixer, saying so on stderr; raises FixError when it is still held
-    then, or when the lock file cannot be opened."""
+    """Hold this tree's fix lock for the block: one fixer per tree, whatever cache folder each uses. The lock is
+    ``fcntl.flock`` on the root folder itself (an open descriptor of the directory), so two users, or two
+    shells with different ``XDG_CACHE_HOME``, share it, and nothing is written to hold it. Waits up to
+    ``wait_s`` for another fixer, saying so on stderr; raises FixError when it is still held then, or when the
+    folder cannot be opened."""
     import fcntl
-    import hashlib
 
     wait_s = LOCK_WAIT_S if wait_s is None else wait_s
     real = os.path.realpath(root)
-    lock = cache_dir() / f"{hashlib.sha256(real.encode()).hexdigest()[:24]}.fix.lock"
     try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise FixError(f"--fix could not open its lock file {lock} ({exc.strerror or exc})") from exc
+        raise FixError(f"--fix could not open {real} to lock it ({exc.strerror or exc})") from exc
     try:
         deadline, told = time.monotonic() + wait_s, False
         while True:
@@ -159,7 +157,7 @@ def fix_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise FixError(
-                        f"another --fix of {real} held {lock} for {wait_s:g} s; run again when it has ended"
+                        f"another --fix of {real} held its lock for {wait_s:g} s; run again when it has ended"
                     ) from None
                 if not told:
                     print(f"--fix: waiting up to {wait_s:g} s for another --fix of {real} to end", file=sys.stderr)
