@@ -537,8 +537,9 @@ def _add_suppressions(scope: _Scope, outcome: _Outcome) -> _Outcome | int:
     from .adoption.add import plan
     from .adoption.suppress import per_file_ignores
     from .fix import FixError, apply_fixes
+    from .rules.registry import RULES
 
-    planned = plan(outcome.project, outcome.findings)
+    planned = plan(outcome.project, outcome.findings, {r.code for r in RULES if r.whole_file})
     summary = outcome.summary
     try:
         changed, notes = apply_fixes(outcome.project, planned.fixes)

@@ -228,6 +228,7 @@ def _mentions(skill: Skill) -> str:
     profile="claude",
     cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices: progressive "
     "disclosure): SKILL.md points to each bundled file and says when to read or run it",
+    whole_file=True,
 )
 def unreferenced_file(project: Project) -> Iterator[Finding]:
     """Every file bundled in a skill is named in its markdown (or sits in a folder it names), one finding a fact.

@@ -75,6 +75,7 @@ def required_sections(project: Project) -> Iterator[Finding]:
     severity="warning",
     profile="spec",
     cites="Agent Skills specification (agentskills.io/specification): keep SKILL.md under 500 lines; move detail to referenced files",
+    whole_file=True,
 )
 def body_length(project: Project) -> Iterator[Finding]:
     """The SKILL.md body (after the frontmatter) is under 500 lines; details go to reference files.
@@ -157,6 +158,7 @@ def estimate_tokens(text: str) -> int:
     severity="warning",
     profile="spec",
     cites="Agent Skills specification (agentskills.io/specification): progressive disclosure, instructions under about 5,000 tokens",
+    whole_file=True,
 )
 def token_budget(project: Project) -> Iterator[Finding]:
     """The SKILL.md body costs at most about 5,000 tokens (estimated offline)."""
@@ -540,6 +542,7 @@ def _heading_near_top(doc: MarkdownDoc) -> bool:
     severity="warning",
     profile="claude",
     cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices): reference files over 100 lines start with a table of contents",
+    whole_file=True,
 )
 def reference_contents(project: Project) -> Iterator[Finding]:
     """A skill reference file longer than 100 lines opens with a contents list (a Contents heading or in-page links).
