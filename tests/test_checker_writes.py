@@ -8,11 +8,14 @@ import contextlib
 import io
 import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from mgpu_testing.checker import MGPU, REF, make_tree
+from mgpu_testing.checker import CLI, MGPU, REF, make_tree
 from skills_check import cli, fix
 from skills_check.caches.parse import cache_dir
 
@@ -213,6 +216,27 @@ def test_a_result_cache_entry_of_the_wrong_shape_is_ignored(tree: Path) -> None:
             path.write_text(json.dumps(bad), encoding="utf-8")
 
 
+def test_a_stored_exit_status_outside_0_to_255_is_a_miss(tree: Path) -> None:
+    args = ("check", "--root", str(tree), "--format", "json")
+    rc, out, _ = main(*args)
+    main(*args)  # stores the report (a racily clean tree may need the second run)
+    stored = {p: _entries(p) for p in cache_dir().glob("*.results.json")}
+    stored = {p: d for p, d in stored.items() if isinstance(d, dict) and d.get("root") == os.path.realpath(tree)}
+    assert stored
+
+    def replay_with(status: object) -> tuple[int, str, str]:
+        for path, data in stored.items():
+            for entry in data["entries"].values():
+                entry.update(rc=status, stdout="REPLAYED\n")
+            path.write_text(json.dumps(data), encoding="utf-8")
+        return main(*args)
+
+    assert replay_with(3)[:2] == (3, "REPLAYED\n")  # an entry in range is replayed as it was stored
+    for status in (2**40, 256, -1, True, 1.0):
+        rc2, out2, err2 = replay_with(status)
+        assert rc2 == rc and out2 == out and "Traceback" not in err2, status  # the check ran
+
+
 @pytest.mark.parametrize("root", ["/", "/proc", "/sys", "/proc/self", "/sys/kernel"])
 @pytest.mark.parametrize("command", ["check", "route"])
 def test_a_filesystem_root_or_pseudo_filesystem_is_refused_in_one_line(root: str, command: str) -> None:
@@ -238,3 +262,23 @@ def test_fix_without_a_cache_needs_no_cache_folder(tree: Path, tmp_path: Path, m
     _break(tree)
     rc, _, err = main("check", "--root", str(tree), "--fix", "--no-cache", *FIX_CODES)
     assert rc == 0 and "Traceback" not in err, err
+
+
+def test_the_filesystem_root_under_another_name_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A bind mount of / (made in a mount namespace of its own, so it ends with the process) has another path
+    and the same device and inode: refused before anything is walked."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here to make a private bind mount")
+    where = tmp_path / "elsewhere"
+    where.mkdir()
+    script = 'mount --rbind / "$1" || exit 99; exec "$2" "$3" check --root "$1" --no-cache'
+    res = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, "sh", str(where), sys.executable, str(CLI)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if res.returncode == 99:
+        pytest.skip(f"this machine allows no private bind mount: {res.stderr.strip()}")
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.stderr[-2000:]
+    assert res.stderr.startswith(f"error: --root {where} is the filesystem root under another name")
