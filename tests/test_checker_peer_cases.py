@@ -3,9 +3,12 @@ that need a finding beside them to show (the quiet ones are tests/fixtures/check
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 from mgpu_testing.checker import assert_finding, check
+from skills_check import cli
 
 
 def _skill(root: Path, body: str, name: str = "probe-gpus", files: dict[str, str] | None = None) -> Path:
@@ -145,3 +148,28 @@ def test_paths_from_the_plugin_root_and_in_the_user_s_project_are_not_missing(tm
     )
     _, findings = check(tmp_path, "--no-cache")
     assert [(f["code"], f["line"]) for f in findings if f["code"] == "SK206"] == [("SK206", 10)]  # still missing
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = cli.main(list(argv))
+        except SystemExit as exc:  # --help
+            rc = int(exc.code or 0)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_messages_on_a_foreign_tree_speak_of_that_tree(tmp_path: Path) -> None:
+    script = (
+        "import argparse\n\np = argparse.ArgumentParser()\np.add_argument('--style', choices=['apa'])\np.parse_args()\n"
+    )
+    root = _skill(tmp_path, "Run `python scripts/cite.py --colour red`.\n", files={"scripts/cite.py": script})
+    rc, out, err = _run("check", "--root", str(root), "--no-cache", "--select", "DR301")
+    assert rc == 1 and "--colour is not an option of skills/probe-gpus/scripts/cite.py" in out
+    assert "(its options: --help, --style; truth: skills/probe-gpus/scripts/cite.py)" in out
+    assert "launcher" not in err and "trainer" not in err and "reinforcement_learning" not in out + err
+    explained = _run("explain", "DR301")[1]
+    assert "mgpu-lab" not in explained.split("DR3xx:")[0] and "DESIGN.md" not in explained
+    helped = _run("check", "--help")[1]
+    assert "spec,claude,links,drift" in " ".join(helped.split()) and "house layout" in helped
