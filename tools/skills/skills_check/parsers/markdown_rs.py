@@ -83,6 +83,13 @@ class _Source:
         start, end = span
         return [self.line(start), self.line(max(start, end - 1)) + 1]
 
+    def plain(self, start: int, end: int) -> bool:
+        """Whether bytes ``start`` to ``end`` hold no code span, link, image, autolink or HTML (no backtick,
+        bracket or angle bracket): an inline run there gives nothing ``parsers.markdown`` reads but its text,
+        which it reads only in headings."""
+        find = self.data.find
+        return find(b"`", start, end) < 0 and find(b"[", start, end) < 0 and find(b"<", start, end) < 0
+
     def text(self, start: int, end: int) -> str:
         return self.data[start:end].decode("utf-8", "replace")
 
@@ -117,10 +124,17 @@ def _blocks(nodes: list[Any], src: _Source, out: list[Tok]) -> None:
             run.append((name, node))
             continue
         if run:
-            out.append(_inline_run(run, src))
+            _text_run(run, src, out)
             run = []
         _block(name, node, src, out)
     if run:
+        _text_run(run, src, out)
+
+
+def _text_run(run: list[tuple[str, Any]], src: _Source, out: list[Tok]) -> None:
+    """The inline token of a run of a paragraph's or tight list item's nodes, unless its source holds nothing
+    ``parsers.markdown`` reads there (see ``_Source.plain``)."""
+    if not src.plain(run[0][1].srcmap[0], run[-1][1].srcmap[1]):
         out.append(_inline_run(run, src))
 
 
@@ -131,7 +145,9 @@ def _named(nodes: list[Any]) -> list[tuple[str, Any]]:
 def _block(name: str, node: Any, src: _Source, out: list[Tok]) -> None:
     """One block node's tokens (containers: their children's)."""
     if name == "paragraph":
-        out.append(_inline_run(_named(node.children), src, src.lines(node.srcmap)))
+        span = node.srcmap
+        if not src.plain(*span):
+            out.append(_inline_run(_named(node.children), src, src.lines(span)))
     elif name in ("heading", "lheading"):
         lines = src.lines(node.srcmap)
         out.append(Tok("heading_open", lines, tag=f"h{node.meta['level']}"))
@@ -170,7 +186,9 @@ def _table(node: Any, src: _Source, out: list[Tok]) -> None:
             for cell in row.children:
                 start, end = cell.srcmap
                 # markdown-it-py's cell text: its source, an escaped pipe unescaped (the escape split no cell)
-                out.append(_inline_run(_named(cell.children), src, lines, src.text(start, end).replace("\\|", "|")))
+                text = src.text(start, end).replace("\\|", "|")
+                children = [] if src.plain(start, end) else _named(cell.children)
+                out.append(_inline_run(children, src, lines, text))
             out.append(Tok("tr_close"))
         if head:
             out.append(Tok("thead_close"))
