@@ -365,3 +365,7 @@ def written_patterns(docs: list[MarkdownDoc]) -> list[re.Pattern[str]]:
     a skill-relative path fits."""
     spans = {c.text.strip() for doc in docs for c in doc.code if c.kind == "inline"}
     return [_pattern(t) for t in sorted(spans) if "/" in t and PATTERN_PART.search(t) and " " not in t]
+
+
+# Files a skill carries that need no mention: its licence and notes for people browsing the repository.
+UNLISTED_OK = re.compile(r"^(?:LICEN[CS]E|COPYING|NOTICE|README|CHANGELOG)(?:\.\w+)?$", re.IGNORECASE)

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from ..model import Finding, Fix, MarkdownDoc, Project, Skill, TextEdit
-from .common import files_under, finding, folder_named, skill_docs, written_patterns
+from .common import UNLISTED_OK, files_under, finding, folder_named, skill_docs, written_patterns
 from .frontmatter import NAME_RE, _key_line, _skills_with_frontmatter, alias_points_to
 from .registry import rule
 
@@ -195,8 +195,6 @@ def _case_edit(skill: Skill, line: int, right: dict[str, str]) -> TextEdit | Non
     return TextEdit(skill.skill_md.path, line, line, (text,)) if right else None
 
 
-# Files a skill carries that need no mention: its licence and notes for people browsing the repository.
-UNLISTED_OK = re.compile(r"^(?:LICEN[CS]E|COPYING|NOTICE|README|CHANGELOG)(?:\.\w+)?$", re.IGNORECASE)
 # Files the tools that run a skill's scripts read, and the scripts' own tests (for the people who maintain
 # them): an agent runs the script, it does not open these.
 TOOLING_FILES = re.compile(

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from ..model import Finding, Loc, MarkdownDoc, Project, RstDoc, Skill
 from .common import (
     PATTERN_PART,
+    UNLISTED_OK,
     all_skill_docs,
     anchors_of,
     cached,
@@ -548,10 +549,15 @@ def reference_contents(project: Project) -> Iterator[Finding]:
     """A skill reference file longer than 100 lines opens with a contents list (a Contents heading or in-page links).
 
     A skill file other than SKILL.md that is longer than 100 lines has a contents list within 40 lines
-    of its top: a heading containing "Contents", or at least two links to its own `#sections`.
+    of its top: a heading containing "Contents", or at least two links to its own `#sections`. A README,
+    changelog or licence that SKILL.md does not route to is for people browsing the repository: exempt.
     """
     for skill in project.skills:
+        named = _NamedBySkill(skill.skill_md)
+        prefix = f"{skill.dir}/" if skill.dir else ""
         for doc in skill.files.values():
+            if UNLISTED_OK.match(posixpath.basename(doc.path)) and not named(doc.path[len(prefix) :]):
+                continue  # a README or changelog SKILL.md does not route to: for people, not agents
             if doc.readable and doc.n_lines > CONTENTS_AFTER and not _heading_near_top(doc):
                 yield finding(
                     "SK207",
