@@ -234,7 +234,8 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
     A folder none of whose files is named is one finding, listing them.
 
     An agent reads SKILL.md and opens other files only when the text points at them: a file nothing
-    names (by its path, its file name, or a folder of it such as `scripts/`) is never used. Where the text
+    names (by its path, its file name, or a folder of it such as `scripts/`) is never used, unless code uses it:
+    another of the skill's scripts names it, or the text imports from its Python package. Where the text
     names the documents of a documentation folder (`references/`, `reference/`, `docs/`) one by one, a
     document there it leaves out is not reached either, though the folder is named too. Licence and README files, a gallery's
     `metadata.json` catalog card, the files the scripts' tools read (`pyproject.toml`, lock files,
@@ -299,6 +300,9 @@ def _unnamed_files(project: Project, skill: Skill, prefix: str) -> tuple[list[st
         if parts[-1] in text or inner in conventional or any(p.fullmatch(inner) for p in patterns):
             pointed.add(posixpath.dirname(inner))
             continue
+        if _used_by_code(skill, path, inner, text):
+            pointed.add(posixpath.dirname(inner))
+            continue
         if named.already(folders) or any(named(f) for f in folders):
             if parts[-1].endswith(".md") and parts[-2] in DOC_FOLDERS and not _linked_from_skill(skill, path):
                 listed_only.append(inner)
@@ -309,6 +313,26 @@ def _unnamed_files(project: Project, skill: Skill, prefix: str) -> tuple[list[st
     # a folder named as a whole is the pointer to its documents, unless the text names them one by one: then
     # the ones it leaves out are never opened
     return unnamed, [f for f in listed_only if posixpath.dirname(f) in pointed], bundled
+
+
+def _used_by_code(skill: Skill, path: str, inner: str, text: str) -> bool:
+    """Whether code uses the file though no text names it: another of the skill's scripts names it (a template
+    or an archive a script reads), or it is a module of a Python package the text or another script imports
+    from (`from core.gif_builder import ...` uses every module of `core/`)."""
+    name = posixpath.basename(inner)
+    others = [body for other, body in skill.script_texts.items() if other != path]
+    if any(name in body for body in others):
+        return True
+    if not inner.endswith(".py") or "/" not in inner:
+        return False
+    parts = posixpath.dirname(inner).split("/")
+    # the package as the text or another script imports it: from its folder's name down (scripts/pkg/x.py: pkg)
+    for i in range(len(parts)):
+        dotted = ".".join(parts[i:])
+        pattern = re.compile(rf"(?<![\w.]){re.escape(dotted)}\.\w")
+        if any(dotted in body and pattern.search(body) for body in (text, *others)):
+            return True
+    return False
 
 
 def _by_folder(unnamed: list[str], bundled: set[str]) -> list[tuple[str, list[str]]]:
