@@ -458,7 +458,7 @@ NOT_A_CLAIM_RE = re.compile(
     r"(?i)(?<!\w)(e\.g\.|for example|for instance|such as|example|hypothetical|placeholder|create[sd]?|"
     r"creating|will (?:be )?(?:write|writes|written|create|created|generate|generated|appear|exist)|"
     r"generate[sd]?|writes?|saved? (?:to|as|in)|output (?:to|in)|new file|would|"
-    r"(?:do not|don't|never) (?:reference|use|name|cite|link|write))(?!\w)"
+    r"(?:do not|don't|never) (?:reference|use|name|cite|link|write)|good|bad|add|copy\b.*\bto)(?!\w)|[✓✗✔✘]"
 )
 
 
@@ -487,7 +487,9 @@ def repo_path(project: Project) -> Iterator[Finding]:
     component is nowhere in the tree (`cuda/12.1`, `owner/repo`) are not taken for paths, and spans with
     placeholders or globs (`<dir>`, `*`) are not paths. In a skill, a path that exists relative to the plugin
     holding it (a `.claude-plugin/` folder above) exists, and one under an agent's or CI's settings folder
-    (`.claude/`, `.agents/`, `.github/` ...) names the user's project, not this tree.
+    (`.claude/`, `.agents/`, `.github/` ...) names the user's project, not this tree. A missing file is
+    reported where its folder exists (beside its siblings: a broken reference); a folder (`evidence/`), or a
+    file in folders that do not exist, describes a layout still to be made.
     """
     run_named = {
         (doc.path, line, token) for skill in project.skills for doc, line, _, token in _script_mentions(project, skill)
@@ -508,6 +510,8 @@ def repo_path(project: Project) -> Iterator[Finding]:
             continue
         if skill is not None and (exists(project, skill.join(path)) or first in USER_PROJECT_FOLDERS):
             continue
+        if text.split("#", 1)[0].endswith("/") or not _parent_exists(project, skill, plugin, path):
+            continue  # a folder, or a file in folders that do not exist yet: a layout described, not a reference
         if _not_a_claim(doc, line, col):  # read only for a path that would be reported
             continue
         yield finding("SK206", f"`{text}` names a path that does not exist", doc.path, line, col)
@@ -516,6 +520,17 @@ def repo_path(project: Project) -> Iterator[Finding]:
 # Folders of the project a skill works in (agents' and CI's settings): a skill that names `.claude/x.md` tells
 # the agent to read the user's file there, not one of the tree that holds the skill.
 USER_PROJECT_FOLDERS = frozenset({".claude", ".agents", ".codex", ".cursor", ".gemini", ".github", ".vscode"})
+
+
+def _parent_exists(project: Project, skill: Skill | None, plugin: str | None, path: str) -> bool:
+    """Whether the folder holding ``path`` exists where the path may be read from (the root, the skill, the
+    plugin holding the skill)."""
+    parent = posixpath.dirname(path)
+    if not parent or exists(project, parent):
+        return True
+    return (skill is not None and exists(project, skill.join(parent))) or (
+        plugin is not None and exists(project, f"{plugin}/{parent}")
+    )
 
 
 def _plugin_root(project: Project, skill: Skill | None) -> str | None:
