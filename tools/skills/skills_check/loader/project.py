@@ -319,6 +319,8 @@ def _py_tokens(doc: Any) -> list[str]:
 def _named_py(text: str) -> tuple[str, ...]:
     """The Python file names one code text shows (a collection writes the same command in many files: each
     text is searched once)."""
+    if ".py" not in text:
+        return ()  # no Python file name can be in it: the pattern not searched (most code texts)
     return tuple(t.removeprefix("./") for t in PY_TOKEN_RE.findall(text))
 
 

@@ -309,6 +309,11 @@ _SECTION_LABEL_RE = re.compile(
 )
 
 
+# the same label anywhere in a text (a line that matches _NEGATIVE_LABEL_RE is found by it, and it finds nothing
+# where no line matches: its ``\s*`` may start on a blank line above, never on a line of other text)
+_ANY_NEGATIVE_LABEL_RE = re.compile(_NEGATIVE_LABEL_RE.pattern, re.IGNORECASE | re.MULTILINE)
+
+
 def negative_lines_of(project: Project, doc: MarkdownDoc | RstDoc) -> set[int]:
     """``negative_lines(doc)``, computed once per document."""
     return cached(project, f"negative:{doc.path}", lambda: negative_lines(doc))
@@ -325,6 +330,8 @@ def negative_lines(doc: MarkdownDoc | RstDoc) -> set[int]:
     lowered = doc.text.lower()
     if "fail" not in lowered and "anti" not in lowered:
         return set()  # no line can open a failure-mode list (every label says "fail..." or "anti...")
+    if not _ANY_NEGATIVE_LABEL_RE.search(doc.text):
+        return set()  # one search of the text: no line is such a label (most that say "fail" have none)
     out: set[int] = set()
     negative = False
     for i, line in enumerate(doc.text.split("\n"), start=1):

@@ -138,8 +138,8 @@ def _reads_every_command(project: Project) -> bool:
     return project.torchrun is not None and usable(project.launcher) and usable(project.trainer)
 
 
-def _may_run_tool(project: Project) -> re.Pattern[str] | None:
-    """A pattern that every code text that can run a known tool matches (a program word ``invocations`` knows:
+def _may_run_tool(project: Project) -> tuple[re.Pattern[str], tuple[str, ...]] | None:
+    """A pattern (with the words it is made of) that every code text that can run a known tool matches (a program word ``invocations`` knows:
     Python, torchrun, Isaac Lab's script, a configured tool's first word), or None where every command is read.
 
     Splitting a text into shell words is most of what this rule set costs on a large collection, and most
@@ -152,7 +152,8 @@ def _may_run_tool(project: Project) -> re.Pattern[str] | None:
             if words:
                 names.add(words[0].rsplit("/", 1)[-1])
     alternatives = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
-    return re.compile(rf"(?<![\w.-])(?:{alternatives})")
+    # the words as plain text first (a substring test is much quicker than the pattern on most code)
+    return re.compile(rf"(?<![\w.-])(?:{alternatives})"), tuple(sorted(names))
 
 
 def written_commands(project: Project) -> list[Written]:
@@ -177,7 +178,7 @@ def written_commands(project: Project) -> list[Written]:
                     text, prompts_only, inline = code.text.rstrip("\n"), None, False
                     if lang in YAML:
                         text = _yaml_items(text)
-                if may_run is not None and not may_run.search(text):
+                if may_run is not None and not (any(w in text for w in may_run[1]) and may_run[0].search(text)):
                     continue
                 for k, ws in enumerate(relative_command_lines(text, prompts_only)):
                     out.append(Written(doc, skill, ws, inline, (text, prompts_only, k), code, lines))
