@@ -16,7 +16,10 @@ downloads the binary from GitHub); give its path with ``--agnix`` when it is not
 script says so and times ours alone. agnix runs with HOME in the temporary folder (nothing written to
 the user's home).
 
-    uv run --frozen python benchmarks/bench_collection.py [--skills 80] [--repeat 5] [--agnix PATH]
+    uv run --frozen python benchmarks/bench_collection.py [--skills 80] [--repeat 5] [--agnix PATH] [--corpus DIR]
+
+``--corpus DIR`` times every repository folder in DIR the same way first, each with its own ratios (issue 48:
+real trees, e.g. ``../shared/corpora/skills-six.tar.xz`` extracted outside the repository).
 """
 
 from __future__ import annotations
@@ -148,6 +151,35 @@ def add_real_files(folder: Path, i: int, title: str) -> None:
             (schemas / f"part-{k:03d}.xsd").write_text(SCHEMA.format(k=k), encoding="utf-8")
 
 
+def time_tree(name: str, tree: Path, cmds: dict[str, list[str]], env: dict[str, str], repeat: int) -> None:
+    """Time each command of ``cmds`` on ``tree`` (its path appended), interleaved, and print the medians and the
+    ratios of ours to agnix."""
+    cmds = {k: [*c, str(tree)] if k == "agnix" else [*c, "--root", str(tree)] for k, c in cmds.items()}
+    for cmd in cmds.values():
+        timed_process(cmd, env)  # warm the bytecode and file caches
+    runs: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cmds}
+    for _ in range(repeat):
+        for key, cmd in cmds.items():
+            runs[key].append(timed_process(cmd, env))
+    files = sum(1 for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
+    print(f"== {name}: {files} files; median of {repeat}")
+    med = {
+        k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), v[-1][2]) for k, v in runs.items()
+    }
+    for key, (wall, cpu, rc) in med.items():
+        print(f"{key:7s} wall {wall:.3f} s  cpu {cpu:.3f} s  exit {rc}")
+    if "agnix" in med:
+        print(
+            f"cores in use (cpu / wall): ours {med['ours'][1] / med['ours'][0]:.2f}, agnix "
+            f"{med['agnix'][1] / med['agnix'][0]:.2f} (agnix checks files on several threads: on an idle "
+            "machine its wall time falls below its cpu time)"
+        )
+        print(
+            f"{name}: ours / agnix: wall {med['ours'][0] / med['agnix'][0]:.2f}x  "
+            f"cpu {med['ours'][1] / med['agnix'][1]:.2f}x  (target <= 2x wall and cpu)"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skills", type=int, default=80, help="skills in the generated collection (default 80)")
@@ -156,12 +188,23 @@ def main() -> int:
     ap.add_argument(
         "--small", action="store_true", help="four files a skill (SKILL.md, a reference, a script, an asset) only"
     )
+    ap.add_argument(
+        "--corpus",
+        type=Path,
+        help="a folder of real repositories, one folder each (e.g. the extracted corpora/skills-six.tar.xz): each "
+        "is timed and gets its own ratios, then the generated collection",
+    )
+    ap.add_argument("--no-generated", action="store_true", help="with --corpus: the corpus only")
     args = ap.parse_args()
     if args.skills < 1 or args.repeat < 1:
         ap.error("--skills and --repeat must be at least 1")
+    if args.corpus is not None and not args.corpus.is_dir():
+        ap.error(f"--corpus {args.corpus}: not a folder (extract the corpus first: tar -xJf ARCHIVE -C DIR)")
+    repos = sorted(p for p in args.corpus.iterdir() if p.is_dir()) if args.corpus is not None else []
+    if args.corpus is not None and not repos:
+        ap.error(f"--corpus {args.corpus}: holds no repository folder")
     tmp = Path(tempfile.mkdtemp(prefix="bench_collection_"))
     try:
-        tree = make_collection(tmp / "collection", args.skills, real=not args.small)
         env = {
             **os.environ,
             "HOME": str(tmp / "home"),
@@ -170,37 +213,19 @@ def main() -> int:
         }
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as on a user's machine
         (tmp / "home").mkdir()
-        ours = [sys.executable, str(CLI), "check", "--no-cache", "--root", str(tree)]
+        ours = [sys.executable, str(CLI), "check", "--no-cache"]
         cmds = {"ours": ours, "ours-j1": [*ours, "--jobs", "1"]}  # -j1: all in one process
         if args.agnix:
-            cmds["agnix"] = [args.agnix, str(tree)]
+            cmds["agnix"] = [args.agnix]
         else:
             print(
                 "agnix is not installed (pip install agnix, or npm install agnix; then --agnix PATH): timing ours alone"
             )
-        for cmd in cmds.values():
-            timed_process(cmd, env)  # warm the bytecode and file caches
-        runs: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cmds}
-        for _ in range(args.repeat):
-            for key, cmd in cmds.items():
-                runs[key].append(timed_process(cmd, env))
-        print(f"{args.skills} skills, {sum(1 for _ in tree.rglob('*') if _.is_file())} files; median of {args.repeat}")
-        med = {
-            k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v), v[-1][2])
-            for k, v in runs.items()
-        }
-        for key, (wall, cpu, rc) in med.items():
-            print(f"{key:7s} wall {wall:.3f} s  cpu {cpu:.3f} s  exit {rc}")
-        if "agnix" in med:
-            print(
-                f"cores in use (cpu / wall): ours {med['ours'][1] / med['ours'][0]:.2f}, agnix "
-                f"{med['agnix'][1] / med['agnix'][0]:.2f} (agnix checks files on several threads: on an idle "
-                "machine its wall time falls below its cpu time)"
-            )
-            print(
-                f"ours / agnix: wall {med['ours'][0] / med['agnix'][0]:.2f}x  cpu {med['ours'][1] / med['agnix'][1]:.2f}x"
-                "  (target <= 2x wall and cpu)"
-            )
+        for repo in repos:
+            time_tree(repo.name, repo, cmds, env, args.repeat)
+        if not (repos and args.no_generated):
+            tree = make_collection(tmp / "collection", args.skills, real=not args.small)
+            time_tree(f"generated ({args.skills} skills)", tree, cmds, env, args.repeat)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -151,7 +151,7 @@ def test_json_findings_join_an_existing_per_file_ignores_table(tree: Path) -> No
     assert check(tree, "--no-cache") == (0, [])
 
 
-def test_a_tree_without_pyproject_gets_a_note_for_what_cannot_hold_a_comment(tmp_path: Path) -> None:
+def test_a_tree_without_pyproject_gets_one_for_what_cannot_hold_a_comment(tmp_path: Path) -> None:
     root = tmp_path / "lone"
     (root / "skills" / "a" / "evals").mkdir(parents=True)
     (root / "skills" / "a" / "SKILL.md").write_text(
@@ -160,6 +160,30 @@ def test_a_tree_without_pyproject_gets_a_note_for_what_cannot_hold_a_comment(tmp
     )
     (root / "skills" / "a" / "evals" / "evals.json").write_text("[{", encoding="utf-8")
     rc, out, err = main("check", "--root", str(root), "--no-cache", "--add-suppressions")
-    assert rc == 1 and "IN040" in out and "SK203" not in out
-    assert "no pyproject.toml at the root" in err and "skills/a/evals/evals.json" in err
-    assert not (root / "pyproject.toml").exists()
+    assert rc == 0 and "IN040" not in out and "SK203" not in out  # the evals.json finding too (issue 48)
+    assert "pyproject.toml made at the root" in err
+    made = (root / "pyproject.toml").read_text(encoding="utf-8")
+    assert made.startswith("[tool.skills-check.per-file-ignores]\n")  # only the table, nothing else
+    assert '"skills/a/evals/evals.json" = ["IN040"]' in made
+    assert check(root, "--no-cache") == (0, [])
+
+
+def test_findings_on_a_whole_file_get_a_file_level_suppression(tmp_path: Path) -> None:
+    root = tmp_path / "long"
+    (root / "skills" / "a" / "references").mkdir(parents=True)
+    body = "".join(f"Step {i}: water the bed.\n\n" for i in range(300))  # a body over 500 lines (SK202)
+    (root / "skills" / "a" / "SKILL.md").write_text(
+        "---\nname: a\ndescription: Waters a bed. Use when a garden is dry.\n---\n\n# A\n\nRead "
+        f"[the guide](references/guide.md).\n\n{body}",
+        encoding="utf-8",
+    )
+    sections = "".join(f"## Part {i}\n\nText.\n\n" for i in range(60))  # a long file, no contents list (SK207)
+    (root / "skills" / "a" / "references" / "guide.md").write_text(f"# Guide\n\n{sections}", encoding="utf-8")
+    codes = {f["code"] for f in check(root, "--no-cache")[1]}
+    assert {"SK202", "SK207"} <= codes
+    rc, _, err = main("check", "--root", str(root), "--no-cache", "--add-suppressions")
+    assert rc == 0, err
+    guide = (root / "skills" / "a" / "references" / "guide.md").read_text(encoding="utf-8")
+    assert guide.startswith("<!-- skills-check: disable-file SK207 -- ")
+    assert "# skills-check: disable-file SK202 -- " in (root / "skills" / "a" / "SKILL.md").read_text(encoding="utf-8")
+    assert check(root, "--no-cache") == (0, [])  # no SU002 under what was written

@@ -20,10 +20,11 @@ CLI = SKILLS_DIR / "cli.py"
 
 from skills_check.loader import load_project
 from skills_check.model import MISSING, ArgSpec, Finding, Loc
-from skills_check.output.report import Summary, escape_data, escape_property, exit_code, format_github
+from skills_check.output.report import Summary, escape_data, escape_property, exit_code, format_github, summary_line
 from skills_check.parsers.argspec import find_installed, parse_argparse
 from skills_check.parsers.markdown import parse_markdown, split_row
 from skills_check.parsers.rst import parse_rst
+from skills_check.runner import cap_per_file
 
 
 def check(root: Path, *args: str) -> SimpleNamespace:
@@ -646,3 +647,10 @@ def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
     ]
     bugs = [f for f in found if f.code == "IN090"]
     assert len(bugs) == 1 and "rule SK999 failed" in bugs[0].message and "'SK204'" in bugs[0].message
+
+
+def test_a_cap_line_counts_the_findings_it_stands_for_not_itself() -> None:
+    many = [Finding("SK205", f"reference {i}", Loc("a.md", i), severity="warning") for i in range(1, 61)]
+    shown = cap_per_file([*many, Finding("SK101", "bad name", Loc("SKILL.md", 2))], limit=50)
+    assert len(shown) == 52 and [f.hidden for f in shown if f.hidden] == [10]
+    assert summary_line(shown, Summary(skills=1)).startswith("1 error(s), 60 warning(s) in 2 file(s)")

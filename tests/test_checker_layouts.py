@@ -170,7 +170,7 @@ def test_false_alarm_regression_set_stays_quiet(tmp_path: Path) -> None:
     """tests/fixtures/checker/quiet/: each skill holds text an earlier version misread (README.md there)."""
     tree = tmp_path / "quiet"
     shutil.copytree(FIXTURES / "quiet", tree)
-    assert len(skill_dirs(tree)) == 10
+    assert len(skill_dirs(tree)) == 14
     assert check(tree, "--no-cache") == (0, [])
     assert check(tree, "--no-cache", "--profile", ",".join(GENERIC)) == (0, [])
 

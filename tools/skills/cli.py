@@ -5,6 +5,7 @@
 #     "docutils==0.22.4; python_version < '3.13'",
 #     "docutils==0.23; python_version >= '3.13'",
 #     "markdown-it-py==4.3.0",
+#     "markdown-it-pyrs==0.4.0",
 #     "mdit-py-plugins==0.7.0",
 #     "pathspec==1.1.1",
 #     "PyYAML==6.0.4",

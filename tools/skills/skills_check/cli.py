@@ -11,7 +11,8 @@
 one ``pyproject.toml:LINE:`` error naming the nearest valid name, exit 2. ``--add-suppressions`` writes a
 suppression for each finding (adoption/add.py); ``--format sarif`` carries fingerprints and rule links.
 Without [tool.skills-check] it finds every skill (a folder holding SKILL.md) under the root and runs the
-generic profiles (spec, claude, links); the house profiles run where the tree lists them.
+generic profiles (spec, claude, links, and drift wherever its inputs are); the house profiles (isaaclab,
+routing) run where the tree lists them.
 Exit 0: clean (warnings alone exit 0 unless --strict); 1: findings; 2: usage error or unreadable setup;
 3: no skill found (a folder holding SKILL.md), so nothing was checked: never reported as clean.
 Parsed files are cached by content digest (see caches/parse.py); ``--no-cache`` parses everything afresh.
@@ -141,12 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--explain", metavar="CODE", dest="explain_check", help="print what a rule checks and exit")
     check.add_argument("--skills", default=None, help="skill folder or glob (overrides [tool.skills-check] skills; "
                        "default: every folder holding SKILL.md under the root)")
-    for key in ("docs", "launcher", "trainer"):
-        check.add_argument(f"--{key}", default=None, help=f"path of the {key} (overrides [tool.skills-check])")
+    _add_house_layout(check)
     check.add_argument("--profile", default=None, metavar="NAMES",
-                       help="comma-separated rule profiles to run (spec, claude, links, isaaclab, routing, drift; default: "
-                            "[tool.skills-check] profiles, else spec,claude,links; codes given to --select run "
-                            "whatever their profile)")
+                       help="comma-separated rule profiles to run (spec, claude, links, drift, isaaclab, routing; "
+                            "default: [tool.skills-check] profiles, else spec,claude,links,drift: the drift rules "
+                            "compare what they find, such as a script's argparse with the commands written for it; "
+                            "codes given to --select run whatever their profile)")
     explain = sub.add_parser("explain", help="print what a rule checks (all rules without CODE)")
     explain.add_argument("code", nargs="?")
     route = sub.add_parser("route", help="rank the skills for a prompt (the routing profile's lexical model) and "
@@ -166,6 +167,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="quiet time after an edit before checking (default 0.1; open and save check at once)")
     return parser
 # fmt: on
+
+
+def _add_house_layout(check: argparse.ArgumentParser) -> None:
+    """``check``'s options for the house layout's paths, in a group of their own (a tree without them skips them)."""
+    from .loader.config import DEFAULTS  # the house layout's paths, defined once
+
+    house = check.add_argument_group(
+        "house layout",
+        "where this repository's Isaac Lab layout keeps its RST docs, launcher and trainer (the drift rules compare "
+        "them with the skills); a tree without them skips those comparisons",
+    )
+    for key, default in DEFAULTS.items():
+        house.add_argument(
+            f"--{key}",
+            default=None,
+            metavar="PATH",
+            help=f"the {key} (overrides [tool.skills-check] {key}; default {default})",
+        )
 
 
 def _split(codes: str) -> list[str]:
@@ -537,8 +556,9 @@ def _add_suppressions(scope: _Scope, outcome: _Outcome) -> _Outcome | int:
     from .adoption.add import plan
     from .adoption.suppress import per_file_ignores
     from .fix import FixError, apply_fixes
+    from .rules.registry import RULES
 
-    planned = plan(outcome.project, outcome.findings)
+    planned = plan(outcome.project, outcome.findings, {r.code for r in RULES if r.whole_file})
     summary = outcome.summary
     try:
         changed, notes = apply_fixes(outcome.project, planned.fixes)
@@ -594,8 +614,15 @@ def _report(args: argparse.Namespace, scope: _Scope, outcome: _Outcome, results:
     summary.skills, summary.rst = len(project.skills), len(project.rst)
     summary.rule_sets = _rule_sets(scope, project)
     drift_notes = project.drift_notes
-    if scope.why == "the defaults":  # the rule-set line says drift found no parser; no note per absent default
-        drift_notes = [n for n in drift_notes if not n.startswith(("no launcher at", "no trainer at"))]
+    absent = [n for n in drift_notes if n.startswith(("no launcher at", "no trainer at"))]
+    house = any(
+        r.profile == "isaaclab" and (not scope.select or any(r.code.startswith(c) for c in scope.select))
+        for r in scope.rules
+    )  # the house profile runs (with --select: one of its rules is selected)
+    if scope.why == "the defaults" or (len(absent) == 2 and not house):
+        # the default launcher and trainer paths are the house layout's: a tree with neither script that has
+        # not adopted the house profile is not told they are missing (the rule-set line says what drift found)
+        drift_notes = [n for n in drift_notes if n not in absent]
     summary.notes = project.notes + drift_notes + summary.notes + [n for n in (outcome.hidden.note(),) if n]
     out = render(args.format, outcome.findings, summary, scope.rules, *_sarif_extras(args, project, outcome.findings))
     err = "".join(f"note: {note}\n" for note in summary.notes) if args.format not in ("json", "sarif") else ""

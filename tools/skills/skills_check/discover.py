@@ -67,6 +67,9 @@ class Walk:
     skills: list[str] = field(default_factory=list)  # folders holding SKILL.md, in walk order
     orphans: list[str] = field(default_factory=list)  # folders beside skills, with markdown but no SKILL.md
     problems: list[Finding] = field(default_factory=list)
+    # folders whose SKILL.md is a link to another SKILL.md in the tree (a .gemini/skills/ mirror): the skill it
+    # links to is checked, once; the mirror is neither a skill of its own nor an orphan. mirror -> target folder
+    mirrors: dict[str, str] = field(default_factory=dict)
 
 
 class Ignores:
@@ -122,7 +125,13 @@ def walk(root: Path, gitignore: bool = True) -> Walk:
                 ignores.add(base, text)
         parent_owner = owner.get(posixpath.dirname(base)) if base else None
         is_skill = parent_owner is None and SKILL_FILE in filenames and entries[SKILL_FILE].is_file()
-        owner[base] = base if is_skill else parent_owner
+        mirrored = _mirrored_skill(real_root, entries[SKILL_FILE]) if is_skill else None
+        if mirrored is not None:
+            out.mirrors[base] = mirrored
+            is_skill = False
+            owner[base] = base  # its files belong to the mirror, not to an orphan folder
+        else:
+            owner[base] = base if is_skill else parent_owner
         if is_skill:
             out.skills.append(base)
         has_md[base] = any(n.endswith(".md") for n in filenames)
@@ -175,6 +184,19 @@ def _scan(top: str) -> Iterator[tuple[str, list[str], list[str], dict[str, os.Di
     for name in dirs:
         if not entries[name].is_symlink():
             yield from _scan(os.path.join(top, name))
+
+
+def _mirrored_skill(real_root: str, entry: os.DirEntry[str]) -> str | None:
+    """The root-relative folder of the SKILL.md that ``entry`` (a folder's SKILL.md) links to, where it is a
+    link to another file named SKILL.md inside the root; else None (a file, or a link to other markdown: the
+    folder is a skill whose text lives elsewhere)."""
+    if not entry.is_symlink():
+        return None
+    real = os.path.realpath(entry.path)
+    if posixpath.basename(real) != SKILL_FILE or not real.startswith(real_root + os.sep):
+        return None
+    folder = os.path.dirname(os.path.relpath(real, real_root)).replace(os.sep, "/")
+    return None if os.path.samefile(os.path.dirname(entry.path), os.path.dirname(real)) else folder
 
 
 def _link(real_root: str, full: str, rel_path: str, out: Walk) -> Finding | None:

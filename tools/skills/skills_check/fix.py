@@ -7,7 +7,7 @@ The rewrites are staged: every fixed file is written to a temp file beside it fi
 were written are they renamed into place, so a full disk or an error part-way leaves every file as it
 was (``FixError`` names the file that failed). A file is rewritten only inside the checked root, never
 through or over a symbolic link; newlines (LF/CRLF) and a byte-order mark are kept. One fixer per tree:
-``fix_lock`` holds a lock file beside the tree's parse cache for the whole read-fix-write cycle.
+``fix_lock`` holds a lock on the tree's root folder (``flock`` on its descriptor) for the whole read-fix-write cycle.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .atomic_write import remove_quietly, write_atomic, write_temp
-from .caches.parse import cache_dir
 from .inputs import inside, read_bytes_bounded
 from .model import Finding, Project, TextEdit
 
@@ -29,12 +28,15 @@ class FixError(Exception):
     """A planned rewrite failed; the message names the file and what was and was not rewritten."""
 
 
-def writable(root: Path, relpath: str) -> str | None:
-    """None when ``relpath`` may be rewritten in place; else why not (outside the root, a link, not a file)."""
+def writable(root: Path, relpath: str, create: bool = False) -> str | None:
+    """None when ``relpath`` may be rewritten in place (``create``: or made, where nothing is there yet and its
+    folder is); else why not (outside the root, a link, not a file)."""
     why = inside(root, relpath)
     if why:
         return why
     full = root / relpath
+    if create and not os.path.lexists(full):
+        return None if full.parent.is_dir() and not full.parent.is_symlink() else "has no folder to be made in"
     if full.is_symlink():
         return "is a symlink (a fix never replaces a link with a file)"
     if not full.is_file():
@@ -71,21 +73,22 @@ def apply_fixes(project: Project, findings: list[Finding]) -> tuple[list[str], l
         if f.fix.description not in described.setdefault(path, []):
             described[path].append(f.fix.description)
     notes: list[str] = []
-    originals: dict[str, bytes] = {}
+    originals: dict[str, bytes | None] = {}  # None: a file the fixes make
     planned: list[tuple[str, bytes, list[str]]] = []  # (path, new bytes, what changed)
     for path in sorted(by_path):
-        why = writable(project.root, path)
+        new_file = all(e.start == 1 and e.end == 0 for e in by_path[path]) and not os.path.lexists(project.root / path)
+        why = writable(project.root, path, create=new_file)
         if why:
             notes.append(f"--fix: {path} {why}; not rewritten")
             continue
-        raw = read_bytes_bounded(os.path.realpath(project.root / path), 16 * 1024 * 1024)
+        raw = b"" if new_file else read_bytes_bounded(os.path.realpath(project.root / path), 16 * 1024 * 1024)
         if isinstance(raw, str):
             notes.append(f"--fix: {path}: {raw}; not rewritten")
             continue
         bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
         text = raw[len(bom) :].decode("utf-8", errors="surrogateescape")
         newline = "\r\n" if "\r\n" in text else "\n"
-        lines = text.replace("\r\n", "\n").split("\n")
+        lines = [] if new_file else text.replace("\r\n", "\n").split("\n")
         new, skipped = _apply(lines, by_path[path])
         if skipped:
             notes.append(f"--fix: {path}: {len(skipped)} overlapping edit(s) left for the next run")
@@ -93,20 +96,20 @@ def apply_fixes(project: Project, findings: list[Finding]) -> tuple[list[str], l
             data = bom + newline.join(new).encode("utf-8", errors="surrogateescape")
             what = [d if d.startswith(path) else f"{path}: {d}" for d in described.get(path, [])]
             planned.append((path, data, what or [path]))
-            originals[path] = raw
+            originals[path] = None if new_file else raw
     write_all(project.root, [(path, data, originals[path]) for path, data, _ in planned])
     changes = [line for _, _, what in planned for line in what]
     return changes, notes
 
 
-def write_all(root: Path, planned: list[tuple[str, bytes, bytes]]) -> None:
-    """Rewrite each (path, new bytes, old bytes) under ``root``, all or none: every new text goes to a temp file
-    beside its file first; only when all were written are they renamed into place. Raises FixError (every file
-    as it was, no temp file left)."""
+def write_all(root: Path, planned: list[tuple[str, bytes, bytes | None]]) -> None:
+    """Rewrite each (path, new bytes, old bytes; None: a new file) under ``root``, all or none: every new text
+    goes to a temp file beside its file first; only when all were written are they renamed into place. Raises
+    FixError (every file as it was, no temp file or new file left)."""
     temps: list[str] = []
     try:
-        for path, data, _ in planned:
-            why = writable(root, path)  # changed since it was planned?
+        for path, data, old in planned:
+            why = writable(root, path, create=old is None)  # changed since it was planned?
             if why:
                 raise OSError(why)
             temps.append(write_temp(root / path, data))
@@ -118,7 +121,7 @@ def write_all(root: Path, planned: list[tuple[str, bytes, bytes]]) -> None:
         raise FixError(
             f"--fix could not write {path} ({getattr(exc, 'strerror', None) or exc}); no file was rewritten"
         ) from exc
-    done: list[tuple[str, bytes]] = []
+    done: list[tuple[str, bytes | None]] = []
     try:
         for (path, _, old), tmp in zip(planned, temps):
             os.replace(tmp, root / path)
@@ -126,8 +129,11 @@ def write_all(root: Path, planned: list[tuple[str, bytes, bytes]]) -> None:
     except OSError as exc:
         for tmp in temps[len(done) :]:
             remove_quietly(tmp)
-        for rel, old in done:  # put back what was already renamed into place
-            write_atomic(root / rel, old)
+        for rel, old in done:  # put back what was already renamed into place (remove what was made)
+            if old is None:
+                remove_quietly(str(root / rel))
+            else:
+                write_atomic(root / rel, old)
         raise FixError(f"--fix could not rename into {path} ({exc.strerror or exc}); no file was rewritten") from exc
 
 
@@ -136,20 +142,19 @@ LOCK_WAIT_S = 30.0  # how long a second --fix of one tree waits for the first
 
 @contextlib.contextmanager
 def fix_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
-    """Hold this tree's fix lock (a file beside its parse cache, ``fcntl.flock``) for the block: one fixer per
-    tree. Waits up to ``wait_s`` for another fixer, saying so on stderr; raises FixError when it is still held
-    then, or when the lock file cannot be opened."""
+    """Hold this tree's fix lock for the block: one fixer per tree, whatever cache folder each uses. The lock is
+    ``fcntl.flock`` on the root folder itself (an open descriptor of the directory), so two users, or two
+    shells with different ``XDG_CACHE_HOME``, share it, and nothing is written to hold it. Waits up to
+    ``wait_s`` for another fixer, saying so on stderr; raises FixError when it is still held then, or when the
+    folder cannot be opened."""
     import fcntl
-    import hashlib
 
     wait_s = LOCK_WAIT_S if wait_s is None else wait_s
     real = os.path.realpath(root)
-    lock = cache_dir() / f"{hashlib.sha256(real.encode()).hexdigest()[:24]}.fix.lock"
     try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise FixError(f"--fix could not open its lock file {lock} ({exc.strerror or exc})") from exc
+        raise FixError(f"--fix could not open {real} to lock it ({exc.strerror or exc})") from exc
     try:
         deadline, told = time.monotonic() + wait_s, False
         while True:
@@ -159,7 +164,7 @@ def fix_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise FixError(
-                        f"another --fix of {real} held {lock} for {wait_s:g} s; run again when it has ended"
+                        f"another --fix of {real} held its lock for {wait_s:g} s; run again when it has ended"
                     ) from None
                 if not told:
                     print(f"--fix: waiting up to {wait_s:g} s for another --fix of {real} to end", file=sys.stderr)

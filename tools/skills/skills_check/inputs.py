@@ -405,11 +405,17 @@ PSEUDO_FS = frozenset(
 
 
 def refused_root(root: Path, mounts: str = "/proc/self/mounts") -> str | None:
-    """Why ``root`` cannot be a checked root (a filesystem's root ``/``, or inside a pseudo filesystem such as
-    /proc or /sys: walking it reads the whole machine or files that never end), else None."""
+    """Why ``root`` cannot be a checked root (a filesystem's root ``/``, by its name or another one such as a bind
+    mount, or inside a pseudo filesystem such as /proc or /sys: walking it reads the whole machine or files that
+    never end), else None."""
     real = os.path.realpath(root)
     if real == os.path.realpath("/"):
         return "is the filesystem root"
+    try:
+        if os.path.samestat(os.stat(real), os.stat("/")):
+            return "is the filesystem root under another name (a bind mount of /: same device and inode)"
+    except OSError:
+        pass  # a root that cannot be looked at is refused where it is read
     fstype, point = "", ""
     try:
         with open(mounts, encoding="utf-8", errors="replace") as fh:

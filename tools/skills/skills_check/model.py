@@ -73,6 +73,7 @@ class Finding:
     severity: str = "error"  # "error" | "warning"
     truth: Loc | None = None  # where the source of truth lives (drift rules)
     fix: Fix | None = None  # text edits that resolve it (``check --fix`` applies them)
+    hidden: int = 0  # a cap line's count of the findings it stands for (not shown; counted by the summary)
 
 
 @dataclass

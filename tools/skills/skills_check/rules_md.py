@@ -82,9 +82,11 @@ Adopting on a tree with many findings: `check --write-baseline FILE` records the
 in the file's own syntax: `disable-next-line` above the finding's line (markdown keeps the line's
 indentation; RST adds a blank line; frontmatter above a top-level key), `disable` ... `enable` around a
 code block, a markdown table or an RST top-level block (a paragraph, a directive with its body) when the
-finding is inside one, `disable-file` after the opening `---` for a finding on it; JSON and every other
+finding is inside one, `disable-file` for a finding on the whole file (its length, a missing contents list,
+a file nothing names) or at line 1 (after the opening `---` where there is one); JSON and every other
 file (scripts, folders, a file that could not be parsed) get a `per-file-ignores` entry in `pyproject.toml`
-(the table is added when missing; a tree without `pyproject.toml` gets a note). The writes are staged as
+(the table is added when missing; a tree without `pyproject.toml` gets one holding only the table). The
+writes are staged as
 `--fix`'s are, under its lock, inside the checked root only; the check then runs again. It refuses `--fix`
 and the baseline flags. An unused suppression (SU002) carries a fix: `--fix` (not `--only-safe`: it drops
 a reason a person wrote) removes the unused codes, or the whole comment and the `enable` ending its block.

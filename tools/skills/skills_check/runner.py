@@ -217,6 +217,7 @@ def cap_per_file(findings: list[Finding], limit: int = MAX_PER_FILE) -> list[Fin
                 f"(at most {limit} per file and code)",
                 loc=first.loc,
                 severity=first.severity,
+                hidden=n,
             )
         )
     out.sort(key=lambda f: (f.loc.path, f.loc.line, f.loc.col, f.code, f.message))

@@ -6,6 +6,9 @@ them one by one after (as ruff's ``--add-noqa``). Plans text edits only; ``fix.a
 
 Where each finding's suppression goes, in the file's own comment syntax (``suppress.py``):
 
+- a finding at line 1, or of a rule whose findings are about a whole file (its length, a missing contents list:
+  such a finding stays where it is computed whatever is written above it): ``disable-file CODE`` at the top (after the frontmatter's ``---`` where there is one),
+  and the file's other suppressions leave that code out;
 - markdown: ``<!-- skills-check: disable-next-line CODE -- REASON -->`` above the finding's line, with its
   indentation and blockquote markers; a finding inside a fenced or indented code block or a table (where a
   comment would be code, or would cut the table) gets ``disable CODE`` above the block and ``enable CODE``
@@ -19,7 +22,7 @@ Where each finding's suppression goes, in the file's own comment syntax (``suppr
 - every other file (JSON such as ``evals.json``, scripts, ``pyproject.toml``, a folder, a file the check
   could not parse): an entry ``"path" = ["CODE", ...]`` of ``[tool.skills-check.per-file-ignores]`` in
   the root's ``pyproject.toml`` with a ``# REASON`` comment (the table is added when the file has none; a
-  tree without pyproject.toml, or whose table is inline, gets a note instead).
+  tree without pyproject.toml gets one holding only the table; one whose table is inline gets a note instead).
 
 The suppression stage's own findings (SU0xx) are never suppressed: ``--fix`` removes an unused suppression.
 """
@@ -29,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +158,9 @@ def _markdown(doc: MarkdownDoc, by_line: dict[int, list[str]], ins: _Inserts) ->
     for line, codes in sorted(by_line.items()):
         if line <= fm_end:
             continue
+        if line == 1:  # a finding on the whole file stays at line 1 whatever goes above it: the file's codes
+            ins.add(1, [f"<!-- {PREFIX} disable-file {_codes(codes)} -- {REASON} -->"], first=True)
+            continue
         block = next((b for b in blocks if b[0] <= line <= b[1]), None)
         if block is not None or not lines[line - 1].strip():
             wrapped.setdefault(block or (line, line), []).extend(codes)
@@ -197,6 +203,9 @@ def _rst(doc: RstDoc, by_line: dict[int, list[str]], ins: _Inserts) -> None:
     lines = doc.text.split("\n")
     grouped: dict[tuple[int, int], list[str]] = {}
     for line, codes in sorted(by_line.items()):
+        if line == 1:  # on the whole file (see _markdown)
+            ins.add(1, [f".. {PREFIX} disable-file {_codes(codes)} -- {REASON}", ""], first=True)
+            continue
         grouped.setdefault(_rst_block(lines, line), []).extend(codes)
     for start, end, codes in _merged(grouped):
         lines_at = {n for n, _ in by_line.items() if start <= n <= end}
@@ -216,15 +225,18 @@ def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan, count: 
     if not wanted:
         return
     listed = ", ".join(sorted(wanted))
+    exists = "pyproject.toml" in project.paths
     text = read_text(project.root, "pyproject.toml")[0] if "pyproject.toml" in project.files else None
-    if text is None:
+    if text is None and exists:
         plan.notes.append(
-            f"--add-suppressions: no pyproject.toml at the root for [tool.skills-check.{CONFIG_KEY}]: "
+            f"--add-suppressions: pyproject.toml at the root cannot be read for [tool.skills-check.{CONFIG_KEY}]: "
             f"not suppressed in {listed}"
         )
         return
-    text = text.replace("\r\n", "\n")
-    lines = text.split("\n")
+    if text is None:  # a tree without one: made, holding only the table (the checker's config file)
+        plan.notes.append(f"--add-suppressions: pyproject.toml made at the root for [tool.skills-check.{CONFIG_KEY}]")
+    text = (text or "").replace("\r\n", "\n")
+    lines = text.split("\n") if text else []
     current = project.config.get(CONFIG_KEY) or {}
     header = project.config.get("_lines", {}).get(CONFIG_KEY)
     new_entries = [
@@ -235,7 +247,7 @@ def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan, count: 
     if header is None:
         while out and not out[-1].strip():
             out.pop()
-        out += ["", f"[tool.skills-check.{CONFIG_KEY}]", *new_entries, ""]
+        out += [*([""] if out else []), f"[tool.skills-check.{CONFIG_KEY}]", *new_entries, ""]
     elif _HEADER.match(lines[header - 1]):
         drop = {n for n, line in enumerate(lines) if any(line.startswith(json.dumps(p) + " ") for p in wanted)}
         out = [line for n, line in enumerate(lines) if n not in drop]
@@ -255,7 +267,7 @@ def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan, count: 
     if not ok:
         plan.notes.append(f"--add-suppressions: pyproject.toml could not take the entries: not suppressed in {listed}")
         return
-    edit = TextEdit("pyproject.toml", 1, len(lines), tuple(out))
+    edit = TextEdit("pyproject.toml", 1, len(lines), tuple(out))  # a new file: inserted before line 1
     fix = Fix(f"pyproject.toml: {len(wanted)} per-file-ignores entr(ies) added", (edit,))
     plan.fixes.append(Finding("SU000", "per-file ignores", Loc("pyproject.toml"), fix=fix))
     plan.added += count
@@ -264,6 +276,9 @@ def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan, count: 
 def edits_for(doc: MarkdownDoc | RstDoc, by_line: dict[int, list[str]]) -> tuple[TextEdit, ...]:
     """The insertions that suppress, in one parsed markdown or RST document, the codes found at each line."""
     ins = _Inserts()
+    whole = set(by_line.get(1, ()))  # line 1's codes are suppressed for the whole file: not again below
+    by_line = {n: c if n == 1 else [x for x in c if x not in whole] for n, c in by_line.items()}
+    by_line = {n: c for n, c in by_line.items() if c}
     if isinstance(doc, RstDoc):
         _rst(doc, by_line, ins)
     else:
@@ -271,8 +286,9 @@ def edits_for(doc: MarkdownDoc | RstDoc, by_line: dict[int, list[str]]) -> tuple
     return ins.edits(doc.path)
 
 
-def plan(project: Project, findings: list[Finding]) -> Plan:
-    """The edits that suppress each of ``findings`` (one Fix per file) and notes on what cannot be."""
+def plan(project: Project, findings: list[Finding], whole_file: Collection[str] = ()) -> Plan:
+    """The edits that suppress each of ``findings`` (one Fix per file) and notes on what cannot be;
+    ``whole_file``: the codes whose findings are about a whole file (suppressed for the file)."""
     out = Plan()
     docs: dict[str, Any] = {d.path: d for d in documents(project) if getattr(d, "readable", True)}
     inline: dict[str, dict[int, list[str]]] = {}
@@ -289,7 +305,7 @@ def plan(project: Project, findings: list[Finding]) -> Plan:
             continue
         text_lines = doc.text.split("\n")
         last = len(text_lines) - (1 if len(text_lines) > 1 and text_lines[-1] == "" else 0)
-        n = max(1, min(f.loc.line, last))
+        n = 1 if f.code in whole_file else max(1, min(f.loc.line, last))
         codes = inline.setdefault(f.loc.path, {}).setdefault(n, [])
         codes += [] if f.code in codes else [f.code]
         out.added += 1

@@ -106,7 +106,7 @@ class ResultCache:
             return None
         try:
             entry = self._load().get("entries", {}).get(self.argkey)
-            if not isinstance(entry, dict) or entry.get("checker") != self.stamp:
+            if not _valid(entry) or entry.get("checker") != self.stamp:
                 return None
             for rel, mtime in entry["dirs"].items():
                 if os.stat(os.path.join(self.root, rel), follow_symlinks=False).st_mtime_ns != mtime:
@@ -114,8 +114,6 @@ class ResultCache:
             for rel, dig in entry["files"].items():
                 if _file_digest(os.path.join(self.root, rel)) != dig:
                     return None
-            if not all(isinstance(entry.get(k), t) for k, t in (("stdout", str), ("stderr", str), ("rc", int))):
-                return None
             return entry
         except (OSError, KeyError, AttributeError, TypeError, ValueError):
             return None
@@ -156,6 +154,25 @@ class ResultCache:
             _write(self.file, {"root": self.root, "entries": entries})
         except (OSError, ValueError, TypeError):
             return
+
+
+def _valid(entry: Any) -> bool:
+    """Whether a stored entry has the shape ``store`` writes, every value in range: text for the output, an exit
+    status a process can have (0-255; a bool is no status), folder times as integers, file digests as text.
+    Anything else is a miss (the check runs), never a crash or a status the shell would wrap."""
+    if not isinstance(entry, dict):
+        return False
+    rc, dirs, files = entry.get("rc"), entry.get("dirs"), entry.get("files")
+    return (
+        isinstance(entry.get("stdout"), str)
+        and isinstance(entry.get("stderr"), str)
+        and type(rc) is int
+        and 0 <= rc <= 255
+        and isinstance(dirs, dict)
+        and all(isinstance(k, str) and type(v) is int for k, v in dirs.items())
+        and isinstance(files, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
+    )
 
 
 def read_files(project: Any) -> set[str]:

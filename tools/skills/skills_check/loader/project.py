@@ -81,7 +81,9 @@ def _worker_plan(root: Path, config: dict[str, Any], keep: bool, send: prefetch.
     ``prefetch.worth_a_worker``); ``keep``: the check keeps a parse cache."""
     project = Project(root=root, config=config)
     found = _walk(root, config)
-    send(WALKED, (found.paths, found.files, found.dir_links, found.skills, found.orphans, found.problems))
+    send(
+        WALKED, (found.paths, found.files, found.dir_links, found.skills, found.orphans, found.problems, found.mirrors)
+    )
     items = prefetch.plan(project, _discover(root, config, project, found), config["docs"], drift=True)
     if not prefetch.worth_a_worker(items):
         return prefetch.Plan([])
@@ -94,7 +96,7 @@ WALKED = ("walk", "")  # an early worker's walk of the tree (``discover.Walk``'s
 def _walk(root: Path, config: dict[str, Any], early: prefetch.Prefetched | None = None) -> discover.Walk:
     """The tree's walk: ``early``'s (its worker walked the tree with the same settings), else walked here."""
     got = early.take(*WALKED, tuple) if early is not None else None
-    if got is not None and len(got) == 6:
+    if got is not None and len(got) == 7:
         return discover.Walk(*got)
     return discover.walk(root, gitignore=discover.configured(config.get("skills")) is None)
 
@@ -317,6 +319,8 @@ def _py_tokens(doc: Any) -> list[str]:
 def _named_py(text: str) -> tuple[str, ...]:
     """The Python file names one code text shows (a collection writes the same command in many files: each
     text is searched once)."""
+    if ".py" not in text:
+        return ()  # no Python file name can be in it: the pattern not searched (most code texts)
     return tuple(t.removeprefix("./") for t in PY_TOKEN_RE.findall(text))
 
 

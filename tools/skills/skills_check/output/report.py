@@ -40,8 +40,9 @@ def rule_sets_line(summary: Summary) -> str:
 
 
 def _counts(findings: list[Finding]) -> tuple[int, int]:
-    errors = sum(1 for f in findings if f.severity != "warning")
-    return errors, len(findings) - errors
+    """(errors, warnings): a cap line counts the findings it stands for, not itself."""
+    errors = sum(f.hidden or 1 for f in findings if f.severity != "warning")
+    return errors, sum(f.hidden or 1 for f in findings) - errors
 
 
 def summary_line(findings: list[Finding], summary: Summary) -> str:

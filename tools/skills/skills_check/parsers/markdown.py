@@ -17,6 +17,7 @@ from urllib.parse import unquote
 
 from ..inputs import problem
 from ..model import Cell, Code, Comment, Heading, Link, MarkdownDoc, Table
+from . import markdown_rs
 from .quick import CODE_SPAN, HEADING, SPANS, plain_mapping, quick_read
 
 if TYPE_CHECKING:
@@ -33,6 +34,13 @@ def _parser() -> MarkdownIt:
     from mdit_py_plugins.front_matter import front_matter_plugin
 
     return MarkdownIt("commonmark").enable("table").use(front_matter_plugin)
+
+
+def _tokens(text: str) -> list[Any]:
+    """The tokens of ``text``: markdown-it-pyrs' tree read as markdown-it-py's tokens where that port is
+    installed and reads the text (``parsers.markdown_rs``), else markdown-it-py's own."""
+    fast = markdown_rs.tokens(text)
+    return _parser().parse(text) if fast is None else fast
 
 
 _NOT_IN_ASCII_SLUG = re.compile(r"[^A-Za-z0-9_ -]")
@@ -62,17 +70,13 @@ def unique_slug(slug: str, slugs: set[str]) -> str:
     return candidate
 
 
+#: a backslash and the character it escapes, or a pipe (a cell boundary unless escaped)
+_ESCAPE_OR_PIPE = re.compile(r"\\.|\|", re.S)
+
+
 def split_row(line: str) -> list[tuple[int, int]]:
     """Spans (start, end) of the cells of a GFM table row, content stripped; ``\\|`` does not split."""
-    bounds: list[int] = []
-    i = 0
-    while i < len(line):
-        if line[i] == "\\":
-            i += 2
-            continue
-        if line[i] == "|":
-            bounds.append(i)
-        i += 1
+    bounds = [m.start() for m in _ESCAPE_OR_PIPE.finditer(line) if m[0] == "|"] if "|" in line else []
     cuts = [-1] + bounds + [len(line)]
     segs = [(a + 1, b) for a, b in itertools.pairwise(cuts)]
     if segs and bounds and not line[: bounds[0]].strip():
@@ -510,7 +514,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
     doc = MarkdownDoc(path=path, text=text, n_lines=len(lines) - (1 if text.endswith("\n") else 0))
     try:
         read = quick_read(text)
-        tokens = _parser().parse(text) if read is None else []
+        tokens = _tokens(text) if read is None else []
     except Exception as exc:  # markdown-it is total on str input; this is a last resort
         doc.problems.append(problem("IN020", path, 1, 1, f"markdown parser failed: {exc}"))
         return doc

@@ -309,6 +309,11 @@ _SECTION_LABEL_RE = re.compile(
 )
 
 
+# the same label anywhere in a text (a line that matches _NEGATIVE_LABEL_RE is found by it, and it finds nothing
+# where no line matches: its ``\s*`` may start on a blank line above, never on a line of other text)
+_ANY_NEGATIVE_LABEL_RE = re.compile(_NEGATIVE_LABEL_RE.pattern, re.IGNORECASE | re.MULTILINE)
+
+
 def negative_lines_of(project: Project, doc: MarkdownDoc | RstDoc) -> set[int]:
     """``negative_lines(doc)``, computed once per document."""
     return cached(project, f"negative:{doc.path}", lambda: negative_lines(doc))
@@ -325,6 +330,8 @@ def negative_lines(doc: MarkdownDoc | RstDoc) -> set[int]:
     lowered = doc.text.lower()
     if "fail" not in lowered and "anti" not in lowered:
         return set()  # no line can open a failure-mode list (every label says "fail..." or "anti...")
+    if not _ANY_NEGATIVE_LABEL_RE.search(doc.text):
+        return set()  # one search of the text: no line is such a label (most that say "fail" have none)
     out: set[int] = set()
     negative = False
     for i, line in enumerate(doc.text.split("\n"), start=1):
@@ -335,3 +342,37 @@ def negative_lines(doc: MarkdownDoc | RstDoc) -> set[int]:
         if negative:
             out.add(i)
     return out
+
+
+def folder_named(bare: str, folder: str) -> bool:
+    """``folder`` is named by itself (`scripts/`, `scripts`, ./scripts), not only as the start of a longer path
+    (`scripts/run.py` names that file, not every file beside it), in ``bare``: the text with every "./" removed."""
+    if folder not in bare:  # the regular expression only where the name occurs at all
+        return False
+    pattern = rf"(?<![\w.-]){re.escape(folder)}(?:/(?![\w.*<{{$-])|(?![\w/-]|\.\w))"
+    return re.search(pattern, bare) is not None
+
+
+#: a glob star or a placeholder in a written path
+PATTERN_PART = re.compile(r"\*|\{[^{}/]*\}|<[^<>/]*>")
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    """A written path pattern as a regular expression: a star or a placeholder stands for one path part."""
+    text = text.removeprefix("./")
+    out, last = [], 0
+    for m in PATTERN_PART.finditer(text):
+        out += [re.escape(text[last : m.start()]), "[^/]*" if m[0] == "*" else "[^/]+"]
+        last = m.end()
+    return re.compile("".join(out) + re.escape(text[last:]))
+
+
+def written_patterns(docs: list[MarkdownDoc]) -> list[re.Pattern[str]]:
+    """The path patterns written in code spans of ``docs`` (a path with a star or a placeholder), as expressions
+    a skill-relative path fits."""
+    spans = {c.text.strip() for doc in docs for c in doc.code if c.kind == "inline"}
+    return [_pattern(t) for t in sorted(spans) if "/" in t and PATTERN_PART.search(t) and " " not in t]
+
+
+# Files a skill carries that need no mention: its licence and notes for people browsing the repository.
+UNLISTED_OK = re.compile(r"^(?:LICEN[CS]E|COPYING|NOTICE|README|CHANGELOG)(?:\.\w+)?$", re.IGNORECASE)

@@ -1,14 +1,15 @@
 """DR3xx: every --flag written in skills and docs belongs to the tool the command line runs.
 
 Scope (so the checker never cries wolf): flags are judged only
-- in command lines of known tools (``mgpu-lab train_multigpu``/``train``, ``torchrun``,
-  ``python -m torch.distributed.run``, skrl's JAX launcher, ``python <repo script>.py``), in code
+- in command lines of known tools (``python <script of the tree>.py``, the tools ``[tool.skills-check]
+  tools`` configures, ``torchrun`` and ``python -m torch.distributed.run``, skrl's JAX launcher), in code
   blocks and inline code; and
-- in bare inline code that starts with ``--`` (e.g. `--num_gpus`), which must belong to the launcher,
-  the trainer, torchrun or skrl's JAX launcher, or to a tool the same file runs in a command line,
-  where the text ties it to one of those tools: its line names the launcher, the trainer, torchrun or
-  skrl, or the flag is a near miss of one of their options (a likely typo). A bare flag of another
-  program (``--verbose``, ``--ipc=host`` next to ``docker run``) is not judged.
+- where the tree has a launcher and a trainer (the house layout, e.g. this repository's ``mgpu-lab
+  train_multigpu``), in bare inline code that starts with ``--`` (e.g. `--num_gpus`), which must belong
+  to the launcher, the trainer, torchrun or skrl's JAX launcher, or to a tool the same file runs in a
+  command line, where the text ties it to one of those tools: its line names one of them, or the flag
+  is a near miss of one of their options (a likely typo). A bare flag of another program
+  (``--verbose``, ``--ipc=host`` next to ``docker run``) is not judged.
 When the launcher's or the trainer's options cannot be read (a foreign layout, e.g. a ``train.py``
 that dispatches to per-library scripts), bare flags are not judged at all (the summary says so).
 Flags of other programs (``nvidia-smi --query-gpu=...``, ``uv run --no-project``, ``git``) are not
@@ -132,11 +133,36 @@ def _documents(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, Skill |
         yield rst, None
 
 
+def _reads_every_command(project: Project) -> bool:
+    """Whether the bare-flag rule runs (it reads the flags of every command written, not only the known tools')."""
+    return project.torchrun is not None and usable(project.launcher) and usable(project.trainer)
+
+
+def _may_run_tool(project: Project) -> tuple[re.Pattern[str], tuple[str, ...]] | None:
+    """A pattern (with the words it is made of) that every code text that can run a known tool matches (a program word ``invocations`` knows:
+    Python, torchrun, Isaac Lab's script, a configured tool's first word), or None where every command is read.
+
+    Splitting a text into shell words is most of what this rule set costs on a large collection, and most
+    code (output, other programs' commands) runs none of them: such text is not split."""
+    if _reads_every_command(project):
+        return None
+    names = {"python", "py", "torchrun", "isaaclab"}
+    for tool in project.tools.values():
+        for words in (tool.words, *tool.also):
+            if words:
+                names.add(words[0].rsplit("/", 1)[-1])
+    alternatives = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    # the words as plain text first (a substring test is much quicker than the pattern on most code)
+    return re.compile(rf"(?<![\w.-])(?:{alternatives})"), tuple(sorted(names))
+
+
 def written_commands(project: Project) -> list[Written]:
-    """Every simple command in code blocks and inline code of the skills and RST docs."""
+    """Every simple command in code blocks and inline code of the skills and RST docs (where only known tools'
+    commands are read: those of the code texts that may run one, see ``_may_run_tool``)."""
 
     def make() -> list[Written]:
         out: list[Written] = []
+        may_run = _may_run_tool(project)
         for doc, skill in _documents(project):
             negative = negative_lines_of(project, doc)
             lines = _Lines(doc)
@@ -152,6 +178,8 @@ def written_commands(project: Project) -> list[Written]:
                     text, prompts_only, inline = code.text.rstrip("\n"), None, False
                     if lang in YAML:
                         text = _yaml_items(text)
+                if may_run is not None and not (any(w in text for w in may_run[1]) and may_run[0].search(text)):
+                    continue
                 for k, ws in enumerate(relative_command_lines(text, prompts_only)):
                     out.append(Written(doc, skill, ws, inline, (text, prompts_only, k), code, lines))
         return out
@@ -229,6 +257,15 @@ def _tool_name(inv: Invocation) -> str:
     return {"torchrun": "torchrun", "jax": "skrl's JAX launcher"}.get(inv.tool, inv.tool)
 
 
+def _options_of(specs: list[ArgSpec], shown: int = 6) -> str:
+    """The options the specs define, as a short list leading a message's parenthesis ("its options: --a, --b; "),
+    or nothing for a tool with many (its truth and the suggestion say enough)."""
+    flags = sorted({max(o.flags, key=len) for spec in specs for o in spec.options if o.flags[0].startswith("-")})
+    if not flags or len(flags) > shown:
+        return ""
+    return f"its options: {', '.join(flags)}; "
+
+
 def check_invocation(inv: Invocation) -> Iterator[Problem]:
     """Unknown flags, missing values and invalid choices in one tool's arguments."""
     specs = inv.specs
@@ -261,7 +298,8 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
             yield Problem(
                 "DR301",
                 word,
-                f"{flag} is not an option of {_tool_name(inv)}{_suggest(flag, specs)} (options: {where})",
+                f"{flag} is not an option of {_tool_name(inv)}{_suggest(flag, specs)} "
+                f"({_options_of(specs)}truth: {where})",
                 _truth(specs[0]),
             )
             continue
@@ -340,14 +378,15 @@ def _emit(project: Project, code: str) -> Iterator[Finding]:
     "DR301",
     "unknown-flag",
     profile="drift",
-    cites="this repository's design (DESIGN.md, Sources of truth): every flag after mgpu-lab train_multigpu/train in examples",
+    cites="Python argparse (docs.python.org/3/library/argparse.html): a command line holds the options, values and choices its parser defines",
 )
 def unknown_flag(project: Project) -> Iterator[Finding]:
-    """A flag in a command line of a known tool is one of that tool's options (launcher flags forward to the trainer).
+    """A flag in a command line of a known tool is one of that tool's options (or of the tool it forwards to).
 
-    In a command of a known tool, every flag is one of its options (argparse prefix matching honoured
-    where `allow_abbrev` is on). After `mgpu-lab train_multigpu`, flags the launcher lacks must be
-    trainer flags; after a lone `--`, trainer flags only.
+    In a command of a known tool (a script of the tree run with Python, a configured tool, torchrun),
+    every flag is one of its options (argparse prefix matching honoured where `allow_abbrev` is on). A
+    tool that forwards what it does not know to another (`forwards` in `[tool.skills-check] tools`, as a
+    launcher forwards to its trainer) takes the other's flags too; after a lone `--`, only the other's.
     """
     yield from _emit(project, "DR301")
 
@@ -356,7 +395,7 @@ def unknown_flag(project: Project) -> Iterator[Finding]:
     "DR302",
     "flag-value",
     profile="drift",
-    cites="this repository's design (DESIGN.md, Sources of truth): every flag after mgpu-lab train_multigpu/train in examples",
+    cites="Python argparse (docs.python.org/3/library/argparse.html): a command line holds the options, values and choices its parser defines",
 )
 def flag_value(project: Project) -> Iterator[Finding]:
     """A flag that takes a value is given one, and a switch is given none.
@@ -371,7 +410,7 @@ def flag_value(project: Project) -> Iterator[Finding]:
     "DR303",
     "flag-choice",
     profile="drift",
-    cites="this repository's design (DESIGN.md, Sources of truth): every flag after mgpu-lab train_multigpu/train in examples",
+    cites="Python argparse (docs.python.org/3/library/argparse.html): a command line holds the options, values and choices its parser defines",
 )
 def flag_choice(project: Project) -> Iterator[Finding]:
     """A value given to a flag with choices (`--rl_library`, `--start_method` ...) is one of them.
@@ -484,7 +523,7 @@ def bare_flag(project: Project) -> Iterator[Finding]:
     "DR305",
     "script-path",
     profile="drift",
-    cites="this repository's design (DESIGN.md, Sources of truth): paths: every script a command runs exists",
+    cites="a command line runs only when the script it names exists (the tree is its source of truth)",
 )
 def script_path(project: Project) -> Iterator[Finding]:
     """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists.

@@ -200,6 +200,11 @@ def description_use_when(project: Project) -> Iterator[Finding]:
             yield _at("SK105", skill, "description", '`description` must contain "Use when" (what triggers the skill)')
 
 
+# a quotation in a description: the user's words, in double, single or typographic quotes (an apostrophe
+# inside a word, as in "user's", opens none)
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|‘[^’]*’|(?<![\w])'[^']*'(?![\w])")
+
+
 @rule(
     "SK106",
     "description-third-person",
@@ -212,11 +217,12 @@ def description_third_person(project: Project) -> Iterator[Finding]:
     `description` is in the third person: it never says "I", "me", "my", "you", "your" ... (anywhere,
     not only at a sentence's start). The description is put into the system prompt, where a first- or
     second-person voice confuses who is speaking; "Use when the user ..." says the same in the third person.
+    Words a user says, quoted (`Use when asked to "review my UI"`), are the user's, not the description's.
     """
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
         if isinstance(desc, str):
-            m = FIRST_PERSON_RE.search(desc.strip())
+            m = FIRST_PERSON_RE.search(_QUOTED.sub(" ", desc.strip()))
             if m:
                 yield _at(
                     "SK106",

@@ -9,8 +9,8 @@ import posixpath
 import re
 from collections.abc import Iterator
 
-from ..model import Finding, Fix, Project, Skill, TextEdit
-from .common import files_under, finding, skill_docs
+from ..model import Finding, Fix, MarkdownDoc, Project, Skill, TextEdit
+from .common import UNLISTED_OK, files_under, finding, folder_named, skill_docs, written_patterns
 from .frontmatter import NAME_RE, _key_line, _skills_with_frontmatter, alias_points_to
 from .registry import rule
 
@@ -195,8 +195,19 @@ def _case_edit(skill: Skill, line: int, right: dict[str, str]) -> TextEdit | Non
     return TextEdit(skill.skill_md.path, line, line, (text,)) if right else None
 
 
-# Files a skill carries that need no mention: its licence and notes for people browsing the repository.
-UNLISTED_OK = re.compile(r"^(?:LICEN[CS]E|COPYING|NOTICE|README|CHANGELOG)(?:\.\w+)?$", re.IGNORECASE)
+# Files the tools that run a skill's scripts read, and the scripts' own tests (for the people who maintain
+# them): an agent runs the script, it does not open these.
+TOOLING_FILES = re.compile(
+    r"^(?:pyproject\.toml|uv\.lock|poetry\.lock|requirements[\w.-]*\.txt|setup\.(?:py|cfg)|package(?:-lock)?\.json|"
+    r"yarn\.lock|pnpm-lock\.yaml|tsconfig\.json|Cargo\.(?:toml|lock)|go\.(?:mod|sum)|Gemfile(?:\.lock)?|"
+    r"test_\w+\.py|\w+_test\.(?:py|go)|[\w.-]+\.(?:test|spec)\.[jt]sx?|conftest\.py)$"
+)
+# The folders the Agent Skills spec names for documentation agents read on demand: a document there is
+# reached only when a text points at it.
+DOC_FOLDERS = frozenset({"references", "reference", "docs"})
+# A skill gallery's catalog card (name, version, tags for the gallery's index): read by the gallery's build,
+# never by an agent. Only beside SKILL.md.
+CATALOG_CARDS = frozenset({"metadata.json"})
 
 
 def _mentions(skill: Skill) -> str:
@@ -215,48 +226,149 @@ def _mentions(skill: Skill) -> str:
     profile="claude",
     cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices: progressive "
     "disclosure): SKILL.md points to each bundled file and says when to read or run it",
+    whole_file=True,
 )
 def unreferenced_file(project: Project) -> Iterator[Finding]:
-    """Every file bundled in a skill is named in the skill's markdown (or sits in a folder it names).
+    """Every file bundled in a skill is named in its markdown (or sits in a folder it names), one finding a fact.
+
+    A folder none of whose files is named is one finding, listing them.
 
     An agent reads SKILL.md and opens other files only when the text points at them: a file nothing
-    names (by its path, its file name, or a folder of it such as `scripts/`) is never used. Licence and
-    README files, hidden files, caches and `evals/` (test cases for evaluation tools, not for agents)
-    are exempt.
+    names (by its path, its file name, or a folder of it such as `scripts/`) is never used, unless code uses it:
+    another of the skill's scripts names it, or the text imports from its Python package. Where the text
+    names the documents of a documentation folder (`references/`, `reference/`, `docs/`) one by one, a
+    document there it leaves out is not reached either, though the folder is named too. Licence and README files, a gallery's
+    `metadata.json` catalog card, the files the scripts' tools read (`pyproject.toml`, lock files,
+    `requirements.txt`, `package.json`) and the scripts' tests, hidden files, caches and `evals/` (test cases
+    for evaluation tools, not for agents) are exempt.
     """
     for skill in project.skills:
         if not skill.skill_md.readable:
             continue
-        text = _mentions(skill)
         prefix = f"{skill.dir}/" if skill.dir else ""
-        conventional = _read_by_convention(project, skill)
-        named = _FolderNames(text)
-        for path in files_under(project, prefix):
-            inner = path[len(prefix) :]
-            parts = inner.split("/")
-            if (
-                inner == "SKILL.md"
-                or parts[0] == "evals"
-                or any(p.startswith((".", "__")) for p in parts)
-                or UNLISTED_OK.match(parts[-1])
-            ):
-                continue
-            folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
-            # a folder already found named spares a search of the text (a folder of a hundred schema files); the
-            # file name then (``inner`` ends with it, so where the name is not in the text, ``inner`` is not)
-            if named.already(folders) or parts[-1] in text or any(named(f) for f in folders):
-                continue
-            if inner in conventional:
-                continue
-            if any(d.path == path for d in skill.files.values()) and _linked_from_skill(skill, path):
-                continue
+        unnamed, listed_only, bundled = _unnamed_files(project, skill, prefix)
+        for folder, files in _by_folder(unnamed, bundled):
+            if folder:
+                message = (
+                    f"{folder}/ is in the skill ({_some(files)}) but nothing in its markdown names the folder or "
+                    "any file in it: agents never open them (link what agents need from SKILL.md with when to "
+                    "use it, or remove the folder)"
+                )
+            else:
+                message = (
+                    f"{files[0]} is in the skill but nothing in its markdown names it: agents never "
+                    "open it (link it from SKILL.md with when to use it, or remove it)"
+                )
+            yield finding("SK213", message, prefix + files[0], 1)
+        for folder, files in _by_parent(listed_only):
             yield finding(
                 "SK213",
-                f"{inner} is in the skill but nothing in its markdown names it: agents never "
-                "open it (link it from SKILL.md with when to use it, or remove it)",
-                path,
+                f"the skill names documents of {folder}/ one by one but not these ({_some(files)}): agents open "
+                "the documents the text points at (link each from SKILL.md with when to read it, or remove it)",
+                prefix + files[0],
                 1,
             )
+
+
+def _unnamed_files(project: Project, skill: Skill, prefix: str) -> tuple[list[str], list[str], set[str]]:
+    """(files nothing names, documents only a folder of which is named, every file subject to the rule), each
+    relative to the skill folder."""
+    text = _mentions(skill)
+    patterns = written_patterns([d for d in skill_docs(skill) if isinstance(d, MarkdownDoc)])
+    conventional = _read_by_convention(project, skill)
+    named = _FolderNames(text)
+    unnamed: list[str] = []
+    listed_only: list[str] = []
+    bundled: set[str] = set()
+    pointed: set[str] = set()  # folders holding a document the text names by itself
+    for path in files_under(project, prefix):
+        inner = path[len(prefix) :]
+        parts = inner.split("/")
+        if (
+            inner == "SKILL.md"
+            or parts[0] == "evals"
+            or any(p.startswith((".", "__")) for p in parts)
+            or UNLISTED_OK.match(parts[-1])
+            or TOOLING_FILES.match(parts[-1])
+            or inner in CATALOG_CARDS
+        ):
+            continue
+        bundled.add(inner)
+        folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        # a folder already found named spares a search of the text (a folder of a hundred schema files); the
+        # file name then (``inner`` ends with it, so where the name is not in the text, ``inner`` is not)
+        if parts[-1] in text or inner in conventional or any(p.fullmatch(inner) for p in patterns):
+            pointed.add(posixpath.dirname(inner))
+            continue
+        if _used_by_code(skill, path, inner, text):
+            pointed.add(posixpath.dirname(inner))
+            continue
+        if named.already(folders) or any(named(f) for f in folders):
+            if parts[-1].endswith(".md") and parts[-2] in DOC_FOLDERS and not _linked_from_skill(skill, path):
+                listed_only.append(inner)
+            continue
+        if any(d.path == path for d in skill.files.values()) and _linked_from_skill(skill, path):
+            continue
+        unnamed.append(inner)
+    # a folder named as a whole is the pointer to its documents, unless the text names them one by one: then
+    # the ones it leaves out are never opened
+    return unnamed, [f for f in listed_only if posixpath.dirname(f) in pointed], bundled
+
+
+def _used_by_code(skill: Skill, path: str, inner: str, text: str) -> bool:
+    """Whether code uses the file though no text names it: another of the skill's scripts names it (a template
+    or an archive a script reads), or it is a module of a Python package the text or another script imports
+    from (`from core.gif_builder import ...` uses every module of `core/`)."""
+    name = posixpath.basename(inner)
+    others = [body for other, body in skill.script_texts.items() if other != path]
+    if any(name in body for body in others):
+        return True
+    if not inner.endswith(".py") or "/" not in inner:
+        return False
+    parts = posixpath.dirname(inner).split("/")
+    # the package as the text or another script imports it: from its folder's name down (scripts/pkg/x.py: pkg)
+    for i in range(len(parts)):
+        dotted = ".".join(parts[i:])
+        pattern = re.compile(rf"(?<![\w.]){re.escape(dotted)}\.\w")
+        if any(dotted in body and pattern.search(body) for body in (text, *others)):
+            return True
+    return False
+
+
+def _by_folder(unnamed: list[str], bundled: set[str]) -> list[tuple[str, list[str]]]:
+    """The unnamed files as facts: each top-most folder every bundled file of which is unnamed (with its files),
+    and each other file alone (folder "")."""
+    left = set(unnamed)
+    out: list[tuple[str, list[str]]] = []
+    for inner in sorted(unnamed):
+        if inner not in left:
+            continue
+        parts = inner.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            inside = sorted(f for f in bundled if f.startswith(folder + "/"))
+            if len(inside) > 1 and all(f in left for f in inside):
+                out.append((folder, inside))
+                left.difference_update(inside)
+                break
+        else:
+            out.append(("", [inner]))
+            left.discard(inner)
+    return out
+
+
+def _by_parent(files: list[str]) -> list[tuple[str, list[str]]]:
+    groups: dict[str, list[str]] = {}
+    for inner in sorted(files):
+        groups.setdefault(posixpath.dirname(inner), []).append(inner)
+    return sorted(groups.items())
+
+
+def _some(files: list[str], shown: int = 4) -> str:
+    """``files`` as a short list: the first few by name, then how many more."""
+    names = ", ".join(posixpath.basename(f) for f in files[:shown])
+    more = f" and {len(files) - shown} more" if len(files) > shown else ""
+    return f"{len(files)} file{'s' if len(files) != 1 else ''}: {names}{more}"
 
 
 class _FolderNames:
@@ -273,17 +385,8 @@ class _FolderNames:
 
     def __call__(self, folder: str) -> bool:
         if folder not in self.known:
-            self.known[folder] = _folder_named(self.bare, folder)
+            self.known[folder] = folder_named(self.bare, folder)
         return self.known[folder]
-
-
-def _folder_named(bare: str, folder: str) -> bool:
-    """``folder`` is named by itself (`scripts/`, `scripts`, ./scripts), not only as the start of a longer path
-    (`scripts/run.py` names that file, not every file beside it), in ``bare``: the text with every "./" removed."""
-    if folder not in bare:  # the regular expression only where the name occurs at all
-        return False
-    pattern = rf"(?<![\w.-]){re.escape(folder)}(?:/(?![\w.*<{{$-])|(?![\w/-]|\.\w))"
-    return re.search(pattern, bare) is not None
 
 
 _YAML_PATH_RE = re.compile(r"""(?m)^\s*[\w-]+:\s*["']?(\./)?([\w./-]+\.(?:png|svg|jpe?g|gif|webp|ico))["']?\s*$""")
@@ -310,6 +413,10 @@ def _linked_from_skill(skill: Skill, path: str) -> bool:
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "zsh", "console", "shell-session", "ksh", "fish"})
 # Claude Code substitutes $ARGUMENTS, $ARGUMENTS[N] and $N in a skill's content before the model reads it.
 ARG_RE = re.compile(r"\$(?:ARGUMENTS(?:\[\d+\])?|\d+)(?![\w\[])")
+# an amount of money, not a placeholder: an escaped dollar (\$45.2B, as LaTeX and shells write a literal one),
+# or digits with a decimal or thousands part ($0.30, $1,200) or more than one digit ($150/hr: a shell reads
+# $15 as $1 then 5, so no script writes it)
+_MONEY_RE = re.compile(r"\\\$\d|\$\d+[.,]\d|\$\d\d")
 
 
 @rule(
@@ -337,6 +444,8 @@ def argument_placeholder(project: Project) -> Iterator[Finding]:
                 continue
             for i, text in enumerate(code.text.split("\n")):
                 for m in ARG_RE.finditer(text):
+                    if _MONEY_RE.match(text, max(0, m.start() - 1)) or _MONEY_RE.match(text, m.start()):
+                        continue
                     yield finding(
                         "SK214",
                         f"`{m.group(0)}` in a code block is replaced by Claude Code with the "
@@ -347,24 +456,41 @@ def argument_placeholder(project: Project) -> Iterator[Finding]:
                     )
 
 
-# A user's own folder written into a skill: C:\Users\<name>\..., /home/<name>/..., /Users/<name>/... (a
-# placeholder such as <name>, $USER, ~ or a generic name is not one).
+# A user's own folder written into a skill: C:\Users\<name>\..., /home/<name>/..., /Users/<name>/... (macOS
+# spells it with a capital U: a lower-case /users/<id>/ is a web route), WSL's /mnt/c/Users/<name>/... (a
+# placeholder such as <name>, $USER, ~, a route parameter (:id, {id}, digits) or a generic name is not one).
 USER_PATH_RE = re.compile(
-    r"(?i)(?<![\w$])(?:[a-z]:\\{1,2}users\\{1,2}(?P<win>[^\\\s`'\"<>$%{}]+)\\|/home/(?P<home>[^/\s`'\"<>$%{}]+)/|"
-    r"/Users/(?P<mac>[^/\s`'\"<>$%{}]+)/)"
+    r"(?<![\w$])(?:(?i:[a-z]:\\{1,2}users\\{1,2})(?P<win>[^\\\s`'\"<>$%{}]+)\\|"
+    r"(?i:/mnt/[a-z]/users/)(?P<wsl>[^/\s`'\"<>$%{}:]+)/|"
+    r"(?<![\w$/])(?:/home/(?P<home>[^/\s`'\"<>$%{}:]+)/|/Users/(?P<mac>[^/\s`'\"<>$%{}:]+)/))"
 )
-GENERIC_USERS = frozenset({"user", "username", "you", "me", "name", "runner", "ubuntu", "root", "public", "default"})
+# names that are no one person's: placeholders, and the fixed accounts of CI runners, cloud images and
+# development containers (the same on every machine that runs the image)
+GENERIC_USERS = frozenset(
+    {"user", "username", "you", "me", "name", "runner", "ubuntu", "root", "public", "default", "shared", "guest",
+     "dev", "developer", "admin", "test", "example", "vscode", "node", "codespace", "codespaces", "gitpod", "coder",
+     "jovyan", "linuxbrew", "ec2-user", "app", "vagrant", "builder"}
+)  # fmt: skip
+#: what to write instead, by the kind of home folder
+_HOME_HINTS = {
+    "win": "write it relative to the skill, from %USERPROFILE%, or as a placeholder (C:\\Users\\<user>\\...)",
+    "wsl": "write it relative to the skill, or as a placeholder (/mnt/c/Users/<user>/...)",
+    "home": "write it relative to the skill, from $HOME (~), or as a placeholder (/home/<user>/...)",
+    "mac": "write it relative to the skill, from $HOME (~), or as a placeholder (/Users/<user>/...)",
+}
 
 
-def _user_paths(text: str) -> Iterator[tuple[int, int, str]]:
+def _user_paths(text: str) -> Iterator[tuple[int, int, str, str]]:
+    """(line, column, path, kind) of each home folder of a named person in ``text``."""
     low = text.lower()
     if "/home/" not in low and "users" not in low:  # the pattern's fixed words absent: no line to search
         return
     for i, line in enumerate(text.split("\n"), start=1):
         for m in USER_PATH_RE.finditer(line):
-            name = m.group("win") or m.group("home") or m.group("mac") or ""
-            if name.lower() not in GENERIC_USERS and not name.startswith("..."):
-                yield i, m.start() + 1, m.group(0)
+            kind = next(k for k in ("win", "wsl", "home", "mac") if m.group(k))
+            name = m.group(kind)
+            if name.lower() not in GENERIC_USERS and not name.startswith("...") and not name.isdigit():
+                yield i, m.start() + 1, m.group(0), kind
 
 
 @rule(
@@ -385,18 +511,15 @@ def user_path(project: Project) -> Iterator[Finding]:
     for skill in project.skills:
         docs = [d for d in skill_docs(skill) if d.readable]
         for doc in docs:
-            for line, col, text in _user_paths(doc.text):
+            for line, col, text, kind in _user_paths(doc.text):
                 yield finding(
-                    "SK216", f"`{text}` is inside one user's home folder: {_USER_PATH_HINT}", doc.path, line, col
+                    "SK216", f"`{text}` is inside one user's home folder: {_HOME_HINTS[kind]}", doc.path, line, col
                 )
         for path, text in sorted(skill.script_texts.items()):
-            for line, col, found in _user_paths(text):
+            for line, col, found, kind in _user_paths(text):
                 yield finding(
-                    "SK216", f"`{found}` is inside one user's home folder: {_USER_PATH_HINT}", path, line, col
+                    "SK216", f"`{found}` is inside one user's home folder: {_HOME_HINTS[kind]}", path, line, col
                 )
-
-
-_USER_PATH_HINT = "write it relative to the skill, from $HOME or %USERPROFILE%, or as a placeholder (<user>)"
 
 
 @rule(

@@ -50,6 +50,7 @@ class Rule:
     cites: str = ""  # the spec or policy line it enforces
     fixable: bool = False  # its findings carry a Fix (each says whether it is safe unattended)
     text: str = ""  # a rule without a function: its summary, a blank line, its explanation
+    whole_file: bool = False  # its findings are about a whole file (its length, whether it is named), not a line
 
     @property
     def summary(self) -> str:
@@ -80,7 +81,14 @@ _BY_CODE: dict[str, Rule] = {}
 
 
 def rule(
-    code: str, name: str, severity: str = "error", *, profile: str, cites: str, fixable: bool = False
+    code: str,
+    name: str,
+    severity: str = "error",
+    *,
+    profile: str,
+    cites: str,
+    fixable: bool = False,
+    whole_file: bool = False,
 ) -> Callable[[RuleFunc], RuleFunc]:
     """Register ``func`` as the rule ``code``; codes are unique and never reused."""
     if profile not in PROFILES:
@@ -89,7 +97,7 @@ def rule(
     def register(func: RuleFunc) -> RuleFunc:
         if code in _BY_CODE:
             raise ValueError(f"duplicate rule code {code}")
-        entry = Rule(code, name, func, severity, profile, cites, fixable)
+        entry = Rule(code, name, func, severity, profile, cites, fixable, whole_file=whole_file)
         RULES.append(entry)
         _BY_CODE[code] = entry
         return func

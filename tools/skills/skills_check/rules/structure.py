@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 from ..model import Finding, Loc, MarkdownDoc, Project, RstDoc, Skill
 from .common import (
+    PATTERN_PART,
+    UNLISTED_OK,
     all_skill_docs,
     anchors_of,
     cached,
@@ -16,6 +18,7 @@ from .common import (
     exists,
     find_doc,
     finding,
+    folder_named,
     is_external,
     is_file,
     is_placeholder,
@@ -27,6 +30,7 @@ from .common import (
     skill_dir_relative,
     skill_docs,
     skill_names,
+    written_patterns,
 )
 from .registry import rule
 
@@ -72,6 +76,7 @@ def required_sections(project: Project) -> Iterator[Finding]:
     severity="warning",
     profile="spec",
     cites="Agent Skills specification (agentskills.io/specification): keep SKILL.md under 500 lines; move detail to referenced files",
+    whole_file=True,
 )
 def body_length(project: Project) -> Iterator[Finding]:
     """The SKILL.md body (after the frontmatter) is under 500 lines; details go to reference files.
@@ -154,6 +159,7 @@ def estimate_tokens(text: str) -> int:
     severity="warning",
     profile="spec",
     cites="Agent Skills specification (agentskills.io/specification): progressive disclosure, instructions under about 5,000 tokens",
+    whole_file=True,
 )
 def token_budget(project: Project) -> Iterator[Finding]:
     """The SKILL.md body costs at most about 5,000 tokens (estimated offline)."""
@@ -365,21 +371,22 @@ def reference_depth(project: Project) -> Iterator[Finding]:
     """Reference files are one level deep: a skill file links only to files SKILL.md links to directly.
 
     References are one level deep: a skill file other than SKILL.md links only to skill files that
-    SKILL.md links directly.
+    SKILL.md links directly or names itself (by path, by file name or stem in code, by a path pattern in
+    code such as `shared/*-guide.md` or `{lang}/README.md` that the file fits, or by naming its folder).
     """
     for skill in project.skills:
         if not skill.skill_md.readable:
             continue
         direct = _linked_files(project, skill.skill_md) | {skill.skill_md.path}
         prefix = skill.dir + "/" if skill.dir else ""
-        named = skill.skill_md.text
+        named = _NamedBySkill(skill.skill_md)
         for doc in skill.files.values():
             if not doc.readable:
                 continue
             for line, col, written, path, _ in _link_targets(project, doc):
                 if path == doc.path:
                     continue  # an in-page #anchor: the same file, not a reference
-                if path not in project.files or path[len(prefix) :] in named:
+                if path not in project.files or named(path[len(prefix) :]):
                     continue  # a missing target is SK203's; a file SKILL.md names itself is one level deep
                 if path.startswith(prefix) and path.endswith(".md") and path not in direct:
                     yield finding(
@@ -389,6 +396,29 @@ def reference_depth(project: Project) -> Iterator[Finding]:
                         line,
                         col,
                     )
+
+
+class _NamedBySkill:
+    """Whether SKILL.md names a skill file itself: by its path, by its file name or stem in code
+    (`faq-database.md`, `async-defer-await`), by a pattern in code that it fits (`shared/managed-agents-*.md`,
+    `{lang}/README.md`, `<topic>/notes.md`), or by naming its folder as a whole (`reference/`)."""
+
+    def __init__(self, doc: MarkdownDoc) -> None:
+        self.text = doc.text
+        self.bare = doc.text.replace("./", "")
+        spans = [c.text.strip() for c in doc.code if c.kind == "inline"]
+        self.names = {posixpath.basename(t) for t in spans if t.endswith(".md") and not PATTERN_PART.search(t)}
+        self.names |= {f"{t}.md" for t in spans if t and not any(c in t for c in " /.")}  # a file's stem
+        self.patterns = written_patterns([doc])
+
+    def __call__(self, inner: str) -> bool:
+        folder = posixpath.dirname(inner)
+        return (
+            inner in self.text
+            or posixpath.basename(inner) in self.names
+            or any(p.fullmatch(inner) for p in self.patterns)
+            or (bool(folder) and folder_named(self.bare, folder))
+        )
 
 
 def is_repo_path(project: Project, path: str, skill: Skill | None) -> bool:
@@ -427,7 +457,8 @@ def _each_path_code(project: Project) -> Iterator[_PathCode]:
 NOT_A_CLAIM_RE = re.compile(
     r"(?i)(?<!\w)(e\.g\.|for example|for instance|such as|example|hypothetical|placeholder|create[sd]?|"
     r"creating|will (?:be )?(?:write|writes|written|create|created|generate|generated|appear|exist)|"
-    r"generate[sd]?|writes?|saved? (?:to|as|in)|output (?:to|in)|new file|would)(?!\w)"
+    r"generate[sd]?|writes?|saved? (?:to|as|in)|output (?:to|in)|new file|would|"
+    r"(?:do not|don't|never) (?:reference|use|name|cite|link|write)|good|bad|add|copy\b.*\bto)(?!\w)|[✓✗✔✘]"
 )
 
 
@@ -436,7 +467,7 @@ def _not_a_claim(doc: MarkdownDoc | RstDoc, line: int, col: int) -> bool:
     lines = doc.text.split("\n")
     if not 0 < line <= len(lines):
         return False
-    before = lines[line - 1][: max(col - 1, 0)]
+    before = lines[line - 1][: max(col - 1, 0)].replace("*", "")  # "Do **not** use": the words, not the emphasis
     sentence = re.split(r"(?<!e\.g)(?<!i\.e)[.!?]\s", before)[-1]
     return bool(NOT_A_CLAIM_RE.search(sentence))
 
@@ -454,7 +485,11 @@ def repo_path(project: Project) -> Iterator[Finding]:
     entry of the checked tree (`docs/`, `source/`, any folder) or, in a skill, an entry of the skill
     folder (`scripts/...`), exists there; a `#anchor` on it is checked by SK204. Spans whose first
     component is nowhere in the tree (`cuda/12.1`, `owner/repo`) are not taken for paths, and spans with
-    placeholders or globs (`<dir>`, `*`) are not paths.
+    placeholders or globs (`<dir>`, `*`) are not paths. In a skill, a path that exists relative to the plugin
+    holding it (a `.claude-plugin/` folder above) exists, and one under an agent's or CI's settings folder
+    (`.claude/`, `.agents/`, `.github/` ...) names the user's project, not this tree. A missing file is
+    reported where its folder exists (beside its siblings: a broken reference); a folder (`evidence/`), or a
+    file in folders that do not exist, describes a layout still to be made.
     """
     run_named = {
         (doc.path, line, token) for skill in project.skills for doc, line, _, token in _script_mentions(project, skill)
@@ -466,15 +501,47 @@ def repo_path(project: Project) -> Iterator[Finding]:
             continue  # "Run `scripts/...`": SK208 reports a missing script
         path, _, _ = text.partition("#")
         path = posixpath.normpath(path.removeprefix("./"))
-        if is_placeholder(path) or not is_repo_path(project, path, skill):
+        plugin = _plugin_root(project, skill)
+        first = path.split("/", 1)[0]
+        in_plugin = plugin is not None and first not in ("", ".", "..") and exists(project, f"{plugin}/{first}")
+        if is_placeholder(path) or not (in_plugin or is_repo_path(project, path, skill)):
             continue
-        if exists(project, path):
+        if exists(project, path) or (plugin is not None and exists(project, f"{plugin}/{path}")):
             continue
-        if skill is not None and exists(project, skill.join(path)):
+        if skill is not None and (exists(project, skill.join(path)) or first in USER_PROJECT_FOLDERS):
             continue
+        if text.split("#", 1)[0].endswith("/") or not _parent_exists(project, skill, plugin, path):
+            continue  # a folder, or a file in folders that do not exist yet: a layout described, not a reference
         if _not_a_claim(doc, line, col):  # read only for a path that would be reported
             continue
         yield finding("SK206", f"`{text}` names a path that does not exist", doc.path, line, col)
+
+
+# Folders of the project a skill works in (agents' and CI's settings): a skill that names `.claude/x.md` tells
+# the agent to read the user's file there, not one of the tree that holds the skill.
+USER_PROJECT_FOLDERS = frozenset({".claude", ".agents", ".codex", ".cursor", ".gemini", ".github", ".vscode"})
+
+
+def _parent_exists(project: Project, skill: Skill | None, plugin: str | None, path: str) -> bool:
+    """Whether the folder holding ``path`` exists where the path may be read from (the root, the skill, the
+    plugin holding the skill)."""
+    parent = posixpath.dirname(path)
+    if not parent or exists(project, parent):
+        return True
+    return (skill is not None and exists(project, skill.join(parent))) or (
+        plugin is not None and exists(project, f"{plugin}/{parent}")
+    )
+
+
+def _plugin_root(project: Project, skill: Skill | None) -> str | None:
+    """The plugin that holds the skill (the nearest folder above it with a ``.claude-plugin/`` manifest folder),
+    or None: a plugin's skills name its agents and commands from there."""
+    folder = posixpath.dirname(skill.dir) if skill is not None else ""
+    while folder:
+        if exists(project, f"{folder}/.claude-plugin"):
+            return folder
+        folder = posixpath.dirname(folder)
+    return None
 
 
 def _heading_near_top(doc: MarkdownDoc) -> bool:
@@ -491,15 +558,21 @@ def _heading_near_top(doc: MarkdownDoc) -> bool:
     severity="warning",
     profile="claude",
     cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices): reference files over 100 lines start with a table of contents",
+    whole_file=True,
 )
 def reference_contents(project: Project) -> Iterator[Finding]:
     """A skill reference file longer than 100 lines opens with a contents list (a Contents heading or in-page links).
 
     A skill file other than SKILL.md that is longer than 100 lines has a contents list within 40 lines
-    of its top: a heading containing "Contents", or at least two links to its own `#sections`.
+    of its top: a heading containing "Contents", or at least two links to its own `#sections`. A README,
+    changelog or licence that SKILL.md does not route to is for people browsing the repository: exempt.
     """
     for skill in project.skills:
+        named = _NamedBySkill(skill.skill_md)
+        prefix = f"{skill.dir}/" if skill.dir else ""
         for doc in skill.files.values():
+            if UNLISTED_OK.match(posixpath.basename(doc.path)) and not named(doc.path[len(prefix) :]):
+                continue  # a README or changelog SKILL.md does not route to: for people, not agents
             if doc.readable and doc.n_lines > CONTENTS_AFTER and not _heading_near_top(doc):
                 yield finding(
                     "SK207",
