@@ -38,6 +38,8 @@ LONG_FILES = (
     "test_isaaclab_side_by_side_e2e.py",  # Isaac Lab's own `isaaclab train` and ours, about 1.5 minutes
     "test_skill_commands.py",  # asks for the healthy runs too
     "test_multinode_restart_e2e.py",  # two loopback nodes per job, restarts across them (about 4 minutes)
+    "test_elastic_e2e.py",  # two loopback nodes shrink to one (about a minute, mostly waiting)
+    "test_progress_e2e.py",  # four plain-script jobs past short limits at once, and a Ctrl-C (about a minute)
     "test_any_script_e2e.py",
     "test_watchdog.py",
     "test_nccl_probe.py",
