@@ -101,9 +101,9 @@ def live(real: Real, trained: Job) -> Job:
     """A long run under a short start-up and training limit: it must outlive them (issue 52: a lone rank of Isaac
     Lab's trainer makes no collective; its optimizer steps are its progress), then stacks, then Ctrl-C.
 
-    The limit is half again the whole `trained` job (its start-up and three iterations, on this machine now) plus
-    10 s, so a healthy start-up fits in it; the run goes on until the limit has passed since it started."""
-    limit = math.ceil(trained.seconds * 1.5) + 10
+    The limit is the whole `trained` job (its start-up, three iterations and its end, on this machine now) plus 10 s,
+    so a healthy start-up fits in it; the run goes on until the limit has passed since it started."""
+    limit = math.ceil(trained.seconds) + 10
     cwd = real.base / "live"
     cwd.mkdir()
     out_file = real.base / "live.out"
