@@ -52,10 +52,9 @@ def alias_missing(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill",
 )
 def alias_target(project: Project) -> Iterator[Finding]:
-    """`.agents/skills/<name>` is a relative link to the folder of the skill with that name.
+    """`.agents/skills/<name>` is a relative link to `../../skills/<audience>/<slug>` of the skill with that name.
 
-    `.agents/skills/<name>` is a relative link to `../../skills/<audience>/<slug>` of the skill with
-    that name (a Windows checkout's one-line file holding the target counts).
+    A Windows checkout's one-line file holding the target counts.
     """
     by_name: dict[str, list] = {}
     for s in project.skills:
@@ -94,10 +93,7 @@ def alias_target(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill",
 )
 def alias_stale(project: Project) -> Iterator[Finding]:
-    """Every entry in `.agents/skills/` is named after a skill's frontmatter `name`.
-
-    Every entry of `.agents/skills/` is named after a skill.
-    """
+    """Every entry in `.agents/skills/` is named after a skill's frontmatter `name`."""
     if not names_known(project):
         return
     names = {s.name for s in project.skills if s.name}
@@ -120,7 +116,7 @@ def alias_stale(project: Project) -> Iterator[Finding]:
 def claude_skills(project: Project) -> Iterator[Finding]:
     """`.claude/skills` is a relative link to `../.agents/skills`.
 
-    `.claude/skills` is a relative link to `../.agents/skills` (Claude Code discovery).
+    It is how Claude Code discovers the skills.
     """
     if not project.skills:
         return

@@ -67,10 +67,7 @@ def _scenarios(doc: MarkdownDoc) -> list[tuple[Heading, str]]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills have evaluations.md or evals/evals.json",
 )
 def evaluations_present(project: Project) -> Iterator[Finding]:
-    """A user skill has evaluations: an evaluations.md linked from SKILL.md or an evals/evals.json.
-
-    A user skill has `evaluations.md` or `evals/evals.json`.
-    """
+    """A user skill has evaluations: an evaluations.md linked from SKILL.md or an evals/evals.json."""
     for skill in project.skills:
         if skill.audience != "user" or not skill.skill_md.readable:
             continue
@@ -91,10 +88,7 @@ def evaluations_present(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evaluations.md is linked from SKILL.md",
 )
 def evaluations_linked(project: Project) -> Iterator[Finding]:
-    """evaluations.md is linked from SKILL.md.
-
-    `evaluations.md` is linked from SKILL.md.
-    """
+    """`evaluations.md` is linked from SKILL.md."""
     for skill in project.skills:
         doc = _evaluations_doc(skill)
         if doc is not None and skill.skill_md.readable and not _linked_from_skill_md(skill, doc.path):
@@ -114,10 +108,7 @@ def evaluations_linked(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): at least three Scenario headings",
 )
 def scenario_count(project: Project) -> Iterator[Finding]:
-    """evaluations.md has at least three "Scenario" headings.
-
-    `evaluations.md` has at least three headings containing the word "Scenario".
-    """
+    """`evaluations.md` has at least three headings containing the word "Scenario"."""
     for skill in project.skills:
         doc = _evaluations_doc(skill)
         if doc is not None and doc.readable:
@@ -137,9 +128,8 @@ def scenario_count(project: Project) -> Iterator[Finding]:
 def scenario_fields(project: Project) -> Iterator[Finding]:
     """Each scenario has `Query:`, `Expected behavior:`, and `Known failure modes:` or pass/fail criteria.
 
-    Each scenario (up to the next heading at its level) has `Query:`, `Expected behavior:`, and `Known
-    failure modes:` or pass/fail criteria (`Pass criteria:`, `Fail criteria:`, `Pass/fail criteria:`).
-    Emphasis and list markers around the labels are fine.
+    A scenario runs up to the next heading at its level. Pass/fail criteria are `Pass criteria:`, `Fail
+    criteria:` or `Pass/fail criteria:`. Emphasis and list markers around the labels are fine.
     """
     for skill in project.skills:
         doc = _evaluations_doc(skill)
@@ -217,11 +207,10 @@ def _evals_entries(project: Project, skill: Skill) -> tuple[list[Any] | None, st
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evals.json entries have id, prompt, expected_skill, assertions",
 )
 def evals_json_schema(project: Project) -> Iterator[Finding]:
-    """evals/evals.json is a list (or {"evals": [...]}) of at least two entries with id, prompt, expected_skill and assertions.
+    """`evals/evals.json` is a list (or an object with an `evals` list) of at least two entries with id, prompt, expected_skill and assertions.
 
-    `evals/evals.json` is a list (or an object with an `evals` list) of at least two entries, each with
-    `id` (string or integer, unique), `prompt` (non-empty string), `expected_skill` (a string, or null
-    for a negative case) and `assertions` (a list of strings). A file that does not parse is IN040.
+    `id` is a string or an integer, unique; `prompt` a non-empty string; `expected_skill` a string, or
+    null for a negative case; `assertions` a list of strings. A file that does not parse is IN040.
     """
     for skill in project.skills:
         if skill.evals_json is None or skill.evals is None:

@@ -400,8 +400,7 @@ def unknown_flag(project: Project) -> Iterator[Finding]:
 def flag_value(project: Project) -> Iterator[Finding]:
     """A flag that takes a value is given one, and a switch is given none.
 
-    A flag that takes a value is given one (`--num_gpus` at the end of a line is a finding), and a
-    switch is not given `=value`.
+    `--num_gpus` at the end of a line is a finding; so is `--switch=value`.
     """
     yield from _emit(project, "DR302")
 
@@ -415,8 +414,7 @@ def flag_value(project: Project) -> Iterator[Finding]:
 def flag_choice(project: Project) -> Iterator[Finding]:
     """A value given to a flag with choices (`--rl_library`, `--start_method` ...) is one of them.
 
-    A value given to a flag with `choices` is one of them (`--rl_library foo`); `{a,b}` stands for each
-    of a and b.
+    `--rl_library foo` is a finding; `{a,b}` stands for each of a and b.
     """
     yield from _emit(project, "DR303")
 
@@ -468,13 +466,12 @@ def _options_table_lines(project: Project) -> set[tuple[str, int]]:
     cites="this repository's design (DESIGN.md, Sources of truth): every --flag written in skills and docs",
 )
 def bare_flag(project: Project) -> Iterator[Finding]:
-    """Inline code that is a bare `--flag` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs).
+    """An inline code span starting with `--` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs).
 
-    An inline code span starting with `--` names options of the launcher, the trainer, torchrun or
-    skrl's JAX launcher, or of a tool that the same file runs in a command line (e.g. the probe's
-    `--bisect` next to a probe command; `--no-project` next to `uv run --no-project ...`). `--rdzv_*`
-    matches a family. torchrun's and skrl's options come from the spec kept with the checker. Flags in the
-    options table's first column are DR2xx's.
+    A tool the same file runs in a command line counts: the probe's `--bisect` next to a probe command,
+    `--no-project` next to `uv run --no-project ...`. `--rdzv_*` matches a family. torchrun's and skrl's
+    options come from the spec kept with the checker. Flags in the options table's first column are
+    DR2xx's.
     """
     if project.torchrun is None:
         return  # without torch its options are unknown: judging bare flags would cry wolf
@@ -526,10 +523,7 @@ def bare_flag(project: Project) -> Iterator[Finding]:
     cites="a command line runs only when the script it names exists (the tree is its source of truth)",
 )
 def script_path(project: Project) -> Iterator[Finding]:
-    """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists.
-
-    A repository script a command runs (`python scripts/...py`, `torchrun skills/.../x.py`) exists.
-    """
+    """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists."""
     for w, inv in all_invocations(project):
         if inv.tool == "missing-script" and inv.program is not None:
             line, col = w.at(inv.program)

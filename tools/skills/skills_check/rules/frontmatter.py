@@ -92,10 +92,7 @@ def _at(code: str, skill: Skill, key: str, message: str) -> Finding:
     cites="Agent Skills specification (agentskills.io/specification): SKILL.md is YAML frontmatter followed by markdown",
 )
 def frontmatter_missing(project: Project) -> Iterator[Finding]:
-    """SKILL.md starts with a YAML frontmatter block (--- ... ---).
-
-    SKILL.md starts with a YAML frontmatter block (`---` lines).
-    """
+    """SKILL.md starts with a YAML frontmatter block (between `---` lines)."""
     for skill in project.skills:
         doc = skill.skill_md
         if doc.readable and doc.frontmatter is None and not doc.frontmatter_error:
@@ -124,10 +121,7 @@ def name_missing(project: Project) -> Iterator[Finding]:
     cites="Agent Skills specification (agentskills.io/specification): `name` is 1-64 characters, lowercase letters, digits and hyphens, no leading, trailing or doubled hyphen",
 )
 def name_format(project: Project) -> Iterator[Finding]:
-    """`name` is 1-64 characters: lowercase letters, digits and single inner hyphens.
-
-    `name` is 1-64 characters of lowercase letters, digits and single inner hyphens.
-    """
+    """`name` is 1-64 characters: lowercase letters, digits and single inner hyphens."""
     for skill, fm in _skills_with_frontmatter(project):
         name = fm.get("name")
         if not isinstance(name, str):
@@ -167,10 +161,7 @@ def name_reserved(project: Project) -> Iterator[Finding]:
     cites="Agent Skills specification (agentskills.io/specification): frontmatter field `description` (required, 1-1024 characters)",
 )
 def description_length(project: Project) -> Iterator[Finding]:
-    """The frontmatter has a `description` string of 1-1024 characters.
-
-    `description` is a string of 1-1024 characters.
-    """
+    """The frontmatter has a `description` string of 1-1024 characters."""
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
         if "description" not in fm:
@@ -212,12 +203,12 @@ _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|‘[^’]*’|(?<![\w])'[^']*'(?
     cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices): write descriptions in the third person",
 )
 def description_third_person(project: Project) -> Iterator[Finding]:
-    """`description` is written in the third person: no "I", "my", "you" or "your" anywhere in it.
+    """`description` is written in the third person: no "I", "me", "my", "you" or "your" anywhere in it.
 
-    `description` is in the third person: it never says "I", "me", "my", "you", "your" ... (anywhere,
-    not only at a sentence's start). The description is put into the system prompt, where a first- or
-    second-person voice confuses who is speaking; "Use when the user ..." says the same in the third person.
-    Words a user says, quoted (`Use when asked to "review my UI"`), are the user's, not the description's.
+    Not only at a sentence's start: anywhere. The description is put into the system prompt, where a
+    first- or second-person voice confuses who is speaking; "Use when the user ..." says the same in the
+    third person. Words a user says, quoted (`Use when asked to "review my UI"`), are the user's, not the
+    description's.
     """
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
@@ -242,9 +233,8 @@ def description_third_person(project: Project) -> Iterator[Finding]:
 def audience(project: Project) -> Iterator[Finding]:
     """`audience` is `user` or `developer` and equals the folder under skills/ that holds the skill.
 
-    `audience` is `user` or `developer` and equals the folder under `skills/` holding the skill.
-    Like SK108 and SK109, it reports only where the tree adopts this metadata: `adopt = ["skill-metadata"]`
-    in [tool.skills-check], or any skill writing `audience`, `status` or `owners`.
+    Like SK108 and SK109, it reports only where the tree adopts this metadata: `adopt =
+    ["skill-metadata"]` in [tool.skills-check], or any skill writing `audience`, `status` or `owners`.
     """
     for skill, fm in _metadata_skills(project):
         value = fm.get("audience")
@@ -268,10 +258,7 @@ def audience(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `status` is experimental, stable or deprecated",
 )
 def status(project: Project) -> Iterator[Finding]:
-    """`status` is one of experimental, stable, deprecated.
-
-    `status` is `experimental`, `stable` or `deprecated`.
-    """
+    """`status` is `experimental`, `stable` or `deprecated`."""
     for skill, fm in _metadata_skills(project):
         if "status" not in fm:
             yield _at("SK108", skill, "status", "frontmatter has no `status`")
@@ -388,10 +375,7 @@ def unknown_key(project: Project) -> Iterator[Finding]:
     cites="Agent Skills specification (agentskills.io/specification): optional field `compatibility` (1-500 characters)",
 )
 def compatibility(project: Project) -> Iterator[Finding]:
-    """`compatibility`, when present, is a string of at most 500 characters.
-
-    `compatibility`, when present, is a string of 1-500 characters.
-    """
+    """`compatibility`, when present, is a string of 1-500 characters."""
     for skill, fm in _skills_with_frontmatter(project):
         if "compatibility" in fm:
             value = fm["compatibility"]

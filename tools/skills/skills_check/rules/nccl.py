@@ -189,9 +189,8 @@ def _compare(project: Project) -> list[Finding]:
 def nccl_list_present(project: Project) -> Iterator[Finding]:
     """When a skill mirrors an NCCL workaround table, the multi-GPU page holds the list it mirrors.
 
-    When a skill mirrors a workaround table, the multi-GPU page exists and holds the list it mirrors. A
-    convention of this repository: reported only where [tool.skills-check] `adopt` lists "nccl-list" (a
-    tree that has the list gets DR101-DR105 either way).
+    The page must exist. A convention of this repository: reported only where [tool.skills-check] `adopt`
+    lists "nccl-list" (a tree that has the list gets DR101-DR105 either way).
     """
     if not adopted(project, "nccl-list"):
         return
@@ -230,8 +229,7 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
 def nccl_missing(project: Project) -> Iterator[Finding]:
     """Every setting of the RST NCCL list appears in a skill's mirrored workaround table.
 
-    Every setting of the RST list appears in the skill's mirrored table (reported at the mirrored
-    table).
+    Reported at the mirrored table.
     """
     yield from (f for f in _compare(project) if f.code == "DR101")
 
@@ -260,10 +258,7 @@ def nccl_value(project: Project) -> Iterator[Finding]:
     fixable=True,
 )
 def nccl_extra(project: Project) -> Iterator[Finding]:
-    """A mirrored workaround table holds no setting the RST NCCL list lacks.
-
-    A mirrored table holds a setting the RST list lacks.
-    """
+    """A mirrored workaround table holds no setting the RST NCCL list lacks."""
     yield from (f for f in _compare(project) if f.code == "DR103")
 
 
@@ -276,8 +271,7 @@ def nccl_extra(project: Project) -> Iterator[Finding]:
 def nccl_unlisted(project: Project) -> Iterator[Finding]:
     """Any NCCL_*/CUDA_* setting written in a skill or doc page is on the RST list (diagnostics excepted).
 
-    Any `NCCL_*=`/`CUDA_*=` setting written anywhere in a skill's markdown or an RST page is on the
-    list.
+    Anywhere in a skill's markdown or an RST page: any `NCCL_*=`/`CUDA_*=` written there.
     """
     truth = truth_list(project)
     if truth is None:
@@ -333,9 +327,8 @@ def _describe(row: list[Setting]) -> str:
 def nccl_rows(project: Project) -> Iterator[Finding]:
     """A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting included.
 
-    A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting
-    (`docker run --shm-size=1g`, "disable ACS in the BIOS") included: row i holds exactly the settings
-    of the list's row i, or none where the list's row holds none.
+    Such rows are `docker run --shm-size=1g` or "disable ACS in the BIOS". Row i holds exactly the
+    settings of the list's row i, or none where the list's row holds none.
     """
     truth = truth_list(project)
     if truth is None:

@@ -57,8 +57,7 @@ def _norm(text: str) -> str:
 def required_sections(project: Project) -> Iterator[Finding]:
     """SKILL.md has the sections When To Use, Workflow, Validation, Maintenance and References.
 
-    SKILL.md has headings When To Use, Workflow, Validation, Maintenance, References (any level, case-
-    insensitive).
+    Headings of any level count, matched without regard to case.
     """
     for skill in project.skills:
         doc = skill.skill_md
@@ -79,10 +78,7 @@ def required_sections(project: Project) -> Iterator[Finding]:
     whole_file=True,
 )
 def body_length(project: Project) -> Iterator[Finding]:
-    """The SKILL.md body (after the frontmatter) is under 500 lines; details go to reference files.
-
-    The SKILL.md body (after the frontmatter) is under 500 lines.
-    """
+    """The SKILL.md body (after the frontmatter) is under 500 lines; details go to reference files."""
     for skill in project.skills:
         doc = skill.skill_md
         if not doc.readable:
@@ -638,10 +634,7 @@ def _script_path(skill: Skill, token: str) -> str:
     cites='Isaac Lab\'s skill validator (tools/skills validator in isaac-sim/IsaacLab): scripts are named as "Run `scripts/...`" and exist',
 )
 def run_script_exists(project: Project) -> Iterator[Finding]:
-    """A script named with "Run `scripts/...`" exists in the skill (or at the repository path written).
-
-    A script named as "Run `scripts/...`" exists in the skill (or at the repository path written).
-    """
+    """A script named with "Run `scripts/...`" exists in the skill (or at the repository path written)."""
     for skill in project.skills:
         for doc, line, col, token in _script_mentions(project, skill):
             if not is_file(project, _script_path(skill, token)):
@@ -657,9 +650,8 @@ def run_script_exists(project: Project) -> Iterator[Finding]:
 def script_documented(project: Project) -> Iterator[Finding]:
     """Every entry script in a skill's scripts/ folder is named in the skill as "Run `scripts/...`".
 
-    Every entry script in a skill's `scripts/` folder (a file with a shebang or a `__main__` guard;
-    names starting with `_` or `.` are helpers) is named somewhere in the skill as "Run
-    `scripts/<file>`".
+    An entry script is a file with a shebang or a `__main__` guard; names starting with `_` or `.` are
+    helpers.
     """
     for skill in project.skills:
         named = {_script_path(skill, token) for _, _, _, token in _script_mentions(project, skill)}
@@ -683,10 +675,7 @@ def script_documented(project: Project) -> Iterator[Finding]:
     cites="this repository's design (DESIGN.md, Sources of truth): cross-skill names are frontmatter names",
 )
 def skill_name_ref(project: Project) -> Iterator[Finding]:
-    """A backticked `isaaclab-*` name is the frontmatter name of a skill in this repository.
-
-    A code span that is an `isaaclab-*` name is the frontmatter `name` of a skill in this repository.
-    """
+    """A code span that is an `isaaclab-*` name is the frontmatter `name` of a skill in this repository."""
     if not names_known(project):
         return
     names = skill_names(project)
