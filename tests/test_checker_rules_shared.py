@@ -16,6 +16,7 @@ from skills_check.model import MarkdownDoc, Project, RstDoc
 from skills_check.rules import flags
 from skills_check.rules.commands import invocations
 from skills_check.rules.common import all_skill_docs, code_items, negative_lines, rst_docs
+from skills_check.rules.registry import of
 from skills_check.rules.shell import Word, command_lines, place, relative_command_lines
 
 # one command, wrong three ways (--backend's choices are auto/nccl/gloo, the probe has --iters, -b takes a value)
@@ -96,7 +97,7 @@ def _plain_findings(project: Project) -> set[tuple[str, str, int, int, str]]:
     for path, folder, ws in _plain_commands(project):
         for inv in invocations(project, ws, (folder,) if folder is not None else ()):
             for p in flags.check_invocation(inv):
-                found.add((p.code, path, p.word.line, p.word.col, p.message))
+                found.add((of(p.rule).code, path, p.word.line, p.word.col, p.message))
             if inv.tool == "missing-script" and inv.program is not None:
                 message = f"{inv.program.text} does not exist (the command runs it)"
                 found.add(("DR305", path, inv.program.line, inv.program.col, message))

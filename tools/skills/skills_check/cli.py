@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text",
                        help="report format (default text; sarif: SARIF 2.1.0 for code scanning, with fingerprints "
                             "that survive lines moving and each rule's link to RULES.md)")
-    check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (SK1,SK201)")
+    check.add_argument("--select", default="", help="comma-separated codes or prefixes to report (a prefix such as SK1 names every SK1xx code)")
     check.add_argument("--ignore", default="", help="comma-separated codes or prefixes to leave out")
     check.add_argument("--fix", action="store_true",
                        help="apply the fixes the selected rules' findings carry (the NCCL mirror table from the RST "

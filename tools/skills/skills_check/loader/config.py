@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inputs import (
+    LEAVES_ROOT,
     inside,
     problem,
     read_text,
@@ -263,5 +264,7 @@ def _config_path_ok(root: Path, config: dict[str, Any], key: str, project: Proje
     line = config.get("_lines", {}).get(key)
     where = ("pyproject.toml", line) if line else (str(config[key]) or ".", 1)
     origin = "[tool.skills-check]" if line else "--"
-    project.problems.append(problem("IN006", where[0], where[1], 1, f"{origin}{key} = {config[key]!r} {why}; not read"))
+    project.problems.append(
+        problem(LEAVES_ROOT, where[0], where[1], 1, f"{origin}{key} = {config[key]!r} {why}; not read")
+    )
     return False

@@ -13,6 +13,10 @@ from urllib.parse import unquote
 from .. import discover
 from ..caches.parse import ParseCache
 from ..inputs import (
+    BAD_LINK,
+    MARKUP_PROBLEM,
+    NO_OPTIONS,
+    UNREADABLE,
     fresh_resolution,
     inside,
     link_problem,
@@ -217,7 +221,7 @@ def _aliases(root: Path, project: Project) -> None:
         for entry in sorted(agents.iterdir(), key=lambda p: p.name):
             msg = link_problem(entry)
             if msg and "loop" in msg:
-                project.problems.append(problem("IN005", rel(root, entry), 1, 1, msg))
+                project.problems.append(problem(BAD_LINK, rel(root, entry), 1, 1, msg))
             target = _link_target(entry)
             if target is not None:
                 project.aliases[entry.name] = target
@@ -255,7 +259,7 @@ def _discover(root: Path, config: dict[str, Any], project: Project, found: disco
         where = ("pyproject.toml", line) if line else (pattern, 1)
         project.problems.append(
             problem(
-                "IN001",
+                UNREADABLE,
                 where[0],
                 where[1],
                 1,
@@ -336,10 +340,10 @@ def all_problems(project: Project) -> list:
     scripts = {id(spec) for spec in project.scripts.values()}  # by identity: comparing specs field by field was
     for spec in (project.launcher, project.trainer, *project.scripts.values()):  # quadratic in the scripts
         if spec is not None:
-            out += [p for p in spec.problems if p.code != "IN031"] if id(spec) in scripts else spec.problems
+            out += [p for p in spec.problems if p.code != NO_OPTIONS.code] if id(spec) in scripts else spec.problems
     for tool in project.tools.values():
         if tool.spec not in (project.launcher, project.trainer):
             out += tool.spec.problems
     for doc in project.linked.values():
-        out += [p for p in doc.problems if p.code not in ("IN020",)]
+        out += [p for p in doc.problems if p.code != MARKUP_PROBLEM.code]
     return out

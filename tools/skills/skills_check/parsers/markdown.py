@@ -15,7 +15,17 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from ..inputs import problem
+from ..inputs import (
+    DUPLICATE_KEY,
+    FENCE_UNCLOSED,
+    FRONTMATTER_UNCLOSED,
+    MARKUP_PROBLEM,
+    NOT_A_MAPPING,
+    YAML_ALIASES,
+    YAML_ERROR,
+    CoreCode,
+    problem,
+)
 from ..model import Cell, Code, Comment, Heading, Link, MarkdownDoc, Table
 from . import markdown_rs
 from .quick import CODE_SPAN, HEADING, SPANS, plain_mapping, quick_read
@@ -103,9 +113,9 @@ def _safe_loader() -> Any:
 MAX_YAML_NODES = 10_000  # frontmatter nodes walked; a skill's frontmatter has a few dozen
 
 
-def _frontmatter_failed(doc: MarkdownDoc, code: str, line: int, col: int, message: str) -> None:
+def _frontmatter_failed(doc: MarkdownDoc, kind: CoreCode, line: int, col: int, message: str) -> None:
     """Report a frontmatter that cannot be read once; the frontmatter rules then stay quiet."""
-    doc.problems.append(problem(code, doc.path, line, col, message))
+    doc.problems.append(problem(kind, doc.path, line, col, message))
     doc.frontmatter = {}
     doc.frontmatter_error = True
 
@@ -115,7 +125,7 @@ def _yaml_error(doc: MarkdownDoc, exc: yaml.YAMLError, first_line: int) -> None:
     line = first_line + (mark.line if mark else 0)
     col = (mark.column + 1) if mark else 1
     reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    _frontmatter_failed(doc, "IN010", line, col, f"frontmatter YAML does not parse: {reason}")
+    _frontmatter_failed(doc, YAML_ERROR, line, col, f"frontmatter YAML does not parse: {reason}")
 
 
 def _refuses_anchors(doc: MarkdownDoc, content: str, first_line: int, loader_class: Any) -> bool:
@@ -128,7 +138,7 @@ def _refuses_anchors(doc: MarkdownDoc, content: str, first_line: int, loader_cla
             mark = event.start_mark
             _frontmatter_failed(
                 doc,
-                "IN013",
+                YAML_ALIASES,
                 first_line + mark.line,
                 mark.column + 1,
                 "frontmatter uses a YAML anchor or alias (&name / *name); skill frontmatter "
@@ -211,20 +221,20 @@ def _yaml_frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_cl
         _yaml_error(doc, exc, first_line)
         return
     except (RecursionError, MemoryError, ValueError) as exc:
-        _frontmatter_failed(doc, "IN010", first_line, 1, f"frontmatter YAML does not parse: {type(exc).__name__}")
+        _frontmatter_failed(doc, YAML_ERROR, first_line, 1, f"frontmatter YAML does not parse: {type(exc).__name__}")
         return
     if node is None:
         doc.frontmatter = {}
         return
     if not isinstance(node, yaml.MappingNode):
         kind = {yaml.SequenceNode: "list", yaml.ScalarNode: "scalar"}.get(type(node), "value")
-        _frontmatter_failed(doc, "IN012", first_line, 1, f"frontmatter is a {kind}, expected key: value pairs")
+        _frontmatter_failed(doc, NOT_A_MAPPING, first_line, 1, f"frontmatter is a {kind}, expected key: value pairs")
         return
     duplicates = _walk_keys(doc, node, first_line)
     if duplicates is None:
         _frontmatter_failed(
             doc,
-            "IN010",
+            YAML_ERROR,
             first_line,
             1,
             f"frontmatter is too large or too deep (limit {MAX_YAML_NODES} nodes, depth 50)",
@@ -233,7 +243,7 @@ def _yaml_frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_cl
     for key, line, col, first in duplicates:
         doc.problems.append(
             problem(
-                "IN014",
+                DUPLICATE_KEY,
                 doc.path,
                 line,
                 col,
@@ -251,7 +261,7 @@ def _yaml_frontmatter(doc: MarkdownDoc, content: str, first_line: int, loader_cl
         _yaml_error(doc, exc, first_line)
         return
     except Exception as exc:  # a constructor may fail on odd input (e.g. huge ints, bad dates)
-        _frontmatter_failed(doc, "IN010", first_line, 1, f"frontmatter YAML does not parse: {exc}")
+        _frontmatter_failed(doc, YAML_ERROR, first_line, 1, f"frontmatter YAML does not parse: {exc}")
         return
     doc.frontmatter = data if isinstance(data, dict) else {}
 
@@ -353,7 +363,7 @@ def _fence_problems(
         if is_fence and rest:
             doc.problems.append(
                 problem(
-                    "IN015",
+                    FENCE_UNCLOSED,
                     doc.path,
                     n + 1,
                     1,
@@ -367,7 +377,7 @@ def _fence_problems(
     if not closed:
         doc.problems.append(
             problem(
-                "IN015",
+                FENCE_UNCLOSED,
                 doc.path,
                 start + 1,
                 1,
@@ -449,7 +459,11 @@ def _read_frontmatter(doc: MarkdownDoc, tokens: list[Any], lines: list[str]) -> 
     elif lines and lines[0].rstrip() == "---":
         doc.problems.append(
             problem(
-                "IN011", doc.path, 1, 1, "frontmatter block opened with --- is never closed; it is read as body text"
+                FRONTMATTER_UNCLOSED,
+                doc.path,
+                1,
+                1,
+                "frontmatter block opened with --- is never closed; it is read as body text",
             )
         )
         doc.frontmatter_error = True
@@ -516,7 +530,7 @@ def parse_markdown(path: str, text: str) -> MarkdownDoc:
         read = quick_read(text)
         tokens = _tokens(text) if read is None else []
     except Exception as exc:  # markdown-it is total on str input; this is a last resort
-        doc.problems.append(problem("IN020", path, 1, 1, f"markdown parser failed: {exc}"))
+        doc.problems.append(problem(MARKUP_PROBLEM, path, 1, 1, f"markdown parser failed: {exc}"))
         return doc
     if read is not None:
         _quick_document(doc, lines, read)

@@ -17,7 +17,7 @@ import docutils.utils
 from docutils import nodes
 from docutils.parsers.rst import Directive, Parser, directives, roles
 
-from ..inputs import problem
+from ..inputs import MARKUP_PROBLEM, NESTED_TOO_DEEP, problem
 from ..model import Cell, Code, Comment, Heading, Include, Link, RstDoc, Table
 
 
@@ -516,7 +516,11 @@ def parse_rst(path: str, text: str) -> RstDoc:
     if deep is not None:
         doc.problems.append(
             problem(
-                "IN021", path, deep[0], 1, f"nested {deep[1]} columns deep (limit {MAX_INDENT}); the file is not parsed"
+                NESTED_TOO_DEEP,
+                path,
+                deep[0],
+                1,
+                f"nested {deep[1]} columns deep (limit {MAX_INDENT}); the file is not parsed",
             )
         )
         doc.readable = False
@@ -528,7 +532,7 @@ def parse_rst(path: str, text: str) -> RstDoc:
         document.reporter.attach_observer(messages.append)
         Parser().parse(text, document)
     except Exception as exc:  # docutils should not raise at halt_level 5; never let it escape
-        doc.problems.append(problem("IN020", path, 1, 1, f"docutils could not parse the file: {exc}"))
+        doc.problems.append(problem(MARKUP_PROBLEM, path, 1, 1, f"docutils could not parse the file: {exc}"))
         return doc
     for msg in messages:
         level = msg.get("level", 0)
@@ -537,14 +541,16 @@ def parse_rst(path: str, text: str) -> RstDoc:
         line = msg.get("line") or 1
         body = msg.children[0].astext() if msg.children else msg.astext()
         body = " ".join(body.split())
-        doc.problems.append(problem("IN020", path, line, 1, body, "error" if level >= 3 else "warning"))
+        doc.problems.append(problem(MARKUP_PROBLEM, path, line, 1, body, "error" if level >= 3 else "warning"))
     try:
         for msg in list(document.findall(nodes.system_message)):
             if msg.parent is not None:
                 msg.parent.remove(msg)
         _walk(doc, finder, document)
     except (RecursionError, MemoryError) as exc:  # absurdly deep nesting
-        doc.problems.append(problem("IN020", path, 1, 1, f"document too deeply nested to read: {type(exc).__name__}"))
+        doc.problems.append(
+            problem(MARKUP_PROBLEM, path, 1, 1, f"document too deeply nested to read: {type(exc).__name__}")
+        )
     return doc
 
 

@@ -38,7 +38,7 @@ def alias_missing(project: Project) -> Iterator[Finding]:
         if name and name not in project.aliases:
             line = skill.skill_md.frontmatter_lines.get("name", 1)
             yield finding(
-                "DR401",
+                alias_missing,
                 f"no discovery alias .agents/skills/{name} -> {_expected(skill.dir)} (Codex finds skills there)",
                 skill.skill_md.path,
                 line,
@@ -70,7 +70,7 @@ def alias_target(project: Project) -> Iterator[Finding]:
         want = _expected(skill.dir)
         if target == "":
             yield finding(
-                "DR402",
+                alias_target,
                 f"is a real folder, not a link to {want}",
                 f".agents/skills/{name}",
                 1,
@@ -78,7 +78,7 @@ def alias_target(project: Project) -> Iterator[Finding]:
             )
         elif _norm(target) != _norm(want):
             yield finding(
-                "DR402",
+                alias_target,
                 f"links to {target}, expected {want} (a relative link)",
                 f".agents/skills/{name}",
                 1,
@@ -100,7 +100,7 @@ def alias_stale(project: Project) -> Iterator[Finding]:
     for name, target in sorted(project.aliases.items()):
         if name not in names:
             yield finding(
-                "DR403",
+                alias_stale,
                 f"no skill is named {name!r} (link target {target or 'a folder'}); rename or remove the alias",
                 f".agents/skills/{name}",
                 1,
@@ -123,12 +123,12 @@ def claude_skills(project: Project) -> Iterator[Finding]:
     target = project.claude_skills
     if target is None:
         yield finding(
-            "DR404",
+            claude_skills,
             f"missing: .claude/skills should link to {CLAUDE_TARGET} (Claude Code finds skills there)",
             ".claude/skills",
             1,
         )
     elif target == "":
-        yield finding("DR404", f"is a real folder; make it a link to {CLAUDE_TARGET}", ".claude/skills", 1)
+        yield finding(claude_skills, f"is a real folder; make it a link to {CLAUDE_TARGET}", ".claude/skills", 1)
     elif _norm(target) != _norm(CLAUDE_TARGET):
-        yield finding("DR404", f"links to {target}, expected {CLAUDE_TARGET}", ".claude/skills", 1)
+        yield finding(claude_skills, f"links to {target}, expected {CLAUDE_TARGET}", ".claude/skills", 1)

@@ -74,7 +74,7 @@ def evaluations_present(project: Project) -> Iterator[Finding]:
         doc = _evaluations_doc(skill)
         if doc is None and skill.evals_json is None:
             yield finding(
-                "SK301",
+                evaluations_present,
                 "a user skill needs evaluations.md (linked from SKILL.md) or evals/evals.json",
                 skill.skill_md.path,
                 skill.skill_md.body_start,
@@ -93,7 +93,7 @@ def evaluations_linked(project: Project) -> Iterator[Finding]:
         doc = _evaluations_doc(skill)
         if doc is not None and skill.skill_md.readable and not _linked_from_skill_md(skill, doc.path):
             yield finding(
-                "SK302",
+                evaluations_linked,
                 "SKILL.md does not link evaluations.md",
                 skill.skill_md.path,
                 skill.skill_md.body_start,
@@ -115,7 +115,10 @@ def scenario_count(project: Project) -> Iterator[Finding]:
             n = len(_scenarios(doc))
             if n < MIN_SCENARIOS:
                 yield finding(
-                    "SK303", f'{n} "Scenario" heading(s); at least {MIN_SCENARIOS} are needed', doc.path, doc.body_start
+                    scenario_count,
+                    f'{n} "Scenario" heading(s); at least {MIN_SCENARIOS} are needed',
+                    doc.path,
+                    doc.body_start,
                 )
 
 
@@ -138,10 +141,10 @@ def scenario_fields(project: Project) -> Iterator[Finding]:
         for head, body in _scenarios(doc):
             for label, regex in FIELD_RES.items():
                 if not regex.search(body):
-                    yield finding("SK304", f"scenario {head.text!r} has no `{label}`", doc.path, head.line)
+                    yield finding(scenario_fields, f"scenario {head.text!r} has no `{label}`", doc.path, head.line)
             if not FAILURE_RE.search(body):
                 yield finding(
-                    "SK304",
+                    scenario_fields,
                     f"scenario {head.text!r} has no `Known failure modes:` or pass/fail criteria",
                     doc.path,
                     head.line,
@@ -218,11 +221,13 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
         path = skill.evals_json
         entries, text, key = _evals_entries(project, skill)
         if entries is None:
-            yield finding("SK310", 'evals.json must be a list of entries (or an object with an "evals" list)', path, 1)
+            yield finding(
+                evals_json_schema, 'evals.json must be a list of entries (or an object with an "evals" list)', path, 1
+            )
             continue
         if len(entries) < MIN_EVALS:
             yield finding(
-                "SK310",
+                evals_json_schema,
                 f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}; at least {MIN_EVALS} are needed",
                 path,
                 1,
@@ -232,7 +237,7 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
         for i, entry in enumerate(entries):
             line = lines[i]
             if not isinstance(entry, dict):
-                yield finding("SK310", f"entry {i} is not an object", path, line)
+                yield finding(evals_json_schema, f"entry {i} is not an object", path, line)
                 continue
             for key, ok, want in (
                 (
@@ -249,13 +254,15 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
                 ),
             ):
                 if key not in entry:
-                    yield finding("SK310", f'entry {i} has no "{key}"', path, line)
+                    yield finding(evals_json_schema, f'entry {i} has no "{key}"', path, line)
                 elif not ok(entry[key]):
-                    yield finding("SK310", f'entry {i}: "{key}" must be {want}', path, line)
+                    yield finding(evals_json_schema, f'entry {i}: "{key}" must be {want}', path, line)
             ident = entry.get("id")
             if isinstance(ident, (str, int)):
                 if ident in ids:
-                    yield finding("SK310", f"entry {i} repeats id {ident!r} (first at line {ids[ident]})", path, line)
+                    yield finding(
+                        evals_json_schema, f"entry {i} repeats id {ident!r} (first at line {ids[ident]})", path, line
+                    )
                 else:
                     ids[ident] = line
 
@@ -282,7 +289,7 @@ def evals_expected_skill(project: Project) -> Iterator[Finding]:
         declared = skill.evals.get("skill_name") if isinstance(skill.evals, dict) else None
         if isinstance(declared, str) and skill.name and declared != skill.name:
             yield finding(
-                "SK311",
+                evals_expected_skill,
                 f"skill_name {declared!r} is not this skill's name {skill.name!r}",
                 skill.evals_json,
                 _line_of(text, '"skill_name"'),
@@ -294,5 +301,8 @@ def evals_expected_skill(project: Project) -> Iterator[Finding]:
                 if name not in names:
                     line = _line_of(text, f'"{name}"')
                     yield finding(
-                        "SK311", f"expected_skill {name!r} is not the name of any skill here", skill.evals_json, line
+                        evals_expected_skill,
+                        f"expected_skill {name!r} is not the name of any skill here",
+                        skill.evals_json,
+                        line,
                     )

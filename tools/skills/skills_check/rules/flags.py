@@ -28,7 +28,7 @@ from functools import cached_property
 from ..model import ArgSpec, Code, Finding, Loc, MarkdownDoc, Option, Project, RstDoc, Skill
 from .commands import Invocation, invocations, lookup, takes_value, usable
 from .common import all_skill_docs, cached, code_items_of, finding, negative_lines_of, rst_docs
-from .registry import rule
+from .registry import RuleFunc, rule
 from .shell import Word, place, relative_command_lines
 
 NOT_SHELL = frozenset(
@@ -245,7 +245,7 @@ def _looks_like_option(text: str) -> bool:
 
 @dataclass
 class Problem:
-    code: str
+    rule: RuleFunc
     word: Word
     message: str
     truth: Loc | None
@@ -296,7 +296,7 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
         found = lookup(specs, flag)
         if found is None:
             yield Problem(
-                "DR301",
+                unknown_flag,
                 word,
                 f"{flag} is not an option of {_tool_name(inv)}{_suggest(flag, specs)} "
                 f"({_options_of(specs)}truth: {where})",
@@ -307,7 +307,7 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
         if not takes_value(opt):
             if eq:
                 yield Problem(
-                    "DR302", word, f"{flag} takes no value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
+                    flag_value, word, f"{flag} takes no value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
                 )
             continue
         values: list[Word] = []
@@ -321,7 +321,9 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
                 values.append(args[i])
                 i += 1
             if len(values) < want and opt.nargs != "?":
-                yield Problem("DR302", word, f"{flag} needs a value (truth: {spec.path}:{opt.line})", _truth(spec, opt))
+                yield Problem(
+                    flag_value, word, f"{flag} needs a value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
+                )
                 continue
         else:  # "*", "+", or a non-literal nargs
             while i < len(args) and not _looks_like_option(args[i].text) and args[i].text != "--":
@@ -329,21 +331,28 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
                 i += 1
             if opt.nargs == "+" and not values:
                 yield Problem(
-                    "DR302", word, f"{flag} needs at least one value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
+                    flag_value,
+                    word,
+                    f"{flag} needs at least one value (truth: {spec.path}:{opt.line})",
+                    _truth(spec, opt),
                 )
                 continue
         if opt.choices:
-            allowed = [str(c) for c in opt.choices]
-            for value in values:
-                for item in _choice_items(value.text):
-                    if item not in allowed:
-                        yield Problem(
-                            "DR303",
-                            value,
-                            f"{flag} {item!r} is not a valid choice "
-                            f"({', '.join(allowed)}; truth: {spec.path}:{opt.line})",
-                            _truth(spec, opt),
-                        )
+            yield from _bad_choices(flag, opt, spec, values)
+
+
+def _bad_choices(flag: str, opt: Option, spec: ArgSpec, values: list[Word]) -> Iterator[Problem]:
+    """The values given to ``flag`` (an option with choices) that are none of its choices."""
+    allowed = [str(c) for c in opt.choices or ()]
+    for value in values:
+        for item in _choice_items(value.text):
+            if item not in allowed:
+                yield Problem(
+                    flag_choice,
+                    value,
+                    f"{flag} {item!r} is not a valid choice ({', '.join(allowed)}; truth: {spec.path}:{opt.line})",
+                    _truth(spec, opt),
+                )
 
 
 def _choice_items(value: str) -> list[str]:
@@ -367,11 +376,11 @@ def _problems(project: Project) -> list[tuple[Written, Problem]]:
     return cached(project, "flag-problems", make)
 
 
-def _emit(project: Project, code: str) -> Iterator[Finding]:
+def _emit(project: Project, rule: RuleFunc) -> Iterator[Finding]:
     for w, p in _problems(project):
-        if p.code == code:
+        if p.rule is rule:
             line, col = w.at(p.word)
-            yield finding(code, p.message, w.doc.path, line, col, truth=p.truth)
+            yield finding(rule, p.message, w.doc.path, line, col, truth=p.truth)
 
 
 @rule(
@@ -388,7 +397,7 @@ def unknown_flag(project: Project) -> Iterator[Finding]:
     tool that forwards what it does not know to another (`forwards` in `[tool.skills-check] tools`, as a
     launcher forwards to its trainer) takes the other's flags too; after a lone `--`, only the other's.
     """
-    yield from _emit(project, "DR301")
+    yield from _emit(project, unknown_flag)
 
 
 @rule(
@@ -402,7 +411,7 @@ def flag_value(project: Project) -> Iterator[Finding]:
 
     `--num_gpus` at the end of a line is a finding; so is `--switch=value`.
     """
-    yield from _emit(project, "DR302")
+    yield from _emit(project, flag_value)
 
 
 @rule(
@@ -416,7 +425,7 @@ def flag_choice(project: Project) -> Iterator[Finding]:
 
     `--rl_library foo` is a finding; `{a,b}` stands for each of a and b.
     """
-    yield from _emit(project, "DR303")
+    yield from _emit(project, flag_choice)
 
 
 def _bare_scope(project: Project) -> dict[str, set[str]]:
@@ -507,7 +516,7 @@ def bare_flag(project: Project) -> Iterator[Finding]:
             hint = f"; did you mean {close[0]}?" if close else ""
             where = project.launcher.path if project.launcher else "the launcher"
             yield finding(
-                "DR304",
+                bare_flag,
                 f"{flag} is not an option of the launcher, the trainer or torchrun{hint} (truth: {where})",
                 w.doc.path,
                 word.line,
@@ -527,4 +536,6 @@ def script_path(project: Project) -> Iterator[Finding]:
     for w, inv in all_invocations(project):
         if inv.tool == "missing-script" and inv.program is not None:
             line, col = w.at(inv.program)
-            yield finding("DR305", f"{inv.program.text} does not exist (the command runs it)", w.doc.path, line, col)
+            yield finding(
+                script_path, f"{inv.program.text} does not exist (the command runs it)", w.doc.path, line, col
+            )

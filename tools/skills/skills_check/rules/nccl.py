@@ -30,7 +30,7 @@ from .common import (
     rst_docs,
     settings_in,
 )
-from .registry import rule
+from .registry import of, rule
 
 MIN_ROWS = 2
 
@@ -140,7 +140,7 @@ def _compare(project: Project) -> list[Finding]:
                     listed = " or ".join(m.pair for m in truths)
                     out.append(
                         finding(
-                            "DR102",
+                            nccl_value,
                             f"{s.pair} differs from the NCCL list's {listed} ({truths[0].loc})",
                             doc.path,
                             s.loc.line,
@@ -152,7 +152,7 @@ def _compare(project: Project) -> list[Finding]:
                 else:
                     out.append(
                         finding(
-                            "DR103",
+                            nccl_extra,
                             f"{s.pair} is not in the NCCL workaround list "
                             f"({rst.path}:{table.line}); add it there first",
                             doc.path,
@@ -166,7 +166,7 @@ def _compare(project: Project) -> list[Finding]:
                 if m.var not in extra_vars:
                     out.append(
                         finding(
-                            "DR101",
+                            nccl_missing,
                             f"{m.pair} from the NCCL workaround list ({m.loc}) is missing from this table",
                             doc.path,
                             mtable.line,
@@ -199,7 +199,7 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
         if project.rst:  # a docs tree without the page the mirror copies
             for mdoc, table, _ in mirror_tables(project):
                 yield finding(
-                    "DR100",
+                    nccl_list_present,
                     f"this table mirrors the NCCL workaround list, but {multi_gpu_path(project)} does not exist",
                     mdoc.path,
                     table.line,
@@ -210,7 +210,7 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
         return
     for mdoc, table, _ in mirror_tables(project):
         yield finding(
-            "DR100",
+            nccl_list_present,
             f"no NCCL workaround list-table found in {doc.path} for the table at {mdoc.path}:{table.line} to mirror",
             doc.path,
             1,
@@ -231,7 +231,7 @@ def nccl_missing(project: Project) -> Iterator[Finding]:
 
     Reported at the mirrored table.
     """
-    yield from (f for f in _compare(project) if f.code == "DR101")
+    yield from (f for f in _compare(project) if f.code == of(nccl_missing).code)
 
 
 @rule(
@@ -247,7 +247,7 @@ def nccl_value(project: Project) -> Iterator[Finding]:
     A mirrored setting whose variable is on the list with another value (e.g. `NCCL_P2P_LEVEL=PIX`
     against `NCCL_P2P_LEVEL=LOC`).
     """
-    yield from (f for f in _compare(project) if f.code == "DR102")
+    yield from (f for f in _compare(project) if f.code == of(nccl_value).code)
 
 
 @rule(
@@ -259,7 +259,7 @@ def nccl_value(project: Project) -> Iterator[Finding]:
 )
 def nccl_extra(project: Project) -> Iterator[Finding]:
     """A mirrored workaround table holds no setting the RST NCCL list lacks."""
-    yield from (f for f in _compare(project) if f.code == "DR103")
+    yield from (f for f in _compare(project) if f.code == of(nccl_extra).code)
 
 
 @rule(
@@ -293,7 +293,7 @@ def nccl_unlisted(project: Project) -> Iterator[Finding]:
             if (doc.path, line, col) in in_tables or line in negative:
                 continue  # a mirrored table's cell: DR102/DR103 report it
             yield finding(
-                "DR104",
+                nccl_unlisted,
                 f"{var}={value} is not in the NCCL workaround list ({rst.path}:{table.line}); "
                 "add it there first or write a listed setting",
                 doc.path,
@@ -341,7 +341,7 @@ def nccl_rows(project: Project) -> Iterator[Finding]:
             if i >= len(have):
                 loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
                 yield finding(
-                    "DR105",
+                    nccl_rows,
                     f"the NCCL workaround list's row {i + 1} ({loc}: "
                     f'"{_row_label(rst, table, i)}", {_describe(want[i])}) has no row here; '
                     "mirror every row of the list, in its order",
@@ -355,7 +355,7 @@ def nccl_rows(project: Project) -> Iterator[Finding]:
             line = mtable.rows[i][0].line if mtable.rows[i] else mtable.line
             if i >= len(want):
                 yield finding(
-                    "DR105",
+                    nccl_rows,
                     f'row {i + 1} ("{_row_label(doc, mtable, i)}") is not in the NCCL '
                     f"workaround list ({rst.path}:{table.line}), which has {len(want)} row(s)",
                     doc.path,
@@ -368,7 +368,7 @@ def nccl_rows(project: Project) -> Iterator[Finding]:
             if _pairs(have[i]) != _pairs(want[i]):
                 loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
                 yield finding(
-                    "DR105",
+                    nccl_rows,
                     f"row {i + 1} holds {_describe(have[i])}, but the NCCL workaround list's "
                     f'row {i + 1} ({loc}: "{_row_label(rst, table, i)}") holds {_describe(want[i])}; '
                     "mirror every row of the list, in its order",

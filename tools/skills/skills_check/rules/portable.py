@@ -101,7 +101,7 @@ def name_folder(project: Project) -> Iterator[Finding]:
                 (TextEdit(skill.skill_md.path, line, line, (f"name: {folder}",)),),
             )
         yield finding(
-            "SK116",
+            name_folder,
             f"`name` {name!r} is not the skill folder's name {folder!r}: agents load a skill "
             "by its folder (rename one of them, or link the folder under its name)",
             skill.skill_md.path,
@@ -166,7 +166,10 @@ def allowed_tools(project: Project) -> Iterator[Finding]:
         line = _key_line(skill, "allowed-tools")
         if entries is None:
             yield finding(
-                "SK117", "`allowed-tools` must be a string of tool names or a list of them", skill.skill_md.path, line
+                allowed_tools,
+                "`allowed-tools` must be a string of tool names or a list of them",
+                skill.skill_md.path,
+                line,
             )
             continue
         by_lower = {t.lower(): t for t in CLAUDE_CODE_TOOLS}
@@ -181,7 +184,9 @@ def allowed_tools(project: Project) -> Iterator[Finding]:
         for entry, why, _ in wrong:
             hint = f" (did you mean {right[entry]!r}?)" if entry in right else ""
             fix = Fix(f"write the tool's name {right[entry]!r}", (edit,)) if entry in right and edit else None
-            yield finding("SK117", f"`allowed-tools` entry {entry!r} {why}{hint}", skill.skill_md.path, line, fix=fix)
+            yield finding(
+                allowed_tools, f"`allowed-tools` entry {entry!r} {why}{hint}", skill.skill_md.path, line, fix=fix
+            )
 
 
 def _case_edit(skill: Skill, line: int, right: dict[str, str]) -> TextEdit | None:
@@ -259,10 +264,10 @@ def unreferenced_file(project: Project) -> Iterator[Finding]:
                     f"{files[0]} is in the skill but nothing in its markdown names it: agents never "
                     "open it (link it from SKILL.md with when to use it, or remove it)"
                 )
-            yield finding("SK213", message, prefix + files[0], 1)
+            yield finding(unreferenced_file, message, prefix + files[0], 1)
         for folder, files in _by_parent(listed_only):
             yield finding(
-                "SK213",
+                unreferenced_file,
                 f"the skill names documents of {folder}/ one by one but not these ({_some(files)}): agents open "
                 "the documents the text points at (link each from SKILL.md with when to read it, or remove it)",
                 prefix + files[0],
@@ -447,7 +452,7 @@ def argument_placeholder(project: Project) -> Iterator[Finding]:
                     if _MONEY_RE.match(text, max(0, m.start() - 1)) or _MONEY_RE.match(text, m.start()):
                         continue
                     yield finding(
-                        "SK214",
+                        argument_placeholder,
                         f"`{m.group(0)}` in a code block is replaced by Claude Code with the "
                         "skill's arguments before the model reads it: use a named variable or `${...}`",
                         doc.path,
@@ -513,12 +518,12 @@ def user_path(project: Project) -> Iterator[Finding]:
         for doc in docs:
             for line, col, text, kind in _user_paths(doc.text):
                 yield finding(
-                    "SK216", f"`{text}` is inside one user's home folder: {_HOME_HINTS[kind]}", doc.path, line, col
+                    user_path, f"`{text}` is inside one user's home folder: {_HOME_HINTS[kind]}", doc.path, line, col
                 )
         for path, text in sorted(skill.script_texts.items()):
             for line, col, found, kind in _user_paths(text):
                 yield finding(
-                    "SK216", f"`{found}` is inside one user's home folder: {_HOME_HINTS[kind]}", path, line, col
+                    user_path, f"`{found}` is inside one user's home folder: {_HOME_HINTS[kind]}", path, line, col
                 )
 
 
@@ -546,4 +551,4 @@ def agent_tools(project: Project) -> Iterator[Finding]:
         for entry in entries:
             why = unknown_tool(entry)
             if why is not None:
-                yield finding("SK217", f"`tools` entry {entry!r} {why}", path, line)
+                yield finding(agent_tools, f"`tools` entry {entry!r} {why}", path, line)

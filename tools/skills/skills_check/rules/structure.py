@@ -66,7 +66,7 @@ def required_sections(project: Project) -> Iterator[Finding]:
         present = {_norm(h.text) for h in doc.headings}
         for section in REQUIRED_SECTIONS:
             if section.lower() not in present:
-                yield finding("SK201", f'SKILL.md has no "{section}" section', doc.path, doc.body_start)
+                yield finding(required_sections, f'SKILL.md has no "{section}" section', doc.path, doc.body_start)
 
 
 @rule(
@@ -86,7 +86,7 @@ def body_length(project: Project) -> Iterator[Finding]:
         body = doc.n_lines - doc.body_start + 1
         if body >= MAX_BODY_LINES:
             yield finding(
-                "SK202",
+                body_length,
                 f"SKILL.md body is {body} lines; keep it under {MAX_BODY_LINES} and move details to reference files",
                 doc.path,
                 doc.body_start + MAX_BODY_LINES - 1,
@@ -109,7 +109,7 @@ def skill_md_missing(project: Project) -> Iterator[Finding]:
     """
     for folder in project.orphan_dirs:
         yield finding(
-            "SK211",
+            skill_md_missing,
             "folder beside the skill folders has markdown but no SKILL.md, so no agent loads "
             "it as a skill; add one or move the folder out",
             folder,
@@ -168,7 +168,7 @@ def token_budget(project: Project) -> Iterator[Finding]:
         total = estimate_tokens(body)
         if total > MAX_BODY_TOKENS:
             yield finding(
-                "SK212",
+                token_budget,
                 f"SKILL.md body is about {total} tokens (estimated offline); keep it under "
                 f"{MAX_BODY_TOKENS}: agents load all of it when the skill triggers",
                 doc.path,
@@ -196,7 +196,7 @@ def section_token_budget(project: Project) -> Iterator[Finding]:
             n = estimate_tokens("\n".join(lines[h.line - 1 : end]))
             if n > MAX_SECTION_TOKENS:
                 yield finding(
-                    "SK215",
+                    section_token_budget,
                     f'section "{h.text}" is about {n} tokens (estimated offline); keep a section '
                     f"under {MAX_SECTION_TOKENS} and move details to a reference file",
                     doc.path,
@@ -299,7 +299,7 @@ def link_target(project: Project) -> Iterator[Finding]:
         for line, col, written, path, _ in _link_targets(project, doc):
             if not exists(project, path):
                 yield finding(
-                    "SK203", f"link target {written!r} does not exist (resolved to {path})", doc.path, line, col
+                    link_target, f"link target {written!r} does not exist (resolved to {path})", doc.path, line, col
                 )
 
 
@@ -321,7 +321,7 @@ def link_anchor(project: Project) -> Iterator[Finding]:
                 continue  # a file the model does not hold: its anchors are unknown
             if fragment.lower() not in anchors_of(target):
                 yield finding(
-                    "SK204",
+                    link_anchor,
                     f"anchor #{fragment} in {written!r} names no heading in {path}",
                     doc.path,
                     line,
@@ -331,7 +331,11 @@ def link_anchor(project: Project) -> Iterator[Finding]:
         for link in doc.links:
             if getattr(link, "kind", "md") == "ref" and link.target.strip().lower() not in labels:
                 yield finding(
-                    "SK204", f":ref: target {link.target!r} is not a label in the docs", doc.path, link.line, link.col
+                    link_anchor,
+                    f":ref: target {link.target!r} is not a label in the docs",
+                    doc.path,
+                    link.line,
+                    link.col,
                 )
     for doc, skill, line, col, text in _repo_path_codes(project):
         path, _, fragment = text.partition("#")
@@ -343,7 +347,7 @@ def link_anchor(project: Project) -> Iterator[Finding]:
         target = find_doc(project, path) if exists(project, path) else None
         if target is not None and getattr(target, "readable", True) and fragment.lower() not in anchors_of(target):
             yield finding(
-                "SK204",
+                link_anchor,
                 f"anchor #{fragment} in `{text}` names no heading in {path}",
                 doc.path,
                 line,
@@ -386,7 +390,7 @@ def reference_depth(project: Project) -> Iterator[Finding]:
                     continue  # a missing target is SK203's; a file SKILL.md names itself is one level deep
                 if path.startswith(prefix) and path.endswith(".md") and path not in direct:
                     yield finding(
-                        "SK205",
+                        reference_depth,
                         f"{written!r} is a second-level reference: link it from SKILL.md or fold it into this file",
                         doc.path,
                         line,
@@ -510,7 +514,7 @@ def repo_path(project: Project) -> Iterator[Finding]:
             continue  # a folder, or a file in folders that do not exist yet: a layout described, not a reference
         if _not_a_claim(doc, line, col):  # read only for a path that would be reported
             continue
-        yield finding("SK206", f"`{text}` names a path that does not exist", doc.path, line, col)
+        yield finding(repo_path, f"`{text}` names a path that does not exist", doc.path, line, col)
 
 
 # Folders of the project a skill works in (agents' and CI's settings): a skill that names `.claude/x.md` tells
@@ -571,7 +575,7 @@ def reference_contents(project: Project) -> Iterator[Finding]:
                 continue  # a README or changelog SKILL.md does not route to: for people, not agents
             if doc.readable and doc.n_lines > CONTENTS_AFTER and not _heading_near_top(doc):
                 yield finding(
-                    "SK207",
+                    reference_contents,
                     f"{doc.n_lines} lines and no contents list near the top "
                     f'(a "Contents" heading or links to its sections within {CONTENTS_WITHIN} lines)',
                     doc.path,
@@ -638,7 +642,9 @@ def run_script_exists(project: Project) -> Iterator[Finding]:
     for skill in project.skills:
         for doc, line, col, token in _script_mentions(project, skill):
             if not is_file(project, _script_path(skill, token)):
-                yield finding("SK208", f'"Run `{token}`" names a script that does not exist', doc.path, line, col)
+                yield finding(
+                    run_script_exists, f'"Run `{token}`" names a script that does not exist', doc.path, line, col
+                )
 
 
 @rule(
@@ -659,7 +665,7 @@ def script_documented(project: Project) -> Iterator[Finding]:
             if script not in named:
                 rel = posixpath.relpath(script, skill.dir or ".")
                 yield finding(
-                    "SK209",
+                    script_documented,
                     f'{rel} is never named as "Run `{rel}`" in the skill\'s markdown '
                     "(agents run scripts they are told to run)",
                     skill.skill_md.path,
@@ -682,7 +688,7 @@ def skill_name_ref(project: Project) -> Iterator[Finding]:
     for doc, _, line, col, text in _repo_path_codes(project):
         if SKILL_NAME_RE.match(text) and text not in names:
             yield finding(
-                "SK210",
+                skill_name_ref,
                 f"`{text}` is not the name of any skill here ({', '.join(sorted(names)) or 'none'})",
                 doc.path,
                 line,
