@@ -30,7 +30,17 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+
+if TYPE_CHECKING:  # the session imports the rules and parsers: a warm replay never loads them
+    from collections import Counter
+
+    from .adoption.suppress import Hidden
+    from .caches.results import ResultCache
+    from .loader.prefetch import Prefetched
+    from .model import Finding, Project
+    from .output.report import Summary
+    from .session import Ignores, Session
 
 HERE = Path(__file__).resolve().parent
 # the PEP 723 script beside the package in a checkout (tools/skills/cli.py): what a re-run under uv runs
@@ -219,7 +229,7 @@ def _rules_md(write: bool) -> int:
     return 0
 
 
-def _baseline_args(args: argparse.Namespace, root: Path) -> tuple[Any, Path | None, Path | None]:
+def _baseline_args(args: argparse.Namespace, root: Path) -> tuple[Counter[str] | None, Path | None, Path | None]:
     """(recorded fingerprints, --baseline path, --write-baseline path), checked before anything runs."""
     if not (args.baseline or args.write_baseline):
         return None, None, None
@@ -243,45 +253,13 @@ def _jobs(text: str) -> int:
     return value
 
 
-class _Scope(NamedTuple):
-    """One check's choices, fixed before anything is loaded: where, which rules, which codes."""
-
-    root: Path
-    overrides: dict[str, Any]  # --skills/--docs/--launcher/--trainer as given
-    rules: list[Any]  # the rules of the chosen profiles
-    known: set[str]  # every rule's code, whatever its profile
-    select: list[str]
-    ignore: list[str]
-    use_cache: bool
-    why: str = "the defaults"  # why these profiles: --profile, [tool.skills-check] profiles, --select, the defaults
-    jobs: int = 1  # processes that parse and run the rules (--jobs)
-
-    def load(self, early: Any = None) -> Any:
-        """The project under the root; launchers and scripts are read only when a drift rule runs (``early``: a
-        worker ``begin_load`` started)."""
-        from .loader import load_project
-
-        drift = any(r.profile == "drift" for r in self.rules)
-        return load_project(
-            self.root, self.overrides, use_cache=self.use_cache, drift=drift, jobs=self.jobs, early=early
-        )
-
-    def run(self, project: Any, ignores: Any) -> tuple[list[Any], Any]:
-        """(findings, hidden): the rules, then the suppression stage."""
-        from .adoption.suppress import apply as suppress
-        from .runner import active_codes, run_rules
-
-        findings = run_rules(project, self.rules, self.select, self.ignore, self.jobs)
-        return suppress(project, findings, active_codes(self.rules, self.select, self.ignore), self.known, ignores)
-
-
 class _Outcome(NamedTuple):
     """A finished check before it is reported: the project it read, what it found, what it hid, the notes."""
 
-    project: Any
-    findings: list[Any]
-    hidden: Any
-    summary: Any  # report.Summary
+    project: Project
+    findings: list[Finding]
+    hidden: Hidden
+    summary: Summary
 
 
 class _Tee:
@@ -375,7 +353,7 @@ def _check_report(args: argparse.Namespace) -> int:
             early.close()
 
 
-def _replay(args: argparse.Namespace, root: Path, overrides: dict[str, Any]) -> tuple[Any, int | None]:
+def _replay(args: argparse.Namespace, root: Path, overrides: dict[str, str | None]) -> tuple[ResultCache, int | None]:
     """(the result cache, the exit status of the report it replayed, or None when the inputs changed)."""
     from .caches.results import ResultCache  # a warm check: replay the last report when nothing changed
 
@@ -410,16 +388,24 @@ def _jobs_wanted(args: argparse.Namespace) -> int:
 
 
 def _checked(
-    args: argparse.Namespace, root: Path, overrides: dict[str, Any], results: Any, baseline: tuple, early: Any
+    args: argparse.Namespace,
+    root: Path,
+    overrides: dict[str, str | None],
+    results: ResultCache | None,
+    baseline: tuple[Counter[str] | None, Path | None, Path | None],
+    early: Prefetched | None,
 ) -> int:
     """The check after the replay missed: rules chosen, tree loaded (``early``: a worker already parsing it),
     findings staged against the baseline (``baseline``: what it recorded, where to read and write it), report."""
     recorded, read, write_to = baseline
     from .loader import SetupError
     from .runner import load_rules, unknown_patterns
+    from .session import Session
+
+    given = _split(args.profile) if args.profile is not None else None
 
     select, ignore = _split(args.select), _split(args.ignore)
-    rules = None  # loaded for the chosen profiles only (_scope), unless codes are named
+    rules = None  # loaded for the chosen profiles only (Session.choose), unless codes are named
     if select or ignore:
         rules = load_rules()
         bad = unknown_patterns(select + ignore, rules)
@@ -429,7 +415,7 @@ def _checked(
     lock, lock_errors = _fix_guard(args, root)
     errors: tuple[type[Exception], ...] = (SetupError, OSError, *lock_errors)
     try:
-        scope = _scope(args, root, overrides, rules, select, ignore)
+        scope = Session.for_root(root, overrides, given, select, ignore, rules, not args.no_cache, _jobs_wanted(args))
         with lock:  # --fix: one fixer per tree, for the whole read-fix-write cycle
             outcome = _run_check(args, scope, early)
     except errors as exc:
@@ -468,71 +454,9 @@ def _fix_guard(args: argparse.Namespace, root: Path) -> tuple[Any, tuple[type[Ex
     return fix_lock(root), (FixError,)
 
 
-def _scope(
-    args: argparse.Namespace,
-    root: Path,
-    overrides: dict[str, Any],
-    rules: list[Any] | None,
-    select: list[str],
-    ignore: list[str],
-) -> _Scope:
-    """The profiles to run: --profile, else the tree's configured ones, else the defaults (every profile when
-    codes are named by hand). Raises SetupError."""
-    from .loader import SetupError, load_config
-    from .loader.config import unknown_name
-    from .runner import Codes, ProfileError, chosen_profiles, in_profiles, load_rules, profile_names
-
-    given = _split(args.profile) if args.profile is not None else None
-    for name in given or ():
-        if name not in profile_names():
-            raise SetupError(f"--profile: {unknown_name('profile', name, profile_names())}")
-    configured = load_config(root.resolve(), overrides).get("profiles") if given is None and root.is_dir() else None
-    try:
-        if select and given is None and configured is None:  # codes named by hand run, whatever their profile
-            given = profile_names()
-        names = chosen_profiles(given, configured)
-        rules = rules if rules is not None else load_rules(names)
-        chosen = in_profiles(rules, names)
-    except ProfileError as exc:
-        raise SetupError(str(exc)) from exc
-    why = (
-        "--profile"
-        if args.profile is not None
-        else "[tool.skills-check] profiles"
-        if configured is not None
-        else "--select"
-        if select
-        else "the defaults"
-    )
-    known = Codes(r.code for r in rules)
-    return _Scope(root, overrides, chosen, known, select, ignore, not args.no_cache, why, _jobs_wanted(args))
-
-
-def _rule_sets(scope: _Scope, project: Any) -> list[dict[str, object]]:
-    """Each profile: whether it ran and why (for drift, the inputs it found)."""
-    from .rules.registry import HOUSE, PROFILES
-
-    ran = {r.profile for r in scope.rules}
-    out: list[dict[str, object]] = []
-    for name in PROFILES:
-        if name not in ran:
-            why = "house conventions, not adopted" if name in HOUSE and scope.why == "the defaults" else scope.why
-            out.append({"name": name, "ran": False, "why": why})
-            continue
-        entry: dict[str, object] = {"name": name, "ran": True, "why": scope.why}
-        if name == "drift":
-            from .rules.found import drift_inputs
-
-            entry["found"] = drift_inputs(project)
-        out.append(entry)
-    return out
-
-
-def _run_check(args: argparse.Namespace, scope: _Scope, early: Any = None) -> _Outcome | int:
+def _run_check(args: argparse.Namespace, scope: Session, early: Prefetched | None = None) -> _Outcome | int:
     """Load (``early``: a worker already parsing the tree), check and (with --fix) fix; an exit status when it
     stops early. Raises SetupError or OSError."""
-    from .adoption.suppress import ConfigError, per_file_ignores
-    from .loader import SetupError
     from .output.report import Summary
 
     project = scope.load(early)
@@ -541,20 +465,16 @@ def _run_check(args: argparse.Namespace, scope: _Scope, early: Any = None) -> _O
 
         print(no_skill_line(project), file=sys.stderr)
         return NO_SKILLS
-    try:
-        ignores = per_file_ignores(project.config, scope.known)
-    except ConfigError as exc:
-        raise SetupError(str(exc)) from exc
+    ignores = scope.ignores(project)
     outcome = _Outcome(project, *scope.run(project, ignores), Summary())
     if args.add_suppressions:
         return _add_suppressions(scope, outcome)
     return _fix(args, scope, ignores, outcome) if args.fix else outcome
 
 
-def _add_suppressions(scope: _Scope, outcome: _Outcome) -> _Outcome | int:
+def _add_suppressions(scope: Session, outcome: _Outcome) -> _Outcome | int:
     """Write a suppression for each finding (adoption/add.py), then check again; 2 when a write fails."""
     from .adoption.add import plan
-    from .adoption.suppress import per_file_ignores
     from .fix import FixError, apply_fixes
     from .rules.registry import RULES
 
@@ -575,7 +495,7 @@ def _add_suppressions(scope: _Scope, outcome: _Outcome) -> _Outcome | int:
     if not changed:
         return outcome
     project = scope.load()  # pyproject.toml may have changed: its per-file ignores are read again
-    return _Outcome(project, *scope.run(project, per_file_ignores(project.config, scope.known)), summary)
+    return _Outcome(project, *scope.run(project), summary)
 
 
 def _reason() -> str:
@@ -584,7 +504,7 @@ def _reason() -> str:
     return REASON
 
 
-def _fix(args: argparse.Namespace, scope: _Scope, ignores: Any, outcome: _Outcome) -> _Outcome | int:
+def _fix(args: argparse.Namespace, scope: Session, ignores: Ignores, outcome: _Outcome) -> _Outcome | int:
     """Apply the chosen fixes, then check again (what is left); 2 when a fix is refused."""
     from .fix import FixError, apply_fixes
 
@@ -606,13 +526,13 @@ def _fix(args: argparse.Namespace, scope: _Scope, ignores: Any, outcome: _Outcom
     return _Outcome(project, *scope.run(project, ignores), summary)
 
 
-def _report(args: argparse.Namespace, scope: _Scope, outcome: _Outcome, results: Any) -> int:
+def _report(args: argparse.Namespace, scope: Session, outcome: _Outcome, results: ResultCache | None) -> int:
     """Write the report and the notes; store them for a warm replay when ``results`` (a ResultCache) is given."""
     from .output.report import exit_code, render
 
     project, summary = outcome.project, outcome.summary
     summary.skills, summary.rst = len(project.skills), len(project.rst)
-    summary.rule_sets = _rule_sets(scope, project)
+    summary.rule_sets = scope.rule_sets(project)
     drift_notes = project.drift_notes
     absent = [n for n in drift_notes if n.startswith(("no launcher at", "no trainer at"))]
     house = any(

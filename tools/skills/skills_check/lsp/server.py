@@ -2,7 +2,8 @@
 
 One code path with ``check``: every check is ``load_project`` (with the editor's unsaved buffers as an
 overlay over the disk, under the same guards and through the parse cache, kept decoded in memory: an edit
-parses the edited file, an RST page by its changed sections) then ``run_rules``. Its findings go to every
+parses the edited file, an RST page by its changed sections) then the check session's run (session.py:
+the rules its settings choose, then the suppressions). Its findings go to every
 file of the tree that has some, so drift caused by an edit in one file shows in the file that drifted,
 with a related location at the truth; after a check, only the files whose diagnostics changed are sent
 (and the open document whose version moved). A session's first diagnostics may come from the findings the
@@ -34,14 +35,13 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import PositionCodec
 
-from ..adoption.suppress import ConfigError, per_file_ignores
-from ..adoption.suppress import apply as apply_suppressions
 from ..caches.parse import digest
 from ..inputs import overlaid, read_text
-from ..loader import SetupError, load_project
+from ..loader import SetupError
 from ..model import Finding, Project
 from ..rules.registry import Rule
-from ..runner import ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, run_rules
+from ..runner import load_rules
+from ..session import check_buffers
 from . import convert as conv
 from .complete import complete
 from .memo import MemoParseCache
@@ -198,25 +198,6 @@ class CheckerServer(LanguageServer):
                 snap.versions[rel] = doc.version
         return snap
 
-    def rules_for(self, project: Project) -> list[Rule]:
-        """The rules of the profiles ``[tool.skills-check] profiles`` chooses (the generic ones when unset), as in
-        ``check``."""
-        try:
-            return in_profiles(self.rules, chosen_profiles(None, project.config.get("profiles")))
-        except ProfileError as exc:  # a diagnostic at the setting (config_error_at), never a popup
-            message = str(exc).removeprefix("pyproject.toml: ")
-            line = project.config.get("_lines", {}).get("profiles", 1)
-            raise SetupError(f"pyproject.toml:{line}: {message} ([tool.skills-check] profiles)") from exc
-
-    def suppressed(self, project: Project, findings: list[Finding]) -> list[Finding]:
-        """The suppression stage, as in ``check``: per-file ignores and inline suppressions applied."""
-        known = {r.code for r in self.rules}
-        try:
-            ignores = per_file_ignores(project.config, known)
-        except ConfigError as exc:
-            raise SetupError(str(exc)) from exc
-        return apply_suppressions(project, findings, active_codes(self.rules_for(project)), known, ignores)[0]
-
     # -- checking (in the worker thread) -----------------------------------------------------------------
 
     def check(self, snap: Snapshot) -> Result:
@@ -224,8 +205,7 @@ class CheckerServer(LanguageServer):
         root = self.root
         assert root is not None and self.recorder is not None
         stored = self.recorder.start()  # before the check: an input changed while it ran is not stored
-        project = load_project(root, None, overlay=snap.texts, cache=self.cache)
-        findings = self.suppressed(project, run_rules(project, self.rules_for(project)))
+        project, findings = check_buffers(root, self.rules, snap.texts, self.cache)
         self.recorder.store(stored, project, findings, snap.texts)
         codec = self.codec()
         cache: dict[str, list[str] | None] = {}
