@@ -625,8 +625,8 @@ def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
     """The code of a finding is the one its rule was registered under: a rule that yields another code is a
     rule bug (IN090 naming both), never a finding that borrows another rule's code, severity or docs."""
     from skills_check.rules.common import finding
+    from skills_check.rules.links import link_anchor  # SK204
     from skills_check.rules.registry import Rule
-    from skills_check.rules.structure import link_anchor  # SK204
     from skills_check.runner import run_rules
 
     root = tiny_tree(tmp_path)

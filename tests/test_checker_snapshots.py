@@ -17,7 +17,7 @@ import pytest
 from mgpu_testing.checker import RULE_FIXTURES, TOOLS, check, make_tree
 from skills_check import rules, rules_md
 from skills_check.adoption.suppress import SUPPRESSION_CODES
-from skills_check.inputs import INPUT_CODES
+from skills_check.problems import INPUT_CODES
 
 rules.load()  # every rule module: the house profiles' load only when their profile runs
 CASES = sorted(p.name for p in RULE_FIXTURES.iterdir() if p.is_dir())

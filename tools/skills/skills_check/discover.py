@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .inputs import BAD_LINK, LEAVES_ROOT, TOO_LARGE, inside, link_problem, problem, read_text
+from .inputs import inside, link_problem, read_text
 from .model import Finding
+from .problems import BAD_LINK, LEAVES_ROOT, TOO_LARGE, problem
 
 # Folders never walked: version control, environments, caches, dependency and documentation build trees.
 SKIP_DIRS = frozenset(

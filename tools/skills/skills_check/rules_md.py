@@ -65,8 +65,8 @@ def _suppressions_md() -> str:
     from .rules.evaluations import scenario_fields
     from .rules.flags import unknown_flag
     from .rules.frontmatter import description_use_when
+    from .rules.links import link_anchor, link_target
     from .rules.registry import of
-    from .rules.structure import link_anchor, link_target
 
     link, anchor, flag = of(link_target).code, of(link_anchor).code, of(unknown_flag).code
     use_when_, scenario = of(description_use_when).code, of(scenario_fields).code
@@ -114,7 +114,7 @@ def render() -> str:
     from . import rules
 
     rules.load()  # every rule, the house profiles' too
-    from .inputs import INPUT_CODES
+    from .problems import INPUT_CODES
     from .rules.registry import PROFILES, RULES
 
     out = [INTRO, "## Profiles\n", "| profile | rules | what |", "| --- | --- | --- |"]

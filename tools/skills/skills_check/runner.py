@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from .adoption.suppress import SUPPRESSION_CODES
 from .forked import from_both_ends
-from .inputs import INPUT_CODES, RULE_FAILED, problem
 from .loader import all_problems
 from .model import Finding, Project
+from .problems import INPUT_CODES, RULE_FAILED, problem
 
 if TYPE_CHECKING:
     from .rules.registry import Rule

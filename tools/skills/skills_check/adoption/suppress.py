@@ -31,8 +31,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..inputs import CoreCode, problem
 from ..model import Comment, ConfigError, Finding, Fix, Project, TextEdit
+from ..problems import CoreCode, problem
 
 PREFIX = "skills-check:"
 ACTIONS = ("disable-next-line", "disable", "enable", "disable-file")

@@ -8,13 +8,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..inputs import (
-    LEAVES_ROOT,
-    inside,
-    problem,
-    read_text,
-)
+from ..inputs import inside, read_text
 from ..model import ConfigError, Project, SetupError
+from ..problems import LEAVES_ROOT, problem
 
 DEFAULTS: dict[str, str] = {
     "docs": "docs",

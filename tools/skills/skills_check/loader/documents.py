@@ -11,7 +11,9 @@ from typing import Any
 
 from .. import discover
 from ..caches.parse import ParseCache
-from ..inputs import (
+from ..inputs import inside, link_problem, read_bytes_bounded, read_text, realpath, rel
+from ..model import Code, Include, Loc, MarkdownDoc, Project, RstDoc, Skill, paths_under
+from ..problems import (
     BAD_LINK,
     BYTE_ORDER_MARK,
     EVALS_JSON_BROKEN,
@@ -19,15 +21,8 @@ from ..inputs import (
     LEAVES_ROOT,
     MAX_BYTES,
     TOO_MANY_EVALS,
-    inside,
-    link_problem,
     problem,
-    read_bytes_bounded,
-    read_text,
-    realpath,
-    rel,
 )
-from ..model import Code, Include, Loc, MarkdownDoc, Project, RstDoc, Skill, paths_under
 
 
 def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Path]:

@@ -12,19 +12,9 @@ from urllib.parse import unquote
 
 from .. import discover
 from ..caches.parse import ParseCache
-from ..inputs import (
-    BAD_LINK,
-    MARKUP_PROBLEM,
-    NO_OPTIONS,
-    UNREADABLE,
-    fresh_resolution,
-    inside,
-    link_problem,
-    overlaid,  # the language server's unsaved buffers (load_project(overlay=...))
-    problem,
-    rel,
-)
+from ..inputs import fresh_resolution, inside, link_problem, overlaid, rel
 from ..model import Project, Skill
+from ..problems import BAD_LINK, MARKUP_PROBLEM, NO_OPTIONS, UNREADABLE, problem
 from . import prefetch
 from .config import SetupError, _config_path_ok, load_config
 from .documents import _link_target, _load_skill, _walk_files, load_markdown, load_rst, resolve_includes

@@ -9,16 +9,10 @@ from typing import Any
 
 from .. import known_tools
 from ..caches.parse import ParseCache
-from ..inputs import (
-    LEAVES_ROOT,
-    PYTHON_SYNTAX,
-    UNREADABLE,
-    inside,
-    problem,
-    read_text,
-)
+from ..inputs import inside, read_text
 from ..model import ArgSpec, Project, Tool
 from ..parsers.argspec import parse_argparse
+from ..problems import LEAVES_ROOT, PYTHON_SYNTAX, UNREADABLE, problem
 from .config import _config_path_ok
 from .documents import _no_cache
 

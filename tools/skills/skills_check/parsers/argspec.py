@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..inputs import NO_OPTIONS, PYTHON_SYNTAX, problem
 from ..model import MISSING, ArgSpec, Option
+from ..problems import NO_OPTIONS, PYTHON_SYNTAX, problem
 
 _NO_VALUE = {"store_true", "store_false", "store_const", "append_const", "count", "help", "version"}
 _GROUP_CALLS = {"add_argument_group", "add_mutually_exclusive_group", "add_parser"}

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..inputs import PYTHON_SYNTAX, UNREADABLE
 from ..model import ArgSpec, Option, Project
+from ..problems import PYTHON_SYNTAX, UNREADABLE
 from .common import cached, is_file
 from .shell import Word
 
