@@ -4,6 +4,7 @@ the shared names. Static reads of the source (``ast``) and import-linter's own c
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ LONGEST_MODULE = 500
 def test_no_module_over_500_lines() -> None:
     long = {
         path.relative_to(REPO).as_posix(): n
-        for root in (SRC,)
+        for root in (SRC, CHECKER)
         for path in sorted(root.rglob("*.py"))
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > LONGEST_MODULE
     }
@@ -273,3 +274,73 @@ def test_the_import_sweep_sees_a_silent_import(tmp_path: Path) -> None:
         "m.py:13: import re",
         "m.py:8: import shutil",
     ]
+
+
+# A rule code is written once, where its rule is defined: the first argument of ``@rule(...)`` (the rules) or of
+# ``CoreCode(...)`` (the core's input and suppression codes); everywhere else the checker names the rule (its
+# function, ``registry.of(func).code``, or the core code's constant). Docstrings are the rules' explanations, in
+# words, and may name other rules; RULES.md and the tests are outside this.
+_DEFINERS = ("rule", "CoreCode")
+
+
+def _rule_codes() -> set[str]:
+    from skills_check.runner import load_rules  # the checker's registry: only the tests that need it load it
+
+    return {r.code for r in load_rules()}
+
+
+def _code_literals(source: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    """(line, text) of each string literal of ``source`` holding a rule code, outside a code's definition and
+    the docstrings."""
+    tree = ast.parse(source)
+    allowed: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _DEFINERS and node.args:
+            allowed.add(id(node.args[0]))
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                allowed.add(id(first.value))
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in allowed
+        and pattern.search(node.value)
+    ]
+
+
+def test_each_rule_code_is_written_once_where_its_rule_is_defined() -> None:
+    codes = _rule_codes()
+    prefixes = {code.rstrip("0123456789") for code in codes}
+    assert {"SK", "DR", "IN", "SU"} <= prefixes
+    pattern = re.compile(rf"\b(?:{'|'.join(sorted(prefixes))})\d{{3}}\b")
+    found = {
+        f"{path.relative_to(REPO).as_posix()}:{line}": text
+        for path in sorted((CHECKER / "skills_check").rglob("*.py"))
+        for line, text in _code_literals(path.read_text(encoding="utf-8"), pattern)
+    }
+    assert found == {}, found
+    definitions = [
+        text
+        for path in sorted((CHECKER / "skills_check").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _DEFINERS and node.args
+        for text in [ast.literal_eval(node.args[0])]
+        if isinstance(text, str) and pattern.fullmatch(text)
+    ]
+    assert len(definitions) == len(set(definitions)) and set(definitions) == codes
+
+
+def test_the_code_literal_scan_sees_a_code_outside_its_definition() -> None:
+    pattern = re.compile(r"\b(?:SK|IN)\d{3}\b")
+    source = (
+        '"""Module text naming SK101."""\n'
+        '@rule("SK101", "x")\n'
+        "def f(p):\n"
+        '    """Docstring naming SK102."""\n'
+        '    yield finding("SK101", f"see IN001 {p}")\n'
+        'X = CoreCode("IN001", "summary", "text")\n'
+    )
+    assert _code_literals(source, pattern) == [(5, "SK101"), (5, "see IN001 ")]

@@ -625,6 +625,7 @@ def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
     """The code of a finding is the one its rule was registered under: a rule that yields another code is a
     rule bug (IN090 naming both), never a finding that borrows another rule's code, severity or docs."""
     from skills_check.rules.common import finding
+    from skills_check.rules.links import link_anchor  # SK204
     from skills_check.rules.registry import Rule
     from skills_check.runner import run_rules
 
@@ -632,10 +633,10 @@ def test_a_finding_carries_only_its_rules_code(tmp_path: Path) -> None:
     project = load_project(root)
 
     def borrows(_project: object) -> object:
-        yield finding("SK204", "an anchor finding from a rule that is not the anchor rule", "skills/x.md")
+        yield finding(link_anchor, "an anchor finding from a rule that is not the anchor rule", "skills/x.md")
 
     def own(_project: object) -> object:
-        yield finding("SK204", "the anchor rule's own finding", "skills/x.md")
+        yield finding(link_anchor, "the anchor rule's own finding", "skills/x.md")
 
     rules_ = [
         Rule("SK999", "borrower", borrows, "error", "core"),

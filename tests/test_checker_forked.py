@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from mgpu_testing.checker import misbehave
-from skills_check import cli, forked, runner
+from skills_check import checking, cli, forked, runner, session
 from skills_check.loader import load_project, prefetch
 from skills_check.model import Finding, Loc
 from skills_check.rules import load as load_rules
@@ -154,10 +154,11 @@ def test_a_check_raises_the_collectors_threshold_while_it_runs_and_restores_it(
     root = _tree(tmp_path, skills=2, pages=1)
     seen: list[tuple[int, ...]] = []
     real = runner.run_rules
-    monkeypatch.setattr(runner, "run_rules", lambda *a, **k: seen.append(gc.get_threshold()) or real(*a, **k))
+    # the check session runs the rules (session.py holds runner.run_rules by name)
+    monkeypatch.setattr(session, "run_rules", lambda *a, **k: seen.append(gc.get_threshold()) or real(*a, **k))
     before = gc.get_threshold()
     assert cli.main(["check", "--root", str(root), "--no-cache"]) == 1  # the guide's --stepz flag
-    assert seen == [cli.GC_THRESHOLD]
+    assert seen == [checking.GC_THRESHOLD]
     assert gc.get_threshold() == before
 
 

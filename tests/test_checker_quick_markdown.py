@@ -16,6 +16,7 @@ from mdit_py_plugins.anchors.index import slugify as mdit_slugify
 from mdit_py_plugins.anchors.index import unique_slug as mdit_unique_slug
 from mgpu_testing import REPO
 from skills_check.inputs import decode
+from skills_check.parsers import frontmatter as yaml_frontmatter
 from skills_check.parsers import markdown
 from skills_check.parsers.quick import plain_mapping, quick_read
 
@@ -25,7 +26,7 @@ def _both(monkeypatch: pytest.MonkeyPatch, text: str) -> tuple[object, object]:
     quick = markdown.parse_markdown("doc.md", text)
     with monkeypatch.context() as m:
         m.setattr(markdown, "quick_read", lambda _text: None)
-        m.setattr(markdown, "plain_mapping", lambda _content: None)
+        m.setattr(yaml_frontmatter, "plain_mapping", lambda _content: None)  # parsers/frontmatter.py reads it
         full = markdown.parse_markdown("doc.md", text)
     return quick, full
 

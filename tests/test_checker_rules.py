@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,7 @@ from mgpu_testing.checker import (
 )
 from skills_check import cli
 from skills_check.rules.shell import command_lines, words
+from skills_check.runner import load_rules
 
 # ---------------------------------------------------------------------------------------------
 # Edits for the cases below. Each rule's own failing fixture and snapshot live in
@@ -213,6 +215,30 @@ def test_rst_anchor_and_ref_label(tree: Path) -> None:
 def test_explain_prints_the_docstring(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["explain", "DR104"]) == 0
     assert "NCCL_*/CUDA_*" in capsys.readouterr().out
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+|\n\s*\n", text) if s.strip()]
+
+
+def _words(sentence: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", sentence.lower()))
+
+
+@pytest.mark.parametrize("code", [r.code for r in load_rules()])
+def test_explain_prints_no_sentence_twice(code: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A rule's explanation adds to its summary: no sentence of ``explain CODE`` repeats another, word for
+    word or nearly (the same words, give or take a few: at least 60% of the two sentences' words shared)."""
+    assert cli.main(["explain", code]) == 0
+    header, text = capsys.readouterr().out.split("\n", 1)  # "CODE (name, severity)", then the sentences
+    assert header.startswith(code)
+    sentences = _sentences(text)
+    assert len(sentences) >= 2
+    for i, first in enumerate(sentences):
+        for second in sentences[i + 1 :]:
+            a, b = _words(first), _words(second)
+            if min(len(a), len(b)) >= 3:
+                assert len(a & b) / len(a | b) < 0.6, f"{code} says twice: {first!r} / {second!r}"
 
 
 @pytest.mark.e2e

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from mgpu_testing.checker import HELPER, REF, SKILL, check, make_tree
 from skills_check.loader import load_project
 from skills_check.model import MarkdownDoc, Project, RstDoc
-from skills_check.rules import flags
+from skills_check.rules import flags, written
 from skills_check.rules.commands import invocations
 from skills_check.rules.common import all_skill_docs, code_items, negative_lines, rst_docs
+from skills_check.rules.registry import of
 from skills_check.rules.shell import Word, command_lines, place, relative_command_lines
 
 # one command, wrong three ways (--backend's choices are auto/nccl/gloo, the probe has --iters, -b takes a value)
@@ -77,15 +78,15 @@ def _plain_commands(project: Project) -> list[tuple[str, str | None, list[Word]]
         lines = doc.text.split("\n")
         for code in code_items(doc):
             lang = (code.lang or "").lower() if code.kind == "block" else ""
-            if (lang in flags.NOT_SHELL and lang not in flags.YAML) or code.line in negative:
+            if (lang in written.NOT_SHELL and lang not in written.YAML) or code.line in negative:
                 continue
             text = code.text.rstrip("\n")
-            if lang in flags.YAML:
-                text = flags._yaml_items(text)
+            if lang in written.YAML:
+                text = written._yaml_items(text)
             inline = code.kind == "inline"
             if inline:
                 text = text.replace("\n", " ")
-            cols = flags._content_cols(doc, code, lines)
+            cols = written._content_cols(doc, code, lines)
             for ws in command_lines(text, code.line, cols, prompts_only=False if inline else None):
                 out.append((doc.path, folder, ws))
     return out
@@ -96,7 +97,7 @@ def _plain_findings(project: Project) -> set[tuple[str, str, int, int, str]]:
     for path, folder, ws in _plain_commands(project):
         for inv in invocations(project, ws, (folder,) if folder is not None else ()):
             for p in flags.check_invocation(inv):
-                found.add((p.code, path, p.word.line, p.word.col, p.message))
+                found.add((of(p.rule).code, path, p.word.line, p.word.col, p.message))
             if inv.tool == "missing-script" and inv.program is not None:
                 message = f"{inv.program.text} does not exist (the command runs it)"
                 found.add(("DR305", path, inv.program.line, inv.program.col, message))
@@ -125,7 +126,7 @@ def test_shared_flag_work_gives_the_plain_findings(tmp_path: Path) -> None:
 def test_written_words_are_the_plain_tokens(tmp_path: Path) -> None:
     """``Written.words`` (placed on demand, what DR304 reads) are ``command_lines``' words, place by place."""
     project = load_project(_tree(tmp_path), {}, drift=True)
-    shared = [(w.doc.path, w.skill.dir if w.skill else None, w.words) for w in flags.written_commands(project)]
+    shared = [(w.doc.path, w.skill.dir if w.skill else None, w.words) for w in written.written_commands(project)]
     assert shared == _plain_commands(project)
     assert len(shared) > 40
 

@@ -17,7 +17,7 @@ import pytest
 from mgpu_testing.checker import RULE_FIXTURES, TOOLS, check, make_tree
 from skills_check import rules, rules_md
 from skills_check.adoption.suppress import SUPPRESSION_CODES
-from skills_check.inputs import INPUT_CODES
+from skills_check.problems import INPUT_CODES
 
 rules.load()  # every rule module: the house profiles' load only when their profile runs
 CASES = sorted(p.name for p in RULE_FIXTURES.iterdir() if p.is_dir())
@@ -65,7 +65,7 @@ def test_base_tree_is_clean(tmp_path: Path) -> None:
 def test_every_rule_has_a_fixture_folder() -> None:
     registered = {r.code for r in rules.RULES}
     assert registered <= set(CASES), sorted(registered - set(CASES))
-    assert set(CASES) <= registered | set(INPUT_CODES) | set(SUPPRESSION_CODES)
+    assert set(CASES) <= registered | {c.code for c in INPUT_CODES + SUPPRESSION_CODES}
 
 
 def test_rules_md_is_generated_from_the_registry() -> None:

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .inputs import inside, link_problem, problem, read_text
+from .inputs import inside, link_problem, read_text
 from .model import Finding
+from .problems import BAD_LINK, LEAVES_ROOT, TOO_LARGE, problem
 
 # Folders never walked: version control, environments, caches, dependency and documentation build trees.
 SKIP_DIRS = frozenset(
@@ -154,7 +155,7 @@ def walk(root: Path, gitignore: bool = True) -> Walk:
                 out.files.add(rel_path)
         if len(out.paths) > MAX_INDEX:
             out.problems.append(
-                problem("IN004", ".", 1, 1, f"the tree has more than {MAX_INDEX} paths; the rest are not indexed")
+                problem(TOO_LARGE, ".", 1, 1, f"the tree has more than {MAX_INDEX} paths; the rest are not indexed")
             )
             break
     parents = {posixpath.dirname(s) for s in out.skills if s}
@@ -203,11 +204,11 @@ def _link(real_root: str, full: str, rel_path: str, out: Walk) -> Finding | None
     """Record an in-root link; a finding (not recorded) for one that loops, dangles or leaves the root."""
     msg = link_problem(Path(full))
     if msg:
-        return problem("IN005", rel_path, 1, 1, f"{msg}; skipped")
+        return problem(BAD_LINK, rel_path, 1, 1, f"{msg}; skipped")
     real = os.path.realpath(full)
     if real != real_root and not real.startswith(real_root + os.sep):
         what = "folder" if os.path.isdir(full) else "file"
-        return problem("IN006", rel_path, 1, 1, f"{what} is a symlink leaving the checked root; not followed")
+        return problem(LEAVES_ROOT, rel_path, 1, 1, f"{what} is a symlink leaving the checked root; not followed")
     if os.path.isdir(full):
         out.dir_links[rel_path] = os.path.relpath(real, real_root).replace(os.sep, "/")
     return None

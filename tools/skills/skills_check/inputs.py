@@ -1,7 +1,6 @@
-"""Reading input files safely, and the codes for input problems (unreadable, binary, too large, ...).
+"""Reading input files safely: inside the root, regular files, size caps, UTF-8.
 
-Every problem here becomes a ``Finding`` with a location; nothing raises. These codes belong to the
-checker core (the rules package owns every other code).
+Every problem here becomes a ``Finding`` with a location (its codes are in problems.py); nothing raises.
 """
 
 from __future__ import annotations
@@ -16,126 +15,20 @@ from contextvars import ContextVar
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
-from .model import Finding, Loc
-
-# Size caps (bytes) per kind of file: each parser's worst case stays within seconds and a few hundred MB
-# at its cap (markdown-it's link/emphasis scanning is superlinear on hostile input; docutils is not).
-MAX_BYTES = 1024 * 1024  # RST, Python, JSON, anything else
-MAX_MARKDOWN_BYTES = 256 * 1024  # markdown (a SKILL.md of 500 lines is about 40 KB)
-
-# code -> (one-line summary, longer explanation); printed by ``--explain``.
-INPUT_CODES: dict[str, tuple[str, str]] = {
-    "IN001": (
-        "file missing or unreadable",
-        "A file the checker needs (a configured launcher/trainer, a skill file) does not exist or "
-        "cannot be opened. Fix the path in pyproject.toml [tool.skills-check] or restore the file.",
-    ),
-    "IN002": ("binary file", "A file expected to be text holds NUL bytes. It is not parsed."),
-    "IN003": ("not UTF-8", "A text file is not valid UTF-8; the location is the first bad byte. Re-save it as UTF-8."),
-    "IN004": (
-        "file too large",
-        f"A text file is larger than the checker parses ({MAX_MARKDOWN_BYTES // 1024} KB for markdown, "
-        f"{MAX_BYTES // 1024} KB for other files) and is not parsed. The caps bound each parser's time "
-        "and memory on hostile input.",
-    ),
-    "IN005": (
-        "symlink loop or dangling link",
-        "A path inside the checked tree is a symbolic link that loops or points nowhere.",
-    ),
-    "IN006": (
-        "path leaves the checked root",
-        "A file or folder the checker would read (a skill, a page, a configured path) is a symbolic link "
-        "to a place outside the checked root, or a `../` or absolute path. The checker never reads "
-        "outside its root: the file is not opened.",
-    ),
-    "IN007": (
-        "not a regular file",
-        "A path the checker would read is a FIFO, a device, a socket or another special file. Only "
-        "regular files are read (a FIFO would block the check; /dev/zero never ends).",
-    ),
-    "IN008": (
-        "byte-order mark",
-        "(warning) A text file starts with a UTF-8 byte-order mark. The checker strips it, but some skill "
-        "loaders then do not see the `---` line and miss the frontmatter, and in a file without frontmatter "
-        "tools that compare bytes or read the first line see it. Save the file without a BOM.",
-    ),
-    "IN010": (
-        "frontmatter YAML does not parse",
-        "The YAML between the --- lines does not parse; the location is where the YAML parser stopped.",
-    ),
-    "IN011": (
-        "frontmatter block not closed",
-        "The file starts with --- but has no closing --- line, so markdown parsers read the frontmatter as body text.",
-    ),
-    "IN012": ("frontmatter is not a mapping", "The frontmatter parses as YAML but is not a key: value mapping."),
-    "IN013": (
-        "frontmatter uses YAML anchors or aliases",
-        "Skill frontmatter is plain key: value pairs. Anchors (&name) and aliases (*name) are refused before "
-        "anything is built, so an alias bomb or a self-referencing map cannot exhaust memory.",
-    ),
-    "IN014": (
-        "duplicate frontmatter key",
-        "A key appears twice in one frontmatter mapping. PyYAML keeps the last value silently; the Isaac "
-        "Lab reference validator and strict YAML loaders reject the file.",
-    ),
-    "IN015": (
-        "markdown code fence unclosed or malformed",
-        "A fenced code block in markdown is never closed (the rest of the file becomes code), or a line inside "
-        "it looks like its closing fence but has text after it (```` ``` more text ````): a closing fence takes "
-        "no text, so the block runs on and swallows the sections after it. The location is the fence's line.",
-    ),
-    "IN020": (
-        "RST markup problem",
-        "docutils reported a problem (error level: an error; warning level: a warning) while "
-        "parsing the RST file. Sphinx-only directives and roles are understood by stand-ins.",
-    ),
-    "IN021": (
-        "RST nested too deeply",
-        "A line of an RST file is nested (indented, or list markers in a row) more than 128 columns deep. "
-        "docutils keeps a copy of its state per level, so such a file could take gigabytes; it is not "
-        "parsed.",
-    ),
-    "IN022": (
-        "literalinclude cannot be shown",
-        "A `literalinclude` option selects no lines of the file (a `:start-after:`/`:end-before:` text that "
-        "is not there, a `:lines:` list outside the file); Sphinx fails on it too, and nothing of the file "
-        "is checked. A page with more than 100 literalinclude directives, or whose included code passes "
-        f"{MAX_BYTES // 1024} KB in all, gets one finding; the rest is not read or checked (a bound on the "
-        "check's work). A missing included file is IN001, one leaving the root IN006, a FIFO or device IN007, "
-        "one past the size cap IN004: each reported at the directive, the file never opened.",
-    ),
-    "IN030": (
-        "Python source does not parse",
-        "A launcher/trainer/tool script read for its argparse options has a syntax error. The "
-        "checker reads it with ast; it never imports or runs it. A script whose text never mentions argparse "
-        "or its calls has no options to read and is not parsed.",
-    ),
-    "IN031": (
-        "no argparse options found",
-        "A script read for its argparse options has no add_argument calls the checker can read "
-        "(flags must be string literals).",
-    ),
-    "IN040": (
-        "evals.json does not parse",
-        "evals/evals.json is not valid JSON; the location is where the JSON parser stopped.",
-    ),
-    "IN041": (
-        "evals.json has too many entries",
-        "evals/evals.json holds more than 1,000 entries; only the first 1,000 are checked (one finding says "
-        "so), which bounds the check's time and output. An integer literal longer than 100 digits makes "
-        "the file unreadable (IN040).",
-    ),
-    "IN090": (
-        "checker rule failed",
-        "A rule raised an exception. This is a bug in the checker, not in the checked files; the "
-        "other rules still ran.",
-    ),
-}
-
-
-def problem(code: str, path: str, line: int, col: int, message: str, severity: str = "error") -> Finding:
-    """A finding for an input problem."""
-    return Finding(code=code, message=message, loc=Loc(path, max(1, line), max(1, col)), severity=severity)
+from .model import Finding
+from .problems import (
+    BAD_LINK,
+    BINARY,
+    BYTE_ORDER_MARK,
+    LEAVES_ROOT,
+    MAX_BYTES,
+    MAX_MARKDOWN_BYTES,
+    NOT_REGULAR,
+    NOT_UTF8,
+    TOO_LARGE,
+    UNREADABLE,
+    problem,
+)
 
 
 def rel(root: Path, path: Path) -> str:
@@ -275,13 +168,13 @@ def read_bytes_bounded(path: str, max_bytes: int, checked: bool = False) -> byte
 
 def _why(relpath: str, why: str, max_bytes: int) -> Finding:
     if why == "file not found" or why.startswith(("cannot read", "is a directory")):
-        return problem("IN001", relpath, 1, 1, why if why != "file not found" else "file not found")
+        return problem(UNREADABLE, relpath, 1, 1, why if why != "file not found" else "file not found")
     if why == "symlink loop":
-        return problem("IN005", relpath, 1, 1, "symlink loop; not read")
+        return problem(BAD_LINK, relpath, 1, 1, "symlink loop; not read")
     if why == "not a regular file":
-        return problem("IN007", relpath, 1, 1, "not a regular file (a FIFO, device or socket); not read")
+        return problem(NOT_REGULAR, relpath, 1, 1, "not a regular file (a FIFO, device or socket); not read")
     size = why.split(": ", 1)[1]
-    return problem("IN004", relpath, 1, 1, f"file is {size} (limit {max_bytes // 1024} KB); not parsed")
+    return problem(TOO_LARGE, relpath, 1, 1, f"file is {size} (limit {max_bytes // 1024} KB); not parsed")
 
 
 def decode(relpath: str, data: bytes) -> tuple[str | None, list[Finding]]:
@@ -290,7 +183,7 @@ def decode(relpath: str, data: bytes) -> tuple[str | None, list[Finding]]:
     nul = data.find(b"\0")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
-        return None, [problem("IN002", relpath, line, 1, "binary file (NUL bytes); not parsed")]
+        return None, [problem(BINARY, relpath, line, 1, "binary file (NUL bytes); not parsed")]
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
         why = (
@@ -300,7 +193,7 @@ def decode(relpath: str, data: bytes) -> tuple[str | None, list[Finding]]:
         )
         found.append(
             problem(
-                "IN008",
+                BYTE_ORDER_MARK,
                 relpath,
                 1,
                 1,
@@ -314,7 +207,7 @@ def decode(relpath: str, data: bytes) -> tuple[str | None, list[Finding]]:
         line = data.count(b"\n", 0, exc.start) + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         return None, [
-            problem("IN003", relpath, line, col, f"not valid UTF-8 (byte 0x{data[exc.start]:02x}); not parsed")
+            problem(NOT_UTF8, relpath, line, col, f"not valid UTF-8 (byte 0x{data[exc.start]:02x}); not parsed")
         ]
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -370,10 +263,10 @@ def read_text(root: Path, relpath: str, *, max_bytes: int | None = None) -> tupl
     shown = relpath or "."
     loop = link_problem(root / relpath) if relpath else None
     if loop:
-        return None, [problem("IN005", shown, 1, 1, f"{loop}; not read")]
+        return None, [problem(BAD_LINK, shown, 1, 1, f"{loop}; not read")]
     leaves = inside(root, relpath)
     if leaves:
-        return None, [problem("IN006", shown, 1, 1, f"{leaves}; not read")]
+        return None, [problem(LEAVES_ROOT, shown, 1, 1, f"{leaves}; not read")]
     unsaved = _OVERLAY.get().get(posixpath.normpath(relpath)) if relpath else None
     if unsaved is not None:
         data = unsaved.encode("utf-8", "surrogatepass")

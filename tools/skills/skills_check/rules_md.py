@@ -59,22 +59,34 @@ distribution names no repository).
 """
 
 
-SUPPRESSIONS_MD = """\
+def _suppressions_md() -> str:
+    """The suppressions section's text; its example codes are the rules' own."""
+    from .adoption.suppress import GLOB_UNMATCHED, NO_CODE, UNUSED
+    from .rules.evaluations import scenario_fields
+    from .rules.flags import unknown_flag
+    from .rules.frontmatter import description_use_when
+    from .rules.links import link_anchor, link_target
+    from .rules.registry import of
+
+    link, anchor, flag = of(link_target).code, of(link_anchor).code, of(unknown_flag).code
+    use_when_, scenario = of(description_use_when).code, of(scenario_fields).code
+    su_first, su_last, glob, unused = NO_CODE.code, GLOB_UNMATCHED.code, GLOB_UNMATCHED.code, UNUSED.code
+    return f"""\
 Hide one judged finding where it stands, in a comment of the file's own syntax; name the codes and say why
 after ` -- `. A comment inside a code fence or a literal block is code, not a suppression.
 
 | file | comment | applies to |
 | --- | --- | --- |
-| markdown | `<!-- skills-check: disable-next-line SK203,SK204 -- why -->` | the next non-blank line |
-| markdown | `<!-- skills-check: disable SK203 -- why -->` ... `<!-- skills-check: enable SK203 -->` | the lines between (to the end of the file without `enable`; a bare `enable` ends every block) |
-| markdown | `<!-- skills-check: disable-file SK203 -- why -->` | the whole file |
-| RST | `.. skills-check: disable-next-line DR301 -- why` (also `disable`, `enable`, `disable-file`) | the next non-blank line (an RST comment ends at a blank line) |
-| YAML frontmatter | a whole line `# skills-check: disable-next-line SK105 -- why` | the next non-blank line |
-| JSON (`evals.json`), or a whole folder | `[tool.skills-check.per-file-ignores]` in pyproject.toml: `"skills/*/evals/evals.json" = ["SK304"]` | every file the glob matches (codes or prefixes, as ruff's `per-file-ignores`) |
+| markdown | `<!-- skills-check: disable-next-line {link},{anchor} -- why -->` | the next non-blank line |
+| markdown | `<!-- skills-check: disable {link} -- why -->` ... `<!-- skills-check: enable {link} -->` | the lines between (to the end of the file without `enable`; a bare `enable` ends every block) |
+| markdown | `<!-- skills-check: disable-file {link} -- why -->` | the whole file |
+| RST | `.. skills-check: disable-next-line {flag} -- why` (also `disable`, `enable`, `disable-file`) | the next non-blank line (an RST comment ends at a blank line) |
+| YAML frontmatter | a whole line `# skills-check: disable-next-line {use_when_} -- why` | the next non-blank line |
+| JSON (`evals.json`), or a whole folder | `[tool.skills-check.per-file-ignores]` in pyproject.toml: `"skills/*/evals/evals.json" = ["{scenario}"]` | every file the glob matches (codes or prefixes, as ruff's `per-file-ignores`) |
 
 Globs: `*` and `?` stay within a folder, `**` crosses folders, a glob without `/` matches the file name
-anywhere; a glob that matches no file or folder and hides no finding is a warning (SU004). Per-file ignores
-hide the suppressions' own findings (SU001-SU004) as they hide any other. The summary says how many findings
+anywhere; a glob that matches no file or folder and hides no finding is a warning ({glob}). Per-file ignores
+hide the suppressions' own findings ({su_first}-{su_last}) as they hide any other. The summary says how many findings
 each way hid.
 
 Adopting on a tree with many findings: `check --write-baseline FILE` records them in a file, or `check
@@ -88,7 +100,7 @@ file (scripts, folders, a file that could not be parsed) get a `per-file-ignores
 (the table is added when missing; a tree without `pyproject.toml` gets one holding only the table). The
 writes are staged as
 `--fix`'s are, under its lock, inside the checked root only; the check then runs again. It refuses `--fix`
-and the baseline flags. An unused suppression (SU002) carries a fix: `--fix` (not `--only-safe`: it drops
+and the baseline flags. An unused suppression ({unused}) carries a fix: `--fix` (not `--only-safe`: it drops
 a reason a person wrote) removes the unused codes, or the whole comment and the `enable` ending its block.
 `--fix` never writes a suppression.
 """
@@ -102,7 +114,7 @@ def render() -> str:
     from . import rules
 
     rules.load()  # every rule, the house profiles' too
-    from .inputs import INPUT_CODES
+    from .problems import INPUT_CODES
     from .rules.registry import PROFILES, RULES
 
     out = [INTRO, "## Profiles\n", "| profile | rules | what |", "| --- | --- | --- |"]
@@ -116,19 +128,19 @@ def render() -> str:
         "| code | problem | explanation |",
         "| --- | --- | --- |",
     ]
-    for code, (summary, text) in INPUT_CODES.items():
-        out.append(f"| {code} | {summary} | {_one_line(text)} |")
+    for core in INPUT_CODES:
+        out.append(f"| {core.code} | {core.summary} | {_one_line(core.text)} |")
     from .adoption.suppress import SUPPRESSION_CODES
 
     out += [
         "",
         "## SU0xx: suppressions (the checker core; always on)\n",
-        SUPPRESSIONS_MD,
+        _suppressions_md(),
         "| code | problem | explanation |",
         "| --- | --- | --- |",
     ]
-    for code, (summary, text) in SUPPRESSION_CODES.items():
-        out.append(f"| {code} | {summary} | {_one_line(text)} |")
+    for core in SUPPRESSION_CODES:
+        out.append(f"| {core.code} | {core.summary} | {_one_line(core.text)} |")
     modules: dict[str, list] = {}
     for r in sorted(RULES, key=lambda r: r.code):
         modules.setdefault(r.func.__module__, []).append(r)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from .adoption.suppress import SUPPRESSION_CODES
 from .forked import from_both_ends
-from .inputs import INPUT_CODES, problem
 from .loader import all_problems
 from .model import Finding, Project
+from .problems import INPUT_CODES, RULE_FAILED, problem
 
 if TYPE_CHECKING:
     from .rules.registry import Rule
@@ -34,8 +34,12 @@ def load_rules(profiles: list[str] | None = None) -> list[Rule]:
         out: list[Rule] = rules.load(profiles)
     except Exception as exc:  # a broken rules package must not look like a clean check
         raise RulesError(f"the rules package failed to load: {type(exc).__name__}: {exc}") from exc
-    for code, (summary, text) in {**INPUT_CODES, **SUPPRESSION_CODES}.items():
-        out.append(Rule(code, summary.replace(" ", "-"), None, "error", "core", text=f"{summary}\n\n{text}"))
+    for core in INPUT_CODES + SUPPRESSION_CODES:
+        out.append(
+            Rule(
+                core.code, core.summary.replace(" ", "-"), None, "error", "core", text=f"{core.summary}\n\n{core.text}"
+            )
+        )
     return out
 
 
@@ -170,7 +174,7 @@ def _run_rule(project: Project, r: Rule) -> list[Finding]:
         where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
         found.append(
             problem(
-                "IN090",
+                RULE_FAILED,
                 "tools/skills/skills_check/rules",
                 1,
                 1,

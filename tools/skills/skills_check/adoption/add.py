@@ -46,6 +46,10 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)\s*$")
 _TARGET = re.compile(r"^\.\.\s+_[^:]+:")
 _HEADER = re.compile(r"^\s*\[")
 
+# The code of the findings that carry --add-suppressions' edits to --fix's writer: no rule's (they are never
+# reported, only applied).
+CARRIER = "add-suppressions"
+
 
 @dataclass
 class Plan:
@@ -269,7 +273,7 @@ def _per_file(project: Project, wanted: dict[str, set[str]], plan: Plan, count: 
         return
     edit = TextEdit("pyproject.toml", 1, len(lines), tuple(out))  # a new file: inserted before line 1
     fix = Fix(f"pyproject.toml: {len(wanted)} per-file-ignores entr(ies) added", (edit,))
-    plan.fixes.append(Finding("SU000", "per-file ignores", Loc("pyproject.toml"), fix=fix))
+    plan.fixes.append(Finding(CARRIER, "per-file ignores", Loc("pyproject.toml"), fix=fix))
     plan.added += count
 
 
@@ -311,7 +315,7 @@ def plan(project: Project, findings: list[Finding], whole_file: Collection[str] 
         out.added += 1
     for path, by_line in sorted(inline.items()):
         fix = Fix(f"{path}: suppressions added", edits_for(docs[path], by_line))
-        out.fixes.append(Finding("SU000", "suppressions added", Loc(path), fix=fix))
+        out.fixes.append(Finding(CARRIER, "suppressions added", Loc(path), fix=fix))
     _per_file(project, wanted, out, per_file)
     if own:
         out.notes.append(f"--add-suppressions: {', '.join(own)} are the suppressions' own findings: not suppressed "

@@ -31,41 +31,49 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..inputs import problem
 from ..model import Comment, ConfigError, Finding, Fix, Project, TextEdit
+from ..problems import CoreCode, problem
 
 PREFIX = "skills-check:"
 ACTIONS = ("disable-next-line", "disable", "enable", "disable-file")
 CONFIG_KEY = "per-file-ignores"
 
-# code -> (one-line summary, longer explanation): the suppression stage's own findings (core, always known).
-SUPPRESSION_CODES: dict[str, tuple[str, str]] = {
-    "SU001": (
-        "suppression names no code",
-        "An inline suppression (`skills-check: disable-next-line`, `disable` or `disable-file`) names no "
-        "rule code. A bare suppression would hide every finding, today's and tomorrow's, so it hides "
-        "nothing: name the codes, e.g. `<!-- skills-check: disable-next-line SK105 -- why -->`.",
-    ),
-    "SU002": (
-        "unused suppression",
-        "An inline suppression names a code that has no finding where it applies (as ruff's unused-noqa, "
-        "RUF100). The finding it once hid was fixed or moved: remove the code from the comment, or the "
-        "comment; `check --fix` does (the finding carries that fix). Judged only for codes that ran "
-        "(`--select`, `--ignore` and profiles leave the others alone).",
-    ),
-    "SU003": (
-        "malformed suppression",
-        "A comment starting with `skills-check:` is not a suppression the checker understands: an action "
-        "other than disable-next-line, disable, enable or disable-file, or a code no rule has "
-        "(`cli.py explain` lists them).",
-    ),
-    "SU004": (
-        "per-file-ignores glob matches nothing",
-        "(warning) A glob of `[tool.skills-check.per-file-ignores]` matches no file or folder of the checked "
-        "tree: a typo (`doc/*.rst` for `docs/*.rst`) or a file since removed. It hides nothing; fix the glob "
-        "or remove the entry.",
-    ),
-}
+# The suppression stage's own findings (core, always known), each named where it is raised.
+NO_CODE = CoreCode(
+    "SU001",
+    "suppression names no code",
+    "An inline suppression (`skills-check: disable-next-line`, `disable` or `disable-file`) names no "
+    "rule code. A bare suppression would hide every finding, today's and tomorrow's, so it hides "
+    "nothing: name the codes, e.g. `<!-- skills-check: disable-next-line CODE -- why -->` with the rule's code.",
+)
+UNUSED = CoreCode(
+    "SU002",
+    "unused suppression",
+    "An inline suppression names a code that has no finding where it applies (as ruff's unused-noqa, "
+    "RUF100). The finding it once hid was fixed or moved: remove the code from the comment, or the "
+    "comment; `check --fix` does (the finding carries that fix). Judged only for codes that ran "
+    "(`--select`, `--ignore` and profiles leave the others alone).",
+)
+MALFORMED = CoreCode(
+    "SU003",
+    "malformed suppression",
+    "A comment starting with `skills-check:` is not a suppression the checker understands: an action "
+    "other than disable-next-line, disable, enable or disable-file, or a code no rule has "
+    "(`cli.py explain` lists them).",
+)
+GLOB_UNMATCHED = CoreCode(
+    "SU004",
+    "per-file-ignores glob matches nothing",
+    "(warning) A glob of `[tool.skills-check.per-file-ignores]` matches no file or folder of the checked "
+    "tree: a typo (`doc/*.rst` for `docs/*.rst`) or a file since removed. It hides nothing; fix the glob "
+    "or remove the entry.",
+)
+SUPPRESSION_CODES: tuple[CoreCode, ...] = (
+    NO_CODE,
+    UNUSED,
+    MALFORMED,
+    GLOB_UNMATCHED,
+)
 
 _SPLIT = re.compile(r"[\s,]+")
 
@@ -134,7 +142,9 @@ def parse(path: str, comment: Comment, known: set[str]) -> tuple[Directive | Non
     at = (path, comment.line, comment.col)
     if not words or words[0] not in ACTIONS:
         got = words[0] if words else "nothing"
-        return None, [problem("SU003", *at, f"`{PREFIX}` comment with action {got!r}; use one of {', '.join(ACTIONS)}")]
+        return None, [
+            problem(MALFORMED, *at, f"`{PREFIX}` comment with action {got!r}; use one of {', '.join(ACTIONS)}")
+        ]
     action, codes = words[0], [w.upper() for w in words[1:]]
     if codes and codes[-1] == "--":
         codes.pop()
@@ -143,17 +153,17 @@ def parse(path: str, comment: Comment, known: set[str]) -> tuple[Directive | Non
     if unknown:
         out.append(
             problem(
-                "SU003", *at, f"suppression names unknown code(s) {', '.join(unknown)} (`cli.py explain` lists them)"
+                MALFORMED, *at, f"suppression names unknown code(s) {', '.join(unknown)} (`cli.py explain` lists them)"
             )
         )
     kept = tuple(c for c in codes if c in known)
     if not codes and action != "enable":
         out.append(
             problem(
-                "SU001",
+                NO_CODE,
                 *at,
                 f"`{action}` names no code: a suppression names the codes it hides, "
-                f"e.g. `{PREFIX} {action} SK105 -- why`",
+                f"e.g. `{PREFIX} {action} CODE -- why`",
             )
         )
     return Directive(path, comment.line, comment.end_line, comment.col, action, kept), out
@@ -261,7 +271,7 @@ def unmatched_globs(
     line = project.config.get("_lines", {}).get(CONFIG_KEY, 1)
     return [
         problem(
-            "SU004",
+            GLOB_UNMATCHED,
             "pyproject.toml",
             lines.get(glob, line),
             1,
@@ -307,9 +317,9 @@ def apply(
     own: list[Finding] = []
     for path, parsed in files.items():
         own += [p for p in parsed.problems if p.code in active]
-        if "SU002" in active:
+        if UNUSED.code in active:
             own += _unused(path, parsed, active)
-    if "SU004" in active:
+    if GLOB_UNMATCHED.code in active:
         own += unmatched_globs(project, ignores, hid)
     visible = [f for f in own if not _ignored_per_file(f, ignores)]
     hidden.per_file += len(own) - len(visible)
@@ -325,7 +335,7 @@ def _unused(path: str, parsed: _File, active: set[str]) -> list[Finding]:
     out = []
     for s in unused:
         f = problem(
-            "SU002",
+            UNUSED,
             path,
             s.directive.line,
             s.directive.col,

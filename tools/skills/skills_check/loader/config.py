@@ -8,12 +8,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..inputs import (
-    inside,
-    problem,
-    read_text,
-)
+from ..inputs import inside, read_text
 from ..model import ConfigError, Project, SetupError
+from ..problems import LEAVES_ROOT, problem
 
 DEFAULTS: dict[str, str] = {
     "docs": "docs",
@@ -263,5 +260,7 @@ def _config_path_ok(root: Path, config: dict[str, Any], key: str, project: Proje
     line = config.get("_lines", {}).get(key)
     where = ("pyproject.toml", line) if line else (str(config[key]) or ".", 1)
     origin = "[tool.skills-check]" if line else "--"
-    project.problems.append(problem("IN006", where[0], where[1], 1, f"{origin}{key} = {config[key]!r} {why}; not read"))
+    project.problems.append(
+        problem(LEAVES_ROOT, where[0], where[1], 1, f"{origin}{key} = {config[key]!r} {why}; not read")
+    )
     return False

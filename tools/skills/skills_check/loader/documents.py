@@ -5,22 +5,24 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .. import discover
 from ..caches.parse import ParseCache
-from ..inputs import (
+from ..inputs import inside, link_problem, read_bytes_bounded, read_text, realpath, rel
+from ..model import Code, Include, Loc, MarkdownDoc, Project, RstDoc, Skill, paths_under
+from ..problems import (
+    BAD_LINK,
+    BYTE_ORDER_MARK,
+    EVALS_JSON_BROKEN,
+    INCLUDE_FAILED,
+    LEAVES_ROOT,
     MAX_BYTES,
-    inside,
-    link_problem,
+    TOO_MANY_EVALS,
     problem,
-    read_bytes_bounded,
-    read_text,
-    realpath,
-    rel,
 )
-from ..model import Code, MarkdownDoc, Project, RstDoc, Skill, paths_under
 
 
 def _walk_files(root: Path, top: Path, suffix: str, project: Project) -> list[Path]:
@@ -58,7 +60,7 @@ def _walk_folder(root: Path, folder: str, suffix: str, project: Project, out: li
             elif entry.is_symlink():
                 msg = link_problem(Path(entry.path))
                 if msg:
-                    project.problems.append(problem("IN005", rel(root, Path(entry.path)), 1, 1, f"{msg}; skipped"))
+                    project.problems.append(problem(BAD_LINK, rel(root, Path(entry.path)), 1, 1, f"{msg}; skipped"))
         elif entry.name not in discover.SKIP_DIRS:
             dirs.append(entry)
     dirs.sort(key=lambda e: e.name)
@@ -68,10 +70,12 @@ def _walk_folder(root: Path, folder: str, suffix: str, project: Project, out: li
         full = Path(entry.path)
         msg = link_problem(full)
         if msg:
-            project.problems.append(problem("IN005", rel(root, full), 1, 1, f"{msg}; skipped"))
+            project.problems.append(problem(BAD_LINK, rel(root, full), 1, 1, f"{msg}; skipped"))
         elif inside(root, rel(root, full)):
             project.problems.append(
-                problem("IN006", rel(root, full), 1, 1, "folder is a symlink leaving the checked root; not followed")
+                problem(
+                    LEAVES_ROOT, rel(root, full), 1, 1, "folder is a symlink leaving the checked root; not followed"
+                )
             )
     for entry in dirs:
         if not entry.is_symlink():
@@ -179,6 +183,25 @@ def _source_dir(root: Path, page: str) -> str:
     return ""
 
 
+def _read_included(root: Path, page: RstDoc, inc: Include, path: str) -> RstDoc | None:
+    """The file ``inc`` shows, read through ``read_text``'s guards; None, with its problems reported at the
+    directive, when it cannot be read."""
+    text, problems = read_text(root, path)
+    if text is None:
+        page.problems.extend(
+            replace(
+                p,
+                loc=Loc(page.path, max(1, inc.line), max(1, inc.col)),
+                message=f"literalinclude {inc.target}: {p.message}",
+                severity="error",
+            )
+            for p in problems
+        )
+        return None
+    n_lines = len(text.split("\n")) - (1 if text.endswith("\n") else 0)
+    return RstDoc(path=path, text=text, n_lines=n_lines, problems=problems)
+
+
 def resolve_includes(
     root: Path, page: RstDoc, included: dict[str, RstDoc], skip: frozenset[str] | set[str] = frozenset()
 ) -> None:
@@ -194,7 +217,7 @@ def resolve_includes(
         extra = page.includes[MAX_INCLUDES]
         page.problems.append(
             problem(
-                "IN022",
+                INCLUDE_FAILED,
                 page.path,
                 extra.line,
                 extra.col,
@@ -213,33 +236,23 @@ def resolve_includes(
         if path in skip or key in seen:
             continue  # a document checked itself, or the same lines shown again
         seen.add(key)
-        doc = included.get(path)
+        doc = included[path] if path in included else _read_included(root, page, inc, path)
         if doc is None:
-            text, problems = read_text(root, path)
-            if text is None:
-                page.problems.extend(
-                    problem(p.code, page.path, inc.line, inc.col, f"literalinclude {inc.target}: {p.message}")
-                    for p in problems
-                )
-                continue
-            doc = RstDoc(
-                path=path,
-                text=text,
-                n_lines=len(text.split("\n")) - (1 if text.endswith("\n") else 0),
-                problems=problems,
-            )
+            continue
         try:
             shown = shown_lines(doc.text, inc.options)
         except IncludeError as exc:
             page.problems.append(
-                problem("IN022", page.path, inc.line, inc.col, f"literalinclude {inc.target}: {exc}; nothing checked")
+                problem(
+                    INCLUDE_FAILED, page.path, inc.line, inc.col, f"literalinclude {inc.target}: {exc}; nothing checked"
+                )
             )
             continue
         shown_chars += sum(len(t) + 1 for _, t in shown)
         if shown_chars > MAX_SHOWN:
             page.problems.append(
                 problem(
-                    "IN022",
+                    INCLUDE_FAILED,
                     page.path,
                     inc.line,
                     inc.col,
@@ -323,7 +336,7 @@ def _load_skill(
         text, problems = read_text(root, path)
         if text is not None:
             skill.script_texts[path] = text
-        if any(p.code == "IN008" for p in problems):
+        if any(p.code == BYTE_ORDER_MARK.code for p in problems):
             marked.add(path)
     for name in CONVENTION_FILES:
         if (sdir / name).is_file():
@@ -389,13 +402,15 @@ def load_evals(relpath: str, text: str) -> tuple[Any, list]:
     try:
         data = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
-        return None, [problem("IN040", relpath, exc.lineno, exc.colno, f"evals.json does not parse: {exc.msg}")]
+        return None, [
+            problem(EVALS_JSON_BROKEN, relpath, exc.lineno, exc.colno, f"evals.json does not parse: {exc.msg}")
+        ]
     except _BigInt as exc:
         offset = text.find(str(exc.args[0]))
         line = text.count("\n", 0, max(offset, 0)) + 1
         return None, [
             problem(
-                "IN040",
+                EVALS_JSON_BROKEN,
                 relpath,
                 line,
                 1,
@@ -403,7 +418,7 @@ def load_evals(relpath: str, text: str) -> tuple[Any, list]:
             )
         ]
     except (RecursionError, ValueError, MemoryError) as exc:
-        return None, [problem("IN040", relpath, 1, 1, f"evals.json cannot be read: {type(exc).__name__}")]
+        return None, [problem(EVALS_JSON_BROKEN, relpath, 1, 1, f"evals.json cannot be read: {type(exc).__name__}")]
     problems = []
     entries = data
     if isinstance(data, dict):
@@ -411,7 +426,7 @@ def load_evals(relpath: str, text: str) -> tuple[Any, list]:
     if isinstance(entries, list) and len(entries) > MAX_EVAL_ENTRIES:
         problems.append(
             problem(
-                "IN041",
+                TOO_MANY_EVALS,
                 relpath,
                 1,
                 1,

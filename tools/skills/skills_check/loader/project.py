@@ -12,15 +12,9 @@ from urllib.parse import unquote
 
 from .. import discover
 from ..caches.parse import ParseCache
-from ..inputs import (
-    fresh_resolution,
-    inside,
-    link_problem,
-    overlaid,  # the language server's unsaved buffers (load_project(overlay=...))
-    problem,
-    rel,
-)
+from ..inputs import fresh_resolution, inside, link_problem, overlaid, rel
 from ..model import Project, Skill
+from ..problems import BAD_LINK, MARKUP_PROBLEM, NO_OPTIONS, UNREADABLE, problem
 from . import prefetch
 from .config import SetupError, _config_path_ok, load_config
 from .documents import _link_target, _load_skill, _walk_files, load_markdown, load_rst, resolve_includes
@@ -217,7 +211,7 @@ def _aliases(root: Path, project: Project) -> None:
         for entry in sorted(agents.iterdir(), key=lambda p: p.name):
             msg = link_problem(entry)
             if msg and "loop" in msg:
-                project.problems.append(problem("IN005", rel(root, entry), 1, 1, msg))
+                project.problems.append(problem(BAD_LINK, rel(root, entry), 1, 1, msg))
             target = _link_target(entry)
             if target is not None:
                 project.aliases[entry.name] = target
@@ -255,7 +249,7 @@ def _discover(root: Path, config: dict[str, Any], project: Project, found: disco
         where = ("pyproject.toml", line) if line else (pattern, 1)
         project.problems.append(
             problem(
-                "IN001",
+                UNREADABLE,
                 where[0],
                 where[1],
                 1,
@@ -336,10 +330,10 @@ def all_problems(project: Project) -> list:
     scripts = {id(spec) for spec in project.scripts.values()}  # by identity: comparing specs field by field was
     for spec in (project.launcher, project.trainer, *project.scripts.values()):  # quadratic in the scripts
         if spec is not None:
-            out += [p for p in spec.problems if p.code != "IN031"] if id(spec) in scripts else spec.problems
+            out += [p for p in spec.problems if p.code != NO_OPTIONS.code] if id(spec) in scripts else spec.problems
     for tool in project.tools.values():
         if tool.spec not in (project.launcher, project.trainer):
             out += tool.spec.problems
     for doc in project.linked.values():
-        out += [p for p in doc.problems if p.code not in ("IN020",)]
+        out += [p for p in doc.problems if p.code != MARKUP_PROBLEM.code]
     return out

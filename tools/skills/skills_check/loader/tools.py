@@ -9,13 +9,10 @@ from typing import Any
 
 from .. import known_tools
 from ..caches.parse import ParseCache
-from ..inputs import (
-    inside,
-    problem,
-    read_text,
-)
+from ..inputs import inside, read_text
 from ..model import ArgSpec, Project, Tool
 from ..parsers.argspec import parse_argparse
+from ..problems import LEAVES_ROOT, PYTHON_SYNTAX, UNREADABLE, problem
 from .config import _config_path_ok
 from .documents import _no_cache
 
@@ -51,7 +48,7 @@ def _load_tools(root: Path, config: dict[str, Any], project: Project, cache: Par
             if why:
                 project.problems.append(
                     problem(
-                        "IN006",
+                        LEAVES_ROOT,
                         "pyproject.toml",
                         line,
                         1,
@@ -62,7 +59,7 @@ def _load_tools(root: Path, config: dict[str, Any], project: Project, cache: Par
             else:
                 spec = load_argspec(root, path, cache)
                 for f in spec.problems:
-                    if f.code == "IN001":
+                    if f.code == UNREADABLE.code:
                         f.message += f" (the script of {words!r} in [tool.skills-check.tools])"
         project.tools[words] = Tool(
             tuple(words.split()),
@@ -117,9 +114,9 @@ def _load_launchers(root: Path, config: dict[str, Any], project: Project, cache:
             continue
         spec = load_argspec(root, config[key], cache)
         for f in spec.problems:
-            if f.code == "IN001":
+            if f.code == UNREADABLE.code:
                 f.message += f" (set by [tool.skills-check] {key} or --{key})"
-        if spec.incomplete and not any(p.code == "IN030" for p in spec.problems):
+        if spec.incomplete and not any(p.code == PYTHON_SYNTAX.code for p in spec.problems):
             project.drift_notes.append(
                 f"the {key}'s options cannot all be read from {config[key]} ({spec.incomplete}): "
                 "flags written for it are not judged"

@@ -2,13 +2,14 @@
 
 One code path with ``check``: every check is ``load_project`` (with the editor's unsaved buffers as an
 overlay over the disk, under the same guards and through the parse cache, kept decoded in memory: an edit
-parses the edited file, an RST page by its changed sections) then ``run_rules``. Its findings go to every
+parses the edited file, an RST page by its changed sections) then the check session's run (session.py:
+the rules its settings choose, then the suppressions). Its findings go to every
 file of the tree that has some, so drift caused by an edit in one file shows in the file that drifted,
 with a related location at the truth; after a check, only the files whose diagnostics changed are sent
 (and the open document whose version moved). A session's first diagnostics may come from the findings the
 last one stored for an unchanged tree (lsp/replay.py), before its own first check. Code actions carry the text edits
 ``check --fix`` applies; hover gives a finding's ``explain`` text, or the rules a frontmatter key answers to;
-completion offers frontmatter keys and values, rule codes in suppressions and tools' flags (lsp_complete.py).
+completion offers frontmatter keys and values, rule codes in suppressions and tools' flags (complete.py).
 
 Checks run one at a time in a worker thread, and requests made during one share the next: on open and
 save at once; on change at once after a quiet spell, and during a burst of edits once it pauses
@@ -34,16 +35,15 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import PositionCodec
 
-from ..adoption.suppress import ConfigError, per_file_ignores
-from ..adoption.suppress import apply as apply_suppressions
 from ..caches.parse import digest
 from ..inputs import overlaid, read_text
-from ..loader import SetupError, load_project
+from ..loader import SetupError
 from ..model import Finding, Project
 from ..rules.registry import Rule
-from ..runner import ProfileError, active_codes, chosen_profiles, in_profiles, load_rules, run_rules
+from ..runner import load_rules
+from ..session import check_buffers
 from . import convert as conv
-from .complete import complete
+from . import queries
 from .memo import MemoParseCache
 from .replay import Recorder, buffers_match_disk, recall
 
@@ -198,25 +198,6 @@ class CheckerServer(LanguageServer):
                 snap.versions[rel] = doc.version
         return snap
 
-    def rules_for(self, project: Project) -> list[Rule]:
-        """The rules of the profiles ``[tool.skills-check] profiles`` chooses (the generic ones when unset), as in
-        ``check``."""
-        try:
-            return in_profiles(self.rules, chosen_profiles(None, project.config.get("profiles")))
-        except ProfileError as exc:  # a diagnostic at the setting (config_error_at), never a popup
-            message = str(exc).removeprefix("pyproject.toml: ")
-            line = project.config.get("_lines", {}).get("profiles", 1)
-            raise SetupError(f"pyproject.toml:{line}: {message} ([tool.skills-check] profiles)") from exc
-
-    def suppressed(self, project: Project, findings: list[Finding]) -> list[Finding]:
-        """The suppression stage, as in ``check``: per-file ignores and inline suppressions applied."""
-        known = {r.code for r in self.rules}
-        try:
-            ignores = per_file_ignores(project.config, known)
-        except ConfigError as exc:
-            raise SetupError(str(exc)) from exc
-        return apply_suppressions(project, findings, active_codes(self.rules_for(project)), known, ignores)[0]
-
     # -- checking (in the worker thread) -----------------------------------------------------------------
 
     def check(self, snap: Snapshot) -> Result:
@@ -224,8 +205,7 @@ class CheckerServer(LanguageServer):
         root = self.root
         assert root is not None and self.recorder is not None
         stored = self.recorder.start()  # before the check: an input changed while it ran is not stored
-        project = load_project(root, None, overlay=snap.texts, cache=self.cache)
-        findings = self.suppressed(project, run_rules(project, self.rules_for(project)))
+        project, findings = check_buffers(root, self.rules, snap.texts, self.cache)
         self.recorder.store(stored, project, findings, snap.texts)
         codec = self.codec()
         cache: dict[str, list[str] | None] = {}
@@ -471,80 +451,16 @@ class CheckerServer(LanguageServer):
             return self.last
         return await self.request()
 
-    # -- requests -------------------------------------------------------------------------------------
+    # -- requests (queries.py answers them; the methods are the seam a test replaces) -----------------------
 
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction] | None:
-        rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
-        result = await self.current() if rel is not None else None
-        if result is None or rel is None or self.root is None:
-            return None
-        actions = []
-        snap = result.snapshot
-        for finding, diag in result.pairs.get(rel, []):
-            if finding.fix is None or not conv.overlaps(diag.range, params.range):
-                continue
-            newline = lambda path: "\r\n" if "\r\n" in snap.texts.get(path, "") else "\n"
-            edits = conv.text_edits(finding.fix, result.lines_of, self.codec(), newline)
-            if not edits:
-                continue
-            actions.append(
-                types.CodeAction(
-                    title=f"Fix {finding.code}: {finding.fix.description}",
-                    kind=types.CodeActionKind.QuickFix,
-                    diagnostics=[diag],
-                    is_preferred=True,
-                    edit=types.WorkspaceEdit(changes={conv.uri_of(self.root, p): e for p, e in edits.items()}),
-                )
-            )
-        return actions
+        return await queries.code_actions(self, params)
 
     async def hover(self, params: types.HoverParams) -> types.Hover | None:
-        rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
-        result = await self.current() if rel is not None else None
-        if result is None or rel is None or self.root is None:
-            return None
-        lines = result.lines_of(rel) or []
-        pos = self.codec().position_from_client_units(lines, params.position) if lines else params.position
-        by_code = {r.code: r for r in self.rules}
-        texts = []
-        for finding, diag in result.pairs.get(rel, []):
-            if conv.contains(diag.range, params.position) and finding.code in by_code:
-                text = conv.explain(by_code[finding.code])
-                if text not in texts:
-                    texts.append(text)
-        if not texts and pos.line < len(lines):
-            word = conv.word_at(lines[pos.line], pos.character)
-            if conv.CODE_RE.fullmatch(word) and word in by_code:
-                texts.append(conv.explain(by_code[word]))
-        if not texts:
-            doc = next((s.skill_md for s in result.project.skills if s.skill_md.path == rel), None)
-            key = conv.frontmatter_key_at(lines, doc.frontmatter_lines, pos.line, pos.character) if doc else None
-            if key is not None:
-                texts.append(conv.key_hover(key, conv.key_rules(self.rules, key)))
-        if not texts:
-            return None
-        return types.Hover(
-            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(texts))
-        )
+        return await queries.hover(self, params)
 
     async def completion(self, params: types.CompletionParams) -> types.CompletionList | None:
-        """Frontmatter keys and values, rule codes in suppressions, a tool's flags in its commands
-        (lsp_complete.py), for the document's text as the editor has it now."""
-        rel = conv.rel_path(self.root, params.text_document.uri) if self.root else None
-        result = (self.last or await self.current()) if rel is not None else None
-        if result is None or rel is None:
-            return None
-        lines = conv.split_lines(self.workspace.get_text_document(params.text_document.uri).source)
-        pos = self.codec().position_from_client_units(lines, params.position)
-        items = complete(rel, lines, pos.line, pos.character, result.project, self.rules)
-        narrowed = False
-        for item in items:
-            if isinstance(item.text_edit, types.TextEdit):
-                typed = lines[pos.line][item.text_edit.range.start.character : pos.character]
-                narrowed = narrowed or bool(typed)  # a word was typed: the items match it
-                item.text_edit.range = self.codec().range_to_client_units(lines, item.text_edit.range)
-        # narrowed to the word typed: the client asks again as it changes (a shorter word matches more)
-        return types.CompletionList(is_incomplete=narrowed, items=items)
+        return await queries.completion(self, params)
 
 
 ROOT_MARKERS = ("pyproject.toml", ".git")
@@ -560,72 +476,3 @@ def root_of(path: Path) -> Path:
             return folder
     skills = [folder for folder in folders if (folder / "SKILL.md").is_file()]
     return skills[-1] if skills else path.parent
-
-
-def build_server(root: Path | None = None, debounce: float = DEBOUNCE_S) -> CheckerServer:
-    server = CheckerServer(root, debounce)
-
-    @server.feature(types.INITIALIZE)
-    def initialize(params: types.InitializeParams) -> None:
-        server.start(params)
-
-    @server.feature(types.INITIALIZED)
-    async def initialized(params: types.InitializedParams) -> None:
-        server.schedule(
-            0
-        )  # (a didOpen sent with `initialized` joins this first check rather than waiting for a second)
-        await server.watch_files()
-
-    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(params: types.DidOpenTextDocumentParams) -> None:
-        server.opened(params.text_document.uri)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(params: types.DidChangeTextDocumentParams) -> None:
-        server.edited()
-
-    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(params: types.DidSaveTextDocumentParams) -> None:
-        server.schedule(0)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(params: types.DidCloseTextDocumentParams) -> None:
-        server.schedule(0)
-
-    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def did_change_watched_files(params: types.DidChangeWatchedFilesParams) -> None:
-        server.schedule(server.debounce)
-
-    @server.feature(
-        types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix])
-    )
-    async def code_action(params: types.CodeActionParams) -> list[types.CodeAction] | None:
-        return await server.code_actions(params)
-
-    @server.feature(types.TEXT_DOCUMENT_HOVER)
-    async def hover(params: types.HoverParams) -> types.Hover | None:
-        return await server.hover(params)
-
-    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["-", " ", ","]))
-    async def completion(params: types.CompletionParams) -> types.CompletionList | None:
-        return await server.completion(params)
-
-    @server.feature(types.SHUTDOWN)
-    def shutdown(params: None) -> None:
-        server.closing = True
-        if server.timer is not None:
-            server.timer.cancel()
-        if server.cache is not None:
-            server.worker.submit(server.cache.save)  # after the running check; what the next start reads
-        server.worker.shutdown(wait=True, cancel_futures=False)
-
-    return server
-
-
-def main(root: str | None, debounce: float) -> int:
-    """Serve on stdin/stdout until the client says exit: 0 after a shutdown request, else 1 (as the protocol says
-    of an ``exit`` without ``shutdown``, or of a client that went away)."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    server = build_server(Path(root) if root else None, debounce)
-    server.start_io()  # returns on `exit` (pygls swallows the SystemExit that carries the status) or end of input
-    return 0 if server.closing else 1

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..inputs import problem
 from ..model import MISSING, ArgSpec, Option
+from ..problems import NO_OPTIONS, PYTHON_SYNTAX, problem
 
 _NO_VALUE = {"store_true", "store_false", "store_const", "append_const", "count", "help", "version"}
 _GROUP_CALLS = {"add_argument_group", "add_mutually_exclusive_group", "add_parser"}
@@ -203,10 +203,12 @@ def _parse_tree(spec: ArgSpec, text: str) -> ast.Module | None:
         return ast.parse(text, filename=spec.path)
     except SyntaxError as exc:
         spec.problems.append(
-            problem("IN030", spec.path, exc.lineno or 1, exc.offset or 1, f"Python source does not parse: {exc.msg}")
+            problem(
+                PYTHON_SYNTAX, spec.path, exc.lineno or 1, exc.offset or 1, f"Python source does not parse: {exc.msg}"
+            )
         )
     except (ValueError, RecursionError, MemoryError) as exc:
-        spec.problems.append(problem("IN030", spec.path, 1, 1, f"Python source does not parse: {exc}"))
+        spec.problems.append(problem(PYTHON_SYNTAX, spec.path, 1, 1, f"Python source does not parse: {exc}"))
     return None
 
 
@@ -289,7 +291,7 @@ def _read_calls(spec: ArgSpec, found: _Found, source: _Source, consts: _Consts, 
         if opt is None:
             spec.problems.append(
                 problem(
-                    "IN031",
+                    NO_OPTIONS,
                     spec.path,
                     call.lineno,
                     call.col_offset + 1,
@@ -343,7 +345,7 @@ def parse_argparse(path: str, text: str, helper_sources: list[str] | None = None
     if not spec.options:
         spec.incomplete = spec.incomplete or "no argparse options found"
         if "argparse" in text:  # a parser the checker failed to read (a script without one is only noted)
-            spec.problems.append(problem("IN031", path, 1, 1, "no argparse add_argument calls found", "warning"))
+            spec.problems.append(problem(NO_OPTIONS, path, 1, 1, "no argparse add_argument calls found", "warning"))
     return spec
 
 

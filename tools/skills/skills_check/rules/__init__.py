@@ -16,7 +16,7 @@ from .registry import RULES, Rule, get, rule
 __all__ = ["RULES", "Rule", "get", "load", "rule"]
 
 # The modules of the generic profiles (spec, claude, links, drift): loaded for every check.
-GENERIC_MODULES = ("frontmatter", "portable", "structure", "nccl", "options", "flags")
+GENERIC_MODULES = ("frontmatter", "portable", "bundled", "structure", "links", "repo_paths", "nccl", "options", "flags")
 # The house profiles' own modules: loaded only when their profile runs.
 HOUSE_MODULES = {"isaaclab": ("aliases", "evaluations"), "routing": ("routing",)}
 

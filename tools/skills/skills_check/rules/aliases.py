@@ -38,7 +38,7 @@ def alias_missing(project: Project) -> Iterator[Finding]:
         if name and name not in project.aliases:
             line = skill.skill_md.frontmatter_lines.get("name", 1)
             yield finding(
-                "DR401",
+                alias_missing,
                 f"no discovery alias .agents/skills/{name} -> {_expected(skill.dir)} (Codex finds skills there)",
                 skill.skill_md.path,
                 line,
@@ -52,10 +52,9 @@ def alias_missing(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill",
 )
 def alias_target(project: Project) -> Iterator[Finding]:
-    """`.agents/skills/<name>` is a relative link to the folder of the skill with that name.
+    """`.agents/skills/<name>` is a relative link to `../../skills/<audience>/<slug>` of the skill with that name.
 
-    `.agents/skills/<name>` is a relative link to `../../skills/<audience>/<slug>` of the skill with
-    that name (a Windows checkout's one-line file holding the target counts).
+    A Windows checkout's one-line file holding the target counts.
     """
     by_name: dict[str, list] = {}
     for s in project.skills:
@@ -71,7 +70,7 @@ def alias_target(project: Project) -> Iterator[Finding]:
         want = _expected(skill.dir)
         if target == "":
             yield finding(
-                "DR402",
+                alias_target,
                 f"is a real folder, not a link to {want}",
                 f".agents/skills/{name}",
                 1,
@@ -79,7 +78,7 @@ def alias_target(project: Project) -> Iterator[Finding]:
             )
         elif _norm(target) != _norm(want):
             yield finding(
-                "DR402",
+                alias_target,
                 f"links to {target}, expected {want} (a relative link)",
                 f".agents/skills/{name}",
                 1,
@@ -94,17 +93,14 @@ def alias_target(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): a relative symlink .agents/skills/<name> per skill",
 )
 def alias_stale(project: Project) -> Iterator[Finding]:
-    """Every entry in `.agents/skills/` is named after a skill's frontmatter `name`.
-
-    Every entry of `.agents/skills/` is named after a skill.
-    """
+    """Every entry in `.agents/skills/` is named after a skill's frontmatter `name`."""
     if not names_known(project):
         return
     names = {s.name for s in project.skills if s.name}
     for name, target in sorted(project.aliases.items()):
         if name not in names:
             yield finding(
-                "DR403",
+                alias_stale,
                 f"no skill is named {name!r} (link target {target or 'a folder'}); rename or remove the alias",
                 f".agents/skills/{name}",
                 1,
@@ -120,19 +116,19 @@ def alias_stale(project: Project) -> Iterator[Finding]:
 def claude_skills(project: Project) -> Iterator[Finding]:
     """`.claude/skills` is a relative link to `../.agents/skills`.
 
-    `.claude/skills` is a relative link to `../.agents/skills` (Claude Code discovery).
+    It is how Claude Code discovers the skills.
     """
     if not project.skills:
         return
     target = project.claude_skills
     if target is None:
         yield finding(
-            "DR404",
+            claude_skills,
             f"missing: .claude/skills should link to {CLAUDE_TARGET} (Claude Code finds skills there)",
             ".claude/skills",
             1,
         )
     elif target == "":
-        yield finding("DR404", f"is a real folder; make it a link to {CLAUDE_TARGET}", ".claude/skills", 1)
+        yield finding(claude_skills, f"is a real folder; make it a link to {CLAUDE_TARGET}", ".claude/skills", 1)
     elif _norm(target) != _norm(CLAUDE_TARGET):
-        yield finding("DR404", f"links to {target}, expected {CLAUDE_TARGET}", ".claude/skills", 1)
+        yield finding(claude_skills, f"links to {target}, expected {CLAUDE_TARGET}", ".claude/skills", 1)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..model import ArgSpec, Option, Project
+from ..problems import PYTHON_SYNTAX, UNREADABLE
 from .common import cached, is_file
 from .shell import Word
 
@@ -156,7 +157,7 @@ def usable(spec: ArgSpec | None) -> bool:
         spec is not None
         and bool(spec.options)
         and spec.incomplete is None
-        and not any(p.code in ("IN001", "IN030") for p in spec.problems)
+        and not any(p.code in (UNREADABLE.code, PYTHON_SYNTAX.code) for p in spec.problems)
     )
 
 

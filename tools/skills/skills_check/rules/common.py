@@ -9,17 +9,28 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..model import Code, Finding, Fix, Loc, MarkdownDoc, Project, RstDoc, Skill, TextEdit, paths_under
-from .registry import get
+from .registry import RuleFunc, of
 
 
 def finding(
-    code: str, message: str, path: str, line: int = 1, col: int = 1, truth: Loc | None = None, fix: Fix | None = None
+    rule: RuleFunc,
+    message: str,
+    path: str,
+    line: int = 1,
+    col: int = 1,
+    truth: Loc | None = None,
+    fix: Fix | None = None,
 ) -> Finding:
-    """A finding for rule ``code``, with the rule's default severity (and a fix, when the rule has one)."""
-    entry = get(code)
-    severity = entry.severity if entry else "error"
+    """A finding of the rule ``rule`` (its function), with its code and default severity (and a fix, when the
+    rule has one)."""
+    entry = of(rule)
     return Finding(
-        code=code, message=message, loc=Loc(path, max(1, line), max(1, col)), severity=severity, truth=truth, fix=fix
+        code=entry.code,
+        message=message,
+        loc=Loc(path, max(1, line), max(1, col)),
+        severity=entry.severity,
+        truth=truth,
+        fix=fix,
     )
 
 

@@ -67,17 +67,14 @@ def _scenarios(doc: MarkdownDoc) -> list[tuple[Heading, str]]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): user skills have evaluations.md or evals/evals.json",
 )
 def evaluations_present(project: Project) -> Iterator[Finding]:
-    """A user skill has evaluations: an evaluations.md linked from SKILL.md or an evals/evals.json.
-
-    A user skill has `evaluations.md` or `evals/evals.json`.
-    """
+    """A user skill has evaluations: an evaluations.md linked from SKILL.md or an evals/evals.json."""
     for skill in project.skills:
         if skill.audience != "user" or not skill.skill_md.readable:
             continue
         doc = _evaluations_doc(skill)
         if doc is None and skill.evals_json is None:
             yield finding(
-                "SK301",
+                evaluations_present,
                 "a user skill needs evaluations.md (linked from SKILL.md) or evals/evals.json",
                 skill.skill_md.path,
                 skill.skill_md.body_start,
@@ -91,15 +88,12 @@ def evaluations_present(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evaluations.md is linked from SKILL.md",
 )
 def evaluations_linked(project: Project) -> Iterator[Finding]:
-    """evaluations.md is linked from SKILL.md.
-
-    `evaluations.md` is linked from SKILL.md.
-    """
+    """`evaluations.md` is linked from SKILL.md."""
     for skill in project.skills:
         doc = _evaluations_doc(skill)
         if doc is not None and skill.skill_md.readable and not _linked_from_skill_md(skill, doc.path):
             yield finding(
-                "SK302",
+                evaluations_linked,
                 "SKILL.md does not link evaluations.md",
                 skill.skill_md.path,
                 skill.skill_md.body_start,
@@ -114,17 +108,17 @@ def evaluations_linked(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): at least three Scenario headings",
 )
 def scenario_count(project: Project) -> Iterator[Finding]:
-    """evaluations.md has at least three "Scenario" headings.
-
-    `evaluations.md` has at least three headings containing the word "Scenario".
-    """
+    """`evaluations.md` has at least three headings containing the word "Scenario"."""
     for skill in project.skills:
         doc = _evaluations_doc(skill)
         if doc is not None and doc.readable:
             n = len(_scenarios(doc))
             if n < MIN_SCENARIOS:
                 yield finding(
-                    "SK303", f'{n} "Scenario" heading(s); at least {MIN_SCENARIOS} are needed', doc.path, doc.body_start
+                    scenario_count,
+                    f'{n} "Scenario" heading(s); at least {MIN_SCENARIOS} are needed',
+                    doc.path,
+                    doc.body_start,
                 )
 
 
@@ -137,9 +131,8 @@ def scenario_count(project: Project) -> Iterator[Finding]:
 def scenario_fields(project: Project) -> Iterator[Finding]:
     """Each scenario has `Query:`, `Expected behavior:`, and `Known failure modes:` or pass/fail criteria.
 
-    Each scenario (up to the next heading at its level) has `Query:`, `Expected behavior:`, and `Known
-    failure modes:` or pass/fail criteria (`Pass criteria:`, `Fail criteria:`, `Pass/fail criteria:`).
-    Emphasis and list markers around the labels are fine.
+    A scenario runs up to the next heading at its level. Pass/fail criteria are `Pass criteria:`, `Fail
+    criteria:` or `Pass/fail criteria:`. Emphasis and list markers around the labels are fine.
     """
     for skill in project.skills:
         doc = _evaluations_doc(skill)
@@ -148,10 +141,10 @@ def scenario_fields(project: Project) -> Iterator[Finding]:
         for head, body in _scenarios(doc):
             for label, regex in FIELD_RES.items():
                 if not regex.search(body):
-                    yield finding("SK304", f"scenario {head.text!r} has no `{label}`", doc.path, head.line)
+                    yield finding(scenario_fields, f"scenario {head.text!r} has no `{label}`", doc.path, head.line)
             if not FAILURE_RE.search(body):
                 yield finding(
-                    "SK304",
+                    scenario_fields,
                     f"scenario {head.text!r} has no `Known failure modes:` or pass/fail criteria",
                     doc.path,
                     head.line,
@@ -217,11 +210,10 @@ def _evals_entries(project: Project, skill: Skill) -> tuple[list[Any] | None, st
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): evals.json entries have id, prompt, expected_skill, assertions",
 )
 def evals_json_schema(project: Project) -> Iterator[Finding]:
-    """evals/evals.json is a list (or {"evals": [...]}) of at least two entries with id, prompt, expected_skill and assertions.
+    """`evals/evals.json` is a list (or an object with an `evals` list) of at least two entries with id, prompt, expected_skill and assertions.
 
-    `evals/evals.json` is a list (or an object with an `evals` list) of at least two entries, each with
-    `id` (string or integer, unique), `prompt` (non-empty string), `expected_skill` (a string, or null
-    for a negative case) and `assertions` (a list of strings). A file that does not parse is IN040.
+    `id` is a string or an integer, unique; `prompt` a non-empty string; `expected_skill` a string, or
+    null for a negative case; `assertions` a list of strings. A file that does not parse is IN040.
     """
     for skill in project.skills:
         if skill.evals_json is None or skill.evals is None:
@@ -229,11 +221,13 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
         path = skill.evals_json
         entries, text, key = _evals_entries(project, skill)
         if entries is None:
-            yield finding("SK310", 'evals.json must be a list of entries (or an object with an "evals" list)', path, 1)
+            yield finding(
+                evals_json_schema, 'evals.json must be a list of entries (or an object with an "evals" list)', path, 1
+            )
             continue
         if len(entries) < MIN_EVALS:
             yield finding(
-                "SK310",
+                evals_json_schema,
                 f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}; at least {MIN_EVALS} are needed",
                 path,
                 1,
@@ -243,7 +237,7 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
         for i, entry in enumerate(entries):
             line = lines[i]
             if not isinstance(entry, dict):
-                yield finding("SK310", f"entry {i} is not an object", path, line)
+                yield finding(evals_json_schema, f"entry {i} is not an object", path, line)
                 continue
             for key, ok, want in (
                 (
@@ -260,13 +254,15 @@ def evals_json_schema(project: Project) -> Iterator[Finding]:
                 ),
             ):
                 if key not in entry:
-                    yield finding("SK310", f'entry {i} has no "{key}"', path, line)
+                    yield finding(evals_json_schema, f'entry {i} has no "{key}"', path, line)
                 elif not ok(entry[key]):
-                    yield finding("SK310", f'entry {i}: "{key}" must be {want}', path, line)
+                    yield finding(evals_json_schema, f'entry {i}: "{key}" must be {want}', path, line)
             ident = entry.get("id")
             if isinstance(ident, (str, int)):
                 if ident in ids:
-                    yield finding("SK310", f"entry {i} repeats id {ident!r} (first at line {ids[ident]})", path, line)
+                    yield finding(
+                        evals_json_schema, f"entry {i} repeats id {ident!r} (first at line {ids[ident]})", path, line
+                    )
                 else:
                     ids[ident] = line
 
@@ -293,7 +289,7 @@ def evals_expected_skill(project: Project) -> Iterator[Finding]:
         declared = skill.evals.get("skill_name") if isinstance(skill.evals, dict) else None
         if isinstance(declared, str) and skill.name and declared != skill.name:
             yield finding(
-                "SK311",
+                evals_expected_skill,
                 f"skill_name {declared!r} is not this skill's name {skill.name!r}",
                 skill.evals_json,
                 _line_of(text, '"skill_name"'),
@@ -305,5 +301,8 @@ def evals_expected_skill(project: Project) -> Iterator[Finding]:
                 if name not in names:
                     line = _line_of(text, f'"{name}"')
                     yield finding(
-                        "SK311", f"expected_skill {name!r} is not the name of any skill here", skill.evals_json, line
+                        evals_expected_skill,
+                        f"expected_skill {name!r} is not the name of any skill here",
+                        skill.evals_json,
+                        line,
                     )

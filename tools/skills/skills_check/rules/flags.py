@@ -20,204 +20,23 @@ skill markdown are wrong on purpose and are skipped. Placeholders (``<dir>``, ``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
 
-from ..model import ArgSpec, Code, Finding, Loc, MarkdownDoc, Option, Project, RstDoc, Skill
-from .commands import Invocation, invocations, lookup, takes_value, usable
-from .common import all_skill_docs, cached, code_items_of, finding, negative_lines_of, rst_docs
-from .registry import rule
-from .shell import Word, place, relative_command_lines
-
-NOT_SHELL = frozenset(
-    {
-        "python",
-        "py",
-        "python3",
-        "pycon",
-        "yaml",
-        "yml",
-        "json",
-        "jsonc",
-        "toml",
-        "ini",
-        "cfg",
-        "rst",
-        "md",
-        "markdown",
-        "diff",
-        "c",
-        "cpp",
-        "cuda",
-        "xml",
-        "html",
-        "javascript",
-        "js",
-    }
+from ..model import ArgSpec, Finding, Loc, Option, Project
+from .commands import Invocation, lookup, takes_value, usable
+from .common import cached, finding
+from .registry import RuleFunc, rule
+from .shell import Word
+from .written import (
+    NUMBER_RE,
+    PLACEHOLDER_VALUE_RE,
+    TOOL_TIE_RE,
+    Written,
+    all_invocations,
+    invocation_table,
+    written_commands,
 )
-YAML = frozenset({"yaml", "yml"})
-YAML_ITEM_RE = re.compile(r"^\s*-\s+(?=[^\s\[{\"'#])")  # a plain list item (a Kubernetes ``args:`` entry)
-PLACEHOLDER_VALUE_RE = re.compile(r"^(?:<[^<>]+>|\$\{?\w+\}?|[A-Z][A-Z0-9_]*|\.\.\.|…|\{[^{}]*\}|\[[^\[\]]*\])$")
-NUMBER_RE = re.compile(r"^-\d+(?:\.\d+)?$")
-# words on a line that tie a bare `--flag` to a tool whose options the checker knows
-TOOL_TIE_RE = re.compile(
-    r"launcher|trainer|train_multigpu|train\.py|mgpu-lab train|torchrun|torch\.distributed\.run"
-    r"|\bskrl\b",
-    re.IGNORECASE,
-)
-
-
-class _Lines:
-    """A document's lines, split when a written command's columns are first asked for (for a finding)."""
-
-    def __init__(self, doc: MarkdownDoc | RstDoc) -> None:
-        self.doc = doc
-
-    @cached_property
-    def all(self) -> list[str]:
-        return self.doc.text.split("\n")
-
-
-@dataclass
-class Written:
-    """A command line or bare flag span found in a document.
-
-    ``rel`` holds its words as :func:`shell.relative_command_lines` gives them (shared by every place the same
-    text is written): positions relative to the code's text. ``words`` and :meth:`at` give file positions, worked
-    out (with the code's column per line) only where a rule asks for them.
-    """
-
-    doc: MarkdownDoc | RstDoc
-    skill: Skill | None
-    rel: tuple[Word, ...]
-    inline: bool
-    key: tuple[str, bool | None, int]  # (the tokenised text, prompts_only, which simple command): one per text
-    code: Code
-    lines: _Lines  # the document's lines (for the code's columns)
-
-    @cached_property
-    def cols(self) -> list[int]:
-        return _content_cols(self.doc, self.code, self.lines.all)
-
-    def at(self, word: Word) -> tuple[int, int]:
-        """The file (line, column) of one of ``rel``'s words (or of a word an invocation made from them)."""
-        return place(word, self.code.line, self.cols)
-
-    @cached_property
-    def words(self) -> list[Word]:
-        """The words with their file positions (what :func:`shell.command_lines` gives for this code)."""
-        return [Word(w.text, *self.at(w), op=w.op) for w in self.rel]
-
-
-def _content_cols(doc: MarkdownDoc | RstDoc, code: Code, lines: list[str]) -> list[int]:
-    """Per physical line of ``code``, the 1-based file column where its text starts (``lines``: the doc's)."""
-    out = []
-    for i, part in enumerate(code.text.split("\n")):
-        n = code.line - 1 + i
-        src = lines[n] if 0 <= n < len(lines) else ""
-        start = code.col - 1 if code.kind == "inline" and i == 0 else 0
-        probe = part.strip()[:40]
-        idx = src.find(probe, start) if probe else -1
-        if idx >= 0:
-            idx -= len(part) - len(part.lstrip())
-        out.append(idx + 1 if idx >= 0 else (code.col if i == 0 else 1))
-    return out
-
-
-def _documents(project: Project) -> Iterator[tuple[MarkdownDoc | RstDoc, Skill | None]]:
-    for skill, doc in all_skill_docs(project):
-        yield doc, skill
-    for rst in rst_docs(project):
-        yield rst, None
-
-
-def _reads_every_command(project: Project) -> bool:
-    """Whether the bare-flag rule runs (it reads the flags of every command written, not only the known tools')."""
-    return project.torchrun is not None and usable(project.launcher) and usable(project.trainer)
-
-
-def _may_run_tool(project: Project) -> tuple[re.Pattern[str], tuple[str, ...]] | None:
-    """A pattern (with the words it is made of) that every code text that can run a known tool matches (a program word ``invocations`` knows:
-    Python, torchrun, Isaac Lab's script, a configured tool's first word), or None where every command is read.
-
-    Splitting a text into shell words is most of what this rule set costs on a large collection, and most
-    code (output, other programs' commands) runs none of them: such text is not split."""
-    if _reads_every_command(project):
-        return None
-    names = {"python", "py", "torchrun", "isaaclab"}
-    for tool in project.tools.values():
-        for words in (tool.words, *tool.also):
-            if words:
-                names.add(words[0].rsplit("/", 1)[-1])
-    alternatives = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
-    # the words as plain text first (a substring test is much quicker than the pattern on most code)
-    return re.compile(rf"(?<![\w.-])(?:{alternatives})"), tuple(sorted(names))
-
-
-def written_commands(project: Project) -> list[Written]:
-    """Every simple command in code blocks and inline code of the skills and RST docs (where only known tools'
-    commands are read: those of the code texts that may run one, see ``_may_run_tool``)."""
-
-    def make() -> list[Written]:
-        out: list[Written] = []
-        may_run = _may_run_tool(project)
-        for doc, skill in _documents(project):
-            negative = negative_lines_of(project, doc)
-            lines = _Lines(doc)
-            for code in code_items_of(project, doc):
-                if code.line in negative:
-                    continue  # a known failure mode: wrong on purpose
-                if code.kind == "inline":
-                    text, prompts_only, inline = code.text.rstrip("\n").replace("\n", " "), False, True
-                else:
-                    lang = (code.lang or "").lower() if code.kind == "block" else ""
-                    if lang in NOT_SHELL and lang not in YAML:
-                        continue
-                    text, prompts_only, inline = code.text.rstrip("\n"), None, False
-                    if lang in YAML:
-                        text = _yaml_items(text)
-                if may_run is not None and not (any(w in text for w in may_run[1]) and may_run[0].search(text)):
-                    continue
-                for k, ws in enumerate(relative_command_lines(text, prompts_only)):
-                    out.append(Written(doc, skill, ws, inline, (text, prompts_only, k), code, lines))
-        return out
-
-    return cached(project, "written-commands", make)
-
-
-def _yaml_items(text: str) -> str:
-    """A YAML block's plain list items as command lines (marker blanked, columns kept); other lines empty."""
-    out = []
-    for line in text.split("\n"):
-        m = YAML_ITEM_RE.match(line)
-        out.append(" " * m.end() + line[m.end() :] if m else "")
-    return "\n".join(out)
-
-
-def all_invocations(project: Project) -> list[tuple[Written, Invocation]]:
-    """Each known tool a written command runs. The invocation's words are ``w.rel``'s (place them with ``w.at``):
-    one command text in one folder is looked up once, however often it is written."""
-    return _invocation_table(project)[0]
-
-
-def _invocation_table(project: Project) -> tuple[list[tuple[Written, Invocation]], list[Invocation]]:
-    """``all_invocations``, and each distinct invocation once."""
-
-    def make() -> tuple[list[tuple[Written, Invocation]], list[Invocation]]:
-        memo: dict[tuple[tuple[str, bool | None, int], tuple[str, ...]], list[Invocation]] = {}
-        out: list[tuple[Written, Invocation]] = []
-        for w in written_commands(project):
-            key = (w.key, (w.skill.dir,) if w.skill is not None else ())
-            found = memo.get(key)
-            if found is None:
-                found = memo[key] = list(invocations(project, list(w.rel), key[1]))
-            for inv in found:
-                out.append((w, inv))
-        return out, [inv for found in memo.values() for inv in found]
-
-    return cached(project, "invocations", make)
 
 
 def _truth(spec: ArgSpec, opt: Option | None = None) -> Loc:
@@ -245,7 +64,7 @@ def _looks_like_option(text: str) -> bool:
 
 @dataclass
 class Problem:
-    code: str
+    rule: RuleFunc
     word: Word
     message: str
     truth: Loc | None
@@ -296,7 +115,7 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
         found = lookup(specs, flag)
         if found is None:
             yield Problem(
-                "DR301",
+                unknown_flag,
                 word,
                 f"{flag} is not an option of {_tool_name(inv)}{_suggest(flag, specs)} "
                 f"({_options_of(specs)}truth: {where})",
@@ -307,7 +126,7 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
         if not takes_value(opt):
             if eq:
                 yield Problem(
-                    "DR302", word, f"{flag} takes no value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
+                    flag_value, word, f"{flag} takes no value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
                 )
             continue
         values: list[Word] = []
@@ -321,7 +140,9 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
                 values.append(args[i])
                 i += 1
             if len(values) < want and opt.nargs != "?":
-                yield Problem("DR302", word, f"{flag} needs a value (truth: {spec.path}:{opt.line})", _truth(spec, opt))
+                yield Problem(
+                    flag_value, word, f"{flag} needs a value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
+                )
                 continue
         else:  # "*", "+", or a non-literal nargs
             while i < len(args) and not _looks_like_option(args[i].text) and args[i].text != "--":
@@ -329,21 +150,28 @@ def check_invocation(inv: Invocation) -> Iterator[Problem]:
                 i += 1
             if opt.nargs == "+" and not values:
                 yield Problem(
-                    "DR302", word, f"{flag} needs at least one value (truth: {spec.path}:{opt.line})", _truth(spec, opt)
+                    flag_value,
+                    word,
+                    f"{flag} needs at least one value (truth: {spec.path}:{opt.line})",
+                    _truth(spec, opt),
                 )
                 continue
         if opt.choices:
-            allowed = [str(c) for c in opt.choices]
-            for value in values:
-                for item in _choice_items(value.text):
-                    if item not in allowed:
-                        yield Problem(
-                            "DR303",
-                            value,
-                            f"{flag} {item!r} is not a valid choice "
-                            f"({', '.join(allowed)}; truth: {spec.path}:{opt.line})",
-                            _truth(spec, opt),
-                        )
+            yield from _bad_choices(flag, opt, spec, values)
+
+
+def _bad_choices(flag: str, opt: Option, spec: ArgSpec, values: list[Word]) -> Iterator[Problem]:
+    """The values given to ``flag`` (an option with choices) that are none of its choices."""
+    allowed = [str(c) for c in opt.choices or ()]
+    for value in values:
+        for item in _choice_items(value.text):
+            if item not in allowed:
+                yield Problem(
+                    flag_choice,
+                    value,
+                    f"{flag} {item!r} is not a valid choice ({', '.join(allowed)}; truth: {spec.path}:{opt.line})",
+                    _truth(spec, opt),
+                )
 
 
 def _choice_items(value: str) -> list[str]:
@@ -357,7 +185,7 @@ def _choice_items(value: str) -> list[str]:
 
 def _problems(project: Project) -> list[tuple[Written, Problem]]:
     def make() -> list[tuple[Written, Problem]]:
-        pairs, distinct = _invocation_table(project)
+        pairs, distinct = invocation_table(project)
         # each invocation checked once: it is shared by the places its command is written
         found = {id(inv): problems for inv in distinct if (problems := list(check_invocation(inv)))}
         if not found:
@@ -367,11 +195,11 @@ def _problems(project: Project) -> list[tuple[Written, Problem]]:
     return cached(project, "flag-problems", make)
 
 
-def _emit(project: Project, code: str) -> Iterator[Finding]:
+def _emit(project: Project, rule: RuleFunc) -> Iterator[Finding]:
     for w, p in _problems(project):
-        if p.code == code:
+        if p.rule is rule:
             line, col = w.at(p.word)
-            yield finding(code, p.message, w.doc.path, line, col, truth=p.truth)
+            yield finding(rule, p.message, w.doc.path, line, col, truth=p.truth)
 
 
 @rule(
@@ -388,7 +216,7 @@ def unknown_flag(project: Project) -> Iterator[Finding]:
     tool that forwards what it does not know to another (`forwards` in `[tool.skills-check] tools`, as a
     launcher forwards to its trainer) takes the other's flags too; after a lone `--`, only the other's.
     """
-    yield from _emit(project, "DR301")
+    yield from _emit(project, unknown_flag)
 
 
 @rule(
@@ -400,10 +228,9 @@ def unknown_flag(project: Project) -> Iterator[Finding]:
 def flag_value(project: Project) -> Iterator[Finding]:
     """A flag that takes a value is given one, and a switch is given none.
 
-    A flag that takes a value is given one (`--num_gpus` at the end of a line is a finding), and a
-    switch is not given `=value`.
+    `--num_gpus` at the end of a line is a finding; so is `--switch=value`.
     """
-    yield from _emit(project, "DR302")
+    yield from _emit(project, flag_value)
 
 
 @rule(
@@ -415,10 +242,9 @@ def flag_value(project: Project) -> Iterator[Finding]:
 def flag_choice(project: Project) -> Iterator[Finding]:
     """A value given to a flag with choices (`--rl_library`, `--start_method` ...) is one of them.
 
-    A value given to a flag with `choices` is one of them (`--rl_library foo`); `{a,b}` stands for each
-    of a and b.
+    `--rl_library foo` is a finding; `{a,b}` stands for each of a and b.
     """
-    yield from _emit(project, "DR303")
+    yield from _emit(project, flag_choice)
 
 
 def _bare_scope(project: Project) -> dict[str, set[str]]:
@@ -468,13 +294,12 @@ def _options_table_lines(project: Project) -> set[tuple[str, int]]:
     cites="this repository's design (DESIGN.md, Sources of truth): every --flag written in skills and docs",
 )
 def bare_flag(project: Project) -> Iterator[Finding]:
-    """Inline code that is a bare `--flag` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs).
+    """An inline code span starting with `--` names an option of the launcher, the trainer, torchrun or skrl's JAX launcher (or of a tool the same file runs).
 
-    An inline code span starting with `--` names options of the launcher, the trainer, torchrun or
-    skrl's JAX launcher, or of a tool that the same file runs in a command line (e.g. the probe's
-    `--bisect` next to a probe command; `--no-project` next to `uv run --no-project ...`). `--rdzv_*`
-    matches a family. torchrun's and skrl's options come from the spec kept with the checker. Flags in the
-    options table's first column are DR2xx's.
+    A tool the same file runs in a command line counts: the probe's `--bisect` next to a probe command,
+    `--no-project` next to `uv run --no-project ...`. `--rdzv_*` matches a family. torchrun's and skrl's
+    options come from the spec kept with the checker. Flags in the options table's first column are
+    DR2xx's.
     """
     if project.torchrun is None:
         return  # without torch its options are unknown: judging bare flags would cry wolf
@@ -510,7 +335,7 @@ def bare_flag(project: Project) -> Iterator[Finding]:
             hint = f"; did you mean {close[0]}?" if close else ""
             where = project.launcher.path if project.launcher else "the launcher"
             yield finding(
-                "DR304",
+                bare_flag,
                 f"{flag} is not an option of the launcher, the trainer or torchrun{hint} (truth: {where})",
                 w.doc.path,
                 word.line,
@@ -526,11 +351,10 @@ def bare_flag(project: Project) -> Iterator[Finding]:
     cites="a command line runs only when the script it names exists (the tree is its source of truth)",
 )
 def script_path(project: Project) -> Iterator[Finding]:
-    """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists.
-
-    A repository script a command runs (`python scripts/...py`, `torchrun skills/.../x.py`) exists.
-    """
+    """A repository script a command line runs (`python scripts/x.py`, `torchrun skills/.../x.py`) exists."""
     for w, inv in all_invocations(project):
         if inv.tool == "missing-script" and inv.program is not None:
             line, col = w.at(inv.program)
-            yield finding("DR305", f"{inv.program.text} does not exist (the command runs it)", w.doc.path, line, col)
+            yield finding(
+                script_path, f"{inv.program.text} does not exist (the command runs it)", w.doc.path, line, col
+            )

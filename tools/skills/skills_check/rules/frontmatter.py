@@ -9,7 +9,7 @@ from typing import Any
 
 from ..model import Finding, Project, Skill
 from .common import adopted, finding
-from .registry import rule
+from .registry import RuleFunc, rule
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 RESERVED = ("claude", "anthropic")
@@ -81,8 +81,8 @@ def _key_line(skill: Skill, key: str) -> int:
     return doc.frontmatter_lines.get(key) or (1 if doc.frontmatter is None else 2)
 
 
-def _at(code: str, skill: Skill, key: str, message: str) -> Finding:
-    return finding(code, message, skill.skill_md.path, _key_line(skill, key))
+def _at(rule: RuleFunc, skill: Skill, key: str, message: str) -> Finding:
+    return finding(rule, message, skill.skill_md.path, _key_line(skill, key))
 
 
 @rule(
@@ -92,14 +92,13 @@ def _at(code: str, skill: Skill, key: str, message: str) -> Finding:
     cites="Agent Skills specification (agentskills.io/specification): SKILL.md is YAML frontmatter followed by markdown",
 )
 def frontmatter_missing(project: Project) -> Iterator[Finding]:
-    """SKILL.md starts with a YAML frontmatter block (--- ... ---).
-
-    SKILL.md starts with a YAML frontmatter block (`---` lines).
-    """
+    """SKILL.md starts with a YAML frontmatter block (between `---` lines)."""
     for skill in project.skills:
         doc = skill.skill_md
         if doc.readable and doc.frontmatter is None and not doc.frontmatter_error:
-            yield finding("SK100", "SKILL.md has no YAML frontmatter block (--- lines at the top)", doc.path, 1)
+            yield finding(
+                frontmatter_missing, "SKILL.md has no YAML frontmatter block (--- lines at the top)", doc.path, 1
+            )
 
 
 @rule(
@@ -112,9 +111,9 @@ def name_missing(project: Project) -> Iterator[Finding]:
     """The frontmatter has a `name` that is a string."""
     for skill, fm in _skills_with_frontmatter(project):
         if "name" not in fm:
-            yield _at("SK101", skill, "name", "frontmatter has no `name`")
+            yield _at(name_missing, skill, "name", "frontmatter has no `name`")
         elif not isinstance(fm["name"], str):
-            yield _at("SK101", skill, "name", f"`name` must be a string, not {type(fm['name']).__name__}")
+            yield _at(name_missing, skill, "name", f"`name` must be a string, not {type(fm['name']).__name__}")
 
 
 @rule(
@@ -124,19 +123,16 @@ def name_missing(project: Project) -> Iterator[Finding]:
     cites="Agent Skills specification (agentskills.io/specification): `name` is 1-64 characters, lowercase letters, digits and hyphens, no leading, trailing or doubled hyphen",
 )
 def name_format(project: Project) -> Iterator[Finding]:
-    """`name` is 1-64 characters: lowercase letters, digits and single inner hyphens.
-
-    `name` is 1-64 characters of lowercase letters, digits and single inner hyphens.
-    """
+    """`name` is 1-64 characters: lowercase letters, digits and single inner hyphens."""
     for skill, fm in _skills_with_frontmatter(project):
         name = fm.get("name")
         if not isinstance(name, str):
             continue
         if not 1 <= len(name) <= 64:
-            yield _at("SK102", skill, "name", f"`name` is {len(name)} characters; it must be 1-64")
+            yield _at(name_format, skill, "name", f"`name` is {len(name)} characters; it must be 1-64")
         elif not NAME_RE.match(name):
             yield _at(
-                "SK102",
+                name_format,
                 skill,
                 "name",
                 f"`name` {name!r} must be lowercase letters, digits and single hyphens, "
@@ -157,7 +153,7 @@ def name_reserved(project: Project) -> Iterator[Finding]:
         if isinstance(name, str):
             for word in RESERVED:
                 if word in name.lower():
-                    yield _at("SK103", skill, "name", f"`name` {name!r} contains the reserved word {word!r}")
+                    yield _at(name_reserved, skill, "name", f"`name` {name!r} contains the reserved word {word!r}")
 
 
 @rule(
@@ -167,19 +163,19 @@ def name_reserved(project: Project) -> Iterator[Finding]:
     cites="Agent Skills specification (agentskills.io/specification): frontmatter field `description` (required, 1-1024 characters)",
 )
 def description_length(project: Project) -> Iterator[Finding]:
-    """The frontmatter has a `description` string of 1-1024 characters.
-
-    `description` is a string of 1-1024 characters.
-    """
+    """The frontmatter has a `description` string of 1-1024 characters."""
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
         if "description" not in fm:
-            yield _at("SK104", skill, "description", "frontmatter has no `description`")
+            yield _at(description_length, skill, "description", "frontmatter has no `description`")
         elif not isinstance(desc, str):
-            yield _at("SK104", skill, "description", "`description` must be a string")
+            yield _at(description_length, skill, "description", "`description` must be a string")
         elif not 1 <= len(desc.strip()) <= 1024:
             yield _at(
-                "SK104", skill, "description", f"`description` is {len(desc.strip())} characters; it must be 1-1024"
+                description_length,
+                skill,
+                "description",
+                f"`description` is {len(desc.strip())} characters; it must be 1-1024",
             )
 
 
@@ -197,7 +193,12 @@ def description_use_when(project: Project) -> Iterator[Finding]:
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
         if isinstance(desc, str) and desc.strip() and "use when" not in desc.lower():
-            yield _at("SK105", skill, "description", '`description` must contain "Use when" (what triggers the skill)')
+            yield _at(
+                description_use_when,
+                skill,
+                "description",
+                '`description` must contain "Use when" (what triggers the skill)',
+            )
 
 
 # a quotation in a description: the user's words, in double, single or typographic quotes (an apostrophe
@@ -212,12 +213,12 @@ _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|‘[^’]*’|(?<![\w])'[^']*'(?
     cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices): write descriptions in the third person",
 )
 def description_third_person(project: Project) -> Iterator[Finding]:
-    """`description` is written in the third person: no "I", "my", "you" or "your" anywhere in it.
+    """`description` is written in the third person: no "I", "me", "my", "you" or "your" anywhere in it.
 
-    `description` is in the third person: it never says "I", "me", "my", "you", "your" ... (anywhere,
-    not only at a sentence's start). The description is put into the system prompt, where a first- or
-    second-person voice confuses who is speaking; "Use when the user ..." says the same in the third person.
-    Words a user says, quoted (`Use when asked to "review my UI"`), are the user's, not the description's.
+    Not only at a sentence's start: anywhere. The description is put into the system prompt, where a
+    first- or second-person voice confuses who is speaking; "Use when the user ..." says the same in the
+    third person. Words a user says, quoted (`Use when asked to "review my UI"`), are the user's, not the
+    description's.
     """
     for skill, fm in _skills_with_frontmatter(project):
         desc = fm.get("description")
@@ -225,7 +226,7 @@ def description_third_person(project: Project) -> Iterator[Finding]:
             m = FIRST_PERSON_RE.search(_QUOTED.sub(" ", desc.strip()))
             if m:
                 yield _at(
-                    "SK106",
+                    description_third_person,
                     skill,
                     "description",
                     f"`description` must be in the third person; it says {m.group(1)!r} "
@@ -242,19 +243,18 @@ def description_third_person(project: Project) -> Iterator[Finding]:
 def audience(project: Project) -> Iterator[Finding]:
     """`audience` is `user` or `developer` and equals the folder under skills/ that holds the skill.
 
-    `audience` is `user` or `developer` and equals the folder under `skills/` holding the skill.
-    Like SK108 and SK109, it reports only where the tree adopts this metadata: `adopt = ["skill-metadata"]`
-    in [tool.skills-check], or any skill writing `audience`, `status` or `owners`.
+    Like SK108 and SK109, it reports only where the tree adopts this metadata: `adopt =
+    ["skill-metadata"]` in [tool.skills-check], or any skill writing `audience`, `status` or `owners`.
     """
     for skill, fm in _metadata_skills(project):
         value = fm.get("audience")
         if "audience" not in fm:
-            yield _at("SK107", skill, "audience", f"frontmatter has no `audience` (expected {skill.audience!r})")
+            yield _at(audience, skill, "audience", f"frontmatter has no `audience` (expected {skill.audience!r})")
         elif value not in AUDIENCES:
-            yield _at("SK107", skill, "audience", f"`audience` is {value!r}; it must be one of {', '.join(AUDIENCES)}")
+            yield _at(audience, skill, "audience", f"`audience` is {value!r}; it must be one of {', '.join(AUDIENCES)}")
         elif value != skill.audience:
             yield _at(
-                "SK107",
+                audience,
                 skill,
                 "audience",
                 f"`audience` is {value!r} but the skill lives under skills/{skill.audience}/",
@@ -268,17 +268,12 @@ def audience(project: Project) -> Iterator[Finding]:
     cites="Isaac Lab's skill validator (tools/skills validator in isaac-sim/IsaacLab): `status` is experimental, stable or deprecated",
 )
 def status(project: Project) -> Iterator[Finding]:
-    """`status` is one of experimental, stable, deprecated.
-
-    `status` is `experimental`, `stable` or `deprecated`.
-    """
+    """`status` is `experimental`, `stable` or `deprecated`."""
     for skill, fm in _metadata_skills(project):
         if "status" not in fm:
-            yield _at("SK108", skill, "status", "frontmatter has no `status`")
+            yield _at(status, skill, "status", "frontmatter has no `status`")
         elif fm["status"] not in STATUSES:
-            yield _at(
-                "SK108", skill, "status", f"`status` is {fm['status']!r}; it must be one of {', '.join(STATUSES)}"
-            )
+            yield _at(status, skill, "status", f"`status` is {fm['status']!r}; it must be one of {', '.join(STATUSES)}")
 
 
 @rule(
@@ -292,11 +287,11 @@ def owners(project: Project) -> Iterator[Finding]:
     for skill, fm in _metadata_skills(project):
         value = fm.get("owners")
         if "owners" not in fm:
-            yield _at("SK109", skill, "owners", "frontmatter has no `owners`")
+            yield _at(owners, skill, "owners", "frontmatter has no `owners`")
         elif not isinstance(value, list) or not value:
-            yield _at("SK109", skill, "owners", "`owners` must be a non-empty list")
+            yield _at(owners, skill, "owners", "`owners` must be a non-empty list")
         elif not all(isinstance(v, str) and v.strip() for v in value):
-            yield _at("SK109", skill, "owners", "every entry of `owners` must be a non-empty string")
+            yield _at(owners, skill, "owners", "every entry of `owners` must be a non-empty string")
 
 
 @rule(
@@ -312,7 +307,7 @@ def license_(project: Project) -> Iterator[Finding]:
             continue
         value = fm.get("license")
         if not isinstance(value, str) or not value.strip():
-            yield _at("SK110", skill, "license", "a user skill needs a `license` string")
+            yield _at(license_, skill, "license", "a user skill needs a `license` string")
 
 
 @rule(
@@ -327,11 +322,11 @@ def metadata_map(project: Project) -> Iterator[Finding]:
     for skill, fm in _skills_with_frontmatter(project):
         value = fm.get("metadata")
         if value is not None and not isinstance(value, dict):
-            yield _at("SK118", skill, "metadata", "`metadata` must be a mapping of string keys to string values")
+            yield _at(metadata_map, skill, "metadata", "`metadata` must be a mapping of string keys to string values")
             continue
         for key, item in (value or {}).items():
             if not isinstance(item, str):
-                yield _at("SK118", skill, f"metadata.{key}", f"`metadata.{key}` must be a string")
+                yield _at(metadata_map, skill, f"metadata.{key}", f"`metadata.{key}` must be a string")
 
 
 @rule(
@@ -349,7 +344,7 @@ def metadata(project: Project) -> Iterator[Finding]:
         if skill.audience == "user":
             author = (value or {}).get("author")
             if not isinstance(author, str) or not author.strip():
-                yield _at("SK111", skill, "metadata" if value else "name", "a user skill needs `metadata.author`")
+                yield _at(metadata, skill, "metadata" if value else "name", "a user skill needs `metadata.author`")
 
 
 @rule(
@@ -372,7 +367,7 @@ def unknown_key(project: Project) -> Iterator[Finding]:
         for key in fm:
             if key not in KNOWN_KEYS and key not in CLAUDE_CODE_KEYS:
                 yield _at(
-                    "SK112",
+                    unknown_key,
                     skill,
                     str(key),
                     f"unknown frontmatter key `{key}`: no agent reads it (not a "
@@ -388,15 +383,12 @@ def unknown_key(project: Project) -> Iterator[Finding]:
     cites="Agent Skills specification (agentskills.io/specification): optional field `compatibility` (1-500 characters)",
 )
 def compatibility(project: Project) -> Iterator[Finding]:
-    """`compatibility`, when present, is a string of at most 500 characters.
-
-    `compatibility`, when present, is a string of 1-500 characters.
-    """
+    """`compatibility`, when present, is a string of 1-500 characters."""
     for skill, fm in _skills_with_frontmatter(project):
         if "compatibility" in fm:
             value = fm["compatibility"]
             if not isinstance(value, str) or not 1 <= len(value) <= 500:
-                yield _at("SK113", skill, "compatibility", "`compatibility` must be a string of 1-500 characters")
+                yield _at(compatibility, skill, "compatibility", "`compatibility` must be a string of 1-500 characters")
 
 
 @rule(
@@ -423,7 +415,7 @@ def name_unique(project: Project) -> Iterator[Finding]:
         for skill in group:
             if skill is not original:
                 yield _at(
-                    "SK114",
+                    name_unique,
                     skill,
                     "name",
                     f"`name` {name!r} is also the name of {original.skill_md.path}{why}: "
@@ -448,7 +440,7 @@ def description_xml(project: Project) -> Iterator[Finding]:
             m = XML_TAG_RE.search(desc)
             if m:
                 yield _at(
-                    "SK115",
+                    description_xml,
                     skill,
                     "description",
                     f"`description` holds the XML tag {m.group(0)!r}; "

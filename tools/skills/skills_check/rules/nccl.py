@@ -30,7 +30,7 @@ from .common import (
     rst_docs,
     settings_in,
 )
-from .registry import rule
+from .registry import of, rule
 
 MIN_ROWS = 2
 
@@ -140,7 +140,7 @@ def _compare(project: Project) -> list[Finding]:
                     listed = " or ".join(m.pair for m in truths)
                     out.append(
                         finding(
-                            "DR102",
+                            nccl_value,
                             f"{s.pair} differs from the NCCL list's {listed} ({truths[0].loc})",
                             doc.path,
                             s.loc.line,
@@ -152,7 +152,7 @@ def _compare(project: Project) -> list[Finding]:
                 else:
                     out.append(
                         finding(
-                            "DR103",
+                            nccl_extra,
                             f"{s.pair} is not in the NCCL workaround list "
                             f"({rst.path}:{table.line}); add it there first",
                             doc.path,
@@ -166,7 +166,7 @@ def _compare(project: Project) -> list[Finding]:
                 if m.var not in extra_vars:
                     out.append(
                         finding(
-                            "DR101",
+                            nccl_missing,
                             f"{m.pair} from the NCCL workaround list ({m.loc}) is missing from this table",
                             doc.path,
                             mtable.line,
@@ -189,9 +189,8 @@ def _compare(project: Project) -> list[Finding]:
 def nccl_list_present(project: Project) -> Iterator[Finding]:
     """When a skill mirrors an NCCL workaround table, the multi-GPU page holds the list it mirrors.
 
-    When a skill mirrors a workaround table, the multi-GPU page exists and holds the list it mirrors. A
-    convention of this repository: reported only where [tool.skills-check] `adopt` lists "nccl-list" (a
-    tree that has the list gets DR101-DR105 either way).
+    The page must exist. A convention of this repository: reported only where [tool.skills-check] `adopt`
+    lists "nccl-list" (a tree that has the list gets DR101-DR105 either way).
     """
     if not adopted(project, "nccl-list"):
         return
@@ -200,7 +199,7 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
         if project.rst:  # a docs tree without the page the mirror copies
             for mdoc, table, _ in mirror_tables(project):
                 yield finding(
-                    "DR100",
+                    nccl_list_present,
                     f"this table mirrors the NCCL workaround list, but {multi_gpu_path(project)} does not exist",
                     mdoc.path,
                     table.line,
@@ -211,7 +210,7 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
         return
     for mdoc, table, _ in mirror_tables(project):
         yield finding(
-            "DR100",
+            nccl_list_present,
             f"no NCCL workaround list-table found in {doc.path} for the table at {mdoc.path}:{table.line} to mirror",
             doc.path,
             1,
@@ -230,10 +229,9 @@ def nccl_list_present(project: Project) -> Iterator[Finding]:
 def nccl_missing(project: Project) -> Iterator[Finding]:
     """Every setting of the RST NCCL list appears in a skill's mirrored workaround table.
 
-    Every setting of the RST list appears in the skill's mirrored table (reported at the mirrored
-    table).
+    Reported at the mirrored table.
     """
-    yield from (f for f in _compare(project) if f.code == "DR101")
+    yield from (f for f in _compare(project) if f.code == of(nccl_missing).code)
 
 
 @rule(
@@ -249,7 +247,7 @@ def nccl_value(project: Project) -> Iterator[Finding]:
     A mirrored setting whose variable is on the list with another value (e.g. `NCCL_P2P_LEVEL=PIX`
     against `NCCL_P2P_LEVEL=LOC`).
     """
-    yield from (f for f in _compare(project) if f.code == "DR102")
+    yield from (f for f in _compare(project) if f.code == of(nccl_value).code)
 
 
 @rule(
@@ -260,11 +258,8 @@ def nccl_value(project: Project) -> Iterator[Finding]:
     fixable=True,
 )
 def nccl_extra(project: Project) -> Iterator[Finding]:
-    """A mirrored workaround table holds no setting the RST NCCL list lacks.
-
-    A mirrored table holds a setting the RST list lacks.
-    """
-    yield from (f for f in _compare(project) if f.code == "DR103")
+    """A mirrored workaround table holds no setting the RST NCCL list lacks."""
+    yield from (f for f in _compare(project) if f.code == of(nccl_extra).code)
 
 
 @rule(
@@ -276,8 +271,7 @@ def nccl_extra(project: Project) -> Iterator[Finding]:
 def nccl_unlisted(project: Project) -> Iterator[Finding]:
     """Any NCCL_*/CUDA_* setting written in a skill or doc page is on the RST list (diagnostics excepted).
 
-    Any `NCCL_*=`/`CUDA_*=` setting written anywhere in a skill's markdown or an RST page is on the
-    list.
+    Anywhere in a skill's markdown or an RST page: any `NCCL_*=`/`CUDA_*=` written there.
     """
     truth = truth_list(project)
     if truth is None:
@@ -299,7 +293,7 @@ def nccl_unlisted(project: Project) -> Iterator[Finding]:
             if (doc.path, line, col) in in_tables or line in negative:
                 continue  # a mirrored table's cell: DR102/DR103 report it
             yield finding(
-                "DR104",
+                nccl_unlisted,
                 f"{var}={value} is not in the NCCL workaround list ({rst.path}:{table.line}); "
                 "add it there first or write a listed setting",
                 doc.path,
@@ -333,9 +327,8 @@ def _describe(row: list[Setting]) -> str:
 def nccl_rows(project: Project) -> Iterator[Finding]:
     """A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting included.
 
-    A mirrored workaround table has the list's rows in the list's order, rows whose fix is not a setting
-    (`docker run --shm-size=1g`, "disable ACS in the BIOS") included: row i holds exactly the settings
-    of the list's row i, or none where the list's row holds none.
+    Such rows are `docker run --shm-size=1g` or "disable ACS in the BIOS". Row i holds exactly the
+    settings of the list's row i, or none where the list's row holds none.
     """
     truth = truth_list(project)
     if truth is None:
@@ -348,7 +341,7 @@ def nccl_rows(project: Project) -> Iterator[Finding]:
             if i >= len(have):
                 loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
                 yield finding(
-                    "DR105",
+                    nccl_rows,
                     f"the NCCL workaround list's row {i + 1} ({loc}: "
                     f'"{_row_label(rst, table, i)}", {_describe(want[i])}) has no row here; '
                     "mirror every row of the list, in its order",
@@ -362,7 +355,7 @@ def nccl_rows(project: Project) -> Iterator[Finding]:
             line = mtable.rows[i][0].line if mtable.rows[i] else mtable.line
             if i >= len(want):
                 yield finding(
-                    "DR105",
+                    nccl_rows,
                     f'row {i + 1} ("{_row_label(doc, mtable, i)}") is not in the NCCL '
                     f"workaround list ({rst.path}:{table.line}), which has {len(want)} row(s)",
                     doc.path,
@@ -375,7 +368,7 @@ def nccl_rows(project: Project) -> Iterator[Finding]:
             if _pairs(have[i]) != _pairs(want[i]):
                 loc = Loc(rst.path, table.rows[i][0].line if table.rows[i] else table.line, 1)
                 yield finding(
-                    "DR105",
+                    nccl_rows,
                     f"row {i + 1} holds {_describe(have[i])}, but the NCCL workaround list's "
                     f'row {i + 1} ({loc}: "{_row_label(rst, table, i)}") holds {_describe(want[i])}; '
                     "mirror every row of the list, in its order",

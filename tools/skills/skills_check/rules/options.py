@@ -120,7 +120,7 @@ def options_table_present(project: Project) -> Iterator[Finding]:
     if doc is None:
         if project.rst:  # a docs tree without the page that documents the launcher
             yield finding(
-                "DR200",
+                options_table_present,
                 f"{multi_gpu_path(project)} does not exist; it must document the launcher's "
                 f"{len(_options(project))} options",
                 multi_gpu_path(project),
@@ -131,7 +131,7 @@ def options_table_present(project: Project) -> Iterator[Finding]:
         return
     if options_table(project) is None:
         yield finding(
-            "DR200",
+            options_table_present,
             f"no launcher options table (a column of --flags) found; the launcher "
             f"{_launcher_path(project)} defines {len(_options(project))} options",
             doc.path,
@@ -161,7 +161,7 @@ def option_undocumented(project: Project) -> Iterator[Finding]:
     for opt in _options(project):
         if not set(opt.flags) & written:
             yield finding(
-                "DR201",
+                option_undocumented,
                 f"launcher option {opt.canonical} ({_launcher_path(project)}:{opt.line}) has no row "
                 "in the options table",
                 doc.path,
@@ -191,7 +191,7 @@ def option_unknown(project: Project) -> Iterator[Finding]:
             for f in flags:
                 if f not in known and cell is not None:
                     yield finding(
-                        "DR202",
+                        option_unknown,
                         f"{f} is in the options table but the launcher {_launcher_path(project)} has no such option",
                         doc.path,
                         cell.line,
@@ -220,7 +220,7 @@ def option_alias(project: Project) -> Iterator[Finding]:
             if len(opts) > 1:
                 cell = row[0]
                 yield finding(
-                    "DR203",
+                    option_alias,
                     f"one row names several launcher options: {', '.join(flags)}",
                     doc.path,
                     cell.line,
@@ -234,7 +234,7 @@ def option_alias(project: Project) -> Iterator[Finding]:
         extra = [f for f in flags if f not in opt.flags]
         if missing:
             yield finding(
-                "DR203",
+                option_alias,
                 f"{opt.canonical}: alias {', '.join(missing)} is not documented "
                 f"({_launcher_path(project)}:{opt.line} defines {', '.join(opt.flags)})",
                 doc.path,
@@ -244,7 +244,7 @@ def option_alias(project: Project) -> Iterator[Finding]:
             )
         if extra:
             yield finding(
-                "DR203",
+                option_alias,
                 f"{opt.canonical}: {', '.join(extra)} is not an alias the launcher defines "
                 f"({_launcher_path(project)}:{opt.line} defines {', '.join(opt.flags)})",
                 doc.path,
@@ -395,7 +395,7 @@ def option_default(project: Project) -> Iterator[Finding]:
             actual = None if opt.default is MISSING else opt.default
             col = cell.code[0].col if cell.code else cell.col
             yield finding(
-                "DR204",
+                option_default,
                 f"{opt.canonical}: the table says default {written or 'None'!s}, the launcher's "
                 f"default is {actual!r} ({_launcher_path(project)}:{opt.line})",
                 doc.path,
@@ -456,7 +456,7 @@ def option_choices(project: Project) -> Iterator[Finding]:
         assert cell is not None
         if missing:
             yield finding(
-                "DR205",
+                option_choices,
                 f"{opt.canonical}: choice(s) {', '.join(missing)} not stated in the table "
                 f"(choices: {', '.join(allowed)}; {_launcher_path(project)}:{opt.line})",
                 doc.path,
@@ -466,7 +466,7 @@ def option_choices(project: Project) -> Iterator[Finding]:
             )
         if extra:
             yield finding(
-                "DR205",
+                option_choices,
                 f"{opt.canonical}: {', '.join(extra)} is not a choice the launcher accepts "
                 f"(choices: {', '.join(allowed)}; {_launcher_path(project)}:{opt.line})",
                 doc.path,

@@ -1,7 +1,9 @@
-"""SK116-SK117, SK213-SK214: what any skill repository is held to, from the Agent Skills specification and
-Claude Code's documented skill behaviour: the name is the folder's, the tools named in `allowed-tools`
-exist, every file of a skill is reachable from its text, and shell snippets survive Claude Code's argument
-substitution."""
+"""SK116-SK117, SK214, SK216-SK217: what any skill repository is held to.
+
+From the Agent Skills specification and Claude Code's documented skill behaviour: the name is the folder's, the
+tools named in `allowed-tools` exist, shell snippets survive Claude Code's argument substitution, paths are not
+one user's.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import posixpath
 import re
 from collections.abc import Iterator
 
-from ..model import Finding, Fix, MarkdownDoc, Project, Skill, TextEdit
-from .common import UNLISTED_OK, files_under, finding, folder_named, skill_docs, written_patterns
+from ..model import Finding, Fix, Project, Skill, TextEdit
+from .common import finding, skill_docs
 from .frontmatter import NAME_RE, _key_line, _skills_with_frontmatter, alias_points_to
 from .registry import rule
 
@@ -101,7 +103,7 @@ def name_folder(project: Project) -> Iterator[Finding]:
                 (TextEdit(skill.skill_md.path, line, line, (f"name: {folder}",)),),
             )
         yield finding(
-            "SK116",
+            name_folder,
             f"`name` {name!r} is not the skill folder's name {folder!r}: agents load a skill "
             "by its folder (rename one of them, or link the folder under its name)",
             skill.skill_md.path,
@@ -166,7 +168,10 @@ def allowed_tools(project: Project) -> Iterator[Finding]:
         line = _key_line(skill, "allowed-tools")
         if entries is None:
             yield finding(
-                "SK117", "`allowed-tools` must be a string of tool names or a list of them", skill.skill_md.path, line
+                allowed_tools,
+                "`allowed-tools` must be a string of tool names or a list of them",
+                skill.skill_md.path,
+                line,
             )
             continue
         by_lower = {t.lower(): t for t in CLAUDE_CODE_TOOLS}
@@ -181,7 +186,9 @@ def allowed_tools(project: Project) -> Iterator[Finding]:
         for entry, why, _ in wrong:
             hint = f" (did you mean {right[entry]!r}?)" if entry in right else ""
             fix = Fix(f"write the tool's name {right[entry]!r}", (edit,)) if entry in right and edit else None
-            yield finding("SK117", f"`allowed-tools` entry {entry!r} {why}{hint}", skill.skill_md.path, line, fix=fix)
+            yield finding(
+                allowed_tools, f"`allowed-tools` entry {entry!r} {why}{hint}", skill.skill_md.path, line, fix=fix
+            )
 
 
 def _case_edit(skill: Skill, line: int, right: dict[str, str]) -> TextEdit | None:
@@ -193,221 +200,6 @@ def _case_edit(skill: Skill, line: int, right: dict[str, str]) -> TextEdit | Non
             return None
         text = text.replace(old, new, 1)
     return TextEdit(skill.skill_md.path, line, line, (text,)) if right else None
-
-
-# Files the tools that run a skill's scripts read, and the scripts' own tests (for the people who maintain
-# them): an agent runs the script, it does not open these.
-TOOLING_FILES = re.compile(
-    r"^(?:pyproject\.toml|uv\.lock|poetry\.lock|requirements[\w.-]*\.txt|setup\.(?:py|cfg)|package(?:-lock)?\.json|"
-    r"yarn\.lock|pnpm-lock\.yaml|tsconfig\.json|Cargo\.(?:toml|lock)|go\.(?:mod|sum)|Gemfile(?:\.lock)?|"
-    r"test_\w+\.py|\w+_test\.(?:py|go)|[\w.-]+\.(?:test|spec)\.[jt]sx?|conftest\.py)$"
-)
-# The folders the Agent Skills spec names for documentation agents read on demand: a document there is
-# reached only when a text points at it.
-DOC_FOLDERS = frozenset({"references", "reference", "docs"})
-# A skill gallery's catalog card (name, version, tags for the gallery's index): read by the gallery's build,
-# never by an agent. Only beside SKILL.md.
-CATALOG_CARDS = frozenset({"metadata.json"})
-
-
-def _mentions(skill: Skill) -> str:
-    """The skill's markdown text, links included, as one string to search for file names."""
-    parts = []
-    for doc in skill_docs(skill):
-        parts.append(doc.text)
-        parts += [link.target for link in doc.links]
-    return "\n".join(parts)
-
-
-@rule(
-    "SK213",
-    "unreferenced-file",
-    severity="warning",
-    profile="claude",
-    cites="Claude skill authoring best practices (docs.claude.com, agent skills best practices: progressive "
-    "disclosure): SKILL.md points to each bundled file and says when to read or run it",
-    whole_file=True,
-)
-def unreferenced_file(project: Project) -> Iterator[Finding]:
-    """Every file bundled in a skill is named in its markdown (or sits in a folder it names), one finding a fact.
-
-    A folder none of whose files is named is one finding, listing them.
-
-    An agent reads SKILL.md and opens other files only when the text points at them: a file nothing
-    names (by its path, its file name, or a folder of it such as `scripts/`) is never used, unless code uses it:
-    another of the skill's scripts names it, or the text imports from its Python package. Where the text
-    names the documents of a documentation folder (`references/`, `reference/`, `docs/`) one by one, a
-    document there it leaves out is not reached either, though the folder is named too. Licence and README files, a gallery's
-    `metadata.json` catalog card, the files the scripts' tools read (`pyproject.toml`, lock files,
-    `requirements.txt`, `package.json`) and the scripts' tests, hidden files, caches and `evals/` (test cases
-    for evaluation tools, not for agents) are exempt.
-    """
-    for skill in project.skills:
-        if not skill.skill_md.readable:
-            continue
-        prefix = f"{skill.dir}/" if skill.dir else ""
-        unnamed, listed_only, bundled = _unnamed_files(project, skill, prefix)
-        for folder, files in _by_folder(unnamed, bundled):
-            if folder:
-                message = (
-                    f"{folder}/ is in the skill ({_some(files)}) but nothing in its markdown names the folder or "
-                    "any file in it: agents never open them (link what agents need from SKILL.md with when to "
-                    "use it, or remove the folder)"
-                )
-            else:
-                message = (
-                    f"{files[0]} is in the skill but nothing in its markdown names it: agents never "
-                    "open it (link it from SKILL.md with when to use it, or remove it)"
-                )
-            yield finding("SK213", message, prefix + files[0], 1)
-        for folder, files in _by_parent(listed_only):
-            yield finding(
-                "SK213",
-                f"the skill names documents of {folder}/ one by one but not these ({_some(files)}): agents open "
-                "the documents the text points at (link each from SKILL.md with when to read it, or remove it)",
-                prefix + files[0],
-                1,
-            )
-
-
-def _unnamed_files(project: Project, skill: Skill, prefix: str) -> tuple[list[str], list[str], set[str]]:
-    """(files nothing names, documents only a folder of which is named, every file subject to the rule), each
-    relative to the skill folder."""
-    text = _mentions(skill)
-    patterns = written_patterns([d for d in skill_docs(skill) if isinstance(d, MarkdownDoc)])
-    conventional = _read_by_convention(project, skill)
-    named = _FolderNames(text)
-    unnamed: list[str] = []
-    listed_only: list[str] = []
-    bundled: set[str] = set()
-    pointed: set[str] = set()  # folders holding a document the text names by itself
-    for path in files_under(project, prefix):
-        inner = path[len(prefix) :]
-        parts = inner.split("/")
-        if (
-            inner == "SKILL.md"
-            or parts[0] == "evals"
-            or any(p.startswith((".", "__")) for p in parts)
-            or UNLISTED_OK.match(parts[-1])
-            or TOOLING_FILES.match(parts[-1])
-            or inner in CATALOG_CARDS
-        ):
-            continue
-        bundled.add(inner)
-        folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
-        # a folder already found named spares a search of the text (a folder of a hundred schema files); the
-        # file name then (``inner`` ends with it, so where the name is not in the text, ``inner`` is not)
-        if parts[-1] in text or inner in conventional or any(p.fullmatch(inner) for p in patterns):
-            pointed.add(posixpath.dirname(inner))
-            continue
-        if _used_by_code(skill, path, inner, text):
-            pointed.add(posixpath.dirname(inner))
-            continue
-        if named.already(folders) or any(named(f) for f in folders):
-            if parts[-1].endswith(".md") and parts[-2] in DOC_FOLDERS and not _linked_from_skill(skill, path):
-                listed_only.append(inner)
-            continue
-        if any(d.path == path for d in skill.files.values()) and _linked_from_skill(skill, path):
-            continue
-        unnamed.append(inner)
-    # a folder named as a whole is the pointer to its documents, unless the text names them one by one: then
-    # the ones it leaves out are never opened
-    return unnamed, [f for f in listed_only if posixpath.dirname(f) in pointed], bundled
-
-
-def _used_by_code(skill: Skill, path: str, inner: str, text: str) -> bool:
-    """Whether code uses the file though no text names it: another of the skill's scripts names it (a template
-    or an archive a script reads), or it is a module of a Python package the text or another script imports
-    from (`from core.gif_builder import ...` uses every module of `core/`)."""
-    name = posixpath.basename(inner)
-    others = [body for other, body in skill.script_texts.items() if other != path]
-    if any(name in body for body in others):
-        return True
-    if not inner.endswith(".py") or "/" not in inner:
-        return False
-    parts = posixpath.dirname(inner).split("/")
-    # the package as the text or another script imports it: from its folder's name down (scripts/pkg/x.py: pkg)
-    for i in range(len(parts)):
-        dotted = ".".join(parts[i:])
-        pattern = re.compile(rf"(?<![\w.]){re.escape(dotted)}\.\w")
-        if any(dotted in body and pattern.search(body) for body in (text, *others)):
-            return True
-    return False
-
-
-def _by_folder(unnamed: list[str], bundled: set[str]) -> list[tuple[str, list[str]]]:
-    """The unnamed files as facts: each top-most folder every bundled file of which is unnamed (with its files),
-    and each other file alone (folder "")."""
-    left = set(unnamed)
-    out: list[tuple[str, list[str]]] = []
-    for inner in sorted(unnamed):
-        if inner not in left:
-            continue
-        parts = inner.split("/")
-        for i in range(1, len(parts)):
-            folder = "/".join(parts[:i])
-            inside = sorted(f for f in bundled if f.startswith(folder + "/"))
-            if len(inside) > 1 and all(f in left for f in inside):
-                out.append((folder, inside))
-                left.difference_update(inside)
-                break
-        else:
-            out.append(("", [inner]))
-            left.discard(inner)
-    return out
-
-
-def _by_parent(files: list[str]) -> list[tuple[str, list[str]]]:
-    groups: dict[str, list[str]] = {}
-    for inner in sorted(files):
-        groups.setdefault(posixpath.dirname(inner), []).append(inner)
-    return sorted(groups.items())
-
-
-def _some(files: list[str], shown: int = 4) -> str:
-    """``files`` as a short list: the first few by name, then how many more."""
-    names = ", ".join(posixpath.basename(f) for f in files[:shown])
-    more = f" and {len(files) - shown} more" if len(files) > shown else ""
-    return f"{len(files)} file{'s' if len(files) != 1 else ''}: {names}{more}"
-
-
-class _FolderNames:
-    """Whether a skill's markdown names each folder by itself, asked once per folder (a folder of a hundred
-    schema files asks about the same two folders a hundred times)."""
-
-    def __init__(self, text: str) -> None:
-        self.bare = text.replace("./", "")
-        self.known: dict[str, bool] = {}
-
-    def already(self, folders: list[str]) -> bool:
-        """Whether one of ``folders`` was asked about and found named (no new search)."""
-        return any(self.known.get(f) for f in folders)
-
-    def __call__(self, folder: str) -> bool:
-        if folder not in self.known:
-            self.known[folder] = folder_named(self.bare, folder)
-        return self.known[folder]
-
-
-_YAML_PATH_RE = re.compile(r"""(?m)^\s*[\w-]+:\s*["']?(\./)?([\w./-]+\.(?:png|svg|jpe?g|gif|webp|ico))["']?\s*$""")
-
-
-def _read_by_convention(project: Project, skill: Skill) -> set[str]:
-    """Skill-relative paths of the files an agent reads by convention (the loader's ``convention_files``:
-    Codex's agents/openai.yaml) and of the images they name (its icons)."""
-    out: set[str] = set(skill.convention_files)
-    for text in skill.convention_files.values():
-        for m in _YAML_PATH_RE.finditer(text):
-            out.add(posixpath.normpath(m.group(2)))
-    return out
-
-
-def _linked_from_skill(skill: Skill, path: str) -> bool:
-    return any(
-        posixpath.normpath(posixpath.join(posixpath.dirname(d.path), link.target.split("#")[0])) == path
-        for d in skill_docs(skill)
-        for link in d.links
-    )
 
 
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "zsh", "console", "shell-session", "ksh", "fish"})
@@ -447,7 +239,7 @@ def argument_placeholder(project: Project) -> Iterator[Finding]:
                     if _MONEY_RE.match(text, max(0, m.start() - 1)) or _MONEY_RE.match(text, m.start()):
                         continue
                     yield finding(
-                        "SK214",
+                        argument_placeholder,
                         f"`{m.group(0)}` in a code block is replaced by Claude Code with the "
                         "skill's arguments before the model reads it: use a named variable or `${...}`",
                         doc.path,
@@ -513,12 +305,12 @@ def user_path(project: Project) -> Iterator[Finding]:
         for doc in docs:
             for line, col, text, kind in _user_paths(doc.text):
                 yield finding(
-                    "SK216", f"`{text}` is inside one user's home folder: {_HOME_HINTS[kind]}", doc.path, line, col
+                    user_path, f"`{text}` is inside one user's home folder: {_HOME_HINTS[kind]}", doc.path, line, col
                 )
         for path, text in sorted(skill.script_texts.items()):
             for line, col, found, kind in _user_paths(text):
                 yield finding(
-                    "SK216", f"`{found}` is inside one user's home folder: {_HOME_HINTS[kind]}", path, line, col
+                    user_path, f"`{found}` is inside one user's home folder: {_HOME_HINTS[kind]}", path, line, col
                 )
 
 
@@ -546,4 +338,4 @@ def agent_tools(project: Project) -> Iterator[Finding]:
         for entry in entries:
             why = unknown_tool(entry)
             if why is not None:
-                yield finding("SK217", f"`tools` entry {entry!r} {why}", path, line)
+                yield finding(agent_tools, f"`tools` entry {entry!r} {why}", path, line)

@@ -78,6 +78,7 @@ class Rule:
 
 RULES: list[Rule] = []
 _BY_CODE: dict[str, Rule] = {}
+_BY_FUNC: dict[RuleFunc, Rule] = {}
 
 
 def rule(
@@ -100,6 +101,7 @@ def rule(
         entry = Rule(code, name, func, severity, profile, cites, fixable, whole_file=whole_file)
         RULES.append(entry)
         _BY_CODE[code] = entry
+        _BY_FUNC[func] = entry
         return func
 
     return register
@@ -108,3 +110,8 @@ def rule(
 def get(code: str) -> Rule | None:
     """The rule registered under ``code`` (exact, upper-cased), or None."""
     return _BY_CODE.get(code.strip().upper())
+
+
+def of(func: RuleFunc) -> Rule:
+    """The rule ``func`` was registered as: how a rule's code is named outside its ``@rule`` line."""
+    return _BY_FUNC[func]

@@ -111,7 +111,7 @@ def trigger_lost(project: Project) -> Iterator[Finding]:
     for c in _lost(project):
         win = c.ranking[0]
         yield finding(
-            "SK401",
+            trigger_lost,
             f"case {c.ident!r} should route to {c.expected} but {win.name} ranks first "
             f"({win.score:.2f} vs {_score(c, c.expected):.2f}; {win.name} matched {_terms(c, win.name)}; "
             f"{c.expected} matched {_terms(c, c.expected)})",
@@ -148,7 +148,7 @@ def should_not(project: Project) -> Iterator[Finding]:
             else (f"{runner_up.score:.2f} for {runner_up.name}" if runner_up else "none")
         )
         yield finding(
-            "SK402",
+            should_not,
             f"case {c.ident!r} should not route to {own} (expected: {other}) but it ranks first "
             f"({win.score:.2f} >= threshold {limit:g}; next: {theirs}; matched {_terms(c, own)})",
             c.owner.evals_json or c.owner.skill_md.path,
@@ -178,7 +178,7 @@ def collision(project: Project) -> Iterator[Finding]:
         if a < b and (b, a) in won and a in by_name:
             skill = by_name[a]
             yield finding(
-                "SK403",
+                collision,
                 f"{a} and {b} win each other's cases ({a} wins {', '.join(ids)}; {b} wins "
                 f"{', '.join(won[(b, a)])}): their descriptions claim the same prompts",
                 skill.skill_md.path,
