@@ -84,3 +84,23 @@ def test_texts_where_the_ports_part_ways_go_to_markdown_it_py() -> None:
     # return (line numbering), a NUL (replaced before parsing, which moves byte offsets)
     for text in ("a <!-- x --y --> b\n", "a\r\nb\n", "a \x00 b\n"):
         assert markdown_rs.tokens(text) is None
+
+
+#: A text on which the Rust port panics (its inline code-pair scanner indexes past an empty list; found by the fuzz
+#: test of ``parse_markdown``): an exception pyo3 raises as a BaseException, and a message Rust's hook prints on fd 2.
+PANICS = "]1\n#>!a.\\a1.-_(~\\*[!<#!_! `\\1\\"
+
+
+def test_a_text_the_port_panics_on_goes_to_markdown_it_py_quietly(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    parser = markdown_rs._parser()
+    assert parser is not None
+    with pytest.raises(BaseException, match="index out of bounds") as raised:
+        parser.tree(PANICS)  # the port itself: the panic is real
+    assert type(raised.value).__name__ == "PanicException"
+    capfd.readouterr()
+    assert markdown_rs.tokens(PANICS) is None  # the port's turn ends in a fallback ...
+    fast, full = _both(monkeypatch, PANICS)
+    assert fast == full  # ... and the document is markdown-it-py's
+    assert capfd.readouterr().err == ""  # and the Rust hook's message never reached the checker's stderr
