@@ -217,27 +217,46 @@ def parse_rst(path: str, text: str) -> RstDoc:
     return doc
 
 
+def _section(doc: RstDoc, finder: _LineFinder, node: nodes.section) -> None:
+    """A section's heading: its title, its depth, the line its title's text is on, its anchor."""
+    title = node.next_node(nodes.title)
+    text = title.astext() if title is not None else ""
+    level = 0
+    parent = node
+    while parent is not None:
+        if isinstance(parent, nodes.section):
+            level += 1
+        parent = parent.parent
+    hint = _line(title) if title is not None else None
+    hit = finder.find(title.rawsource if title is not None and title.rawsource else text, max(1, (hint or 2) - 2))
+    line = hit[0] if hit else (hint or 1)
+    anchor = node["ids"][0] if node["ids"] else nodes.make_id(text)
+    doc.ids.update(node["ids"])
+    doc.headings.append(Heading(level=level, text=text, anchor=anchor, line=line))
+
+
+def _literal_block(doc: RstDoc, finder: _LineFinder, node: nodes.Element, code_cursor: int) -> int:
+    """A literal block's code, placed at its first line (searched from the last block's when docutils gives none);
+    returns that line, where the next block's search starts."""
+    line = node.get("first_line")
+    if line is None:
+        body = node.astext()
+        hint = _line(node) or code_cursor
+        first = next((ln for ln in body.split("\n") if ln.strip()), "")
+        hit = finder.find(first, max(1, hint - body.count("\n") - 2))
+        line = hit[0] if hit else hint
+    src = finder.lines[line - 1] if 0 < line <= len(finder.lines) else ""
+    col = len(src) - len(src.lstrip()) + 1 if src.strip() else 1
+    doc.code.append(Code(text=node.astext(), line=line, col=col, kind="block", lang=node.get("language")))
+    return line
+
+
 def _walk(doc: RstDoc, finder: _LineFinder, document: nodes.document) -> None:
     code_cursor = 1
     in_tables: set[int] = set()
     for node in document.findall(nodes.Element):
         if isinstance(node, nodes.section):
-            title = node.next_node(nodes.title)
-            text = title.astext() if title is not None else ""
-            level = 0
-            parent = node
-            while parent is not None:
-                if isinstance(parent, nodes.section):
-                    level += 1
-                parent = parent.parent
-            hint = _line(title) if title is not None else None
-            hit = finder.find(
-                title.rawsource if title is not None and title.rawsource else text, max(1, (hint or 2) - 2)
-            )
-            line = hit[0] if hit else (hint or 1)
-            anchor = node["ids"][0] if node["ids"] else nodes.make_id(text)
-            doc.ids.update(node["ids"])
-            doc.headings.append(Heading(level=level, text=text, anchor=anchor, line=line))
+            _section(doc, finder, node)
         elif isinstance(node, nodes.target):
             line = _line(node) or 1
             if not node.get("refuri"):
@@ -273,17 +292,7 @@ def _walk(doc: RstDoc, finder: _LineFinder, document: nodes.document) -> None:
             hint = _line(node) or 1
             doc.code.append(_code_inline(finder, node, hint))
         elif isinstance(node, (nodes.literal_block, nodes.doctest_block)):
-            line = node.get("first_line")
-            if line is None:
-                body = node.astext()
-                hint = _line(node) or code_cursor
-                first = next((ln for ln in body.split("\n") if ln.strip()), "")
-                hit = finder.find(first, max(1, hint - body.count("\n") - 2))
-                line = hit[0] if hit else hint
-            code_cursor = line
-            src = finder.lines[line - 1] if 0 < line <= len(finder.lines) else ""
-            col = len(src) - len(src.lstrip()) + 1 if src.strip() else 1
-            doc.code.append(Code(text=node.astext(), line=line, col=col, kind="block", lang=node.get("language")))
+            code_cursor = _literal_block(doc, finder, node, code_cursor)
         elif isinstance(node, nodes.comment):
             doc.comments.append(_comment(finder, node))
         elif isinstance(node, nodes.table):
