@@ -24,7 +24,6 @@ from pathlib import Path
 from mgpu_lab.core import held
 from mgpu_lab.core.atomic import atomic_write_bytes
 from mgpu_lab.core.deadlines import STACK_WAIT_S
-from mgpu_lab.core.held import Held
 from mgpu_lab.core.names import JOB_KEY_ENV
 from mgpu_lab.core.procs import descends_from, env_value, node_name, owner, same_process
 from mgpu_lab.core.records import OtherVersion
@@ -156,7 +155,7 @@ def find_run(target: str, log_root: str) -> Path:
     return path.resolve()
 
 
-def launcher_of(run_dir: Path) -> Held:
+def launcher_of(run_dir: Path) -> held.Held:
     """The launcher whose job writes ``run_dir`` on this host, held (:mod:`mgpu_lab.core.held`) once it proved to be
     that job's launcher (RequestError otherwise).
 
@@ -194,7 +193,7 @@ def launcher_of(run_dir: Path) -> Held:
     return launcher
 
 
-def _unproven(pid: int, lock) -> str | None:
+def _unproven(pid: int, lock: continue_run.Lock) -> str | None:
     """Why ``pid`` is not proven to be the launcher of ``lock``'s job (None: proven)."""
     if owner(pid) != os.getuid():
         return "a process of another user"
