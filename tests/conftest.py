@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from mgpu_testing import REPO
 
+#: the suite's CPU clock: each test file's CPU cost, summed over the xdist workers, printed at the end of the run
+pytest_plugins = ["mgpu_testing.suite_clock"]
+
 _SCRATCH = pytest.StashKey[Path]()
 _SAVED_ENV = pytest.StashKey[dict[str, str | None]]()
 _SCRATCH_VARIABLES = (
