@@ -46,7 +46,13 @@ _ESCAPE_OR_PIPE = re.compile(r"\\.|\|", re.S)
 
 def split_row(line: str) -> list[tuple[int, int]]:
     """Spans (start, end) of the cells of a GFM table row, content stripped; ``\\|`` does not split."""
-    bounds = [m.start() for m in _ESCAPE_OR_PIPE.finditer(line) if m[0] == "|"] if "|" in line else []
+    if "\\" in line:
+        bounds = [m.start() for m in _ESCAPE_OR_PIPE.finditer(line) if m[0] == "|"]
+    else:  # no escape: every pipe is a boundary
+        bounds, at = [], line.find("|")
+        while at >= 0:
+            bounds.append(at)
+            at = line.find("|", at + 1)
     cuts = [-1] + bounds + [len(line)]
     segs = [(a + 1, b) for a, b in itertools.pairwise(cuts)]
     if segs and bounds and not line[: bounds[0]].strip():
@@ -55,11 +61,10 @@ def split_row(line: str) -> list[tuple[int, int]]:
         segs = segs[:-1]  # after a trailing pipe
     spans = []
     for start, end in segs:
-        while start < end and line[start] in " \t":
-            start += 1
-        while end > start and line[end - 1] in " \t":
-            end -= 1
-        spans.append((start, end))
+        cell = line[start:end]
+        left = cell.lstrip(" \t")
+        start += len(cell) - len(left)
+        spans.append((start, start + len(left.rstrip(" \t"))))
     return spans
 
 

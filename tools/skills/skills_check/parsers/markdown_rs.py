@@ -147,8 +147,9 @@ class _Reader:
     """The tree's nodes into ``doc``, in document order (as ``parsers.markdown`` reads markdown-it-py's tokens)."""
 
     def __init__(self, doc: MarkdownDoc, lines: list[str], text: str) -> None:
-        self.doc, self.src_lines = doc, lines
+        self.doc, self.src_lines, self.source = doc, lines, text
         self.data = text.encode("utf-8")  # the tree's spans are byte offsets
+        self.ascii = len(self.data) == len(text)  # ... which are the text's own offsets then
         sizes = [n + 1 for n in map(len, self.data.split(b"\n"))]
         self.starts = list(itertools.accumulate(sizes, initial=0))  # where each line starts
         self.slugs: set[str] = set()  # GitHub-style anchors, repeats suffixed -1, -2 (mdit-py-plugins' own rule)
@@ -161,7 +162,7 @@ class _Reader:
         return [bisect.bisect_right(self.starts, start) - 1, bisect.bisect_right(self.starts, max(start, end - 1))]
 
     def text(self, start: int, end: int) -> str:
-        return self.data[start:end].decode("utf-8", "replace")
+        return self.source[start:end] if self.ascii else self.data[start:end].decode("utf-8", "replace")
 
     def plain(self, start: int, end: int) -> bool:
         """Whether bytes ``start`` to ``end`` hold nothing ``parsers.markdown`` reads but text (``_SPECIAL``),
@@ -306,8 +307,8 @@ class _Reader:
         return link_col(src, href, read.cursor, lineno)
 
     def _code(self, node: Any, read: _Run, cell: Cell | None) -> None:
-        meta = node.meta
-        body = "".join(c.meta["content"] for c in node.children)
+        meta, children = node.meta, node.children
+        body = children[0].meta["content"] if len(children) == 1 else "".join(c.meta["content"] for c in children)
         read.plain.append(body)
         if read.links:
             read.links[-1][3].append(body)
