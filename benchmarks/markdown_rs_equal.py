@@ -31,18 +31,18 @@ def main() -> int:
                 if text is not None:
                     texts.append((path, text))
     markdown.quick_read = lambda _text: None  # every document through a markdown-it port
-    rust_tokens = markdown_rs.tokens
+    rust_tree = markdown_rs.tree
     t0 = time.process_time()
     fast = [markdown.parse_markdown("doc.md", text) for _, text in texts]
     t1 = time.process_time()
-    markdown_rs.tokens = lambda _text: None
+    markdown_rs.tree = lambda _text: None
     full = [markdown.parse_markdown("doc.md", text) for _, text in texts]
     t2 = time.process_time()
-    markdown_rs.tokens = rust_tokens
+    markdown_rs.tree = rust_tree
     differ = [path for (path, _), a, b in zip(texts, fast, full, strict=True) if a != b]
     for path in differ:
         print(f"differs: {path}")
-    used = sum(rust_tokens(text) is not None for _, text in texts)
+    used = sum(rust_tree(text) is not None for _, text in texts)
     print(
         f"{len(texts)} markdown files, {len(differ)} read differently; the Rust port read {used} "
         f"(the rest went to markdown-it-py); cpu: markdown-it-pyrs {t1 - t0:.2f} s, markdown-it-py {t2 - t1:.2f} s "

@@ -149,10 +149,28 @@ def _used_by_code(skill: Skill, path: str, inner: str, text: str) -> bool:
     # the package as the text or another script imports it: from its folder's name down (scripts/pkg/x.py: pkg)
     for i in range(len(parts)):
         dotted = ".".join(parts[i:])
-        pattern = re.compile(rf"(?<![\w.]){re.escape(dotted)}\.\w")
-        if any(dotted in body and pattern.search(body) for body in (text, *others)):
+        if any(_names_module(body, dotted) for body in (text, *others)):
             return True
     return False
+
+
+def _names_module(body: str, dotted: str) -> bool:
+    """Whether ``body`` names a module of the package ``dotted`` (``pkg.name``, not after a word character or a
+    dot: the pattern ``(?<![\\w.])pkg\\.\\w``, found by plain string search, as most bodies never name it)."""
+    key = f"{dotted}."
+    at = body.find(key)
+    while at >= 0:
+        before = body[at - 1] if at else " "
+        after = body[at + len(key) : at + len(key) + 1]
+        if not (before == "." or _word(before)) and _word(after):
+            return True
+        at = body.find(key, at + 1)
+    return False
+
+
+def _word(char: str) -> bool:
+    """Whether ``char`` is a word character (the regular expressions' ``\\w``)."""
+    return char.isalnum() or char == "_"
 
 
 def _by_folder(unnamed: list[str], bundled: set[str]) -> list[tuple[str, list[str]]]:

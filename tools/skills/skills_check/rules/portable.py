@@ -274,15 +274,17 @@ _HOME_HINTS = {
 
 def _user_paths(text: str) -> Iterator[tuple[int, int, str, str]]:
     """(line, column, path, kind) of each home folder of a named person in ``text``."""
-    low = text.lower()
-    if "/home/" not in low and "users" not in low:  # the pattern's fixed words absent: no line to search
-        return
-    for i, line in enumerate(text.split("\n"), start=1):
-        for m in USER_PATH_RE.finditer(line):
-            kind = next(k for k in ("win", "wsl", "home", "mac") if m.group(k))
-            name = m.group(kind)
-            if name.lower() not in GENERIC_USERS and not name.startswith("...") and not name.isdigit():
-                yield i, m.start() + 1, m.group(0), kind
+    if "/home/" not in text:  # the pattern's fixed words absent: nothing to search
+        low = text.lower()
+        if "users\\" not in low and "/users/" not in low:
+            return
+    # one search of the whole text (no match spans a line: every part of the pattern stops at white space)
+    for m in USER_PATH_RE.finditer(text):
+        kind = next(k for k in ("win", "wsl", "home", "mac") if m.group(k))
+        name = m.group(kind)
+        if name.lower() not in GENERIC_USERS and not name.startswith("...") and not name.isdigit():
+            start = m.start()
+            yield text.count("\n", 0, start) + 1, start - text.rfind("\n", 0, start), m.group(0), kind
 
 
 @rule(
