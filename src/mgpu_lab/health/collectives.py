@@ -27,9 +27,14 @@ per-call cost is a counter. :meth:`wait_seconds` returns what is known so far.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 from mgpu_lab.health import heartbeat
@@ -111,6 +116,20 @@ class CollectiveTracker:
         self._step_hook: Any = None
 
     # --- installing ----------------------------------------------------------------------------------
+    def install_with_torch(self) -> CollectiveTracker:
+        """Install once the process has torch: now if it is loaded, else the moment the script's first ``import
+        torch`` finishes (before the script's next statement, so nothing it binds escapes the wrappers). A script
+        that never imports torch never loads it here: the rank entry costs it no torch import (about two
+        CPU-seconds and a few hundred MB a rank)."""
+        if "torch" in sys.modules:
+            return self.install()
+        sys.meta_path.insert(0, _AfterImport("torch", self.install))
+        return self
+
+    @property
+    def installed(self) -> bool:
+        return self._step_hook is not None
+
     def install(self) -> CollectiveTracker:
         """Wrap every collective of ``torch.distributed`` and hook DDP (imports torch)."""
         import torch  # torch: only when a rank installs the tracker
@@ -185,6 +204,8 @@ class CollectiveTracker:
         group's sequence number where that is further (DDP's C++ reduction on CUDA advances only that)."""
         group = self._group
         if group is None:
+            if not self.installed:  # no torch in this process (yet): nothing but what the wrappers counted
+                return self.completed
             import torch.distributed as tdist  # torch: as above
 
             if not tdist.is_initialized():
@@ -277,3 +298,31 @@ class CollectiveTracker:
         self._cuda_wait += self._cuda.harvest()
         with self._lock:
             return self._sync_wait + self._async_wait + self._cuda_wait
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """A one-shot import hook: the first import of ``name`` runs as usual, then ``callback`` runs (then, and only then:
+    a module that never loads never calls it). It leaves ``sys.meta_path`` on that first import."""
+
+    def __init__(self, name: str, callback: Callable[[], object]) -> None:
+        self.name, self.callback = name, callback
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)  # the finders that would have found it
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run_module = loader.exec_module
+        callback = self.callback
+
+        def exec_then_call(module: ModuleType) -> None:
+            run_module(module)
+            callback()
+
+        loader.exec_module = exec_then_call  # type: ignore[method-assign]  # this spec's own loader object
+        return spec

@@ -9,7 +9,9 @@ runs, this rank
 
 - registers the stack dump on the launcher's signal and beats ``start`` (:class:`~mgpu_lab.health.rank_progress.
   Supervision`, the built-in trainer's own);
-- installs the :class:`~mgpu_lab.health.collectives.CollectiveTracker`: a daemon thread beats each time the
+- installs the :class:`~mgpu_lab.health.collectives.CollectiveTracker` as soon as the script's first ``import
+  torch`` finishes (never loading torch itself: a script without torch pays no torch import); a daemon thread
+  beats each time the
   count of collectives (:meth:`~mgpu_lab.health.collectives.CollectiveTracker.progress`) and optimizer steps
   (PyTorch's global step hook), or the collective the rank is in, changes (phase ``train`` from the first of either;
   the beat's iteration counts both), and closes a timing window
@@ -20,7 +22,8 @@ runs, this rank
 
 The script then runs as ``python PATH`` (or ``python -m MODULE``) would run it: ``__main__``, its own
 ``sys.argv``, the script's folder first on ``sys.path``, its exit status. An exception is recorded as this
-rank's failure (the launcher's report names it) and re-raised inside torch's elastic ``record``.
+rank's failure (the launcher's report names it) and written to torchrun's error file by torch elastic's error
+handler, as its ``record`` decorator would (torch is imported for that, on a failure only).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import sys
 if __name__ == "__main__":  # run by path: this folder must not shadow anything; the package's root replaces it
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import faulthandler
 import runpy
 import threading
 import time
@@ -163,7 +167,7 @@ def supervised(job_root: str | None, target: str, module: bool, args: list[str])
         supervision.register_stack_dump()
         supervision.beat(-1, heartbeat.Phase.START)
     lock = records_folder(folder, job_root, script_name(target, module)) if rank == 0 else None
-    tracker = CollectiveTracker().install()
+    tracker = CollectiveTracker().install_with_torch()
     beater = Beater(supervision, tracker, TimingLog(tracker, rank, procs.node_name(), folder))
     beater.thread.start()
     status = 1
@@ -191,17 +195,26 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
-    from torch.distributed.elastic.multiprocessing.errors import record  # torch: only once the arguments parse
-
+    faulthandler.enable(all_threads=True)  # what torch elastic's ``record`` sets up before its entry point runs
     try:
-        status = record(supervised)(job_root, target, module, args)
+        status = supervised(job_root, target, module, args)
     except KeyboardInterrupt:  # Ctrl-C, forwarded by the launcher: one line per rank, never a traceback
         return interrupted()
     except Exception as exc:
+        _record(exc)
         if not _kept(exc):
             raise
         return 1
-    return status if status is not None else 0
+    return status
+
+
+def _record(exc: Exception) -> None:
+    """What torch elastic's ``record`` does with an entry point's exception: its error handler writes the file
+    torchrun's failure report reads. torch is imported here, on a failure, and not before: a script that never
+    imports torch runs without it."""
+    from torch.distributed.elastic.multiprocessing.errors import get_error_handler  # torch: on a failure only
+
+    get_error_handler().record_exception(exc)
 
 
 def _kept(exc: BaseException) -> bool:
