@@ -195,7 +195,10 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
-    faulthandler.enable(all_threads=True)  # what torch elastic's ``record`` sets up before its entry point runs
+    try:  # what torch elastic's ``record`` sets up before its entry point runs (it, too, goes on without it)
+        faulthandler.enable(all_threads=True)
+    except (OSError, ValueError, RuntimeError, AttributeError):  # no usable stderr: no fault dumps, same run
+        pass
     try:
         status = supervised(job_root, target, module, args)
     except KeyboardInterrupt:  # Ctrl-C, forwarded by the launcher: one line per rank, never a traceback
