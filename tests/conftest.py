@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from mgpu_testing import REPO
 
-#: the suite's CPU clock: each test file's CPU cost, summed over the xdist workers, printed at the end of the run
-pytest_plugins = ["mgpu_testing.suite_clock"]
+#: the suite's CPU clock: each test file's CPU cost, summed over the xdist workers, printed at the end of the run;
+#: pytester runs that plugin on a small suite of its own (tests/test_suite_clock.py)
+pytest_plugins = ["mgpu_testing.suite_clock", "pytester"]
 
 _SCRATCH = pytest.StashKey[Path]()
 _SAVED_ENV = pytest.StashKey[dict[str, str | None]]()
