@@ -608,6 +608,28 @@ def test_faulthandler_text_is_located() -> None:
     assert caller == Frame("/repo/src/mgpu_lab/train/adapters/rsl_rl.py", 120, "_reduce_grads")
 
 
+def test_a_helper_thread_cut_at_faulthandlers_frame_limit_is_not_taken_for_the_script() -> None:
+    """A helper thread deep in an import when the stacks are asked for: faulthandler prints its 100 innermost frames
+    and ``...``, so its threading bootstrap is missing. The script's thread, whole, is the one located."""
+    importing = "".join(
+        f'  File "<frozen importlib._bootstrap>", line {241 + i} in _call_with_frames_removed\n' for i in range(100)
+    )
+    text = (
+        "Thread 0x00007f0000000001 (most recent call first):\n"
+        '  File "<frozen importlib._bootstrap_external>", line 729 in _compile_bytecode\n'
+        f"{importing}  ...\n"
+        "\n"
+        "Current thread 0x00007f0000000002 (most recent call first):\n"
+        '  File "/repo/tests/fixtures/launcher/beat_rank.py", line 49 in hang\n'
+        '  File "/repo/tests/fixtures/launcher/beat_rank.py", line 102 in main\n'
+        '  File "/repo/tests/fixtures/launcher/beat_rank.py", line 140 in <module>\n'
+    )
+    threads = parse_threads(text)
+    assert [t.cut for t in threads] == [True, False]
+    assert locate(main_thread(threads)) == (None, Frame("/repo/tests/fixtures/launcher/beat_rank.py", 49, "hang"))
+    assert main_thread(threads[:1]) == threads[0]  # no whole thread: the cut one still says something
+
+
 # ---------------------------------------------------------------------------------------------- whose processes
 
 

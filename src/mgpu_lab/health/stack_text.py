@@ -26,6 +26,7 @@ WAITS = frozenset(heartbeat.COLLECTIVES) | {
 _C10D_FILE = "torch/distributed/distributed_c10d.py"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first")
+_CUT = re.compile(r"^\s*\.\.\.\s*$")  # faulthandler's mark where it stops a thread at its 100-frame limit
 
 
 @dataclass(frozen=True)
@@ -38,27 +39,40 @@ class Frame:
         return f"{self.file}:{self.line} in {self.func}"
 
 
-def parse_threads(text: str) -> list[list[Frame]]:
+class ThreadFrames(list[Frame]):
+    """One thread's frames, most recent call first. ``cut``: faulthandler stopped at its frame limit, so the
+    outermost frames (which tell a thread the script runs in from one that ``threading`` started) are missing."""
+
+    cut = False
+
+
+def parse_threads(text: str) -> list[ThreadFrames]:
     """faulthandler's dump -> one list of frames per thread, most recent call first."""
-    threads: list[list[Frame]] = []
-    current: list[Frame] | None = None
+    threads: list[ThreadFrames] = []
+    current: ThreadFrames | None = None
     for line in text.splitlines():
         if _THREAD.match(line):
-            current = []
+            current = ThreadFrames()
             threads.append(current)
             continue
+        if current is None:
+            continue
         m = _FRAME.match(line)
-        if m and current is not None:
+        if m:
             current.append(Frame(m["file"], int(m["line"]), m["func"]))
+        elif _CUT.match(line):
+            current.cut = True
     return threads
 
 
-def main_thread(threads: list[list[Frame]]) -> list[Frame]:
-    """The thread that runs the script: the one whose outermost frame is not a threading bootstrap."""
-    for frames in threads:
-        if frames and not frames[-1].file.endswith("threading.py"):
-            return frames
-    return threads[0] if threads else []
+def main_thread(threads: list[ThreadFrames]) -> list[Frame]:
+    """The thread that runs the script: the one whose outermost frame is not a threading bootstrap. A thread cut at
+    faulthandler's frame limit (a helper thread deep in an import, say) shows no outermost frame: it is taken only
+    when no whole thread qualifies."""
+    whole = [f for f in threads if f and not f.cut and not f[-1].file.endswith("threading.py")]
+    cut = [f for f in threads if f and f.cut]
+    candidates = whole + cut or threads
+    return candidates[0] if candidates else []
 
 
 def _in_torch_distributed(frame: Frame) -> bool:
