@@ -82,6 +82,22 @@ def test_generated_documents_read_the_same(monkeypatch: pytest.MonkeyPatch) -> N
         assert fast == full, repr(text)
 
 
+def test_documents_without_a_final_line_break_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that ends inside a block, with no final line break: the block's last line ends as its others do on both
+    paths, and a fence left open there is never closed on both (markdown-it-py's content lacked the break, so its
+    line count took the fence for closed)."""
+    rng = random.Random(4815)
+    for _ in range(300):
+        text = "\n".join(rng.choice(PIECES) for _ in range(rng.randint(1, 6))).rstrip("\n")
+        fast, full = _both(monkeypatch, text)
+        assert fast == full, repr(text)
+    for text in ("# T\n\n```bash\necho hi", "# T\n\n    indented\n    code"):
+        fast, full = _both(monkeypatch, text)
+        assert fast == full and full.code[-1].text.endswith("\n"), repr(text)
+    fast, full = _both(monkeypatch, "# T\n\n```bash\necho hi")
+    assert [p.code for p in full.problems] == ["IN015"], full.problems
+
+
 def test_texts_where_the_ports_part_ways_go_to_markdown_it_py() -> None:
     # a comment holding "--" (CommonMark 0.31 reads one comment, the Rust port by the older rule), a carriage
     # return (line numbering), a NUL (replaced before parsing, which moves byte offsets)

@@ -203,11 +203,14 @@ def _token_document(doc: MarkdownDoc, lines: list[str], md_lines: list[str], tok
                 )
             )
         elif t in ("fence", "code_block"):
+            # a block that ends the file without a final line break: its last line ends as the others do, as the
+            # Rust port gives it (markdown-it-py leaves the break off, and a never-closed fence looked closed)
+            content = tok.content + "\n" if tok.content and not tok.content.endswith("\n") else tok.content
             if t == "fence" and tok.map:
-                fence_problems(doc, md_lines, tok.map, tok.markup, tok.content, quotes > 0)
+                fence_problems(doc, md_lines, tok.map, tok.markup, content, quotes > 0)
             first = (tok.map[0] + (2 if t == "fence" else 1)) if tok.map else 1
             lang = tok.info.split()[0] if t == "fence" and tok.info.strip() else None
-            doc.code.append(Code(text=tok.content, line=first, col=1, kind="block", lang=lang))
+            doc.code.append(Code(text=content, line=first, col=1, kind="block", lang=lang))
         elif t == "html_block" and tok.map:
             html_comments(doc, tok.content, tok.map[0] + 1)
         elif t == "table_open":
