@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mgpu_testing.checker import MGPU, SKILL, make_tree
 from skills_check import cli
+from skills_check.rules import structure
 from skills_check.rules.shell import command_lines, words
 
 FRAGMENTS = [
@@ -113,3 +114,17 @@ def test_words_agree_with_shlex(text: str) -> None:
 def test_splitter_takes_any_text(text: str) -> None:
     for ws in command_lines(text, 1):
         assert all(w.line >= 1 and w.col >= 1 for w in ws)
+
+
+# characters of every class the token estimate tells apart: ASCII letters, digits, "_", spaces and the separators a
+# str pattern takes for spaces, marks, letters and digits outside ASCII, \w that is neither ("²", "½", "Ⅻ", a
+# combining accent), spaces and symbols outside ASCII
+TOKEN_ALPHABET = "aZ09_ -.\t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2003éß中٣²½Ⅻ\u0301—→😀"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=TOKEN_ALPHABET, max_size=40))
+def test_the_token_estimate_counts_as_its_definition_word_by_word(text: str) -> None:
+    """SK212's estimate counts bytes where each character has an ASCII stand-in of its class: always the count of
+    the loop over words that defines it (rules.structure)."""
+    assert structure.estimate_tokens(text) == structure._by_words(text)
