@@ -34,3 +34,19 @@ def test_the_clock_counts_child_processes_and_orders_the_costliest_first(pyteste
     assert float(files[0][0]) >= 0.1, out  # the child's CPU, reaped by the test that started it
     tests = re.findall(r"^ +([\d.]+) s  (test_\w+\.py::\w+)$", out, re.M)
     assert tests[0][1] == "test_costs.py::test_spends_in_a_child", out
+
+
+def test_the_clock_states_the_tests_cpu_in_units_of_a_reference_statement(pytester: pytest.Pytester) -> None:
+    """The machine's speed drifts: the summary also gives a fresh interpreter's CPU for the reference statement
+    (measured after the tests) and the tests' CPU in those units; a reference that fails says so."""
+    pytester.makepyfile(test_costs=SUITE)
+    plugins = ("-p", "mgpu_testing.suite_clock", "-p", "no:cacheprovider", "-p", "no:asyncio")
+    spin = "sum(i * i for i in range(1_500_000))"
+    out = pytester.runpytest_inprocess(*plugins, "-o", f"suite_clock_reference={spin}").stdout.str()
+    found = re.search(rf"^this machine now: `{re.escape(spin)}` in a fresh interpreter costs ([\d.]+) CPU-s; "
+                      r"the tests' CPU is (\d+) of those$", out, re.M)  # fmt: skip
+    assert found and float(found[1]) >= 0.05, out
+    failing = pytester.runpytest_inprocess(*plugins, "-o", "suite_clock_reference=raise SystemExit(3)").stdout.str()
+    assert re.search(r"^this machine now: `raise SystemExit\(3\)` failed$", failing, re.M), failing
+    plain = pytester.runpytest_inprocess(*plugins).stdout.str()
+    assert "this machine now" not in plain, plain

@@ -7,11 +7,19 @@ test's report (``user_properties``), so under xdist the controller adds up what 
 names the suite's CPU total beside its wall time and the files that cost most, so a slow addition shows in the
 next run's output. A shared run (a session fixture computed once under a file lock) counts in the test that
 started it. Only the printout depends on this plugin, never a result.
+
+A small machine's speed drifts (a virtual machine's by 10% or more within an hour), so the same suite costs more CPU
+seconds at one hour than at another. The ``suite_clock_reference`` ini option names a statement (this project's:
+``import torch``, what most of the suite's processes start with); after the tests it runs in a fresh
+interpreter (the least of two run at once), and the summary gives its CPU seconds and the tests' CPU in those units,
+which compare across runs.
 """
 
 from __future__ import annotations
 
+import os
 import resource
+import sys
 import time
 from collections import Counter
 from collections.abc import Generator
@@ -20,6 +28,7 @@ import pytest
 
 _KEY = "cpu_s"
 _SHOWN = 10
+_REFERENCE = "suite_clock_reference"
 
 
 def _cpu_now() -> float:
@@ -52,8 +61,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
 class SuiteClock:
     """Adds up the CPU seconds that the reports carry, per file and per test (controller or lone process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reference: str) -> None:
         self.began = time.monotonic()
+        self.reference = reference
         self.files: Counter[str] = Counter()
         self.tests: Counter[str] = Counter()
 
@@ -72,6 +82,14 @@ class SuiteClock:
         write = terminalreporter.write_line
         terminalreporter.section("suite clock (CPU seconds, the tests' own and their processes')")
         write(f"wall {wall:.0f} s, CPU {total:.0f} s in tests ({total / wall:.2f} cores busy on average)")
+        if self.reference:
+            unit = reference_cpu(self.reference)
+            write(
+                f"this machine now: `{self.reference}` in a fresh interpreter costs {unit:.2f} CPU-s; the tests' CPU "
+                f"is {total / unit:.0f} of those"
+                if unit > 0
+                else f"this machine now: `{self.reference}` failed"
+            )
         write(f"the {_SHOWN} test files that cost most CPU:")
         for name, seconds in self.files.most_common(_SHOWN):
             write(f"{seconds:8.1f} s  {name}")
@@ -80,6 +98,25 @@ class SuiteClock:
             write(f"{seconds:8.1f} s  {name}")
 
 
+def reference_cpu(statement: str, samples: int = 2) -> float:
+    """The CPU seconds (user and system) a fresh interpreter spends running ``statement``: the least of ``samples``
+    interpreters run at once (a single one varies by 15% on a small virtual machine); 0 where one fails."""
+    quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
+    argv = [sys.executable, "-c", statement]
+    pids = [os.posix_spawn(sys.executable, argv, os.environ, file_actions=quiet) for _ in range(samples)]
+    spent = []
+    for pid in pids:
+        _, status, usage = os.wait4(pid, 0)
+        spent.append(usage.ru_utime + usage.ru_stime if os.waitstatus_to_exitcode(status) == 0 else 0.0)
+    return min(spent)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        _REFERENCE, "a Python statement whose CPU in a fresh interpreter the suite clock reports (none: not run)"
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) prints the summary
-        config.pluginmanager.register(SuiteClock(), "suite-clock")
+        config.pluginmanager.register(SuiteClock(str(config.getini(_REFERENCE) or "")), "suite-clock")
