@@ -15,6 +15,7 @@ from mgpu_testing.training import (
     assert_two_rank_output,
     sigkill_while_saving,
     single_env,
+    tensorboard_iterations,
     train_args,
     train_in_process,
 )
@@ -62,6 +63,7 @@ def test_two_gloo_ranks_through_the_launcher(healthy_run):
     run = healthy_run("rl_games")
     run_dir = assert_two_rank_output(run.out, run.task_root, anchored=False)
     assert max(assert_rl_games_checkpoint(p)["epoch"] for p in rl_games_checkpoints(run_dir)) == run.iterations
+    assert tensorboard_iterations(run_dir) == run.iterations
 
 
 def test_checkpoint_of_another_library_is_one_line(tmp_path):

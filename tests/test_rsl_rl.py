@@ -17,6 +17,7 @@ from mgpu_testing.training import (
     assert_two_rank_output,
     sigkill_while_saving,
     single_env,
+    tensorboard_iterations,
     train_args,
     train_in_process,
 )
@@ -94,6 +95,7 @@ def test_two_gloo_ranks_through_the_launcher(healthy_run):
     assert [p.name for p in saved] == [f"model_{i}.pt" for i in range(run.iterations)]  # --save_interval 1
     for path in saved:
         assert_rsl_rl_checkpoint(path)
+    assert tensorboard_iterations(run_dir) == run.iterations
 
 
 @pytest.mark.e2e

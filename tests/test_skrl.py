@@ -16,6 +16,7 @@ from mgpu_testing.training import (
     assert_two_rank_output,
     sigkill_while_saving,
     single_env,
+    tensorboard_iterations,
     train_args,
     train_in_process,
 )
@@ -66,6 +67,7 @@ def test_two_gloo_ranks_through_the_launcher(healthy_run):
     assert [p.name for p in saved] == [f"agent_{16 * (i + 1)}.pt" for i in range(run.iterations)]
     for path in saved:
         assert_skrl_checkpoint(path)
+    assert tensorboard_iterations(run_dir) == run.iterations
 
 
 def test_checkpoint_of_another_library_is_one_line(tmp_path):

@@ -18,6 +18,7 @@ from mgpu_testing.training import (
     assert_one_line_error,
     assert_two_rank_output,
     single_env,
+    tensorboard_iterations,
     train_args,
     train_in_process,
 )
@@ -53,6 +54,7 @@ def test_two_cpu_processes_through_the_jax_launcher(healthy_run):
     saved = jax_checkpoints(run_dir)
     assert [p.name for p in saved] == [f"agent_{16 * (i + 1)}.msgpack" for i in range(run.iterations)]
     assert_jax_checkpoint(saved[-1])
+    assert tensorboard_iterations(run_dir) == run.iterations
 
 
 def test_jax_under_torchrun_is_refused_in_one_line(tmp_path):

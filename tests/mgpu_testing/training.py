@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,21 @@ def train_in_process(
         lambda: trainer.main(parser.parse_args(argv), parse_faults(faults)), env, cwd=REPO, hide=hide
     )
     return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def tensorboard_iterations(run_dir: Path) -> int:
+    """How many values the TensorBoard files under ``run_dir`` (rank 0's) hold for the scalar written most often:
+    every library writes some scalar once per iteration, so after a run that ended normally this is its iteration
+    count, nothing lost when the rank's process left (:mod:`mgpu_lab.core.leave`; rl_games' writer keeps all of it
+    buffered until it is finalized)."""
+    # tensorboard (the libraries' own dependency): only the tests that read a run's files load it
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    written: Counter[str] = Counter()
+    for path in run_dir.rglob("events.out.tfevents.*"):
+        for event in EventFileLoader(str(path)).Load():
+            written.update(value.tag for value in event.summary.value)
+    return max(written.values(), default=0)
 
 
 def train_args(library: str, log_root: Path, *args: str) -> list[str]:
