@@ -4,8 +4,8 @@
 # makes (or brings up to date) a Python 3.12 venv at .isaaclab-venv/ (gitignored; MGPU_ISAACLAB_VENV overrides)
 # holding isaaclab==3.0.0 and this project, without replacing Isaac Lab's own `isaaclab` console script.
 # Idempotent: a second run checks and returns in seconds. Measured on 2 cores: uv's cache cold 2 min 37 s (the
-# wheels downloaded, a 7.6 GB venv); cache warm into a new venv (a fresh clone, as in CI) 1 min 56 s of CPU, nearly all
-# of it compiling bytecode (9 min wall on a machine loaded by other jobs); a rerun 1 s (6 s loaded).
+# wheels downloaded, a 7.6 GB venv); cache warm into a new venv (a fresh clone, as in CI), the Warp warm-up included,
+# 119 CPU-s in 130 s alone (168 CPU-s in 144 s when the install compiled every file's bytecode); a rerun 1 s.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 venv="${MGPU_ISAACLAB_VENV:-$repo/.isaaclab-venv}"
@@ -28,8 +28,9 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import sys; sys.exit(
 fi
 py="$venv/bin/python"
 
-# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (CI) every rank would otherwise compile torch again.
-uv pip install --quiet --python "$py" --compile-bytecode "isaaclab==$isaaclab_version"
+# No --compile-bytecode: the Warp warm-up below imports what the tests' Isaac Lab processes import, and writes the
+# bytecode of just those modules (a quarter of the venv's); compiling every file took about 2 CPU-minutes.
+uv pip install --quiet --python "$py" "isaaclab==$isaaclab_version"
 
 # This project: its source on the venv's path. While pyproject.toml names our console script `isaaclab`, an
 # install would replace Isaac Lab's script of that name, so only a .pth file puts src/ on the path; once the
@@ -83,6 +84,9 @@ if [ ! -f "$stamp" ]; then
     mkdir "$scratch/theirs" "$scratch/ours"
     export ISAACSIM_ASSET_ROOT="$scratch/assets" WARP_CACHE_PATH="$warp_cache" OMP_NUM_THREADS=1 \
       CUDA_VISIBLE_DEVICES="" MASTER_ADDR=127.0.0.1 GLOO_SOCKET_IFNAME=lo TMPDIR="$scratch"
+    # ...and the bytecode of every module these trainings import, into the venv: where PYTHONDONTWRITEBYTECODE is
+    # set (CI) each of the tests' Isaac Lab processes would otherwise compile them again
+    export PYTHONDONTWRITEBYTECODE=
     cartpole=(--rl_library rsl_rl --task Isaac-Cartpole-Direct --num_envs 16 presets=newton_mjwarp --max_iterations 1)
     cd "$scratch/theirs"
     "$venv/bin/isaaclab" train "${cartpole[@]}" --device cpu agent.device=cpu > "$scratch/theirs.log" 2>&1
