@@ -91,3 +91,17 @@ def test_a_stdout_that_cannot_be_flushed_turns_success_into_120(tmp_path: Path) 
     ok = run("sys.stdout.write('lost'); os.close(1); leave(0)", tmp_path)
     failed = run("sys.stdout.write('lost'); os.close(1); leave(4)", tmp_path)
     assert (ok.returncode, failed.returncode) == (120, 4)
+
+
+def test_a_python_without_cpythons_exit_hook_exits_normally(tmp_path: Path) -> None:
+    """Where ``atexit`` has no ``_run_exitfuncs`` (CPython's private hook), ``leave`` is ``sys.exit``: the
+    handlers still run (by the interpreter's own exit), and the status is the one given."""
+    proc = run(
+        """
+        del atexit._run_exitfuncs
+        atexit.register(lambda: print("handler ran"))
+        leave(5)
+        """,
+        tmp_path,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (5, "handler ran\n", "")

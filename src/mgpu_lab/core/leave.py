@@ -9,7 +9,8 @@ launcher's ranks, ``mgpu-lab train`` and ``mgpu-lab play`` end through :func:`le
 Everything a normal exit does that someone could observe still happens, in the same order:
 
 1. the threads the interpreter would wait for: while one that is not a daemon is alive, this is a plain
-   ``sys.exit`` (the interpreter joins it, then tears down as usual);
+   ``sys.exit`` (the interpreter joins it, then tears down as usual), as it is on a Python whose ``atexit`` lacks
+   ``_run_exitfuncs`` (CPython's own, which its exit calls);
 2. a full garbage collection, so the finalizers of objects that only reference cycles kept alive (an RL library's
    runner and the writer it holds) run, as they do in the teardown's own collection;
 3. the ``atexit`` handlers (``logging``'s flush and close, ``multiprocessing``'s clean-up, JAX's and the libraries'
@@ -45,10 +46,11 @@ def leave(status: int | None) -> NoReturn:
     """End the process with ``status`` (None is 0), as ``sys.exit(status)`` from the main module would, less the
     module teardown (see the module's documentation)."""
     code = 0 if status is None else status
-    if _waited_for() or threading.current_thread() is not threading.main_thread():
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)  # CPython's own, what its exit calls
+    if run_exit_handlers is None or _waited_for() or threading.current_thread() is not threading.main_thread():
         sys.exit(code)
     gc.collect()
-    atexit._run_exitfuncs()
+    run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
