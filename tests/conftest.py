@@ -1,7 +1,8 @@
 """Suite-wide fixtures. Shared helpers live in ``tests/mgpu_testing`` (on pytest's ``pythonpath``).
 
-The expensive real runs (one healthy 2-rank job per library, one Sphinx build) are session-scoped
-fixtures here, so every test that needs one shares it: see :mod:`mgpu_testing.runs`.
+The expensive real runs (one healthy 2-rank job per library, one two-node restart job per rendezvous form, one
+Sphinx build) are session-scoped fixtures here, so every test that needs one shares it: see :mod:`mgpu_testing.runs`
+and :mod:`mgpu_testing.restarts`.
 """
 
 from __future__ import annotations
@@ -173,6 +174,26 @@ def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[
             )
             done[library] = HealthyRun.from_record(record)
         return done[library].assert_ok()  # a failed run fails each test that needs it, and runs once
+
+    yield get
+
+
+@pytest.fixture(scope="session")
+def restarted_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], object]]:
+    """``restarted_run(form)``: the one real two-node restart job of rendezvous ``form`` (``c10d`` or ``static``)
+    this session (see :mod:`mgpu_testing.restarts`), run the first time a test asks for it, shared by every xdist
+    worker. Tests read its output and files; they never write into its folders."""
+    from mgpu_testing.once import once
+    from mgpu_testing.restarts import RestartedRun, restart_two_nodes
+
+    done: dict[str, RestartedRun] = {}
+
+    def get(form: str) -> RestartedRun:
+        if form not in done:
+            done[form] = RestartedRun.from_record(
+                once(tmp_path_factory, f"restarted-{form}", lambda folder: restart_two_nodes(form, folder))
+            )
+        return done[form]
 
     yield get
 

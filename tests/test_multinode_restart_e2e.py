@@ -1,12 +1,9 @@
 """A rank killed on one node of a two-node job: every node restarts and resumes from the same checkpoint in the
 same run folder (issue 37 item 1), with the c10d rendezvous and with the static one.
 
-Two real launchers on this machine play two nodes (one CPU rank each, gloo on loopback, ``OMP_NUM_THREADS=1``),
-the real train.py (rsl_rl), ``--max_restarts 3``. ``--rehearse_fault signal:1:4`` SIGKILLs rank 1 at the first
-step of iteration 4, on the first attempt only; with ``--save_interval 2`` rank 0 saved ``model_2.pt``
-(iterations 0-2) before it (rank 1 reaches iteration 4 only after a collective of iteration 3's update, which rank
-0 enters after that save), so the resume point is exact: iteration 3. The job's total is 6 iterations: the
-restarted group trains 3 of them. One job per rendezvous form runs once for the module, and each test reads it.
+The session's shared restart job of each form (:mod:`mgpu_testing.restarts`: two real launchers on this machine, one
+CPU rank each, rank 1 SIGKILLed at iteration 4 of 6 on the first attempt, ``model_2.pt`` saved before it, so the
+resume point is iteration 3), which each test here reads (tests/test_skill_commands.py reads it too).
 
 Then the bound: a node whose peers gave up (node 1 has no restart left) stops by itself once ``--rdzv_timeout``
 passed after its restart, with exit 4 and a line that names the bound, instead of waiting for its watchdog.
@@ -19,13 +16,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-from pathlib import Path
 
 import pytest
 from mgpu_testing import PYTHON, free_port, kill_group
-from mgpu_testing.cluster import run_together
 from mgpu_testing.launcher import beats, finish, process_tree, start, supervise_dirs, wait_until
 from mgpu_testing.probe import assert_nothing_left, tagged_env
+from mgpu_testing.restarts import FORMS, KILL_AT, RESUMED_AT, TRAIN, node_flags, two_nodes
 from mgpu_testing.training import DIGEST_ANYWHERE, LAUNCHER, TASK
 
 from mgpu_lab.health.failures import FIRST_FAILURE
@@ -33,41 +29,15 @@ from mgpu_lab.launch import ports
 
 pytestmark = pytest.mark.e2e
 
-MAX_ITERATIONS = 6
-KILL_AT, RESUMED_AT = 4, 3
-TRAIN = ["--num_gpus", "1", "--device", "cpu", "--task", TASK, "--num_envs", "8", "--seed", "3"]
 RESUMED = re.compile(r"\[INFO\] restart 1: resumed from (\S+) at iteration (\d+)$", re.M)
 AGREED = re.compile(r"\[INFO\] rank (\d)/2: restart (\d+) of the job \(torchrun's count on this node: (\d+)\)$", re.M)
 LOGGING_TO = re.compile(r"^\[INFO\] logging to (\S+)$", re.M)
 
 
-def node_flags(form: str, node: int, port: int) -> list[str]:
-    if form == "c10d":
-        return ["--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "t37"]
-    return ["--nnodes", "2", "--node_rank", str(node), "--master_addr", "127.0.0.1", "--master_port", str(port)]
-
-
-def two_nodes(form: str, logs: Path, restarts: tuple[int, int], *extra: str, store_on_0: bool = False) -> list:
-    """Both launchers of one job, run together; their CompletedProcesses, node 0 first. ``store_on_0``: node 1 starts
-    once node 0 listens on the endpoint, so node 0 hosts the c10d store (the first to bind it does)."""
-    port = free_port()
-    env, tag = tagged_env()
-    runs = []
-    for node in (0, 1):
-        cmd = [PYTHON, LAUNCHER, *node_flags(form, node, port), "--max_restarts", str(restarts[node]), *TRAIN]
-        cmd += ["--max_iterations", str(MAX_ITERATIONS), "--save_interval", "2", "--log_root", str(logs), *extra]
-        runs.append((cmd, env))
-    listening = (lambda: any(state == ports.LISTEN for state, _, _ in ports.sockets_on(port))) if store_on_0 else None
-    results = run_together(runs, timeout=420, first_ready=listening)
-    assert_nothing_left(tag)
-    return results
-
-
-@pytest.fixture(scope="module", params=["c10d", "static"])
-def restarted(request, tmp_path_factory):
-    logs = tmp_path_factory.mktemp(f"restart_{request.param}") / "logs"
-    procs = two_nodes(request.param, logs, (3, 3), "--rehearse_fault", f"signal:1:{KILL_AT}")
-    return request.param, logs, procs
+@pytest.fixture(scope="module", params=FORMS)
+def restarted(request, restarted_run):
+    run = restarted_run(request.param)
+    return run.form, run.logs, run.procs
 
 
 def everything(procs) -> str:

@@ -11,7 +11,9 @@ cpu``, few environments and iterations, CPU ranks on gloo, every address rewritt
 train`` example runs through train.py's main in pytest's process: see :func:`run_cpu_form`). One run
 per distinct command *shape* (see :class:`Shape`) keeps the suite's time bounded, and the shapes of the
 session's healthy runs (tests/mgpu_testing/runs.py: one node per torch library, two JAX nodes) are those
-runs, shared with the library tests rather than trained again.
+runs, shared with the library tests rather than trained again; so are rsl_rl's two-node shapes, whose runs are the
+session's restart jobs (tests/mgpu_testing/restarts.py: each attempt is such a run, and the job restarts once more
+than a CPU form would), shared with tests/test_multinode_restart_e2e.py.
 
 The code is read with the checker's own parsers (``tools/skills``), so both see the same snippets.
 """
@@ -348,6 +350,7 @@ def test_probe_example_parses(cmd: Command, probe_module: ModuleType, capsys) ->
 # torch._dynamo). With the docs of issue 11 (7 shapes) three shapes are healthy runs the library tests
 # share (rl_games and skrl on one node, skrl's JAX on two), and the one-node rsl_rl resume starts from a
 # copy of the healthy rsl_rl run: 5 training runs of this module's own (4 shapes, 1 preparing run) instead of 9.
+# Since rsl_rl's two-node shapes (static and c10d) read the shared restart jobs of those forms, 3 of them.
 
 #: options whose value the CPU form replaces or drops (launcher and trainer); multi-node ones are re-added
 _REWRITTEN = {
@@ -547,16 +550,21 @@ def torchrun_reports(out: str) -> str:
     return "".join(f"\n--- {p}:\n{Path(p).read_text(errors='replace')[-3000:]}" for p in paths if Path(p).is_file())
 
 
-def assert_trained(cmd: Command, shape: Shape, nodes: list[tuple[list[str], int]], out: str) -> str:
+def assert_trained(
+    cmd: Command, shape: Shape, nodes: list[tuple[list[str], int]], out: str, *, attempts: int = 1
+) -> str:
     """Every node (argv, exit status) exited 0; no traceback in ``out`` (every node's output); every rank
-    synchronized and ended with the same parameters; rank 0 timed the run and counted every rank."""
+    synchronized (once in each of the job's ``attempts``) and ended with the same parameters; rank 0 timed the run
+    and counted every rank."""
     where = f"{cmd.where}: `{cmd.source}` in its CPU form"
     for argv, rc in nodes:
         assert rc == 0, f"{where} exited {rc}: {shlex.join(argv)}\n{out[-4000:]}{torchrun_reports(out)}"
     assert "Traceback" not in out, f"{where}:\n{out[-4000:]}"
     world = 1 if shape.sub == "train" else 2
     ranks = [(str(r), str(world)) for r in range(world)]
-    assert sorted(SYNC_ANYWHERE.findall(out)) == ranks, f"{where}: not every rank synchronized\n{out[-4000:]}"
+    assert sorted(SYNC_ANYWHERE.findall(out)) == sorted(ranks * attempts), (
+        f"{where}: not every rank synchronized\n{out[-4000:]}"
+    )
     assert len(TIME.findall(out)) == 1, f"{where}:\n{out[-4000:]}"
     assert [w for _, w in THROUGHPUT.findall(out)] == [str(world)], f"{where}:\n{out[-4000:]}"
     digests = {rank: value for rank, _, value in DIGEST_ANYWHERE.findall(out)}
@@ -618,6 +626,22 @@ def is_a_healthy_run(shape: Shape) -> bool:
     )
 
 
+def restart_form(cmd: Command, shape: Shape) -> str | None:
+    """The rendezvous form of the session's shared two-node restart job (tests/mgpu_testing/restarts.py) that is a
+    run of ``shape``, if any: rsl_rl (torch) on the task of the healthy runs, two nodes of one rank, no resume. Each
+    of its attempts trains as such a command does; it then restarts once, which a documented command may ask for too
+    (``--max_restarts``, ``--rehearse_fault``)."""
+    if not (
+        shape.sub == "train_multigpu"
+        and (shape.library, shape.framework) == ("rsl_rl", "torch")
+        and shape.rendezvous in ("2 nodes static", "2 nodes c10d")
+        and not (shape.resume or shape.continue_run)
+        and (option(cmd.args, "--task") or TASK) == TASK
+    ):
+        return None
+    return shape.rendezvous.split()[-1]
+
+
 def resume_from_healthy(run: HealthyRun, log_root: Path) -> str:
     """Copy ``run``'s run folder under ``log_root``; the copy of its last checkpoint (the one its rank 0 named)."""
     copy = copy_run(run, log_root)
@@ -643,12 +667,21 @@ def run_cpu_form(cmd: Command, argvs: list[list[str]]) -> list[subprocess.Comple
 @pytest.mark.e2e
 @pytest.mark.timeout(WITH_HEALTHY_RUN)
 @pytest.mark.parametrize(("shape", "cmd"), CPU_RUNS, ids=[f"{s}@{c.where}" for s, c in CPU_RUNS])
-def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Path, healthy_run) -> None:
+def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Path, healthy_run, restarted_run) -> None:
     key = healthy_key(cmd)
     if key is not None and is_a_healthy_run(shape):  # this shape's CPU form is that run (values aside)
         run = healthy_run(key)
         assert_trained(cmd, shape, list(zip(map(list, run.argvs), run.returncodes)), run.out)
         assert len(list(run.task_root.iterdir())) == 1, "only rank 0 writes"
+        return
+    form = restart_form(cmd, shape)
+    if form is not None:  # this shape's CPU form is each attempt of that job (values aside)
+        from mgpu_testing.restarts import ATTEMPTS
+
+        restarted = restarted_run(form)
+        nodes = [(p.args, p.returncode) for p in restarted.procs]
+        assert_trained(cmd, shape, nodes, "".join(p.stdout + p.stderr for p in restarted.procs), attempts=ATTEMPTS)
+        assert len(list((restarted.logs / "rsl_rl" / TASK).iterdir())) == 1, "one run folder, rank 0's"
         return
     log_root = tmp_path / "logs"
     task_root = log_root / (option(cmd.args, "--rl_library") or "rsl_rl") / (option(cmd.args, "--task") or TASK)
@@ -759,8 +792,9 @@ def test_every_documented_shape_is_run() -> None:
     for cmd in LAUNCHER_CMDS + TRAINER_CMDS:
         shape = shape_of(cmd)
         assert shape is None or covered(shape, picked), cmd
-    # the launcher's real multi-node runs are these CPU forms (tests/test_launcher_e2e.py has no run of its own
-    # over c10d or a static two-node rendezvous): the docs must keep writing every rendezvous kind
+    # the launcher's real multi-node runs of a healthy job are these CPU forms (tests/test_launcher_e2e.py has no
+    # run of its own over c10d or a static two-node rendezvous; the restart jobs are those of rsl_rl's two-node
+    # shapes): the docs must keep writing every rendezvous kind
     assert {s.rendezvous for s in picked} >= {"process", "node", "2 nodes static", "2 nodes c10d", "2 nodes jax"}, (
         picked
     )
