@@ -615,10 +615,11 @@ def healthy_key(cmd: Command) -> str | None:
 
 def is_a_healthy_run(shape: Shape) -> bool:
     """Whether a healthy run is a run of ``shape``: a torch library on one node, skrl's JAX on two nodes
-    (tests/mgpu_testing/runs.py), the launcher, no resume."""
+    (tests/mgpu_testing/runs.py), the launcher, no resume and no continuing (a run that goes on in a prepared run's
+    folder is its own path: it trains here, from a copy of the healthy run)."""
     return (
         shape.sub == "train_multigpu"
-        and not shape.resume
+        and not (shape.resume or shape.continue_run)
         and (
             (shape.framework == "torch" and shape.rendezvous == "node")
             or (shape.framework == "jax" and shape.rendezvous == "2 nodes jax")
