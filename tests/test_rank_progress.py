@@ -6,12 +6,14 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
 
 from mgpu_lab.health import heartbeat, rank_progress
 from mgpu_lab.health.rank_progress import Fault, StepClock, parse_faults
+from mgpu_lab.health.stack_text import main_thread, parse_threads
 from mgpu_lab.runs import resume
 from mgpu_lab.train.dist import DistContext, device_warning
 
@@ -103,9 +105,19 @@ def test_beats_failure_run_dir_and_stack_dump(tmp_path):
         progress.on_iteration(1)
         beat = heartbeat.read_beats(tmp_path)[3]
         assert (beat.phase, beat.iteration, beat.local_rank, beat.pid) == ("train", 1, 1, os.getpid())
+        helper = threading.Thread(target=threading.Event().wait, args=(30,), daemon=True)  # listed before main
+        helper.start()
         os.kill(os.getpid(), heartbeat.STACK_SIGNAL)  # faulthandler writes synchronously in the handler
-        stack = heartbeat.stack_path(tmp_path, 3).read_text()
+        path = heartbeat.stack_path(tmp_path, 3)
+        stack = path.read_text()
         assert "test_beats_failure_run_dir_and_stack_dump" in stack
+        # the first line names the main thread by the id the dump gives it: the watchdog reads that thread
+        main = heartbeat.read_main_thread(path)
+        assert stack.splitlines()[0] == f"# main thread {main}" and main == f"0x{threading.main_thread().ident:016x}"
+        threads = parse_threads(stack)
+        assert len(threads) >= 2 and threads[0].ident == f"0x{helper.ident:016x}"
+        frames = main_thread(threads, main)
+        assert frames[0].func == "test_beats_failure_run_dir_and_stack_dump", frames[:3]
         progress.done()
         assert heartbeat.read_beats(tmp_path)[3].phase == "done"
     finally:

@@ -630,6 +630,38 @@ def test_a_helper_thread_cut_at_faulthandlers_frame_limit_is_not_taken_for_the_s
     assert main_thread(threads[:1]) == threads[0]  # no whole thread: the cut one still says something
 
 
+def test_the_main_thread_named_by_the_stack_file_is_the_one_located() -> None:
+    """A helper thread caught mid-import when the stacks were asked for, listed first (the newest thread) and without
+    its threading bootstrap: by shape alone it passes for the script's thread (a hang report once named
+    ``<frozen importlib._bootstrap>`` as where both ranks were). The id on the stack file's first line decides."""
+    text = (
+        "Thread 0x00007f0000000001 (most recent call first):\n"
+        '  File "<frozen importlib._bootstrap>", line 241 in _call_with_frames_removed\n'
+        '  File "<frozen importlib._bootstrap>", line 558 in _init_module_attrs\n'
+        "\n"
+        "Current thread 0x00007F0000000002 (most recent call first):\n"
+        '  File "/repo/tests/fixtures/launcher/beat_rank.py", line 49 in hang\n'
+        '  File "/repo/tests/fixtures/launcher/beat_rank.py", line 140 in <module>\n'
+    )
+    threads = parse_threads(text)
+    assert [t.ident for t in threads] == ["0x00007f0000000001", "0x00007f0000000002"]
+    assert main_thread(threads) == threads[0]  # the shape alone is fooled
+    assert locate(main_thread(threads, "0x00007f0000000002")) == (
+        None,
+        Frame("/repo/tests/fixtures/launcher/beat_rank.py", 49, "hang"),
+    )
+    assert main_thread(threads, "0x00007f00000000ff") == threads[0]  # an id the dump lacks: the shape, as before
+
+
+def test_the_stack_files_first_line_is_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "stack.0"
+    path.write_text(heartbeat.main_thread_line(0x7F0000000002) + "Thread 0x00007f0000000002 (most recent ...)\n")
+    assert heartbeat.read_main_thread(path) == "0x00007f0000000002"
+    path.write_text("Current thread 0x00007f0000000002 (most recent call first):\n")  # a rank that wrote no line
+    assert heartbeat.read_main_thread(path) is None
+    assert heartbeat.read_main_thread(tmp_path / "missing") is None
+
+
 # ---------------------------------------------------------------------------------------------- whose processes
 
 

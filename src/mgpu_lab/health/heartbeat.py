@@ -5,7 +5,8 @@ The launcher creates one *supervision folder* per job on each node and passes it
 
 - ``beat.<rank>``: its latest heartbeat, one JSON object (:class:`Beat`), replaced atomically;
 - ``stack.<rank>``: where ``faulthandler`` writes every thread's Python stack when the rank receives
-  :data:`STACK_SIGNAL` (registered by the trainer at start-up);
+  :data:`STACK_SIGNAL` (registered by the trainer at start-up), after a first line naming the rank's main thread
+  (:func:`main_thread_line`);
 - ``failure.<rank>``: written once when the rank fails with an exception (:class:`Failure`);
 - ``run_dir`` (rank 0 only): the absolute path of the run's log folder (where ranks also append their
   timing, :mod:`mgpu_lab.health.timing`).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import signal
 import stat
 from dataclasses import dataclass, fields
@@ -216,6 +218,29 @@ def beat_path(folder: str | os.PathLike, rank: int) -> Path:
 
 def stack_path(folder: str | os.PathLike, rank: int) -> Path:
     return Path(folder) / f"stack.{rank}"
+
+
+#: the first line of ``stack.<rank>``: the id of the thread that runs the rank's script, as faulthandler spells a
+#: thread's id. A dump lists the newest thread first, and a helper thread caught mid-call (an import, under load)
+#: can look like a script's thread, so the watchdog finds the script's frames by this id.
+_MAIN_THREAD = re.compile(r"# main thread (0x[0-9a-f]{16})")
+
+
+def main_thread_line(ident: int) -> str:
+    """The stack file's first line for a rank whose main thread has ``threading`` id ``ident``."""
+    return f"# main thread 0x{ident:016x}\n"
+
+
+def read_main_thread(path: str | os.PathLike) -> str | None:
+    """The main thread's id from a stack file's first line (``0x`` and 16 hex digits, faulthandler's spelling), or
+    None: no such line (a rank that wrote none), or no file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            first = fh.readline(64)
+    except OSError:
+        return None
+    found = _MAIN_THREAD.fullmatch(first.rstrip("\n"))
+    return found[1] if found else None
 
 
 def failure_path(folder: str | os.PathLike, rank: int) -> Path:

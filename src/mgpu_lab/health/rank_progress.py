@@ -38,6 +38,7 @@ import faulthandler
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -289,10 +290,15 @@ class Supervision:
         )
 
     def register_stack_dump(self) -> None:
-        """On ``heartbeat.STACK_SIGNAL``, write every thread's Python stack into ``stack.<rank>`` (once)."""
+        """On ``heartbeat.STACK_SIGNAL``, write every thread's Python stack into ``stack.<rank>``, which starts with
+        the line naming this process's main thread (once)."""
         if self._stack_file is not None:
             return
         self._stack_file = open(heartbeat.stack_path(self.folder, self.rank), "w", encoding="utf-8")  # noqa: SIM115
+        main = threading.main_thread().ident
+        if main is not None:  # before any dump: faulthandler writes to the file's descriptor, past this line
+            self._stack_file.write(heartbeat.main_thread_line(main))
+            self._stack_file.flush()
         faulthandler.register(heartbeat.STACK_SIGNAL, file=self._stack_file, all_threads=True)
         flight_recorder.listen(self.folder, self.rank)  # its flight recorder dump, asked through a FIFO (issue 47)
 

@@ -25,7 +25,7 @@ WAITS = frozenset(heartbeat.COLLECTIVES) | {
 }
 _C10D_FILE = "torch/distributed/distributed_c10d.py"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
-_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ .*most recent call first")
+_THREAD = re.compile(r"^(?:Current thread|Thread) (?P<ident>0x[0-9a-fA-F]+) .*most recent call first")
 _CUT = re.compile(r"^\s*\.\.\.\s*$")  # faulthandler's mark where it stops a thread at its 100-frame limit
 
 
@@ -41,9 +41,11 @@ class Frame:
 
 class ThreadFrames(list[Frame]):
     """One thread's frames, most recent call first. ``cut``: faulthandler stopped at its frame limit, so the
-    outermost frames (which tell a thread the script runs in from one that ``threading`` started) are missing."""
+    outermost frames (which tell a thread the script runs in from one that ``threading`` started) are missing.
+    ``ident``: the thread's id as the dump spells it (``0x`` and 16 hex digits)."""
 
     cut = False
+    ident: str | None = None
 
 
 def parse_threads(text: str) -> list[ThreadFrames]:
@@ -51,8 +53,10 @@ def parse_threads(text: str) -> list[ThreadFrames]:
     threads: list[ThreadFrames] = []
     current: ThreadFrames | None = None
     for line in text.splitlines():
-        if _THREAD.match(line):
+        header = _THREAD.match(line)
+        if header:
             current = ThreadFrames()
+            current.ident = header["ident"].lower()
             threads.append(current)
             continue
         if current is None:
@@ -65,10 +69,14 @@ def parse_threads(text: str) -> list[ThreadFrames]:
     return threads
 
 
-def main_thread(threads: list[ThreadFrames]) -> list[Frame]:
-    """The thread that runs the script: the one whose outermost frame is not a threading bootstrap. A thread cut at
-    faulthandler's frame limit (a helper thread deep in an import, say) shows no outermost frame: it is taken only
-    when no whole thread qualifies."""
+def main_thread(threads: list[ThreadFrames], ident: str | None = None) -> list[Frame]:
+    """The thread that runs the script: the one of id ``ident`` (the stack file's first line,
+    :func:`mgpu_lab.health.heartbeat.read_main_thread`) where the dump holds it; else the one whose outermost frame is
+    not a threading bootstrap. A thread cut at faulthandler's frame limit (a helper thread deep in an import, say)
+    shows no outermost frame: it is taken only when no whole thread qualifies."""
+    named = [f for f in threads if ident is not None and f.ident == ident.lower()]
+    if named:
+        return named[0]
     whole = [f for f in threads if f and not f.cut and not f[-1].file.endswith("threading.py")]
     cut = [f for f in threads if f and f.cut]
     candidates = whole + cut or threads

@@ -195,8 +195,9 @@ class Watchdog:
             if r in pending or not st.responding:
                 st.responding = False
                 continue
-            st.stack = _read_from(heartbeat.stack_path(self.folder, r), sizes[r])
-            st.collective, st.where = locate(main_thread(parse_threads(st.stack)))
+            path = heartbeat.stack_path(self.folder, r)
+            st.stack = _read_from(path, sizes[r])
+            st.collective, st.where = locate(main_thread(parse_threads(st.stack), heartbeat.read_main_thread(path)))
             beat = st.beat
             if st.collective is None and beat is not None and beat.collective is not None:  # a wait no Python
                 st.collective = beat.collective  # frame shows (DDP's gradient all-reduce, from C++): the tracker saw it
