@@ -105,3 +105,24 @@ def test_a_python_without_cpythons_exit_hook_exits_normally(tmp_path: Path) -> N
         tmp_path,
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (5, "handler ran\n", "")
+
+
+def test_a_ctrl_c_during_the_last_steps_stops_nothing(tmp_path: Path) -> None:
+    """SIGINT sent from a finalizer that the collection runs: no KeyboardInterrupt (in the finalizer or after it),
+    so the handlers still run, nothing is printed on stderr and the status is the one given."""
+    proc = run(
+        """
+        import signal
+        class Interrupting:
+            def __init__(self):
+                self.me = self
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(1000))  # bytecode after the signal, where a handler would raise
+        Interrupting()
+        atexit.register(lambda: print("handler ran"))
+        leave(0)
+        """,
+        tmp_path,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "handler ran\n", "")

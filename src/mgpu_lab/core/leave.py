@@ -17,6 +17,10 @@ Everything a normal exit does that someone could observe still happens, in the s
    own), last registered first;
 4. ``sys.stdout`` and ``sys.stderr`` flushed; a flush that fails turns a status of 0 into 120, as CPython's does.
 
+From the collection on, SIGINT is ignored: the rank's work is done, and a Ctrl-C (the launcher forwards one to every
+rank) landing in these last steps would otherwise raise KeyboardInterrupt in a finalizer, a handler or here, skip
+what follows and print a traceback.
+
 What is skipped is the finalization of objects still reachable from a module at exit, which CPython does not
 promise either. The entry scripts hold nothing there that writes: the tests read back every iteration's TensorBoard
 scalars of each library's healthy job (rl_games' writer keeps all of them buffered until it is finalized). A user's
@@ -28,6 +32,7 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import signal
 import sys
 import threading
 from typing import NoReturn
@@ -49,6 +54,7 @@ def leave(status: int | None) -> NoReturn:
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)  # CPython's own, what its exit calls
     if run_exit_handlers is None or _waited_for() or threading.current_thread() is not threading.main_thread():
         sys.exit(code)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C now cannot stop the exit halfway: the work is done
     gc.collect()
     run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):
