@@ -30,6 +30,7 @@ from types import ModuleType
 import pytest
 from mgpu_testing import PYTHON, REPO, free_port, loopback_env
 from mgpu_testing.docs import LAUNCHER, PROBE, TRAINER, load_script, rel
+from mgpu_testing.restarts import ATTEMPTS
 from mgpu_testing.runs import WITH_HEALTHY_RUN, HealthyRun, copy_run
 from mgpu_testing.runs import run_nodes as run_nodes_together
 from mgpu_testing.training import DIGEST_ANYWHERE, SYNC_ANYWHERE, TASK, THROUGHPUT, TIME, single_env
@@ -677,8 +678,6 @@ def test_example_trains_in_its_cpu_form(shape: Shape, cmd: Command, tmp_path: Pa
         return
     form = restart_form(cmd, shape)
     if form is not None:  # this shape's CPU form is each attempt of that job (values aside)
-        from mgpu_testing.restarts import ATTEMPTS
-
         restarted = restarted_run(form)
         nodes = [(p.args, p.returncode) for p in restarted.procs]
         assert_trained(cmd, shape, nodes, "".join(p.stdout + p.stderr for p in restarted.procs), attempts=ATTEMPTS)

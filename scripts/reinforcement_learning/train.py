@@ -25,7 +25,6 @@ if os.path.isdir(_SRC) and _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
 from mgpu_lab.core.help_format import HelpFormatter, OneLineErrors
-from mgpu_lab.core.leave import leave
 
 _usage_error = OneLineErrors("mgpu-lab train")  # argparse's errors: one line, exit 2, no usage block
 
@@ -153,5 +152,9 @@ def main() -> int:
     return trainer.main(args)
 
 
-if __name__ == "__main__":  # without the interpreter's teardown, a second of CPU (mgpu_lab.core.leave)
+if __name__ == "__main__":
+    # without the interpreter's teardown, a second of CPU; imported here, not at the top: the launcher loads
+    # this file for its parser (--dry_run included) and never exits through it
+    from mgpu_lab.core.leave import leave
+
     leave(main())
