@@ -42,7 +42,12 @@ def entry(seq: int, op: str = "all_reduce", sizes: list | None = None, group: st
 
 
 def dump(entries: list[dict], completed: dict[str, int] | None = None) -> dict:
+    """A rank's dump; ``completed`` (group -> its last completed collective) also retires the entries up to it."""
     status = {g: {"last_completed_collective": n, "last_enqueued_collective": n} for g, n in (completed or {}).items()}
+    for record in entries:
+        group = record.get("process_group", ("",))[0]  # a damaged entry may lack it
+        if completed and group in completed:
+            record["retired"] = record["collective_seq_id"] <= completed[group]
     return {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}}, "entries": entries,
             "pg_status": status}  # fmt: skip
 
@@ -81,6 +86,41 @@ def test_a_rank_that_never_posted_is_named_with_the_frames_that_posted(tmp_path:
     )
     assert lines[-2].startswith("mgpu-lab trace:   rank 1 never posted it; its last in this group: #3 all_reduce")
     assert lines[-1] == "mgpu-lab trace: rank 1 never posted collective #4 (all_reduce [[8]] Float) of process group 0"
+
+
+def last_line_of(rank0: dict, rank1: dict, folder: Path) -> str:
+    """What the reader says of rank 1's last collective when rank 0 posted one more (#3) than rank 1."""
+    code, out, _ = cli(str(write(folder, {0: rank0, 1: rank1})))
+    assert code == 1, out
+    (line,) = [x for x in out.splitlines() if "rank 1 never posted it" in x]
+    return line
+
+
+def test_an_entry_retired_is_completed_whatever_the_group_number_says(tmp_path: Path) -> None:
+    """gloo's two worker threads each write the group's last completed number after their own work: the thread that
+    finished #1 can write after the one that finished #2 (seen in a CI run: rank 1's #157 retired, the number 156)."""
+    rank0 = dump([entry(1), entry(2), entry(3, retired=False)])
+    stale = dump([entry(1), entry(2)], {"0": 1})
+    stale["entries"][1]["retired"] = True  # #2 finished; its thread wrote the number before #1's did
+    assert "#2 all_reduce [[8]] Float (completed)" in last_line_of(rank0, stale, tmp_path / "behind")
+    ahead = dump([entry(1), entry(2)], {"0": 2})
+    ahead["entries"][1]["retired"] = False  # the number can run ahead of an async collective still in flight
+    assert "#2 all_reduce [[8]] Float (not completed)" in last_line_of(rank0, ahead, tmp_path / "ahead")
+
+
+def test_the_state_where_a_dump_has_no_retired_flag_or_says_completed(tmp_path: Path) -> None:
+    """Without the flag (older dumps) the group's number decides; an entry whose own state says completed (NCCL's,
+    read from its events when dumping) is completed even before the backend retired it."""
+    rank0 = dump([entry(1), entry(2), entry(3, retired=False)])
+    plain = dump([entry(1), entry(2)])
+    for record in plain["entries"]:
+        del record["retired"]
+    plain["pg_status"] = {"0": {"last_completed_collective": 2}}
+    assert "#2 all_reduce [[8]] Float (completed)" in last_line_of(rank0, plain, tmp_path / "number")
+    plain["pg_status"] = {"0": {"last_completed_collective": 1}}
+    assert "#2 all_reduce [[8]] Float (not completed)" in last_line_of(rank0, plain, tmp_path / "behind")
+    nccl = dump([entry(1), entry(2, retired=False, state="completed")])
+    assert "#2 all_reduce [[8]] Float (completed)" in last_line_of(rank0, nccl, tmp_path / "events")
 
 
 def test_another_operation_or_size_is_a_mismatch(tmp_path: Path) -> None:

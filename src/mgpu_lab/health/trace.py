@@ -166,11 +166,21 @@ def _entry(raw: object, completed: dict[str, int]) -> Entry | None:
 
 
 def _state(raw: dict, seq: int, last_completed: int | None) -> str:
-    """``completed`` or ``not completed``: by the group's last completed collective where the dump says it (gloo
-    leaves every entry ``scheduled``), else by the entry's own state."""
-    if last_completed is not None:
-        return "completed" if seq <= last_completed else "not completed"
-    return "completed" if raw.get("state") == "completed" else "not completed"
+    """``completed`` or ``not completed``: by the entry's own state where that says ``completed`` (NCCL's, read from
+    its events at dump time), else by its ``retired`` flag where the dump has one (the backend retires an entry once
+    its work finished; gloo leaves every entry ``scheduled``), else by the group's last completed collective.
+
+    The flag comes before the group's number: each of gloo's worker threads writes that number after its own work,
+    so it can stay one behind (the thread that finished #156 writing after the one that finished #157), or run
+    ahead of an earlier collective still in flight."""
+    if raw.get("state") == "completed":
+        return "completed"
+    retired = raw.get("retired")
+    if isinstance(retired, bool):
+        return "completed" if retired else "not completed"
+    if last_completed is not None and seq <= last_completed:
+        return "completed"
+    return "not completed"
 
 
 def _members(config: object) -> dict[str, list[int]]:
